@@ -1,0 +1,108 @@
+"""Parsing of human units: rates, durations, probabilities and sizes.
+
+Every parser accepts a number (already in base units) or a string with a unit and
+raises ``ValueError`` naming what was wrong and what is allowed.  Decimal prefixes
+are decimal (1 Mbit = 10^6 bit, 1 MB = 10^6 B); binary ones are explicit (1 MiB = 2^20 B),
+as in CHAPTER12.md.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_SPLIT = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z%/]*)\s*$")
+
+RATE_UNITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+TIME_UNITS = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+              "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def _split(text: str, what: str) -> tuple[float, str]:
+    match = _SPLIT.match(text)
+    if not match:
+        raise ValueError(f"cannot read {what} {text!r}: expected a non-negative number with a unit")
+    return float(match.group(1)), match.group(2)
+
+
+def parse_rate(value: float | int | str) -> float:
+    """Rate in bit/s from 333e6, '333mbit', '333Mbit/s', '1gbit', '64kbit'."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    number, unit = _split(value, "rate")
+    key = unit.lower().removesuffix("/s").removesuffix("ps") if unit else "bit"
+    if unit.lower().endswith("bps") and not unit.lower().endswith("bitps"):
+        raise ValueError(f"ambiguous rate unit {unit!r} in {value!r}: tc reads 'mbps' as megabytes/s; "
+                         f"write bits, e.g. '{number:g}mbit' (allowed: {', '.join(RATE_UNITS)})")
+    if key not in RATE_UNITS:
+        raise ValueError(f"unknown rate unit {unit!r} in {value!r}; allowed: {', '.join(RATE_UNITS)} "
+                         "(optionally followed by /s)")
+    return number * RATE_UNITS[key]
+
+
+def parse_time(value: float | int | str) -> float:
+    """Duration in seconds from 0.1, '100ms', '0.1s', '50us'. A bare number in a string is seconds."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    number, unit = _split(value, "duration")
+    key = unit.lower() or "s"
+    if key not in TIME_UNITS:
+        raise ValueError(f"unknown time unit {unit!r} in {value!r}; allowed: {', '.join(TIME_UNITS)}")
+    return number * TIME_UNITS[key]
+
+
+def parse_probability(value: float | int | str) -> float:
+    """Probability in [0, 1] from 0.14 or '14%'. Range is checked by the caller."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    number, unit = _split(value, "probability")
+    if unit == "%":
+        return number / 100.0
+    if unit:
+        raise ValueError(f"unknown probability unit {unit!r} in {value!r}; write 0.14 or '14%'")
+    return number
+
+
+def parse_size(value: float | int | str) -> int:
+    """Size in bytes from 354640, '354640b', '64KB', '30MB', '64MiB'."""
+    if isinstance(value, (int, float)):
+        return int(value)
+    number, unit = _split(value, "size")
+    key = unit.lower() or "b"
+    if key not in SIZE_UNITS:
+        raise ValueError(f"unknown size unit {unit!r} in {value!r}; allowed: B, KB, MB, GB, KiB, MiB, GiB")
+    return int(round(number * SIZE_UNITS[key]))
+
+
+def parse_queue(value: int | str) -> tuple[int | None, int | None]:
+    """A queue limit: '1000' or '1000p' → (packets, None); '1.5MB' → (None, bytes)."""
+    if isinstance(value, int):
+        return value, None
+    number, unit = _split(value, "queue limit")
+    if unit.lower() in ("", "p", "pkt", "packets"):
+        if number != int(number):
+            raise ValueError(f"queue limit {value!r}: a packet count must be whole")
+        return int(number), None
+    return None, parse_size(value)
+
+
+def format_rate(bps: float | None) -> str:
+    if bps is None:
+        return "unshaped"
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g}{unit}"
+    return f"{bps:g}bit"
+
+
+def format_time(seconds: float) -> str:
+    if seconds == 0 or seconds >= 1:
+        return f"{seconds:g}s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:g}ms"
+    return f"{seconds * 1e6:g}us"
+
+
+def ceil_div(a: float, b: float) -> int:
+    return int(math.ceil(a / b))
