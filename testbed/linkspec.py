@@ -148,6 +148,12 @@ class LinkSpec:
             return 0
         return math.ceil(self.rate * (self.delay + self.jitter) / 8 / (self.frame_bytes + self.overhead))
 
+    @property
+    def unimpaired(self) -> bool:
+        """True when the spec changes nothing: unshaped, no delay, no jitter, no loss."""
+        return (self.rate is None and self.delay == 0 and self.jitter == 0
+                and isinstance(self.loss, Bernoulli) and self.loss.p == 0)
+
     def serialization_time(self, frame_len: int) -> float:
         """Seconds to send a frame of ``frame_len`` bytes (plus overhead) at ``rate``."""
         if self.rate is None:

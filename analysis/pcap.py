@@ -1,0 +1,349 @@
+"""Vectorised pcap / pcapng reader: one numpy array per header field.
+
+The file is read once into memory; a short Python loop walks the record
+chain to find where each record starts (pcap records and pcapng blocks are
+length-prefixed, so their offsets cannot be computed without walking), and
+every header field is then gathered for all packets at once with numpy fancy
+indexing on the raw bytes.  No per-packet object is ever created.
+
+Supported: pcap (microsecond and nanosecond magic, either byte order),
+pcapng (SHB/IDB/EPB, if_tsresol, several interfaces and link types);
+link types Ethernet (1, with one optional 802.1Q tag), Linux cooked
+SLL (113) and SLL2 (276), raw IP (101, 228, 229) and BSD loopback (0);
+IPv4 and IPv6 (fixed header only: a packet with extension headers is kept
+with ``proto`` set to the first next-header value); TCP and UDP.
+
+Fields beyond the captured length (snaplen) read as 0; ``tcp_hdr_ok`` says
+whether the whole TCP header, options included, was captured.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW = 0, 1, 101
+LINKTYPE_SLL, LINKTYPE_SLL2 = 113, 276
+LINKTYPE_IPV4, LINKTYPE_IPV6 = 228, 229
+
+TCP, UDP = 6, 17
+FIN, SYN, RST, PSH, ACK, URG, ECE, CWR = 1, 2, 4, 8, 16, 32, 64, 128
+MAX_SACK = 4   # a TCP header fits at most 4 SACK blocks
+HEAD = 8       # payload bytes kept per packet (enough for a TLS record header + handshake type)
+_PAD = 128     # zero bytes appended so gathers past a record's end stay in the buffer
+
+
+@dataclass
+class Packets:
+    """One entry per captured packet, in file order.
+
+    ``ts_ns``: capture timestamp in ns as the file stores it (CLOCK_REALTIME for
+    tcpdump). ``src``/``dst``: 16-byte addresses, IPv4 as IPv4-mapped IPv6
+    (``::ffff:a.b.c.d``). ``ip_len``: IPv4 total length or IPv6 payload
+    length + 40. ``payload_len``: TCP/UDP payload bytes computed from the IP
+    header (not from the captured length). ``wscale``: window scale option
+    (-1 when absent, normally only on SYNs). ``win``: the raw 16-bit window
+    field, unscaled. ``sack``: (n, 4, 2) left/right edges, ``nsack`` valid
+    blocks. ``head``: the first ``HEAD`` payload bytes, ``head_len`` of them
+    captured.
+    """
+
+    ts_ns: np.ndarray
+    iface: np.ndarray
+    caplen: np.ndarray
+    wirelen: np.ndarray
+    ipver: np.ndarray
+    proto: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    ip_id: np.ndarray
+    ip_len: np.ndarray
+    sport: np.ndarray
+    dport: np.ndarray
+    payload_len: np.ndarray
+    flags: np.ndarray
+    seq: np.ndarray
+    ack: np.ndarray
+    win: np.ndarray
+    wscale: np.ndarray
+    mss: np.ndarray
+    sack_perm: np.ndarray
+    has_ts: np.ndarray
+    tsval: np.ndarray
+    tsecr: np.ndarray
+    nsack: np.ndarray
+    sack: np.ndarray
+    tcp_hdr_ok: np.ndarray
+    head: np.ndarray
+    head_len: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+    def select(self, index) -> "Packets":
+        """A new table with the packets picked by a boolean mask or index array."""
+        return Packets(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    @property
+    def is_tcp(self) -> np.ndarray:
+        return self.proto == TCP
+
+
+def read(path: str | Path) -> Packets:
+    """Read a pcap or pcapng file (format detected from its magic number)."""
+    data = Path(path).read_bytes()
+    if len(data) < 4:
+        raise ValueError(f"{path}: not a capture file (too short)")
+    magic = data[:4]
+    raw = np.frombuffer(data + bytes(_PAD), np.uint8)
+    if magic == b"\x0a\x0d\x0d\x0a":
+        ts, iface, off, cap, wire, links = _walk_pcapng(data, raw)
+    elif magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"):
+        ts, iface, off, cap, wire, links = _walk_pcap(data, raw)
+    else:
+        raise ValueError(f"{path}: not a pcap or pcapng file (magic {magic.hex()})")
+    return decode(raw, ts, iface, off, cap, wire, links)
+
+
+def _walk_pcap(data: bytes, raw: np.ndarray):
+    le = data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
+    nano = data[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    e = "<" if le else ">"
+    linktype = struct.unpack_from(e + "I", data, 20)[0] & 0x0FFFFFFF
+    unpack = struct.Struct(e + "I").unpack_from
+    offs = []
+    append = offs.append
+    pos, end = 24, len(data) - 16
+    while pos <= end:
+        append(pos)
+        pos += 16 + unpack(data, pos + 8)[0]
+    if offs and pos > len(data):      # last record cut short (capture still running / killed)
+        offs.pop()
+    rec = np.asarray(offs, np.int64)
+    u32 = _gather_u32(raw, le)
+    sec, frac = u32(rec).astype(np.int64), u32(rec + 4).astype(np.int64)
+    ts = sec * 1_000_000_000 + (frac if nano else frac * 1000)
+    cap, wire = u32(rec + 8), u32(rec + 12)
+    iface = np.zeros(len(rec), np.uint16)
+    return ts, iface, rec + 16, cap, wire, np.array([linktype])
+
+
+def _walk_pcapng(data: bytes, raw: np.ndarray):
+    pos, n = 0, len(data)
+    e = "<"
+    links: list[int] = []
+    resol: list[tuple[int, int]] = []      # per interface: (base, exponent) of the time unit
+    epb_off, epb_if = [], []
+    while pos + 12 <= n:
+        btype = struct.unpack_from(e + "I", data, pos)[0]
+        if btype == 0x0A0D0D0A:             # section header: byte order may change
+            e = "<" if data[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+            links, resol = [], []
+        blen = struct.unpack_from(e + "I", data, pos + 4)[0]
+        if blen < 12 or pos + blen > n:
+            break
+        if btype == 6:
+            epb_off.append(pos)
+            epb_if.append(struct.unpack_from(e + "I", data, pos + 8)[0])
+        elif btype == 1:
+            links.append(struct.unpack_from(e + "H", data, pos + 8)[0])
+            resol.append(_if_tsresol(data, pos, blen, e))
+        pos += blen
+    if len(set(resol)) > 1:
+        raise ValueError("pcapng with interfaces of different timestamp units is not supported")
+    base, exp = resol[0] if resol else (10, 6)
+    u32 = _gather_u32(raw, e == "<")
+    rec = np.asarray(epb_off, np.int64)
+    units = (u32(rec + 12).astype(np.int64) << 32) | u32(rec + 16).astype(np.int64)
+    if base == 10 and exp <= 9:
+        ts = units * 10 ** (9 - exp)
+    else:
+        ts = (units.astype(np.float64) * 1e9 / float(base) ** exp).astype(np.int64)
+    iface = np.asarray(epb_if, np.uint16)
+    return ts, iface, rec + 28, u32(rec + 20), u32(rec + 24), np.asarray(links or [1])
+
+
+def _if_tsresol(data: bytes, pos: int, blen: int, e: str) -> tuple[int, int]:
+    opt, end = pos + 16, pos + blen - 4
+    while opt + 4 <= end:
+        code, olen = struct.unpack_from(e + "HH", data, opt)
+        if code == 0:
+            break
+        if code == 9 and olen >= 1:
+            v = data[opt + 4]
+            return (2, v & 0x7F) if v & 0x80 else (10, v)
+        opt += 4 + (olen + 3) // 4 * 4
+    return (10, 6)
+
+
+def _gather_u32(raw: np.ndarray, le: bool):
+    def u32(pos):
+        b = [raw[pos + i].astype(np.uint32) for i in range(4)]
+        if le:
+            return b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24
+        return b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]
+    return u32
+
+
+def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
+    """Dissect all packets at once. ``raw`` must end with ``_PAD`` zero bytes."""
+    n = len(off)
+    limit = off + cap                  # first byte not captured, per packet
+    top = len(raw) - 1
+
+    def u8(p, sel=slice(None)):
+        """Byte at absolute offsets p of packets ``sel`` (0 past their captured length)."""
+        return np.where(p < limit[sel], raw[np.minimum(p, top)], 0).astype(np.uint8)
+
+    def u16(p, sel=slice(None)):
+        return (u8(p, sel).astype(np.uint16) << 8) | u8(p + 1, sel)
+
+    def u32(p, sel=slice(None)):
+        return (u16(p, sel).astype(np.uint32) << 16) | u16(p + 2, sel)
+
+    lt = np.asarray(links)[iface] if len(links) > 1 else np.full(n, links[0])
+    net = off.copy()
+    ethertype = np.zeros(n, np.uint16)
+    m = lt == LINKTYPE_ETHERNET
+    net[m] += 14
+    ethertype[m] = u16(off[m] + 12, m)
+    vlan = m & (ethertype == 0x8100)
+    net[vlan] += 4
+    ethertype[vlan] = u16(off[vlan] + 16, vlan)
+    m = lt == LINKTYPE_SLL
+    net[m] += 16
+    ethertype[m] = u16(off[m] + 14, m)
+    m = lt == LINKTYPE_SLL2
+    net[m] += 20
+    ethertype[m] = u16(off[m], m)
+    m = lt == LINKTYPE_NULL
+    net[m] += 4
+    fam = raw[np.minimum(off, len(raw) - 1)]     # host byte order family, first byte on LE hosts
+    ethertype[m & (fam == 2)] = 0x0800
+    ethertype[m & np.isin(fam, (24, 28, 30))] = 0x86DD
+    m = np.isin(lt, (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6)) | (lt == 12)
+    ver = u8(off) >> 4
+    ethertype[m & (ver == 4)] = 0x0800
+    ethertype[m & (ver == 6)] = 0x86DD
+
+    v4 = ethertype == 0x0800
+    v6 = ethertype == 0x86DD
+    ipver = np.where(v4, 4, np.where(v6, 6, 0)).astype(np.uint8)
+    ihl = np.where(v4, (u8(net) & 0x0F).astype(np.int64) * 4, 40)
+    proto = np.where(v4, u8(net + 9), np.where(v6, u8(net + 6), 0)).astype(np.uint8)
+    ip_len = np.where(v4, u16(net + 2), np.where(v6, u16(net + 4).astype(np.int64) + 40, 0))
+    ip_len = ip_len.astype(np.uint32)
+    ip_id = np.where(v4, u16(net + 4), 0).astype(np.uint32)
+    frag_off = np.where(v4, u16(net + 6) & 0x1FFF, 0)
+    proto[frag_off != 0] = 0           # non-first fragments carry no transport header
+
+    src = np.zeros((n, 16), np.uint8)
+    dst = np.zeros((n, 16), np.uint8)
+    src[v4, 10:12] = 0xFF
+    dst[v4, 10:12] = 0xFF
+    idx4 = np.nonzero(v4)[0]
+    for i in range(4):
+        src[idx4, 12 + i] = u8(net[idx4] + 12 + i, idx4)
+        dst[idx4, 12 + i] = u8(net[idx4] + 16 + i, idx4)
+    idx6 = np.nonzero(v6)[0]
+    for i in range(16):
+        src[idx6, i] = u8(net[idx6] + 8 + i, idx6)
+        dst[idx6, i] = u8(net[idx6] + 24 + i, idx6)
+
+    l4 = net + ihl
+    tcp = proto == TCP
+    udp = proto == UDP
+    l4m = tcp | udp
+    sport = np.where(l4m, u16(l4), 0).astype(np.uint16)
+    dport = np.where(l4m, u16(l4 + 2), 0).astype(np.uint16)
+    doff = np.where(tcp, (u8(l4 + 12) >> 4).astype(np.int64) * 4, 8)
+    payload_len = np.where(
+        tcp, ip_len.astype(np.int64) - ihl - doff,
+        np.where(udp, u16(l4 + 4).astype(np.int64) - 8, 0))
+    payload_len = np.maximum(payload_len, 0).astype(np.int32)
+
+    t = np.nonzero(tcp)[0]
+    tl4 = l4[t]
+    flags = np.zeros(n, np.uint16)
+    seq = np.zeros(n, np.uint32)
+    ack = np.zeros(n, np.uint32)
+    win = np.zeros(n, np.uint16)
+    flags[t] = u16(tl4 + 12, t) & 0x01FF
+    seq[t] = u32(tl4 + 4, t)
+    ack[t] = u32(tl4 + 8, t)
+    win[t] = u16(tl4 + 14, t)
+    tcp_hdr_ok = np.zeros(n, bool)
+    tcp_hdr_ok[t] = tl4 + doff[t] <= limit[t]
+
+    opts = _tcp_options(u8, tl4, doff[t], n, t)
+
+    pay = l4 + doff
+    head = np.zeros((n, HEAD), np.uint8)
+    head_len = np.clip(np.minimum(limit - pay, payload_len), 0, HEAD).astype(np.uint8)
+    has = np.nonzero(head_len > 0)[0]
+    for i in range(HEAD):
+        head[has, i] = np.where(i < head_len[has], u8(pay[has] + i, has), 0)
+
+    return Packets(ts_ns=np.asarray(ts, np.int64), iface=iface, caplen=cap.astype(np.uint32),
+                   wirelen=wire.astype(np.uint32), ipver=ipver, proto=proto, src=src, dst=dst,
+                   ip_id=ip_id, ip_len=ip_len, sport=sport, dport=dport, payload_len=payload_len,
+                   flags=flags, seq=seq, ack=ack, win=win, tcp_hdr_ok=tcp_hdr_ok,
+                   head=head, head_len=head_len, **opts)
+
+
+def _tcp_options(u8, tl4, doff, n, t):
+    """Walk the TCP option lists of all packets in lockstep (≤ 40 steps)."""
+    wscale = np.full(n, -1, np.int8)
+    mss = np.zeros(n, np.uint16)
+    sack_perm = np.zeros(n, bool)
+    has_ts = np.zeros(n, bool)
+    tsval = np.zeros(n, np.uint32)
+    tsecr = np.zeros(n, np.uint32)
+    nsack = np.zeros(n, np.uint8)
+    sack = np.zeros((n, MAX_SACK, 2), np.uint32)
+
+    def u32(p, sel):
+        return (u8(p, sel).astype(np.uint32) << 24 | u8(p + 1, sel).astype(np.uint32) << 16
+                | u8(p + 2, sel).astype(np.uint32) << 8 | u8(p + 3, sel))
+
+    live = np.nonzero(doff > 20)[0]
+    pos, end, who = tl4[live] + 20, tl4[live] + doff[live], t[live]
+    while len(pos):
+        kind = u8(pos, who)
+        olen = u8(pos + 1, who).astype(np.int64)
+        single = kind <= 1
+        step = np.where(single, 1, olen)
+        ok = single | ((olen >= 2) & (pos + olen <= end))
+        k = ok & (kind == 2) & (olen == 4)
+        mss[who[k]] = (u8(pos[k] + 2, who[k]).astype(np.uint16) << 8) | u8(pos[k] + 3, who[k])
+        k = ok & (kind == 3) & (olen == 3)
+        wscale[who[k]] = np.minimum(u8(pos[k] + 2, who[k]), 14)
+        sack_perm[who[ok & (kind == 4)]] = True
+        k = ok & (kind == 8) & (olen == 10)
+        has_ts[who[k]] = True
+        tsval[who[k]] = u32(pos[k] + 2, who[k])
+        tsecr[who[k]] = u32(pos[k] + 6, who[k])
+        k = np.nonzero(ok & (kind == 5) & (olen >= 10))[0]
+        if len(k):
+            nb = np.minimum((olen[k] - 2) // 8, MAX_SACK)
+            nsack[who[k]] = nb
+            for b in range(MAX_SACK):
+                kb = k[nb > b]
+                sack[who[kb], b, 0] = u32(pos[kb] + 2 + 8 * b, who[kb])
+                sack[who[kb], b, 1] = u32(pos[kb] + 6 + 8 * b, who[kb])
+        pos = pos + step
+        keep = ok & (kind != 0) & (pos < end)
+        pos, end, who = pos[keep], end[keep], who[keep]
+    return dict(wscale=wscale, mss=mss, sack_perm=sack_perm, has_ts=has_ts, tsval=tsval,
+                tsecr=tsecr, nsack=nsack, sack=sack)
+
+
+def format_addr(a: np.ndarray) -> str:
+    """Text form of one 16-byte address (dotted quad for IPv4-mapped)."""
+    import ipaddress
+    b = bytes(np.asarray(a, np.uint8))
+    if b[:12] == b"\0" * 10 + b"\xff\xff":
+        return str(ipaddress.IPv4Address(b[12:]))
+    return str(ipaddress.IPv6Address(b))

@@ -1,0 +1,283 @@
+"""Sans-I/O model of one TCP data sender as seen from a capture point.
+
+:class:`SenderTracker` is fed, in capture order, the segments of one
+direction (``segment``) and the ACKs coming back (``ack``).  It keeps the
+sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
+
+*outstanding* (after every event)
+    ``SND.MAX - SND.UNA`` = highest sequence number sent (end of the highest
+    segment, SYN and FIN counting one) minus the highest cumulative ACK seen.
+    This is Wireshark's ``tcp.analysis.bytes_in_flight`` (which Wireshark only
+    reports on segments that carry data, after accounting for that segment).
+
+*pipe* (after every event)
+    RFC 6675 SetPipe() at segment granularity: over the segments between
+    SND.UNA and SND.MAX (as first transmitted), a segment not covered by the
+    SACK scoreboard counts its length once unless IsLost() (>= DupThresh = 3
+    SACKed segments above it, or more than (DupThresh-1)*SMSS SACKed bytes
+    above it), and once more if it was retransmitted in the current recovery
+    episode (RFC 6675's "octet <= HighRxt").  Without SACK and outside recovery
+    pipe == outstanding.
+
+*retransmissions*
+    A segment that consumes sequence space (payload, SYN or FIN) and starts
+    below SND.MAX, except a keep-alive (<= 1 byte at SND.MAX-1 without
+    SYN/FIN).  Same test as Wireshark's ``tcp.analysis.retransmission``;
+    Wireshark additionally relabels some as ``out_of_order`` (within its
+    reordering threshold of the highest segment) or ``fast_retransmission``.
+    Each retransmission gets one ``kind``:
+
+    - ``fast``: at least one duplicate ACK arrived after the last advance of
+      SND.UNA (and after any earlier retransmission of the same bytes), i.e.
+      the receiver had signalled loss; or the segment continues a recovery
+      episode that began as ``fast``.
+    - ``probe``: no such duplicate ACK, and the segment is the highest one
+      sent (ends at SND.MAX) while older data is outstanding: a tail loss
+      probe (RFC 8985 TLP).  A probe opens no recovery episode.
+    - ``rto``: no duplicate ACK evidence otherwise: the sender acted on its
+      retransmission timer; or the segment continues an RTO episode
+      (go-back-N after the timeout).
+
+    A recovery episode starts with a fast or RTO retransmission, records
+    RecoveryPoint = SND.MAX, and ends when SND.UNA >= RecoveryPoint.  A
+    retransmission of bytes already retransmitted in the current episode
+    starts a new episode.  Limitation: a timeout that fires while duplicate
+    ACKs are still arriving is counted as ``fast``.
+
+    *spurious* (orthogonal to kind): the receiver later reported a D-SACK
+    (RFC 2883: first SACK block below the cumulative ACK, or inside the
+    second block) overlapping the retransmission's bytes, i.e. the bytes
+    arrived twice (RFC 3708 detection).  The latest retransmission before the
+    D-SACK that overlaps it is marked.  ``acked_before`` marks Wireshark's
+    ``tcp.analysis.spurious_retransmission``: all bytes were already
+    cumulatively ACKed when the retransmission was seen.
+
+*duplicate ACK* (RFC 5681 section 2, RFC 6675)
+    An ACK without payload, SYN, FIN or RST, acknowledging exactly SND.UNA
+    while data is outstanding, that either carries SACK blocks or repeats the
+    previous ACK's window.
+
+*RTT samples*
+    ``rtt_karn``: on each ACK that advances SND.UNA past at least one whole
+    segment, ACK time minus the first transmission time of the highest such
+    segment, skipped when any segment it covers was retransmitted (Karn).
+    ``rtt_ts``: on each such ACK carrying a timestamp option, ACK time minus
+    the time of the first segment sent with TSval == the ACK's TSecr
+    (RFC 7323 RTTM; it includes the receiver's ACK delay and up to one tick
+    of the sender's TS clock).
+
+Sequence numbers given to the tracker are unwrapped 64-bit integers (see
+:func:`analysis.tcp.unwrap32`).  Times are integers (ns) of any one clock.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+DUPTHRESH = 3
+KINDS = ("fast", "rto", "probe")
+
+
+@dataclass
+class Retransmission:
+    t: int
+    seq: int
+    end: int
+    kind: str
+    packet: int
+    episode: int
+    spurious: bool = False
+    acked_before: bool = False
+
+
+@dataclass
+class _Seg:
+    start: int
+    end: int
+    t: int
+    tsval: int | None
+    rtx_episode: int = -1     # episode of its latest retransmission, -1 never
+    rtx_t: int = -1
+
+
+@dataclass
+class SenderTracker:
+    smss: int = 1460
+    una: int = 0
+    snd_max: int | None = None
+    last_win: int | None = None
+    last_advance_t: int = -1
+    last_dupack_t: int = -1
+    dupacks: int = 0
+    episode: int = -1
+    episode_kind: str | None = None
+    recovery_point: int | None = None
+    segs: list = field(default_factory=list)
+    sacked: list = field(default_factory=list)    # merged [l, r) intervals above una, sorted
+    retransmissions: list = field(default_factory=list)
+    series_t: list = field(default_factory=list)
+    series_outstanding: list = field(default_factory=list)
+    series_pipe: list = field(default_factory=list)
+    rtt_karn: list = field(default_factory=list)  # (t, sample) pairs
+    rtt_ts: list = field(default_factory=list)
+    tsval_first: dict = field(default_factory=dict)
+    dupack_count: int = 0
+
+    # -- events ---------------------------------------------------------
+    def segment(self, t: int, seq: int, end: int, *, syn_fin: bool = False,
+                tsval: int | None = None, packet: int = -1) -> Retransmission | None:
+        """A segment from the sender; ``end`` = seq + payload (+1 for SYN, FIN)."""
+        if tsval is not None and tsval not in self.tsval_first:
+            self.tsval_first[tsval] = t
+        if end <= seq:
+            return None
+        if self.snd_max is None:
+            self.snd_max = self.una = seq
+        prior = self.snd_max
+        rtx = None
+        if seq < prior and not (end - seq <= 1 and seq == prior - 1 and not syn_fin):
+            rtx = self._retransmitted(t, seq, min(end, prior), packet)
+        if end > prior:
+            self.segs.append(_Seg(max(seq, prior), end, t, tsval))
+            self.snd_max = end
+        self._record(t)
+        return rtx
+
+    def ack(self, t: int, ack: int, *, win: int, sacks=(), pure: bool = True) -> None:
+        """An ACK from the receiver: cumulative ``ack``, scaled window, SACK blocks [(l, r)]."""
+        if self.snd_max is None:
+            return
+        sacks = list(sacks)
+        if sacks and (sacks[0][1] <= ack or (len(sacks) > 1 and sacks[1][0] <= sacks[0][0]
+                                              and sacks[0][1] <= sacks[1][1])):
+            self._dsack(t, *sacks.pop(0))
+        if ack > self.una:
+            self._advance(t, ack)
+        elif (ack == self.una and pure and self.snd_max > self.una
+              and (sacks or win == self.last_win)):
+            self.dupacks += 1
+            self.dupack_count += 1
+            self.last_dupack_t = t
+        for l, r in sacks:
+            if r > self.una:
+                self._add_sack(max(l, self.una), r)
+        self.last_win = win
+        self._record(t)
+
+    # -- internals ------------------------------------------------------
+    def _retransmitted(self, t, seq, end, packet) -> Retransmission:
+        i = self._first_seg_after(seq)
+        hit = []
+        while i < len(self.segs) and self.segs[i].start < end:
+            hit.append(self.segs[i])
+            i += 1
+        again = any(s.rtx_episode == self.episode and self.episode >= 0 for s in hit)
+        prev_rtx = max((s.rtx_t for s in hit), default=-1)
+        in_episode = self.recovery_point is not None and self.una < self.recovery_point
+        if in_episode and not again:
+            kind = self.episode_kind
+        else:
+            evidence = self.last_dupack_t > max(self.last_advance_t, prev_rtx)
+            if evidence:
+                kind = "fast"
+            elif end >= self.snd_max and seq > self.una:
+                kind = "probe"
+            else:
+                kind = "rto"
+            if kind != "probe":
+                self.episode += 1
+                self.episode_kind = kind
+                self.recovery_point = self.snd_max
+        for s in hit:
+            if kind != "probe":
+                s.rtx_episode = self.episode
+            s.rtx_t = t
+        r = Retransmission(t, seq, end, kind, packet, self.episode if kind != "probe" else -1,
+                           acked_before=end <= self.una)
+        self.retransmissions.append(r)
+        return r
+
+    def _first_seg_after(self, seq):
+        lo, hi = 0, len(self.segs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.segs[mid].end <= seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _advance(self, t, ack):
+        n = self._first_seg_after(ack)
+        covered = self.segs[:n]
+        if covered and not any(s.rtx_t >= 0 for s in covered):
+            last = covered[-1]
+            self.rtt_karn.append((t, t - last.t))
+        del self.segs[:n]
+        if self.segs and self.segs[0].start < ack:
+            self.segs[0].start = ack
+        self.una = ack
+        self.last_advance_t = t
+        self.dupacks = 0
+        while self.sacked and self.sacked[0][1] <= ack:
+            self.sacked.pop(0)
+        if self.sacked and self.sacked[0][0] < ack:
+            self.sacked[0] = (ack, self.sacked[0][1])
+        if self.recovery_point is not None and ack >= self.recovery_point:
+            self.recovery_point = None
+            self.episode_kind = None
+
+    def ts_echo(self, t: int, tsecr: int) -> None:
+        """Timestamp RTT sample for an ACK that advanced SND.UNA (call after :meth:`ack`)."""
+        t0 = self.tsval_first.get(tsecr)
+        if t0 is not None:
+            self.rtt_ts.append((t, t - t0))
+
+    def _dsack(self, t, l, r):
+        for x in reversed(self.retransmissions):
+            if x.t <= t and x.seq < r and l < x.end:
+                x.spurious = True
+                return
+
+    def _add_sack(self, l, r):
+        if l >= r:
+            return
+        iv = self.sacked
+        i = bisect.bisect_left(iv, (l, l))
+        if i > 0 and iv[i - 1][1] >= l:
+            i -= 1
+        j = i
+        while j < len(iv) and iv[j][0] <= r:
+            l, r = min(l, iv[j][0]), max(r, iv[j][1])
+            j += 1
+        iv[i:j] = [(l, r)]
+
+    def _is_sacked(self, start, end) -> bool:
+        i = bisect.bisect_right(self.sacked, (start, float("inf"))) - 1
+        return i >= 0 and self.sacked[i][0] <= start and self.sacked[i][1] >= end
+
+    def pipe(self) -> int:
+        """RFC 6675 pipe now (see module docstring)."""
+        outstanding = max(self.snd_max - self.una, 0) if self.snd_max is not None else 0
+        if not self.sacked and self.recovery_point is None:
+            return outstanding
+        total = sacked_bytes = sacked_segs = 0
+        for s in reversed(self.segs):
+            start = max(s.start, self.una)
+            if s.end <= start:
+                continue
+            n = s.end - start
+            if self.sacked and self._is_sacked(start, s.end):
+                sacked_bytes += n
+                sacked_segs += 1
+                continue
+            if not (sacked_segs >= DUPTHRESH or sacked_bytes > (DUPTHRESH - 1) * self.smss):
+                total += n
+            if self.recovery_point is not None and s.rtx_episode == self.episode:
+                total += n
+        return total
+
+    def _record(self, t):
+        self.series_t.append(t)
+        self.series_outstanding.append(max(self.snd_max - self.una, 0))
+        self.series_pipe.append(self.pipe())

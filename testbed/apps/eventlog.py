@@ -1,0 +1,127 @@
+"""JSONL event logs on one clock, and the event vocabulary every app uses.
+
+Every line is one JSON object ``{"t": <CLOCK_MONOTONIC ns>, "event": <name>, ...}``.
+CLOCK_MONOTONIC is shared by all network namespaces of a host, so logs written by processes
+in different Mininet hosts line up without correction.  pcaps carry CLOCK_REALTIME; the first
+line of every log (``clock``) records both clocks read back to back so analysis can convert:
+``t_monotonic = t_realtime - realtime_minus_monotonic_ns``.
+
+Event names (analysis joins on these; all times are when the app observed the event):
+
+* ``clock``: realtime_ns, monotonic_ns, realtime_minus_monotonic_ns (first line).
+* ``start``: the process's role and arguments.  ``ready``: the server listens (``addr``).
+* ``factors``: the factor levels requested and read back from a socket (``requested``,
+  ``readback``; see ``tcpopts.read_back``), with ``conn`` (the connection id) and ``side``.
+* ``conn``: a connection's 5-tuple (``proto``, ``src``, ``sport``, ``dst``, ``dport``) so the
+  log joins with pcaps.
+* Request/response (client side, per request ``req``):
+  ``request_issued`` (timing starts: before connecting in mode new, before the first send in
+  mode reuse), ``tcp_connected`` (connect() returned: SYN-ACK received, ACK sent),
+  ``tls_done`` (TLS handshake returned; ``resumed``), ``first_request_byte_sent`` and
+  ``last_request_byte_sent`` (the first/last send() call handing request bytes to the kernel
+  returned — bytes are queued, not necessarily on the wire), ``first_response_byte`` and
+  ``last_response_byte`` (recv() returned the first/last byte of the reply).
+* Server side: ``request_received`` (first request byte read), ``request_complete`` (last byte
+  read), ``response_sent`` (last reply byte handed to the kernel).
+* ``tcp_info``: one TCP_INFO sample (see ``tcpinfo.SAMPLE_FIELDS``) of connection ``conn``.
+* Bulk: ``bulk_start``, ``bulk_end`` (``bytes``).  Audio: ``chunk_sent``, ``chunk_arrival``
+  (``seq``), ``playback`` (result of the playback model).  Agent: ``round_start``,
+  ``round_end``.  Relay: ``tunnel_up``, ``socks_request``, ``socks_reply``, ``stream_open``,
+  ``stream_close``.  With ``--socks`` the client's ``tcp_connected`` is the local leg to the
+  proxy and ``socks_done`` (SOCKS5 reply received) marks the end-to-end connection.
+* ``summary``: per-run figures computed by the app from its own events.
+* ``error``: what went wrong (the process then exits non-zero).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+CLOCK = "clock"
+START = "start"
+READY = "ready"
+FACTORS = "factors"
+CONN = "conn"
+REQUEST_ISSUED = "request_issued"
+TCP_CONNECTED = "tcp_connected"
+TLS_DONE = "tls_done"
+FIRST_REQUEST_BYTE_SENT = "first_request_byte_sent"
+LAST_REQUEST_BYTE_SENT = "last_request_byte_sent"
+FIRST_RESPONSE_BYTE = "first_response_byte"
+LAST_RESPONSE_BYTE = "last_response_byte"
+REQUEST_RECEIVED = "request_received"
+REQUEST_COMPLETE = "request_complete"
+RESPONSE_SENT = "response_sent"
+TCP_INFO = "tcp_info"
+BULK_START = "bulk_start"
+BULK_END = "bulk_end"
+CHUNK_SENT = "chunk_sent"
+CHUNK_ARRIVAL = "chunk_arrival"
+PLAYBACK = "playback"
+ROUND_START = "round_start"
+ROUND_END = "round_end"
+TUNNEL_UP = "tunnel_up"
+SOCKS_REQUEST = "socks_request"
+SOCKS_DONE = "socks_done"
+SOCKS_REPLY = "socks_reply"
+STREAM_OPEN = "stream_open"
+STREAM_CLOSE = "stream_close"
+SUMMARY = "summary"
+ERROR = "error"
+
+
+def now() -> int:
+    """The one clock: CLOCK_MONOTONIC in nanoseconds."""
+    return time.monotonic_ns()
+
+
+class EventLog:
+    """Append-only JSONL writer, safe to share between threads.  ``path=None`` keeps events in
+    memory only (``events``); a path of ``-`` writes to stdout."""
+
+    def __init__(self, path: str | Path | None = None, keep: bool = False):
+        self._lock = threading.Lock()
+        self._out: IO[str] | None = None
+        self._owned = False
+        if path == "-":
+            import sys
+            self._out = sys.stdout
+        elif path is not None:
+            self._out = open(path, "a", buffering=1, encoding="utf-8")
+            self._owned = True
+        self.events: list[dict] | None = [] if (keep or path is None) else None
+        real, mono = time.time_ns(), time.monotonic_ns()
+        self.emit(CLOCK, t=mono, realtime_ns=real, monotonic_ns=mono,
+                  realtime_minus_monotonic_ns=real - mono)
+
+    def emit(self, event: str, t: int | None = None, **fields: Any) -> dict:
+        record = {"t": now() if t is None else t, "event": event, **fields}
+        line = json.dumps(record, separators=(",", ":"), default=str)
+        with self._lock:
+            if self._out is not None:
+                self._out.write(line + "\n")
+            if self.events is not None:
+                self.events.append(record)
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if self._owned and self._out is not None:
+                self._out.close()
+            self._out = None
+
+    def __enter__(self) -> "EventLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_events(path: str | Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)

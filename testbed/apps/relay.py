@@ -1,0 +1,240 @@
+"""A Queqiao-like relay: SOCKS5 client-side gateway + server-side gateway, one tunnel.
+
+    server host:  python -m testbed.apps.relay server-gw --listen :7000 --log sgw.jsonl
+    client host:  python -m testbed.apps.relay client-gw --socks 127.0.0.1:1080 \
+                      --tunnel 10.0.0.2:7000 --log cgw.jsonl [--window 16MB ...]
+
+The client gateway connects ONE tunnel to the server gateway at start-up (before any
+application traffic, with the socket factors given: large buffers etc.; route initcwnd and
+slow_start_after_idle=0 are host factors applied with ``tcpopts host``) and logs
+``tunnel_up``.  Each SOCKS5 CONNECT from the application becomes a stream of ``mux`` on that
+tunnel; the server gateway connects to the target named in the CONNECT (the service next to
+it) and relays.  The SOCKS5 reply is sent only when the server gateway's connection is up, so
+the application's ``tcp_connected`` covers the whole setup.  All relay sockets run with
+TCP_NODELAY (the gateways write whole frames; Nagle would hold a request's last partial frame
+for a delayed ACK).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import socket
+import sys
+
+from . import eventlog as ev
+from . import mux, socks5, sockets, tcpopts
+from .appmain import AppError, guarded, parse_hostport
+from ..units import parse_time
+
+
+async def _pump_to_tunnel(reader: asyncio.StreamReader, tunnel: asyncio.StreamWriter,
+                          m: mux.Mux, sid: int, counts: dict) -> None:
+    """Application → tunnel, then EOF."""
+    while data := await reader.read(mux.MAX_PAYLOAD):
+        counts["out"] += len(data)
+        tunnel.write(mux.encode_data(sid, data))
+        await tunnel.drain()
+    if sid in m.streams:
+        tunnel.write(m.eof(sid))
+        await tunnel.drain()
+
+
+class _Side:
+    """One tunnel end: routes incoming frames to per-stream writers."""
+
+    def __init__(self, log: ev.EventLog, role: str, reader, writer):
+        self.log, self.reader, self.writer = log, reader, writer
+        self.mux = mux.Mux(role)
+        self.writers: dict[int, asyncio.StreamWriter] = {}
+        self.pending: dict[int, asyncio.Future] = {}
+        self.counts: dict[int, dict] = {}
+        self.early: dict[int, list[bytes]] = {}   # DATA that arrived before the stream's socket
+
+    async def read_tunnel(self, on_open=None) -> None:
+        while data := await self.reader.read(256 * 1024):
+            for f in self.mux.receive(data):
+                await self._frame(f, on_open)
+        for fut in self.pending.values():
+            fut.cancel()
+        for w in self.writers.values():
+            w.close()
+
+    async def _frame(self, f: mux.Frame, on_open) -> None:
+        T = mux.FrameType
+        if f.type is T.OPEN:
+            asyncio.ensure_future(on_open(f.stream, *mux.decode_open(f.payload)))
+        elif f.type in (T.OPENED, T.REFUSED):
+            fut = self.pending.pop(f.stream, None)
+            if fut and not fut.done():
+                fut.set_result(socks5.SUCCEEDED if f.type is T.OPENED else f.payload[0])
+        elif f.type is T.DATA:
+            w = self.writers.get(f.stream)
+            if w is not None:
+                self.counts[f.stream]["in"] += len(f.payload)
+                w.write(f.payload)
+                await w.drain()
+            elif f.stream in self.mux.streams:
+                self.early.setdefault(f.stream, []).append(f.payload)
+        elif f.type is T.EOF:
+            w = self.writers.get(f.stream)
+            if w is not None and w.can_write_eof():
+                w.write_eof()
+            self._maybe_close(f.stream)
+        elif f.type is T.RESET:
+            w = self.writers.pop(f.stream, None)
+            if w is not None:
+                w.close()
+
+    def _maybe_close(self, sid: int) -> None:
+        if sid not in self.mux.streams and sid in self.writers:
+            self.writers.pop(sid).close()
+            self.log.emit(ev.STREAM_CLOSE, stream=sid, **self.counts.get(sid, {}))
+
+    async def relay(self, sid: int, reader, writer, leftover: bytes = b"") -> None:
+        self.writers[sid] = writer
+        counts = self.counts.setdefault(sid, {"in": 0, "out": 0})
+        for data in self.early.pop(sid, []):
+            counts["in"] += len(data)
+            writer.write(data)
+        if leftover:
+            counts["out"] += len(leftover)
+            self.writer.write(mux.encode_data(sid, leftover))
+        try:
+            await _pump_to_tunnel(reader, self.writer, self.mux, sid, counts)
+        except ConnectionError:
+            self.writer.write(self.mux.reset(sid))
+        self._maybe_close(sid)
+
+
+def _nodelay(writer: asyncio.StreamWriter) -> None:
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def _tuned_connect(addr, factors: tcpopts.SocketFactors, timeout: float):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    factors.apply(sock)
+    sock.setblocking(False)
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, addr), timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def client_gateway(log, socks_addr, tunnel_addr, factors, timeout) -> None:
+    tsock = await _tuned_connect(tunnel_addr, factors, timeout)
+    log.emit(ev.TUNNEL_UP, side="client-gw")
+    sockets.log_connection(log, tsock, 0, "tunnel-client", factors)
+    treader, twriter = await asyncio.open_connection(sock=tsock)
+    side = _Side(log, "client", treader, twriter)
+
+    async def on_app(reader, writer):
+        _nodelay(writer)
+        parser = socks5.Socks5Server()
+        while parser.state in ("greeting", "request"):
+            data = await reader.read(4096)
+            if not data:
+                writer.close()
+                return
+            writer.write(parser.feed(data))
+        if parser.state == "failed":
+            await writer.drain()
+            writer.close()
+            return
+        sid, frame = side.mux.open(*parser.target)
+        peer = writer.get_extra_info("peername")
+        log.emit(ev.SOCKS_REQUEST, stream=sid, target=list(parser.target), app=list(peer))
+        fut = asyncio.get_running_loop().create_future()
+        side.pending[sid] = fut
+        twriter.write(frame)
+        await twriter.drain()
+        code = await fut
+        writer.write(socks5.reply(code))
+        log.emit(ev.SOCKS_REPLY, stream=sid, code=code)
+        if code != socks5.SUCCEEDED:
+            await writer.drain()
+            writer.close()
+            return
+        log.emit(ev.STREAM_OPEN, stream=sid)
+        await side.relay(sid, reader, writer, parser.leftover())
+
+    listener = sockets.listen(socks_addr, tcpopts.SocketFactors())
+    listener.setblocking(False)
+    server = await asyncio.start_server(on_app, sock=listener)
+    log.emit(ev.READY, addr=list(listener.getsockname()), role="client-gw")
+    print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+    async with server:
+        await side.read_tunnel()
+    raise AppError("the tunnel to the server gateway closed")
+
+
+async def server_gateway(log, listen_addr, factors, timeout) -> None:
+    async def on_tunnel(treader, twriter):
+        tsock = twriter.get_extra_info("socket")
+        log.emit(ev.TUNNEL_UP, side="server-gw")
+        sockets.log_connection(log, tsock, 0, "tunnel-server", factors)
+        side = _Side(log, "server", treader, twriter)
+
+        async def on_open(sid, host, port):
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            except (OSError, asyncio.TimeoutError) as exc:
+                log.emit(ev.STREAM_OPEN, stream=sid, target=[host, port], ok=False, message=str(exc))
+                code = (socks5.CONNECTION_REFUSED if isinstance(exc, ConnectionRefusedError)
+                        else socks5.HOST_UNREACHABLE)
+                twriter.write(side.mux.accept(sid, False, code))
+                return
+            _nodelay(writer)
+            twriter.write(side.mux.accept(sid, True))
+            log.emit(ev.STREAM_OPEN, stream=sid, target=[host, port], ok=True)
+            await side.relay(sid, reader, writer)
+        await side.read_tunnel(on_open)
+
+    listener = sockets.listen(listen_addr, factors, log)
+    listener.setblocking(False)
+    server = await asyncio.start_server(on_tunnel, sock=listener)
+    log.emit(ev.READY, addr=list(listener.getsockname()), role="server-gw")
+    print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.apps.relay", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="role", required=True)
+    c = sub.add_parser("client-gw")
+    c.add_argument("--socks", default="127.0.0.1:1080", help="SOCKS5 listen HOST:PORT")
+    c.add_argument("--tunnel", required=True, help="server gateway HOST:PORT")
+    s = sub.add_parser("server-gw")
+    s.add_argument("--listen", default=":7000", help="tunnel listen HOST:PORT")
+    for q in (c, s):
+        q.add_argument("--log", default="-")
+        q.add_argument("--timeout", default="10s", help="connect timeout")
+        tcpopts.add_socket_arguments(q)
+    args = p.parse_args(argv)
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role=args.role, argv=sys.argv[1:])
+        factors = dataclasses.replace(tcpopts.socket_factors(args), nodelay=True)
+        timeout = parse_time(args.timeout)
+        if args.role == "client-gw":
+            coro = client_gateway(log, parse_hostport(args.socks, "127.0.0.1"),
+                                  parse_hostport(args.tunnel, "127.0.0.1"), factors, timeout)
+        else:
+            coro = server_gateway(log, parse_hostport(args.listen), factors, timeout)
+        try:
+            asyncio.run(coro)
+        except asyncio.TimeoutError:
+            raise TimeoutError("tunnel connect timed out") from None
+        return 0
+    try:
+        return guarded(run, log)
+    finally:
+        log.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

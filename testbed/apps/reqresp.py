@@ -1,0 +1,283 @@
+"""Request/response: the client sends N bytes, the server "processes" T, replies M bytes.
+
+Wire format, per request on a TCP (optionally TLS 1.3) connection: a 20-byte header
+``!4sQII`` = (b"RQ01", body length N, reply length M, processing time T in µs), then N body
+bytes; the server reads the whole body, sleeps T, sends M bytes.  The default body is
+``payload.body()`` (354,640 B, sha256 logged by both ends).
+
+Modes: ``new`` opens a connection (and TLS session) per request, timing from before
+connect(); ``reuse`` opens one connection, runs ``--warmup`` untimed requests on it
+(logged with ``warmup: true``), then times each request from its first send().
+Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
+
+Per-request completion = ``last_response_byte.t - request_issued.t``.
+
+    python -m testbed.apps.reqresp server --listen :5000 --log server.jsonl [--tls]
+    python -m testbed.apps.reqresp client --server 10.0.0.2:5000 --log client.jsonl \
+        --mode new --requests 10 --think 100ms [--tls] [--cc bbr --window 64KB ...]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+
+from . import eventlog as ev
+from . import payload, sockets, socks5, tcpinfo, tcpopts
+from .appmain import AppError, guarded, parse_hostport
+from ..units import parse_size, parse_time
+
+HEADER = struct.Struct("!4sQII")
+MAGIC = b"RQ01"
+REPLY_SEED = b"testbed-reply-v1"
+KEEP_LIMIT = 64 * 1000 * 1000  # bodies up to this size are hashed by the server
+
+
+# ------------------------------------------------------------------ server
+
+def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, interval: float) -> None:
+    """Answer requests on one connection until the client closes it."""
+    with conn_sock:
+        req = 0
+        while True:
+            header = conn_sock.recv(HEADER.size)
+            if not header:
+                return
+            t_first = ev.now()
+            header += sockets.recv_exact(conn_sock, HEADER.size - len(header), keep=True)
+            magic, n, m, think_us = HEADER.unpack(header)
+            if magic != MAGIC:
+                raise ConnectionError(f"not a request/response client (magic {magic!r})")
+            log.emit(ev.REQUEST_RECEIVED, t=t_first, conn=conn, req=req, body=n, reply=m,
+                     process_us=think_us)
+            with tcpinfo.Sampler(log, conn_sock, conn, interval):
+                body = sockets.recv_exact(conn_sock, n, keep=n <= KEEP_LIMIT)
+                log.emit(ev.REQUEST_COMPLETE, conn=conn, req=req, bytes=n,
+                         sha256=payload.digest(body) if n <= KEEP_LIMIT else None)
+                time.sleep(think_us / 1e6)
+                sockets.send_logged(conn_sock, payload.body(m, REPLY_SEED), log,
+                                    "response_first_byte_sent", ev.RESPONSE_SENT, conn=conn, req=req)
+            req += 1
+
+
+def serve(listener: socket.socket, log: ev.EventLog, interval: float, tls_ctx=None,
+          factors: tcpopts.SocketFactors | None = None) -> None:
+    """Accept forever; one thread per connection."""
+    while True:
+        raw, _ = listener.accept()
+        conn = sockets.next_conn_id()
+        sockets.log_connection(log, raw, conn, "server", factors)
+        threading.Thread(target=_serve_thread, args=(raw, log, conn, interval, tls_ctx),
+                         daemon=True).start()
+
+
+def _serve_thread(raw, log, conn, interval, tls_ctx) -> None:
+    try:
+        sock = raw
+        if tls_ctx is not None:
+            sock = tls_ctx.wrap_socket(raw, server_side=True)
+            log.emit(ev.TLS_DONE, conn=conn, version=sock.version(), resumed=sock.session_reused)
+        serve_connection(sock, log, conn, interval)
+    except (OSError, ConnectionError) as exc:
+        log.emit(ev.ERROR, conn=conn, message=f"{type(exc).__name__}: {exc}")
+        raw.close()
+
+
+def run_server(args: argparse.Namespace) -> int:
+    log = ev.EventLog(args.log)
+    cert_dir = None
+
+    def run() -> int:
+        nonlocal cert_dir
+        log.emit(ev.START, role="server", argv=sys.argv[1:])
+        factors = tcpopts.socket_factors(args)
+        tls_ctx = None
+        if args.tls:
+            from . import tls
+            cert_dir = tempfile.mkdtemp(prefix="tb-tls-")
+            tls_ctx = tls.server_context(*tls.make_cert(cert_dir))
+        listener = sockets.listen(parse_hostport(args.listen), factors, log)
+        log.emit(ev.READY, addr=list(listener.getsockname()), tls=bool(args.tls))
+        print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+        with listener:
+            serve(listener, log, parse_time(args.sample), tls_ctx, factors)
+        return 0
+    try:
+        return guarded(run, log)
+    finally:
+        if cert_dir:
+            shutil.rmtree(cert_dir, ignore_errors=True)
+        log.close()
+
+
+# ------------------------------------------------------------------ client
+
+class Client:
+    """Issues requests and logs their events; one instance per client process."""
+
+    def __init__(self, log: ev.EventLog, server: tuple[str, int], factors: tcpopts.SocketFactors,
+                 body: bytes, reply: int, process_us: int, interval: float = 0.01,
+                 tls: bool = False, resume: bool = False, timeout: float = 10.0,
+                 socks: tuple[str, int] | None = None):
+        self.log, self.server, self.factors = log, server, factors
+        self.body, self.reply, self.process_us = body, reply, process_us
+        self.interval, self.timeout, self.resume = interval, timeout, resume
+        self.tls_ctx = None
+        if tls:
+            from . import tls as tlsmod
+            self.tls_ctx = tlsmod.client_context()
+        self.socks = socks
+        self.session = None
+        self.sock: socket.socket | None = None
+        self.conn = -1
+
+    def open(self, req) -> None:
+        raw = sockets.connect(self.socks or self.server, self.factors, self.timeout)
+        self.conn = sockets.next_conn_id()
+        self.log.emit(ev.TCP_CONNECTED, conn=self.conn, req=req)
+        if self.socks:
+            try:
+                socks5.client_handshake(raw, *self.server)
+            except (socks5.Socks5Error, OSError):
+                raw.close()
+                raise
+            self.log.emit(ev.SOCKS_DONE, conn=self.conn, req=req, target=list(self.server))
+        sockets.log_connection(self.log, raw, self.conn, "client", self.factors,
+                               via_socks=list(self.socks) if self.socks else None)
+        if self.tls_ctx is not None:
+            try:
+                raw = self.tls_ctx.wrap_socket(raw, session=self.session if self.resume else None)
+            except OSError as exc:
+                raw.close()
+                raise AppError(f"TLS handshake failed ({exc}); is the server running with --tls?") from None
+            self.log.emit(ev.TLS_DONE, conn=self.conn, req=req, version=self.sock.version(),
+                          resumed=raw.session_reused)
+        self.sock = raw
+
+    def close(self) -> None:
+        if self.sock is not None:
+            if self.tls_ctx is not None:
+                self.session = self.sock.session
+            self.sock.close()
+            self.sock = None
+
+    def exchange(self, req, **fields) -> None:
+        """Send one request on the open connection and read the whole reply."""
+        header = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us)
+        with tcpinfo.Sampler(self.log, self.sock, self.conn, self.interval):
+            sockets.send_logged(self.sock, header + self.body, self.log, ev.FIRST_REQUEST_BYTE_SENT,
+                                ev.LAST_REQUEST_BYTE_SENT, conn=self.conn, req=req, **fields)
+            sockets.recv_exact(self.sock, self.reply, self.log, ev.FIRST_RESPONSE_BYTE,
+                               ev.LAST_RESPONSE_BYTE, conn=self.conn, req=req, **fields)
+
+    def request(self, req: int, mode: str) -> int:
+        """One timed request; returns its completion time in ns."""
+        if mode == "new":
+            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode)["t"]
+            self.open(req)
+            self.exchange(req)
+            self.close()
+        else:
+            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=self.conn)["t"]
+            self.exchange(req)
+        return ev.now() - t0
+
+    def run(self, mode: str, requests: int, think: float, warmup: int) -> list[int]:
+        if mode == "reuse":
+            self.open("warmup")
+            for w in range(warmup):
+                self.exchange(f"warmup{w}", warmup=True)
+            if self.tls_ctx is not None:
+                self.session = self.sock.session
+        times = []
+        try:
+            for k in range(requests):
+                if k:
+                    time.sleep(think)
+                times.append(self.request(k, mode))
+        finally:
+            self.close()
+        return times
+
+
+def summarize(times_ns: list[int]) -> dict:
+    ms = [t / 1e6 for t in times_ns]
+    return {"requests": len(ms), "completion_ms": [round(x, 3) for x in ms],
+            "median_ms": round(statistics.median(ms), 3) if ms else None,
+            "min_ms": round(min(ms), 3) if ms else None, "max_ms": round(max(ms), 3) if ms else None}
+
+
+def run_client(args: argparse.Namespace) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="client", argv=sys.argv[1:])
+        factors = tcpopts.socket_factors(args)
+        size = parse_size(args.size)
+        if size < 0:
+            raise ValueError(f"request size {args.size!r} is negative")
+        if args.requests < 1:
+            raise ValueError(f"--requests {args.requests} must be >= 1")
+        body = payload.body(size)
+        log.emit("request_body", bytes=size, sha256=payload.digest(body))
+        client = Client(log, parse_hostport(args.server, "127.0.0.1"), factors, body,
+                        parse_size(args.reply_size), int(round(parse_time(args.process) * 1e6)),
+                        parse_time(args.sample), args.tls, args.resume, parse_time(args.timeout),
+                        parse_hostport(args.socks, "127.0.0.1") if args.socks else None)
+        times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)
+        summary = summarize(times)
+        log.emit(ev.SUMMARY, mode=args.mode, tls=args.tls, **summary)
+        print(f"{args.mode}: median {summary['median_ms']} ms over {summary['requests']} requests",
+              flush=True)
+        return 0
+    try:
+        return guarded(run, log)
+    finally:
+        log.close()
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout)")
+    p.add_argument("--tls", action="store_true", help="TLS 1.3 (self-signed certificate made at run time)")
+    p.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval during transfers (0 = start/end only)")
+    tcpopts.add_socket_arguments(p)
+
+
+def build_parser(prog: str = "python -m testbed.apps.reqresp") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="role", required=True)
+    s = sub.add_parser("server")
+    s.add_argument("--listen", default=":5000", help="HOST:PORT to listen on")
+    add_common(s)
+    s.set_defaults(func=run_server)
+    c = sub.add_parser("client")
+    c.add_argument("--server", required=True, help="HOST:PORT of the server")
+    c.add_argument("--size", default=str(payload.DEFAULT_SIZE), help="request body size (default 354640 B)")
+    c.add_argument("--reply-size", default="1000", help="reply size M")
+    c.add_argument("--process", default="30ms", help="server processing time T")
+    c.add_argument("--mode", choices=("new", "reuse"), default="new")
+    c.add_argument("--requests", type=int, default=1, help="timed requests K")
+    c.add_argument("--think", default="0", help="pause between requests")
+    c.add_argument("--warmup", type=int, default=1, help="untimed requests on the reused connection")
+    c.add_argument("--resume", action="store_true", help="TLS session resumption in mode new")
+    c.add_argument("--timeout", default="10s", help="connect timeout")
+    c.add_argument("--socks", help="connect through this SOCKS5 proxy HOST:PORT (path = relay)")
+    add_common(c)
+    c.set_defaults(func=run_client)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

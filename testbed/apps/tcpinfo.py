@@ -1,0 +1,121 @@
+"""TCP_INFO decoded exactly, and a sampler that logs it during transfers.
+
+Layout: ``struct tcp_info`` of include/uapi/linux/tcp.h as of Linux 6.18 (280 bytes, ending in
+the AccECN counters).  Older kernels return a prefix; fields past the returned length are
+left out of the decoded dict.  The 8 leading u8s hold two bitfield bytes
+(snd_wscale:4 | rcv_wscale:4, delivery_rate_app_limited:1 | fastopen_client_fail:2).
+
+Logged sample fields (``SAMPLE_FIELDS``), in Linux's units:
+``state``, ``ca_state``; ``snd_cwnd`` (segments); ``unacked`` (segments sent, not yet
+cumulatively ACKed: packets_out), ``sacked``, ``lost``, ``retrans`` (segments currently
+SACKed / presumed lost / retransmitted and in flight); ``total_retrans`` (segments
+retransmitted over the connection); ``rtt``, ``rttvar``, ``min_rtt`` (µs, smoothed);
+``snd_ssthresh``; ``delivery_rate`` (B/s, most recent delivery-rate sample);
+``snd_wnd``/``rcv_wnd`` (peer's / our advertised receive window in bytes, after scaling);
+``bytes_acked``, ``bytes_received``, ``bytes_sent``, ``bytes_retrans``;
+``data_segs_in``/``data_segs_out``; ``segs_in``/``segs_out``; ``snd_mss``, ``rcv_mss``;
+``snd_wscale``/``rcv_wscale``; ``pacing_rate`` (B/s); ``notsent_bytes``.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+from .eventlog import TCP_INFO, EventLog
+
+_FIELDS = [
+    ("B", "state"), ("B", "ca_state"), ("B", "retransmits"), ("B", "probes"), ("B", "backoff"),
+    ("B", "options"), ("B", "_wscale"), ("B", "_rate_flags"),
+    ("I", "rto"), ("I", "ato"), ("I", "snd_mss"), ("I", "rcv_mss"),
+    ("I", "unacked"), ("I", "sacked"), ("I", "lost"), ("I", "retrans"), ("I", "fackets"),
+    ("I", "last_data_sent"), ("I", "last_ack_sent"), ("I", "last_data_recv"), ("I", "last_ack_recv"),
+    ("I", "pmtu"), ("I", "rcv_ssthresh"), ("I", "rtt"), ("I", "rttvar"), ("I", "snd_ssthresh"),
+    ("I", "snd_cwnd"), ("I", "advmss"), ("I", "reordering"), ("I", "rcv_rtt"), ("I", "rcv_space"),
+    ("I", "total_retrans"),
+    ("Q", "pacing_rate"), ("Q", "max_pacing_rate"), ("Q", "bytes_acked"), ("Q", "bytes_received"),
+    ("I", "segs_out"), ("I", "segs_in"), ("I", "notsent_bytes"), ("I", "min_rtt"),
+    ("I", "data_segs_in"), ("I", "data_segs_out"),
+    ("Q", "delivery_rate"), ("Q", "busy_time"), ("Q", "rwnd_limited"), ("Q", "sndbuf_limited"),
+    ("I", "delivered"), ("I", "delivered_ce"), ("Q", "bytes_sent"), ("Q", "bytes_retrans"),
+    ("I", "dsack_dups"), ("I", "reord_seen"), ("I", "rcv_ooopack"), ("I", "snd_wnd"),
+    ("I", "rcv_wnd"), ("I", "rehash"), ("H", "total_rto"), ("H", "total_rto_recoveries"),
+    ("I", "total_rto_time"), ("I", "received_ce"),
+    ("I", "delivered_e1_bytes"), ("I", "delivered_e0_bytes"), ("I", "delivered_ce_bytes"),
+    ("I", "received_e1_bytes"), ("I", "received_e0_bytes"), ("I", "received_ce_bytes"),
+    ("I", "_accecn_bits"),
+]
+# (name, offset, struct format) for each field; '=' = native order, no implicit padding
+# (every field of struct tcp_info is naturally aligned, so offsets equal the C layout).
+_LAYOUT = []
+_offset = 0
+for _fmt, _name in _FIELDS:
+    _LAYOUT.append((_name, _offset, "=" + _fmt))
+    _offset += struct.calcsize("=" + _fmt)
+STRUCT_SIZE = _offset  # 280 on Linux 6.18
+
+SAMPLE_FIELDS = ("state", "ca_state", "snd_cwnd", "unacked", "sacked", "lost", "retrans",
+                 "total_retrans", "rtt", "rttvar", "min_rtt", "snd_ssthresh", "delivery_rate",
+                 "snd_wnd", "rcv_wnd", "bytes_acked", "bytes_received", "bytes_sent",
+                 "bytes_retrans", "data_segs_in", "data_segs_out", "segs_in", "segs_out",
+                 "snd_mss", "rcv_mss", "snd_wscale", "rcv_wscale", "pacing_rate", "notsent_bytes")
+
+
+def decode(raw: bytes) -> dict:
+    """Decode the bytes getsockopt(TCP_INFO) returned (any prefix of the 6.18 struct)."""
+    out = {}
+    for name, offset, fmt in _LAYOUT:
+        if offset + struct.calcsize(fmt) > len(raw):
+            break
+        out[name] = struct.unpack_from(fmt, raw, offset)[0]
+    wscale = out.pop("_wscale")
+    out["snd_wscale"], out["rcv_wscale"] = wscale & 0x0F, wscale >> 4
+    flags = out.pop("_rate_flags")
+    out["delivery_rate_app_limited"] = flags & 1
+    out["fastopen_client_fail"] = (flags >> 1) & 3
+    bits = out.pop("_accecn_bits", None)
+    if bits is not None:
+        out["ecn_mode"], out["accecn_opt_seen"] = bits & 3, (bits >> 2) & 3
+        out["accecn_fail_mode"], out["options2"] = (bits >> 4) & 0xF, bits >> 8
+    return out
+
+
+def read(sock: socket.socket) -> dict:
+    return decode(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, STRUCT_SIZE))
+
+
+def sample(sock: socket.socket) -> dict:
+    info = read(sock)
+    return {k: info[k] for k in SAMPLE_FIELDS if k in info}
+
+
+class Sampler:
+    """Logs ``tcp_info`` for ``sock`` every ``interval`` seconds from a thread, plus one
+    sample at start and one at stop.  ``interval <= 0`` logs only those two."""
+
+    def __init__(self, log: EventLog, sock: socket.socket, conn: int, interval: float):
+        self.log, self.sock, self.conn, self.interval = log, sock, conn, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _emit(self) -> None:
+        try:
+            self.log.emit(TCP_INFO, conn=self.conn, **sample(self.sock))
+        except OSError:  # socket closed under us
+            self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._emit()
+
+    def __enter__(self) -> "Sampler":
+        self._emit()
+        if self.interval > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._emit()

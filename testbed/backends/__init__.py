@@ -1,0 +1,28 @@
+"""Link backends: how a topology's LinkSpecs become real impairments.
+
+``netem``: the kernel's htb + netem on each side's egress (testbed/backends/kernel.py).
+``userspace``: the project's emulator forwarding frames between veth ends
+(testbed/backends/userspace.py).  ``auto`` picks netem where the kernel has it.
+
+A backend object has ``name``, ``link_class()`` (a Mininet Link factory taking ``spec_ab`` and
+``spec_ba``), ``setup(net, run)`` after the network is built, ``teardown()`` (idempotent) and
+``summary()`` (a dict recorded with every result).
+"""
+from __future__ import annotations
+
+BACKENDS = ("auto", "netem", "userspace")
+
+
+def select_backend(name: str, seed: int = 1):
+    """The backend object for ``name``; ``auto`` probes the kernel for netem and htb."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
+    if name == "auto":
+        from .kernel import probe_qdiscs
+        probe = probe_qdiscs()
+        name = "netem" if probe["netem"] and probe["htb"] else "userspace"
+    if name == "netem":
+        from .kernel import KernelBackend
+        return KernelBackend(seed=seed)
+    from .userspace import UserspaceBackend
+    return UserspaceBackend(seed=seed)

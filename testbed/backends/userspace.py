@@ -1,0 +1,238 @@
+"""Userspace backend: every impaired link passes through the emulator process.
+
+Layout.  The backend owns one extra namespace, the emulator node ``tbemu`` (a Mininet ``Node``,
+not a host: it is not in ``net.hosts``).  An emulated link a–b is two veth pairs,
+``a-ethN <-> tbeKa`` and ``b-ethM <-> tbeKb``, with the ``tbeK*`` ends inside ``tbemu``; the
+hosts' interfaces keep Mininet's names and are configured as for a plain ``Link``.  One
+forwarder process (``testbed.emulator.forwarder``) runs inside ``tbemu`` and serves all links:
+direction a→b reads ``tbeKa`` and writes ``tbeKb`` with ``spec_ab``, b→a the reverse with
+``spec_ba``.  A link whose two specs are unimpaired and that has no ``medium`` stays a plain veth.
+Links given the same ``medium=AirtimeSpec`` (same ``name``) share one air interface.
+
+Offloads: TSO/GSO/GRO and TX checksum offload are switched off and verified on both ends of
+every emulated pair (otherwise AF_PACKET reads frames with partial checksums that the receiver
+drops after forwarding).
+
+Seeds: direction k (in link order, a→b then b→a) gets ``seed + k``; recorded in ``summary()``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mininet.link import Link
+from mininet.util import makeIntfPair
+
+from ..hosts import offloads_off, run_in, set_sysctls
+from ..linkspec import LinkSpec
+
+EMU_NODE = "tbemu"
+READY_TIMEOUT = 15.0
+STOP_TIMEOUT = 30.0
+_OFFLOAD_FEATURES = ("tx-checksumming", "tcp-segmentation-offload", "generic-segmentation-offload",
+                     "generic-receive-offload")
+
+
+def offloads(node: Any, ifname: str) -> dict[str, str]:
+    """The offload features that must be off, as ``ethtool -k`` reports them."""
+    out = run_in(node, ["ethtool", "-k", ifname]).stdout
+    found = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in _OFFLOAD_FEATURES:
+            found[key.strip()] = value.split()[0] if value.split() else ""
+    return found
+
+
+def verify_offloads_off(node: Any, ifname: str) -> None:
+    on = {k: v for k, v in offloads(node, ifname).items() if v != "off"}
+    if on:
+        raise RuntimeError(f"{node.name}:{ifname}: offloads still on after ethtool -K: {on}; the "
+                           "emulator would forward frames with partial checksums")
+
+
+def interface_drops(node: Any) -> dict[str, int]:
+    """ifname -> rx_dropped + tx_dropped inside ``node``'s namespace (/proc/net/dev)."""
+    text = run_in(node, ["cat", "/proc/net/dev"]).stdout
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        cols = rest.split()
+        out[name.strip()] = int(cols[3]) + int(cols[11])
+    return out
+
+
+def _mac() -> str:
+    """A random locally administered unicast MAC address."""
+    return ":".join(f"{b:02x}" for b in bytes([0x02]) + secrets.token_bytes(5))
+
+
+class EmulatedLink(Link):
+    """A Mininet link whose two directions pass through the backend's emulator (see module doc)."""
+
+    def __init__(self, backend: "UserspaceBackend", node1, node2, spec_ab: LinkSpec | None = None,
+                 spec_ba: LinkSpec | None = None, medium: Any = None, **params: Any):
+        self.specs = (spec_ab or LinkSpec(), spec_ba or LinkSpec())
+        self.medium = medium
+        self.emulated = medium is not None or not all(s.unimpaired for s in self.specs)
+        self.emu_ends: tuple[str, str] | None = None
+        if self.emulated:
+            self.backend = backend
+            self.index = len(backend.links)
+            params["fast"] = True  # create the pairs directly in the namespaces
+        super().__init__(node1, node2, **params)
+        if self.emulated:
+            backend.links.append(self)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
+                     deleteIntfs=True):
+        if not self.emulated:
+            return makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
+                                deleteIntfs=deleteIntfs)
+        emu = self.backend.emu_node()
+        ends = (f"tbe{self.index}a", f"tbe{self.index}b")
+        makeIntfPair(intfname1, ends[0], addr1 or _mac(), _mac(), node1, emu, deleteIntfs=False)
+        makeIntfPair(intfname2, ends[1], addr2 or _mac(), _mac(), node2, emu, deleteIntfs=False)
+        self.emu_ends = ends
+        return None
+
+
+class UserspaceBackend:
+    name = "userspace"
+
+    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 20_000,
+                 realtime: bool = False, python: str = sys.executable):
+        self.seed = seed
+        self.late_ns, self.spin_ns, self.realtime = late_ns, spin_ns, realtime
+        self.python = python
+        self.links: list[EmulatedLink] = []
+        self.emu = None
+        self.proc: subprocess.Popen | None = None
+        self.log_dir: Path | None = None
+        self.config = None
+        self._summary: dict[str, Any] = {}
+        self._drops0: dict[str, dict[str, int]] = {}
+
+    # --- building -----------------------------------------------------------------------------
+    def link_class(self):
+        def make(node1, node2, **params):
+            return EmulatedLink(self, node1, node2, **params)
+        return make
+
+    def emu_node(self):
+        """The emulator's namespace, created on first use (IPv6 off: no stray frames of its own)."""
+        if self.emu is None:
+            from mininet.node import Node
+            self.emu = Node(EMU_NODE, inNamespace=True)
+            set_sysctls(self.emu, {"net.ipv6.conf.all.disable_ipv6": "1",
+                                   "net.ipv6.conf.default.disable_ipv6": "1"})
+        return self.emu
+
+    def forwarder_config(self, log_dir: Path):
+        from ..emulator.config import DirectionConfig, ForwarderConfig
+        directions, media = [], {}
+        pairs = [frozenset((lk.intf1.node.name, lk.intf2.node.name)) for lk in self.links]
+        for link in self.links:
+            a, b = link.intf1.node.name, link.intf2.node.name
+            ea, eb = link.emu_ends
+            if link.medium is not None:
+                d = link.medium.to_dict()
+                if media.setdefault(link.medium.name, d) != d:
+                    raise ValueError(f"two different air interfaces are both named {link.medium.name!r}")
+            medium = link.medium.name if link.medium is not None else None
+            for src, dst, i, o, spec in ((a, b, ea, eb, link.specs[0]), (b, a, eb, ea, link.specs[1])):
+                name = f"{src}-{dst}" + (f".{link.index}" if pairs.count(pairs[link.index]) > 1 else "")
+                directions.append(DirectionConfig(name, i, o, spec, self.seed + len(directions), medium))
+        return ForwarderConfig(tuple(directions), str(log_dir), media, late_ns=self.late_ns,
+                               spin_ns=self.spin_ns, realtime=self.realtime)
+
+    # --- running ------------------------------------------------------------------------------
+    def setup(self, net, run) -> None:
+        if not self.links:
+            return
+        emu = self.emu
+        run.record_pid(emu.pid, f"mininet node {EMU_NODE}", group=True)
+        for link in self.links:
+            for end in link.emu_ends:
+                run_in(emu, ["ip", "link", "set", "dev", end, "up"])
+                offloads_off(emu, end)
+                verify_offloads_off(emu, end)
+            for intf in (link.intf1, link.intf2):
+                offloads_off(intf.node, intf.name)
+                verify_offloads_off(intf.node, intf.name)
+        self._drops0 = self._host_drops()
+        self.log_dir = Path(run.dir) / "emulator"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.config = self.forwarder_config(self.log_dir)
+        cfg_path = self.log_dir / "config.json"
+        self.config.write(cfg_path)
+        for stale in ("ready", "summary.json"):
+            (self.log_dir / stale).unlink(missing_ok=True)
+        with open(self.log_dir / "forwarder.log", "wb") as out:
+            self.proc = subprocess.Popen(["mnexec", "-a", str(emu.pid), self.python, "-m",
+                                          "testbed.emulator.forwarder", str(cfg_path)],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        run.record_pid(self.proc.pid, "emulator", group=True)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not (self.log_dir / "ready").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = (self.log_dir / "forwarder.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"emulator did not start (exit {self.proc.poll()}): {log}")
+            time.sleep(0.01)
+
+    def _host_drops(self) -> dict[str, dict[str, int]]:
+        nodes = {intf.node for link in self.links for intf in (link.intf1, link.intf2)}
+        return {node.name: interface_drops(node) for node in nodes}
+
+    def teardown(self) -> None:
+        """Stop the forwarder (it writes its summary), read drop counters, end the emulator node."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            self._summary = self._collect(proc.returncode)
+        if self.emu is not None:
+            emu, self.emu = self.emu, None
+            emu.terminate()
+            if emu.shell is not None:
+                emu.shell.wait()
+
+    def _collect(self, returncode: int | None) -> dict[str, Any]:
+        path = self.log_dir / "summary.json"
+        summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
+            "error": f"forwarder exited {returncode} without a summary; see forwarder.log",
+            "unintended_drops": None}
+        summary["exit_code"] = returncode
+        try:  # drops of the hosts' ends of emulated links (the emulator counts its own ends)
+            after = self._host_drops()
+            host_drops = {f"{node}:{intf.name}": after[node][intf.name] - self._drops0[node][intf.name]
+                          for link in self.links for intf in (link.intf1, link.intf2)
+                          for node in [intf.node.name]}
+        except (RuntimeError, KeyError, OSError) as exc:
+            host_drops = {"error": repr(exc)}
+        summary["host_interface_drops"] = host_drops
+        if summary.get("unintended_drops") is not None and "error" not in host_drops:
+            summary["unintended_drops"] += sum(host_drops.values())
+        return summary
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.name, "seed": self.seed,
+                               "emulated_links": len(self.links)}
+        if self.config is not None:
+            out["seeds"] = {d.name: d.seed for d in self.config.directions}
+            out["log_dir"] = str(self.log_dir)
+        out.update(self._summary)
+        return out

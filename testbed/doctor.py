@@ -1,0 +1,99 @@
+"""``testbed doctor [--json]``: what this machine can do for the testbed, and how to fix what it can't."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+TOOLS = ("mnexec", "tcpdump", "tshark", "iperf3", "ethtool", "ip", "ping")
+FIX_PACKAGES = {"mnexec": "mininet", "tcpdump": "tcpdump", "tshark": "tshark", "iperf3": "iperf3",
+                "ethtool": "ethtool", "ip": "iproute2", "ping": "iputils-ping"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("doctor", help="check what this machine supports and how to fix problems")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.set_defaults(func=run)
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def diagnose() -> dict[str, Any]:
+    problems: list[str] = []
+    report: dict[str, Any] = {"root": os.geteuid() == 0, "python": sys.version.split()[0]}
+    if not report["root"]:
+        problems.append("not root: namespaces, veths and captures need root; run as root (sudo)")
+    for tool in TOOLS:
+        report[tool] = shutil.which(tool)
+        if report[tool] is None:
+            problems.append(f"{tool} not found: apt-get install {FIX_PACKAGES[tool]} (or `make install`)")
+    try:
+        import mininet.net  # noqa: F401
+        from mininet.net import VERSION
+        report["mininet"] = VERSION
+    except ImportError as exc:
+        report["mininet"] = None
+        problems.append(f"Mininet's Python module does not import ({exc}): apt-get install mininet and "
+                        "use the project's virtualenv (.venv, built on the system Python by `make install`)")
+    cc = _read("/proc/sys/net/ipv4/tcp_available_congestion_control")
+    report["congestion_control"] = cc.split() if cc else []
+    for name in ("reno", "cubic", "bbr"):
+        if name not in report["congestion_control"]:
+            problems.append(f"congestion control {name} missing: modprobe tcp_{name}")
+    report["mptcp"] = _read("/proc/sys/net/mptcp/enabled") == "1"
+    if not report["mptcp"]:
+        problems.append("MPTCP not enabled: sysctl -w net.mptcp.enabled=1 (kernel ≥ 5.6 with CONFIG_MPTCP)")
+    if report["root"]:
+        from .backends.kernel import probe_qdiscs
+        probe = probe_qdiscs()
+        report.update({k: probe[k] for k in ("netns", "veth", "netem", "htb")})
+        report["qdisc_errors"] = probe["errors"]
+        if not probe["netns"] or not probe["veth"]:
+            problems.append(f"cannot create network namespaces/veths ({probe['errors']}): the testbed "
+                            "needs CONFIG_NET_NS and CONFIG_VETH and root")
+    else:
+        report.update({"netns": None, "veth": None, "netem": None, "htb": None})
+    report["backend"] = "netem" if report["netem"] and report["htb"] else "userspace"
+    if report["backend"] == "userspace":
+        report["backend_note"] = ("no netem/htb in this kernel: links use the userspace emulator "
+                                  "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
+    try:
+        from .uml import availability
+        ok, reason = availability()
+        report["netem_uml"] = {"available": ok, "reason": reason}
+    except ImportError:
+        report["netem_uml"] = {"available": False, "reason": "testbed.uml not installed"}
+    report["problems"] = problems
+    report["ok"] = not problems
+    return report
+
+
+def run(args) -> int:
+    report = diagnose()
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0 if report["ok"] else 1
+    def mark(v):
+        return "yes" if v is True else "no" if v is False or v is None else str(v)
+    rows = [("root", report["root"]), ("network namespaces", report["netns"]), ("veth", report["veth"]),
+            ("Mininet module", report["mininet"]), *[(t, report[t]) for t in TOOLS],
+            ("netem qdisc", report["netem"]), ("htb qdisc", report["htb"]),
+            ("congestion control", " ".join(report["congestion_control"])), ("MPTCP", report["mptcp"]),
+            ("netem in a UML guest", report["netem_uml"]["available"]),
+            ("backend for --backend auto", report["backend"])]
+    for label, value in rows:
+        print(f"{label:<28} {mark(value)}")
+    if report.get("backend_note"):
+        print(f"note: {report['backend_note']}")
+    for problem in report["problems"]:
+        print(f"problem: {problem}")
+    print("ok" if report["ok"] else f"{len(report['problems'])} problem(s)")
+    return 0 if report["ok"] else 1

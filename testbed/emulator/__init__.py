@@ -1,0 +1,22 @@
+"""Userspace link emulator.
+
+The sans-I/O core (no sockets, clocks or processes; driven by ``(now_ns, frame_len)`` calls in
+virtual time) decides for every frame "delivered at t" or "dropped (random loss | queue
+overflow)":
+
+- ``direction``: ``DirectionModel``, one direction of one link, and the order of operations
+  (queue → serializer or shared air → random loss → propagation);
+- ``queue``: the drop-tail bottleneck buffer;
+- ``serializer``: exact integer-nanosecond transmission at the bottleneck rate;
+- ``loss``: Bernoulli, Gilbert–Elliott (netem ``gemodel``) and drop-list generators;
+- ``airtime``: ``AirtimeSpec`` and ``AirMedium``, the shared half-duplex 802.11a air interface
+  of CHAPTER12.md C10.
+
+The I/O loop around it (AF_PACKET forwarder, logs, Mininet link class) lives in the other
+modules of this package.  Nothing here imports numpy, so importing the package stays cheap.
+"""
+from .airtime import AirMedium, AirStats, AirtimeSpec
+from .direction import DELIVER, DROP_LOSS, DROP_QUEUE, VERDICT_NAMES, DirectionModel, DirectionStats
+
+__all__ = ["AirMedium", "AirStats", "AirtimeSpec", "DELIVER", "DROP_LOSS", "DROP_QUEUE",
+           "VERDICT_NAMES", "DirectionModel", "DirectionStats"]

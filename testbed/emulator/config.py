@@ -1,0 +1,121 @@
+"""Configuration of one emulator process (``python -m testbed.emulator.forwarder CONFIG.json``).
+
+One process serves a whole topology: every emulated link contributes two *directions*, each
+reading frames from one interface of the emulator's namespace and sending them out of another.
+Directions whose ``medium`` names the same entry of ``media`` share one air interface.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..linkspec import LinkSpec
+
+IFNAMSIZ = 15  # longest Linux interface name
+
+
+@dataclass(frozen=True)
+class DirectionConfig:
+    """One direction: frames read on ``in_ifname`` leave, once the model allows, on ``out_ifname``.
+
+    seed: seed of this direction's random loss/jitter (recorded in the summary).
+    medium: name of a shared air interface in ``ForwarderConfig.media``, or None.
+    """
+    name: str
+    in_ifname: str
+    out_ifname: str
+    spec: LinkSpec
+    seed: int
+    medium: str | None = None
+
+    def __post_init__(self):
+        if not self.name or "/" in self.name:
+            raise ValueError(f"direction name {self.name!r} must be non-empty without '/'")
+        for ifname in (self.in_ifname, self.out_ifname):
+            if not (0 < len(ifname) <= IFNAMSIZ) or "/" in ifname or " " in ifname:
+                raise ValueError(f"interface name {ifname!r} must have 1 to {IFNAMSIZ} characters, "
+                                 "no '/' or space")
+        if self.in_ifname == self.out_ifname:
+            raise ValueError(f"direction {self.name}: in and out interface are both {self.in_ifname}")
+        if not isinstance(self.spec, LinkSpec):
+            raise ValueError(f"direction {self.name}: spec must be a LinkSpec, not {self.spec!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "in_ifname": self.in_ifname, "out_ifname": self.out_ifname,
+                "spec": self.spec.to_dict(), "seed": self.seed, "medium": self.medium}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DirectionConfig":
+        d = dict(d)
+        d["spec"] = LinkSpec.from_dict(d["spec"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ForwarderConfig:
+    """Everything the forwarder process needs.
+
+    media: shared air interfaces, name -> ``AirtimeSpec.to_dict()``.
+    log_dir: per-direction frame logs, ``summary.json``, ``ready`` and ``forwarder.log`` go here.
+    late_ns: a frame sent more than this after its scheduled time is a *late departure*
+        (counted and reported; the frame is still delivered).
+    spin_ns: when the next departure is closer than this, poll without sleeping instead of
+        arming the timer (a timer wake-up costs more than this much latency).
+    rcvbuf, sndbuf: socket buffer bytes per interface (SO_RCVBUFFORCE/SO_SNDBUFFORCE).
+    realtime: run the loop with SCHED_FIFO priority (ahead of the TCP endpoints on a busy host).
+    """
+    directions: tuple[DirectionConfig, ...]
+    log_dir: str
+    media: dict[str, dict[str, Any]] = field(default_factory=dict)
+    late_ns: int = 1_000_000
+    spin_ns: int = 20_000
+    rcvbuf: int = 32 << 20
+    sndbuf: int = 4 << 20
+    realtime: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "directions", tuple(self.directions))
+        if not self.directions:
+            raise ValueError("the emulator needs at least one direction")
+        names = [d.name for d in self.directions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"direction names must be unique, got {names}")
+        ins = [d.in_ifname for d in self.directions]
+        if len(set(ins)) != len(ins):
+            raise ValueError(f"each interface can feed only one direction, got in_ifnames {ins}")
+        for d in self.directions:
+            if d.medium is not None and d.medium not in self.media:
+                raise ValueError(f"direction {d.name}: medium {d.medium!r} is not in media "
+                                 f"{sorted(self.media)}")
+        for name in ("late_ns", "spin_ns", "rcvbuf", "sndbuf"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    @property
+    def interfaces(self) -> list[str]:
+        """Every interface the emulator reads or writes, in first-use order."""
+        seen: dict[str, None] = {}
+        for d in self.directions:
+            seen.setdefault(d.in_ifname)
+            seen.setdefault(d.out_ifname)
+        return list(seen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"directions": [d.to_dict() for d in self.directions], "log_dir": self.log_dir,
+                "media": self.media, "late_ns": self.late_ns, "spin_ns": self.spin_ns,
+                "rcvbuf": self.rcvbuf, "sndbuf": self.sndbuf, "realtime": self.realtime}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ForwarderConfig":
+        d = dict(d)
+        d["directions"] = tuple(DirectionConfig.from_dict(x) for x in d["directions"])
+        return cls(**d)
+
+    def write(self, path: Path | str) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def read(cls, path: Path | str) -> "ForwarderConfig":
+        return cls.from_dict(json.loads(Path(path).read_text()))

@@ -1,0 +1,367 @@
+"""The emulator's I/O loop: ``python -m testbed.emulator.forwarder CONFIG.json``.
+
+One process per topology, run inside the emulator's network namespace.  For every direction it
+reads Ethernet frames from one veth end (AF_PACKET, SOCK_RAW, ETH_P_ALL, PACKET_IGNORE_OUTGOING
+so it never reads its own sends), asks the sans-I/O ``DirectionModel`` for a verdict at arrival,
+and sends delivered frames out of the other veth end at their scheduled time.
+
+Timing.  epoll's timeout has millisecond granularity, so departures are timed with a timerfd
+(CLOCK_MONOTONIC, absolute) registered in the same epoll set, with the process's timer slack
+set to 1 ns.  When the next departure is closer than ``spin_ns`` the loop polls without
+sleeping.  Pending frames are a FIFO per direction (a heap when the spec allows reordering).
+
+Accounting — every frame read is logged with its fate (see ``linklog``), and every frame the
+loop could not handle is counted: socket receive-buffer drops (PACKET_STATISTICS ``tp_drops``),
+send errors, drop counters of the emulator's interfaces (/proc/net/dev), departures later than
+``late_ns``.  ``summary.json`` is written on SIGTERM/SIGINT, after the logs are flushed.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import dataclasses
+import heapq
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import linklog
+from .config import DirectionConfig, ForwarderConfig
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+PACKET_IGNORE_OUTGOING = 23
+PR_SET_TIMERSLACK = 29
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+TFD_NONBLOCK = 0o4000
+TFD_CLOEXEC = 0o2000000
+TFD_TIMER_ABSTIME = 1
+CLOCK_MONOTONIC = 1
+BATCH = 256  # frames read from one socket before departures are checked again
+MAX_FRAME = 65536
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+class TimerFd:
+    """An absolute CLOCK_MONOTONIC one-shot timer whose fd becomes readable when it expires."""
+
+    def __init__(self):
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self._spec = _Itimerspec()
+        self._settime = self._libc.timerfd_settime
+        self._ref = ctypes.byref(self._spec)
+        self.armed: int | None = None
+
+    def arm(self, t_ns: int) -> None:
+        """Expire at monotonic time ``t_ns`` (0 would disarm, so at least 1 ns)."""
+        value = self._spec.it_value
+        value.tv_sec, value.tv_nsec = divmod(max(t_ns, 1), 1_000_000_000)
+        if self._settime(self.fd, TFD_TIMER_ABSTIME, self._ref, None) != 0:
+            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+        self.armed = t_ns
+
+    def consume(self) -> None:
+        try:
+            os.read(self.fd, 8)
+        except BlockingIOError:
+            pass
+        self.armed = None
+
+
+def set_timer_slack(ns: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_TIMERSLACK) failed")
+
+
+def interface_drops() -> dict[str, dict[str, int]]:
+    """rx/tx drop counters of every interface of this network namespace (/proc/net/dev)."""
+    out = {}
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        cols = rest.split()
+        out[name.strip()] = {"rx_dropped": int(cols[3]), "tx_dropped": int(cols[11])}
+    return out
+
+
+def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int) -> socket.socket:
+    """AF_PACKET raw socket bound to ``ifname``: receives every frame if ``receive`` else none."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL) if receive else 0)
+    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+    sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sndbuf)
+    sock.bind((ifname, ETH_P_ALL if receive else 0))
+    sock.setblocking(False)
+    if receive:  # frames queued between socket() and bind() may come from any interface
+        while True:
+            try:
+                sock.recv(MAX_FRAME)
+            except BlockingIOError:
+                break
+        sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)  # reading resets the counters
+    return sock
+
+
+def make_models(cfg: ForwarderConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(direction name -> DirectionModel, medium name -> AirMedium)."""
+    from .airtime import AirMedium, AirtimeSpec
+    from .direction import DirectionModel
+    media = {name: AirMedium(AirtimeSpec.from_dict(d), seed=_medium_seed(cfg, name))
+             for name, d in cfg.media.items()}
+    models = {d.name: DirectionModel(d.spec, seed=d.seed, medium=media[d.medium] if d.medium else None,
+                                     name=d.name)
+              for d in cfg.directions}
+    return models, media
+
+
+def _medium_seed(cfg: ForwarderConfig, name: str) -> int:
+    """A shared medium's seed: the first seed of the directions using it."""
+    return next((d.seed for d in cfg.directions if d.medium == name), 0)
+
+
+class Direction:
+    """I/O state of one direction: its model, sockets, pending frames and log."""
+
+    def __init__(self, cfg: DirectionConfig, model: Any, in_sock: socket.socket,
+                 out_sock: socket.socket, log: linklog.LogWriter):
+        from .direction import DELIVER, DROP_LOSS, DROP_QUEUE
+        self.cfg = cfg
+        self.model = model
+        self.in_sock = in_sock
+        self.out_sock = out_sock
+        self.log = log
+        self.heap = cfg.spec.reorder
+        self.pending: Any = [] if self.heap else collections.deque()
+        self.seq = 0  # tie-breaker in the heap
+        self.send_errors = 0
+        self.socket_drops = 0
+        self.socket_packets = 0
+        self.deliver = DELIVER
+        self.drop_codes = {DROP_LOSS: linklog.LOSS, DROP_QUEUE: linklog.QUEUE}
+
+    def read_socket_stats(self) -> None:
+        packets, drops = struct.unpack("II", self.in_sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        self.socket_packets += packets
+        self.socket_drops += drops
+
+    def drain(self) -> None:
+        """Read up to BATCH frames; each gets its verdict at arrival."""
+        recv, arrive, mono = self.in_sock.recv, self.model.arrive, time.monotonic_ns
+        pack, buf, parse = linklog.RECORD.pack, self.log.buf, linklog.parse_key
+        pending, deliver = self.pending, self.deliver
+        for _ in range(BATCH):
+            try:
+                frame = recv(MAX_FRAME)
+            except BlockingIOError:
+                break
+            now = mono()
+            verdict, t = arrive(now, len(frame))
+            if verdict == deliver:
+                if self.heap:
+                    self.seq += 1
+                    heapq.heappush(pending, (t, self.seq, frame, now))
+                else:
+                    pending.append((t, 0, frame, now))
+            else:
+                buf.append(pack(now, t, 0, *parse(frame), len(frame), self.drop_codes[verdict]))
+        if len(buf) >= self.log.chunk:
+            self.log.flush()
+
+    def send_due(self, now: int) -> int | None:
+        """Send every frame due at ``now``; return the next departure time (None: nothing pending)."""
+        pending = self.pending
+        if not pending:
+            return None
+        send, mono = self.out_sock.send, time.monotonic_ns
+        pack, buf, parse = linklog.RECORD.pack, self.log.buf, linklog.parse_key
+        pop = (lambda: heapq.heappop(pending)) if self.heap else pending.popleft
+        while pending and pending[0][0] <= now:
+            t, _, frame, t_arr = pop()
+            t_sent = mono()
+            try:
+                send(frame)
+                verdict = linklog.DELIVERED
+            except OSError:  # EAGAIN included: the kernel refused the frame
+                self.send_errors += 1
+                verdict, t_sent = linklog.SEND_ERROR, 0
+            buf.append(pack(t_arr, t, t_sent, *parse(frame), len(frame), verdict))
+        if len(buf) >= self.log.chunk:
+            self.log.flush()
+        return pending[0][0] if pending else None
+
+    def abandon_pending(self) -> int:
+        """Log the frames still in flight at exit; return how many there were."""
+        n = len(self.pending)
+        for t, _, frame, t_arr in self.pending:
+            self.log.buf.append(linklog.RECORD.pack(t_arr, t, 0, *linklog.parse_key(frame),
+                                                    len(frame), linklog.PENDING_AT_EXIT))
+        self.pending.clear()
+        return n
+
+
+class Forwarder:
+    def __init__(self, cfg: ForwarderConfig, config_path: str = ""):
+        self.cfg = cfg
+        self.config_path = config_path
+        self.log_dir = Path(cfg.log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        models, self.media = make_models(cfg)
+        readers = {d.in_ifname for d in cfg.directions}
+        self.socks = {ifname: open_socket(ifname, ifname in readers, cfg.rcvbuf, cfg.sndbuf)
+                      for ifname in cfg.interfaces}
+        self.dirs = [Direction(d, models[d.name], self.socks[d.in_ifname], self.socks[d.out_ifname],
+                               linklog.LogWriter(self.log_dir / f"{d.name}.frames",
+                                                 {"direction": d.name, "spec": d.spec.to_dict(),
+                                                  "seed": d.seed, "medium": d.medium}))
+                     for d in cfg.directions]
+        self.timer = TimerFd()
+        self.stopping = False
+        self.iterations = 0
+        self.timer_wakeups = 0
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stopping = True
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg
+        set_timer_slack(1)
+        if cfg.realtime:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        ep = select.epoll()
+        by_fd = {d.in_sock.fileno(): d for d in self.dirs}
+        for fd in by_fd:
+            ep.register(fd, select.EPOLLIN)
+        ep.register(self.timer.fd, select.EPOLLIN)
+        ep.register(wake_r, select.EPOLLIN)
+        drops0 = interface_drops()
+        rusage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic_ns()
+        offset0 = time.time_ns() - time.monotonic_ns()
+        (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
+
+        mono, poll, timer, spin_ns, dirs = time.monotonic_ns, ep.poll, self.timer, cfg.spin_ns, self.dirs
+        tfd = timer.fd
+        while not self.stopping:
+            self.iterations += 1
+            now = mono()
+            nxt = None
+            for d in dirs:
+                t = d.send_due(now)
+                if t is not None and (nxt is None or t < nxt):
+                    nxt = t
+            if nxt is None:
+                timeout = -1
+            elif nxt - mono() <= spin_ns:
+                timeout = 0
+            else:
+                if timer.armed != nxt:
+                    timer.arm(nxt)
+                timeout = -1
+            for fd, _ in poll(timeout):
+                d = by_fd.get(fd)
+                if d is not None:
+                    d.drain()
+                elif fd == tfd:
+                    timer.consume()
+                    self.timer_wakeups += 1
+                else:
+                    while True:
+                        try:
+                            if not os.read(wake_r, 64):
+                                break
+                        except BlockingIOError:
+                            break
+        wall1 = time.monotonic_ns()
+        rusage1 = resource.getrusage(resource.RUSAGE_SELF)
+        pending = {d.cfg.name: d.abandon_pending() for d in dirs}
+        for d in dirs:
+            d.read_socket_stats()
+            d.log.close()
+        drops1 = interface_drops()
+        cpu = (rusage1.ru_utime - rusage0.ru_utime) + (rusage1.ru_stime - rusage0.ru_stime)
+        wall = (wall1 - wall0) / 1e9
+        summary = self._summary(pending, drops0, drops1, cpu, wall, offset0)
+        tmp = self.log_dir / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=1))
+        os.replace(tmp, self.log_dir / "summary.json")
+        return summary
+
+    def _summary(self, pending, drops0, drops1, cpu, wall, offset0) -> dict[str, Any]:
+        import numpy as np
+        cfg = self.cfg
+        directions, errors = {}, []
+        totals = collections.Counter()
+        for d in self.dirs:
+            _, rec = linklog.read_log(d.log.path)
+            s = linklog.summarize(rec, cfg.late_ns)
+            sent = rec[rec["verdict"] == linklog.DELIVERED]
+            errors.append(sent["t_sent"] - sent["t_sched"])
+            model_stats = dataclasses.asdict(d.model.stats)
+            directions[d.cfg.name] = {
+                **s, "in_ifname": d.cfg.in_ifname, "out_ifname": d.cfg.out_ifname,
+                "spec": d.cfg.spec.to_dict(), "seed": d.cfg.seed, "medium": d.cfg.medium,
+                "socket_frames": d.socket_packets, "socket_drops": d.socket_drops,
+                "send_errors": d.send_errors, "model": model_stats, "log": str(d.log.path)}
+            for k in ("frames_in", "delivered", "dropped_loss", "dropped_queue", "send_error",
+                      "pending_at_exit", "late", "socket_drops", "bytes_delivered"):
+                totals[k] += directions[d.cfg.name][k]
+        ifdrops = {}
+        for ifname in cfg.interfaces:
+            a, b = drops0.get(ifname, {}), drops1.get(ifname, {})
+            ifdrops[ifname] = {k: b.get(k, 0) - a.get(k, 0) for k in ("rx_dropped", "tx_dropped")}
+        interface_total = sum(v for x in ifdrops.values() for v in x.values())
+        unintended = totals["socket_drops"] + totals["send_error"] + interface_total
+        accounted = sum(totals[k] for k in ("delivered", "dropped_loss", "dropped_queue",
+                                           "send_error", "pending_at_exit"))
+        all_err = np.concatenate(errors) if errors else np.zeros(0, dtype=np.int64)
+        return {
+            "pid": os.getpid(), "config": self.config_path, "log_dir": str(self.log_dir),
+            "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
+            "cpu_percent": round(100 * cpu / wall, 2) if wall > 0 else None,
+            "loop_iterations": self.iterations, "timer_wakeups": self.timer_wakeups,
+            "realtime_minus_monotonic_ns": offset0,
+            "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "realtime": cfg.realtime,
+            "totals": {**dict(totals), "interface_drops": interface_total},
+            "sched_error_us": linklog.percentiles_us(all_err),
+            "unintended_drops": int(unintended),
+            "accounted": accounted == totals["frames_in"],
+            "directions": directions, "interfaces": ifdrops,
+            "media": {name: dataclasses.asdict(m.stats) for name, m in self.media.items()},
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m testbed.emulator.forwarder CONFIG.json", file=sys.stderr)
+        return 2
+    cfg = ForwarderConfig.read(argv[0])
+    summary = Forwarder(cfg, argv[0]).run()
+    print(json.dumps({k: summary[k] for k in ("totals", "sched_error_us", "unintended_drops")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

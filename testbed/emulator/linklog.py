@@ -1,0 +1,139 @@
+"""Per-direction frame log of the userspace emulator: fixed-size binary records, read as numpy.
+
+File layout (``<log_dir>/<direction>.frames``)::
+
+    b"TBFRAMES1\\n"  u32 little-endian header length  JSON header  records...
+
+The JSON header names the direction, the clock and the record fields.  Records are appended in
+chunks as frames *complete* (are sent, dropped, or abandoned at exit), so the file order is
+completion order; sort by ``t_arrival`` for arrival order.  A record cut short by a crash is
+ignored by the reader.
+
+Record fields (all times CLOCK_MONOTONIC nanoseconds, the testbed's one clock):
+
+- ``t_arrival``: when the emulator read the frame from its input interface.
+- ``t_sched``: for a delivered frame, the time the model scheduled its departure; for a drop,
+  the time the drop took effect (model's answer).
+- ``t_sent``: when the emulator handed the frame to the kernel on the output interface
+  (0 when it was not sent).  *Scheduling error* = ``t_sent − t_sched`` of delivered frames.
+- ``length``: Ethernet frame bytes (header included, no FCS), as read from AF_PACKET.
+- ``verdict``: one of ``VERDICTS`` (index = code).
+- join key with captures (tcpdump/tshark on the hosts' interfaces): ``ethertype``; for IPv4,
+  ``src``/``dst`` (addresses as u32 host order), ``ip_id``, ``proto``; for TCP/UDP of an
+  unfragmented datagram ``sport``/``dport``; for TCP ``seq`` (raw sequence number).  Fields that
+  do not apply are 0.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+RECORD = struct.Struct("<qqqIIIHHHHHBB")
+FIELDS = ("t_arrival", "t_sched", "t_sent", "src", "dst", "seq", "length", "ethertype", "ip_id",
+          "sport", "dport", "proto", "verdict")
+_FORMATS = ("<i8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u2", "<u2", "<u2", "<u2", "<u2", "u1", "u1")
+MAGIC = b"TBFRAMES1\n"
+
+DELIVERED, LOSS, QUEUE, SEND_ERROR, PENDING_AT_EXIT = range(5)
+VERDICTS = ("delivered", "dropped_loss", "dropped_queue", "send_error", "pending_at_exit")
+
+_ETH_IP = struct.Struct("!12xHB3xH3xB2xII")  # ethertype, ver/ihl, ip id, proto, src, dst
+_PORTS_SEQ = struct.Struct("!HHI")
+_PORTS = struct.Struct("!HH")
+_FRAG = struct.Struct("!H")
+
+
+def dtype():
+    import numpy as np
+    return np.dtype({"names": list(FIELDS), "formats": list(_FORMATS)})
+
+
+def parse_key(frame: bytes) -> tuple[int, int, int, int, int, int, int, int]:
+    """(src, dst, seq, ethertype, ip_id, sport, dport, proto) of an Ethernet frame; 0 where absent."""
+    if len(frame) < 34:
+        return (0, 0, 0, int.from_bytes(frame[12:14], "big") if len(frame) >= 14 else 0, 0, 0, 0, 0)
+    ethertype, vihl, ip_id, proto, src, dst = _ETH_IP.unpack_from(frame)
+    if ethertype != 0x0800:
+        return (0, 0, 0, ethertype, 0, 0, 0, 0)
+    l4 = 14 + (vihl & 15) * 4
+    if _FRAG.unpack_from(frame, 20)[0] & 0x1FFF:  # not the first fragment: no L4 header
+        return (src, dst, 0, ethertype, ip_id, 0, 0, proto)
+    if proto == 6 and len(frame) >= l4 + 8:
+        sport, dport, seq = _PORTS_SEQ.unpack_from(frame, l4)
+        return (src, dst, seq, ethertype, ip_id, sport, dport, proto)
+    if proto == 17 and len(frame) >= l4 + 4:
+        sport, dport = _PORTS.unpack_from(frame, l4)
+        return (src, dst, 0, ethertype, ip_id, sport, dport, proto)
+    return (src, dst, 0, ethertype, ip_id, 0, 0, proto)
+
+
+class LogWriter:
+    """Appends packed records (``RECORD.pack(...)``) to ``path`` in chunks of ``chunk`` records."""
+
+    def __init__(self, path: Path | str, header: dict[str, Any], chunk: int = 8192):
+        self.path = Path(path)
+        meta = dict(header, clock="CLOCK_MONOTONIC_ns", fields=list(FIELDS),
+                    formats=list(_FORMATS), verdicts=list(VERDICTS), record_size=RECORD.size)
+        blob = json.dumps(meta).encode()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(self._fd, MAGIC + struct.pack("<I", len(blob)) + blob)
+        self.buf: list[bytes] = []
+        self.chunk = chunk
+        self.records = 0
+
+    def flush(self) -> None:
+        if self.buf:
+            data = b"".join(self.buf)
+            self.records += len(self.buf)
+            self.buf.clear()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.flush()
+            os.close(self._fd)
+            self._fd = -1
+
+
+def read_log(path: Path | str):
+    """(header dict, numpy structured array with ``FIELDS``) of one direction's frame log."""
+    import numpy as np
+    raw = Path(path).read_bytes()
+    if not raw.startswith(MAGIC):
+        raise ValueError(f"{path} is not an emulator frame log (bad magic)")
+    hlen = struct.unpack_from("<I", raw, len(MAGIC))[0]
+    start = len(MAGIC) + 4
+    header = json.loads(raw[start:start + hlen])
+    body = raw[start + hlen:]
+    n = len(body) // RECORD.size
+    return header, np.frombuffer(body[:n * RECORD.size], dtype=dtype())
+
+
+def percentiles_us(values_ns) -> dict[str, float | None]:
+    """p50/p99/max of nanosecond values, in microseconds (None when empty)."""
+    import numpy as np
+    if len(values_ns) == 0:
+        return {"p50": None, "p99": None, "max": None}
+    v = np.asarray(values_ns, dtype=np.float64) / 1e3
+    return {"p50": round(float(np.percentile(v, 50)), 3), "p99": round(float(np.percentile(v, 99)), 3),
+            "max": round(float(v.max()), 3)}
+
+
+def summarize(records, late_ns: int) -> dict[str, Any]:
+    """Counts per verdict, scheduling error percentiles and late departures of one log.
+
+    sched_error_us: ``t_sent − t_sched`` of delivered frames (negative = sent early).
+    late: delivered frames with a scheduling error above ``late_ns``.
+    """
+    import numpy as np
+    verdict = records["verdict"]
+    counts = {name: int(np.count_nonzero(verdict == code)) for code, name in enumerate(VERDICTS)}
+    sent = records[verdict == DELIVERED]
+    err = sent["t_sent"] - sent["t_sched"]
+    return {"frames_in": int(len(records)), **counts, "bytes_delivered": int(sent["length"].sum()),
+            "sched_error_us": percentiles_us(err), "late": int(np.count_nonzero(err > late_ns))}

@@ -1,0 +1,253 @@
+"""Run lifecycle: what a testbed run creates, recorded so that it can always be removed.
+
+Every run gets an id (``tb-YYYYmmdd-HHMMSS-xxxx``), a results directory and a state file in
+``STATE_DIR`` (``/run/testbed``, a tmpfs that vanishes with the namespaces on reboot).  The state
+file lists the processes the run started (PID plus kernel start time, so a reused PID is never
+mistaken for ours), the network namespaces those processes hold (by inode), and temporary
+directories.  ``Run.close()`` ends them on normal exit, exceptions, SIGINT, SIGTERM and SIGHUP;
+``clean()`` does the same for runs whose owner died (SIGKILL, power loss of the shell...).
+
+Namespaces: Mininet hosts are unnamed namespaces held by their shell processes; ending every
+process inside a namespace frees it, and the kernel then deletes its veths.  Processes inside a
+testbed namespace were all started by the testbed (nothing else enters it), so ``clean()`` also
+ends processes it finds there, identified by the namespace inode recorded for the run.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
+PREFIX = "tb"
+
+
+class RunInterrupted(SystemExit):
+    """Raised in the main thread when SIGTERM/SIGHUP arrives, so ``with`` blocks unwind."""
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def netns_inode(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+@dataclass
+class ProcessRecord:
+    pid: int
+    start_time: int
+    what: str
+    group: bool = False  # the process leads its own process group: end the whole group
+
+    def alive(self) -> bool:
+        return proc_start_time(self.pid) == self.start_time
+
+
+@dataclass
+class RunState:
+    run_id: str
+    owner_pid: int
+    owner_start_time: int
+    results_dir: str
+    processes: list[ProcessRecord] = field(default_factory=list)
+    netns_inodes: list[int] = field(default_factory=list)
+    tmpdirs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> "RunState":
+        d = json.loads(path.read_text())
+        d["processes"] = [ProcessRecord(**p) for p in d.get("processes", [])]
+        return cls(**d)
+
+
+def new_run_id() -> str:
+    return f"{PREFIX}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+class Run:
+    """One testbed run. Use as a context manager; see the module docstring."""
+
+    def __init__(self, results_root: Path | str = "results", run_id: str | None = None):
+        self.id = run_id or new_run_id()
+        self.dir = Path(results_root).resolve() / self.id
+        self.state_path = STATE_DIR / f"{self.id}.json"
+        self.state = RunState(self.id, os.getpid(), proc_start_time(os.getpid()) or 0, str(self.dir))
+        self._cleanups: list[Callable[[], None]] = []
+        self._old_handlers: dict[int, object] = {}
+        self._closed = False
+
+    # --- recording ------------------------------------------------------------------------
+    def _save(self) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self.state), indent=1))
+        os.replace(tmp, self.state_path)
+
+    def record_pid(self, pid: int, what: str, group: bool = False) -> None:
+        """Record a process this run started (``group``: it leads its own process group)."""
+        start = proc_start_time(pid)
+        if start is None:
+            return
+        self.state.processes.append(ProcessRecord(pid, start, what, group))
+        inode = netns_inode(pid)
+        if inode is not None and inode != netns_inode(os.getpid()) and inode not in self.state.netns_inodes:
+            self.state.netns_inodes.append(inode)
+        self._save()
+
+    def make_tmpdir(self, what: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"{self.id}-{what}-"))
+        self.state.tmpdirs.append(str(path))
+        self._save()
+        return path
+
+    def add_cleanup(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at close, last added first, before recorded processes are ended."""
+        self._cleanups.append(fn)
+
+    # --- context ----------------------------------------------------------------------------
+    def __enter__(self) -> "Run":
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._save()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(ValueError):  # not the main thread: the caller handles signals
+                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @staticmethod
+    def _on_signal(signum, frame):
+        raise RunInterrupted(128 + signum)
+
+    def close(self) -> None:
+        """Tear down: cleanups, then every recorded process, temp dirs, the state file.
+
+        Signals are deferred while this runs, so a second Ctrl-C cannot leave a half-torn-down run.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with _signals_deferred():
+            for fn in reversed(self._cleanups):
+                try:
+                    fn()
+                except Exception as exc:  # keep tearing down: one failure must not leak the rest
+                    print(f"testbed: teardown step failed: {exc!r}", flush=True)
+            remove_state(self.state)
+            for sig, handler in self._old_handlers.items():
+                signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    pending: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    try:
+        old = {s: signal.signal(s, lambda n, f: pending.append(n)) for s in sigs}
+    except ValueError:  # not in the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:
+            raise RunInterrupted(128 + pending[0])
+
+
+def end_process(rec: ProcessRecord, grace: float = 2.0) -> None:
+    """SIGTERM the recorded process (its group if it leads one), SIGKILL after ``grace`` s."""
+    if not rec.alive():
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
+        with contextlib.suppress(ProcessLookupError):
+            if rec.group and os.getpgid(rec.pid) == rec.pid:
+                os.killpg(rec.pid, sig)
+            else:
+                os.kill(rec.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap(rec.pid)
+            if not rec.alive():
+                return
+            time.sleep(0.02)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def processes_in_netns(inodes: set[int]) -> list[int]:
+    """PIDs of all processes whose network namespace is one of ``inodes``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            if netns_inode(int(entry.name)) in inodes:
+                found.append(int(entry.name))
+    return found
+
+
+def remove_state(state: RunState) -> list[str]:
+    """End everything ``state`` records; return a line per thing removed."""
+    done = []
+    for rec in reversed(state.processes):
+        if rec.alive():
+            end_process(rec)
+            done.append(f"ended {rec.what} (pid {rec.pid})")
+    inodes = set(state.netns_inodes)
+    if inodes:
+        for pid in processes_in_netns(inodes):
+            start = proc_start_time(pid)
+            if start is not None:
+                end_process(ProcessRecord(pid, start, "process in a testbed namespace"))
+                done.append(f"ended process {pid} left in a testbed namespace")
+    for d in state.tmpdirs:
+        if Path(d).exists():
+            shutil.rmtree(d, ignore_errors=True)
+            done.append(f"removed {d}")
+    with contextlib.suppress(FileNotFoundError):
+        (STATE_DIR / f"{state.run_id}.json").unlink()
+    return done
+
+
+def clean(force: bool = False) -> list[str]:
+    """Remove what crashed runs left behind. Live runs (owner still running) are not touched
+    unless ``force``. Returns human-readable lines describing what was done."""
+    lines = []
+    if not STATE_DIR.exists():
+        return ["nothing to clean"]
+    for path in sorted(STATE_DIR.glob(f"{PREFIX}-*.json")):
+        try:
+            state = RunState.load(path)
+        except (OSError, ValueError, TypeError) as exc:
+            lines.append(f"{path}: unreadable state file ({exc}); removed")
+            path.unlink(missing_ok=True)
+            continue
+        owner_alive = proc_start_time(state.owner_pid) == state.owner_start_time
+        if owner_alive and state.owner_pid != os.getpid() and not force:
+            lines.append(f"{state.run_id}: still running (pid {state.owner_pid}); left alone")
+            continue
+        lines.append(f"{state.run_id}: cleaning")
+        lines.extend("  " + line for line in remove_state(state))
+    return lines or ["nothing to clean"]

@@ -1,0 +1,159 @@
+"""``Testbed``: a topology brought up on Mininet with one backend, torn down without leftovers.
+
+    with Testbed("longhaul", backend="userspace", overrides={"rate_down": "20mbit"}) as tb:
+        server = tb.popen("server", [...])        # inside the host's namespace, PID recorded
+        result = tb.run("client", [...], timeout=30)
+
+Hosts are Mininet ``Host``s (unnamed network namespaces held by their shells).  Every host gets
+the per-host configuration of ``testbed.hosts`` (offloads off, sysctls, routes, forwarding on
+routers).  The run's metadata (``tb.metadata``, written to ``metadata.json`` in ``tb.dir``)
+records what a reader needs to trust or redo the run.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Sequence
+
+from .hosts import configure_host, ns_argv, read_sysctls, DEFAULT_SYSCTLS
+from .lifecycle import Run
+from .provenance import provenance
+
+
+class Testbed:
+    def __init__(self, topo: Any, backend: str = "auto", overrides: dict[str, Any] | None = None,
+                 results_root: Path | str = "results", seed: int = 1, sysctls: dict[str, str] | None = None):
+        from topologies import topology_class
+        from topologies.base import TestbedTopo
+        if isinstance(topo, str):
+            topo = topology_class(topo)(**(overrides or {}))
+        elif overrides:
+            raise ValueError("overrides apply to a topology given by name")
+        if not isinstance(topo, TestbedTopo):
+            raise TypeError(f"topology must be a name or a TestbedTopo, not {type(topo).__name__}")
+        self.topo = topo
+        self.backend_name = backend
+        self.seed = seed
+        self.sysctls = dict(sysctls or {})
+        self.run_ = Run(results_root)
+        self.net = None
+        self.backend = None
+        self.metadata: dict[str, Any] = {}
+
+    # --- access -----------------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self.run_.dir
+
+    @property
+    def hosts(self) -> dict[str, Any]:
+        return {h.name: h for h in self.net.hosts}
+
+    def host(self, name: str):
+        try:
+            return self.hosts[name]
+        except KeyError:
+            raise ValueError(f"no host {name!r} in topology {self.topo.name!r}; hosts: "
+                             f"{', '.join(self.hosts)}") from None
+
+    def ip(self, name: str) -> str:
+        return self.host(name).IP()
+
+    def popen(self, host: str, argv: Sequence[str], name: str = "process", **kwargs: Any) -> subprocess.Popen:
+        """Start argv inside ``host`` in its own process group; recorded, ended at teardown."""
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        proc = subprocess.Popen(ns_argv(self.host(host), argv), start_new_session=True, **kwargs)
+        self.run_.record_pid(proc.pid, f"{name} on {host}", group=True)
+        return proc
+
+    def run(self, host: str, argv: Sequence[str], timeout: float = 60, check: bool = False,
+            name: str = "command", input: str | None = None) -> subprocess.CompletedProcess:
+        """Run argv inside ``host`` and wait; text output captured. On timeout the process group
+        is ended and ``subprocess.TimeoutExpired`` raised."""
+        proc = self.popen(host, argv, name=name, text=True,
+                          stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        result = subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+        if check and result.returncode:
+            raise RuntimeError(f"{host}: {' '.join(argv)} exited {result.returncode}: {err.strip()}")
+        return result
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def __enter__(self) -> "Testbed":
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import Host
+        from .backends import select_backend
+
+        setLogLevel("error")
+        self.run_.__enter__()
+        try:
+            self.backend = select_backend(self.backend_name, seed=self.seed)
+            self.run_.add_cleanup(self._stop)
+            run = self.run_
+
+            class RecordedHost(Host):
+                """A Mininet host whose shell (the holder of its namespace) is recorded at birth."""
+                def startShell(self, *args, **kwargs):
+                    super().startShell(*args, **kwargs)
+                    run.record_pid(self.pid, f"mininet host {self.name}", group=True)
+
+            self.net = Mininet(topo=self.topo, controller=None, host=RecordedHost,
+                               link=self.backend.link_class(), build=False, autoSetMacs=True)
+            self.net.build()
+            for host in self.net.hosts:
+                info = self.topo.nodeInfo(host.name)
+                configure_host(host, {**self.sysctls, **info.get("sysctls", {})},
+                               router=info.get("router", False), routes=info.get("routes", ()),
+                               commands=info.get("commands", ()))
+            self.backend.setup(self.net, self.run_)
+            self.metadata = self._metadata()
+            (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
+        except BaseException:
+            self.run_.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.run_.close()
+
+    def _stop(self) -> None:
+        if self.backend is not None:
+            self.backend.teardown()
+            self.metadata["backend_summary"] = self.backend.summary()
+            if self.dir.exists():
+                (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
+        if self.net is not None:
+            self.net.stop()
+
+    def _metadata(self) -> dict[str, Any]:
+        links = [{"a": a, "b": b, "a_to_b": s_ab.to_dict() if s_ab else None,
+                  "b_to_a": s_ba.to_dict() if s_ba else None,
+                  "describe": [s.describe() if s else "unimpaired" for s in (s_ab, s_ba)]}
+                 for a, b, s_ab, s_ba in self.topo.link_specs()]
+        keys = sorted(set(DEFAULT_SYSCTLS) | set(self.sysctls) | {"net.ipv4.ip_forward",
+                      "net.ipv4.tcp_congestion_control"})
+        return {
+            **provenance(),
+            "run_id": self.run_.id,
+            "topology": {"name": self.topo.name, "params": self.topo.values},
+            "backend": self.backend.name,
+            "seed": self.seed,
+            "links": links,
+            "hosts": {h.name: {"ips": {i.name: i.IP() for i in h.intfList() if i.name != "lo"},
+                               "sysctls": read_sysctls(h, keys)} for h in self.net.hosts},
+        }

@@ -1,0 +1,264 @@
+"""Run one command inside a User-Mode Linux guest, to get real sch_netem/sch_htb on a host without them.
+
+Debian's ``user-mode-linux`` kernel (``/usr/bin/linux.uml``) runs as an ordinary process.  The
+guest boots with the host's root filesystem over hostfs, **read-only**; the guest's init
+(``testbed/uml_init.py``) gives it its own proc/sys/dev and tmpfs on /tmp, /run, /var/tmp,
+/dev/shm (so ``ip netns`` and Mininet write nothing to the host), loads sch_htb, sch_netem, veth
+and tcp_bbr from ``/usr/lib/uml/modules/<version>``, mounts ``results_dir`` read-write at the same
+path, runs the command (an argv list, handed over as JSON, never through a shell) with the same
+Python interpreter and repository as the caller, and powers off.
+
+Files written: ``results_dir`` (the command's own output plus ``uml-stdout.txt``,
+``uml-stderr.txt``, ``uml-status.json``, ``uml-console.log``) and one private directory
+``tb*`` (in /dev/shm, where UML also keeps the guest's memory file), removed on return.
+Processes: ``linux.uml`` starts in a new session; it and its helper processes share that
+process group, which is ended (SIGTERM, then SIGKILL) on timeout, on any exception and checked
+to be empty before returning.
+
+The guest has one virtual CPU and HZ=100; see the README section on User-Mode Linux for what the
+guest itself adds to RTT and where its throughput ceiling is.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KERNEL = Path("/usr/bin/linux.uml")
+MODULES_ROOT = Path("/usr/lib/uml/modules")
+GUEST_PYTHON = Path("/usr/bin/python3")  # interpreter of the guest's init (host's system Python)
+MODULES = ("sch_htb", "sch_netem", "veth", "tcp_bbr", "ipv6")
+INSTALL_HINT = "install it with `apt-get install user-mode-linux`"
+REPO = Path(__file__).resolve().parent.parent
+INIT_SCRIPT = Path(__file__).resolve().with_name("uml_init.py")
+# Guest paths that the init covers with its own filesystems; host paths under them must be
+# mounted explicitly to be visible in the guest.
+HIDDEN_IN_GUEST = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev")
+RESULT_FILES = ("uml-stdout.txt", "uml-stderr.txt", "uml-status.json", "uml-console.log")
+TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process group
+
+
+class UMLUnavailable(RuntimeError):
+    """linux.uml, its modules or the guest's init interpreter is missing."""
+
+
+class GuestError(RuntimeError):
+    """The guest did not run the command (boot or setup failed); the message has the details."""
+
+
+class GuestTimeout(TimeoutError):
+    """The guest did not finish within the timeout; it was killed and cleaned up."""
+
+    def __init__(self, message: str, result: "GuestResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class GuestResult:
+    """Outcome of one command in the guest.
+
+    returncode: the command's exit status (negative: killed by that signal), None on timeout.
+    stdout, stderr: the command's output, decoded as UTF-8 (invalid bytes replaced).
+    duration: host wall time in seconds from starting linux.uml until it exited (boot, module
+        loading, the command, shutdown).
+    command_time: guest wall time in seconds of the command alone (None if it did not finish).
+    """
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration: float
+    command_time: float | None = None
+
+
+def kernel_version(kernel: Path = KERNEL) -> str:
+    """The UML kernel's release (``linux.uml --version``, which does not boot)."""
+    out = subprocess.run([str(kernel), "--version"], capture_output=True, text=True, timeout=10,
+                         stdin=subprocess.DEVNULL)
+    version = out.stdout.strip()
+    if out.returncode != 0 or not re.fullmatch(r"[\w.+-]+", version):
+        raise UMLUnavailable(f"{kernel} --version did not print a kernel release "
+                             f"(exit {out.returncode}: {out.stdout!r} {out.stderr!r})")
+    return version
+
+
+def check(kernel: Path = KERNEL, modules_root: Path = MODULES_ROOT) -> str:
+    """Raise UMLUnavailable naming what is missing; return the kernel release."""
+    if not (kernel.is_file() and os.access(kernel, os.X_OK)):
+        raise UMLUnavailable(f"UML kernel {kernel} not found (or not executable); {INSTALL_HINT}")
+    if not os.access(GUEST_PYTHON, os.X_OK):
+        raise UMLUnavailable(f"{GUEST_PYTHON} (the guest's init interpreter) not found; "
+                             "install it with `apt-get install python3`")
+    version = kernel_version(kernel)
+    dep = modules_root / version / "modules.dep"
+    if not dep.is_file():
+        raise UMLUnavailable(f"no modules for UML kernel {version}: {dep} is missing; {INSTALL_HINT}")
+    listed = {Path(line.split(":", 1)[0]).name for line in dep.read_text().splitlines()}
+    missing = [m for m in MODULES if f"{m}.ko" not in listed]
+    if missing:
+        raise UMLUnavailable(f"UML kernel {version} lacks module(s) {', '.join(missing)} in "
+                             f"{modules_root / version}; {INSTALL_HINT}")
+    return version
+
+
+def availability(kernel: Path = KERNEL) -> tuple[bool, str]:
+    """Cheap check for ``testbed doctor`` (does not boot a guest): (ok, reason)."""
+    if os.geteuid() != 0:
+        return False, "needs root (the guest's network namespaces and qdiscs are set up as root)"
+    try:
+        version = check(kernel)
+    except (UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
+        return False, str(exc)
+    return True, f"User-Mode Linux {version} with {', '.join(MODULES)}"
+
+
+def _guest_env(extra: dict[str, str] | None) -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    env = {
+        "PATH": f"{bindir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/root", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",   # the root is read-only anyway
+        "PYTHONPATH": str(REPO),
+        "TESTBED_IN_UML": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def _host_paths(results_dir: Path, cwd: Path) -> list[tuple[str, bool]]:
+    """(path, writable) to mount over hostfs in the guest, parents first."""
+    paths = {str(results_dir): True}
+    for p in (REPO, Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent, cwd):
+        s = str(p)
+        if s not in paths and any(s == h or s.startswith(h + "/") for h in HIDDEN_IN_GUEST):
+            paths[s] = False
+    return sorted(paths.items(), key=lambda kv: kv[0].count("/"))
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid:  # fields after comm: state ppid pgrp ...
+            members.append(int(entry.name))
+    return members
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """End linux.uml (session leader ``proc.pid``) and every process of its group."""
+    pgid = proc.pid
+    if proc.poll() is None:
+        try:
+            os.killpg(pgid, signal.SIGTERM)  # UML's own handler stops the guest and its helpers
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(TERM_GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+    deadline = time.monotonic() + TERM_GRACE
+    while _group_members(pgid) or proc.poll() is None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"UML process group {pgid} still has processes "
+                               f"{_group_members(pgid)} after SIGKILL")
+        time.sleep(0.05)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeout: float = 300.0,
+                 kernel: Path = KERNEL, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> GuestResult:
+    """Boot a UML guest, run ``argv`` in it as root with the kernel modules loaded, power off.
+
+    results_dir: existing host directory, read-write in the guest at the same path; receives
+        uml-stdout.txt, uml-stderr.txt, uml-status.json, uml-console.log (overwritten).
+    mem: guest memory as UML's ``mem=`` (e.g. '768M').  timeout: seconds for the whole guest.
+    cwd: the command's working directory (default: the caller's); env: extra environment
+        variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
+    Raises UMLUnavailable, GuestError (setup failed), GuestTimeout (guest killed).
+    """
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+    if not re.fullmatch(r"[1-9][0-9]*[KMG]", mem):
+        raise ValueError(f"mem {mem!r}: give a size like '768M' or '1G'")
+    if not timeout > 0:
+        raise ValueError(f"timeout {timeout!r} must be > 0 s")
+    results_dir = Path(results_dir).resolve()
+    if not results_dir.is_dir():
+        raise ValueError(f"results_dir {results_dir} is not an existing directory")
+    cwd = Path(cwd or os.getcwd()).resolve()
+    version = check(kernel)
+    for name in RESULT_FILES:
+        (results_dir / name).unlink(missing_ok=True)
+
+    shm = Path("/dev/shm")
+    private = Path(tempfile.mkdtemp(prefix="tb", dir=shm if os.access(shm, os.W_OK) else None))
+    try:
+        init = private / "init.py"
+        shutil.copyfile(INIT_SCRIPT, init)
+        init.chmod(0o755)
+        job = private / "job.json"
+        job.write_text(json.dumps({
+            "argv": list(argv), "cwd": str(cwd), "env": _guest_env(env),
+            "results_dir": str(results_dir), "host_paths": _host_paths(results_dir, cwd),
+            "modules_root": str(MODULES_ROOT), "modules": list(MODULES),
+        }))
+        cmdline = [str(kernel), f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/",
+                   "ro", f"init={init}", "devtmpfs.mount=0", "con=null", "con0=null,fd:1",
+                   "ssl=null", f"uml_dir={private}", f"umid={private.name}", "quiet",
+                   f"tbjob={job}"]
+        host_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": str(private)}
+        start = time.monotonic()
+        with open(results_dir / "uml-console.log", "wb") as console:
+            proc = subprocess.Popen(cmdline, stdin=subprocess.DEVNULL, stdout=console,
+                                    stderr=subprocess.STDOUT, cwd=private, env=host_env,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _end_group(proc)
+        duration = time.monotonic() - start
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+    stdout, stderr = _read(results_dir / "uml-stdout.txt"), _read(results_dir / "uml-stderr.txt")
+    if timed_out:
+        raise GuestTimeout(f"UML guest did not finish within {timeout:g} s; killed "
+                           f"(console: {results_dir / 'uml-console.log'})",
+                           GuestResult(None, stdout, stderr, duration))
+    try:
+        status = json.loads((results_dir / "uml-status.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        tail = _read(results_dir / "uml-console.log")[-2000:]
+        raise GuestError(f"UML guest exited ({proc.returncode}) without a status; console tail:\n{tail}")
+    if status.get("error"):
+        raise GuestError(f"UML guest setup failed:\n{status['error']}")
+    command_time = (status["done_ns"] - status["ready_ns"]) / 1e9
+    return GuestResult(status["returncode"], stdout, stderr, duration, command_time)

@@ -1,0 +1,109 @@
+"""Bring-up, traffic and teardown of a topology; nothing may remain after exit, SIGTERM or SIGKILL."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, TESTBED
+from testbed.lifecycle import STATE_DIR, RunState, processes_in_netns
+
+pytestmark = pytest.mark.root
+UNSHAPED = ["--set", "rate_up=unshaped", "--set", "rate_down=unshaped", "--set", "delay=0ms",
+            "--set", "loss_down=0%"]
+
+
+def assert_nothing_left(state: RunState):
+    alive = [p for p in state.processes if p.alive()]
+    assert not alive, f"processes left: {alive}"
+    assert not processes_in_netns(set(state.netns_inodes)), "processes left in testbed namespaces"
+    assert not (STATE_DIR / f"{state.run_id}.json").exists(), "state file left"
+
+
+def test_longhaul_unshaped_tcp_transfer_and_clean_exit(results_root):
+    from testbed.network import Testbed
+    overrides = dict(rate_up="unshaped", rate_down="unshaped", delay="0ms", loss_down="0%")
+    with Testbed("longhaul", overrides=overrides, results_root=results_root) as tb:
+        tb.popen("server", ["iperf3", "-s", "-1", "-B", tb.ip("server")], name="iperf3 server")
+        for _ in range(50):  # wait until the server listens
+            if "5201" in tb.run("server", ["ss", "-ltn"]).stdout:
+                break
+            time.sleep(0.05)
+        out = tb.run("client", ["iperf3", "-c", tb.ip("server"), "-n", "20M", "-C", "cubic", "-J"],
+                     timeout=60, check=True)
+        result = json.loads(out.stdout)
+        assert result["end"]["sum_received"]["bytes"] >= 20 * 2**20
+        assert tb.run("client", ["ethtool", "-k", "client-eth0"]).stdout.count(": off") >= 4
+        state = RunState.load(tb.run_.state_path)
+        assert len(state.netns_inodes) == 2  # client and server namespaces
+        meta = json.loads((tb.dir / "metadata.json").read_text())
+        assert meta["topology"]["name"] == "longhaul" and meta["backend"] in ("userspace", "netem")
+        assert meta["hosts"]["client"]["sysctls"]["net.ipv4.tcp_no_metrics_save"] == "1"
+    assert_nothing_left(state)
+
+
+def start_topology(results_root):
+    proc = subprocess.Popen([*TESTBED, "topo", "up", "longhaul", *UNSHAPED, "--hold", "120",
+                             "--results", str(results_root)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for path in STATE_DIR.glob("tb-*.json"):
+            try:
+                state = RunState.load(path)
+            except (ValueError, OSError):
+                continue
+            if state.owner_pid == proc.pid and any("server" in p.what for p in state.processes):
+                time.sleep(0.5)  # let bring-up finish configuring
+                return proc, RunState.load(path)
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"topology did not come up: {proc.communicate()}")
+
+
+def test_sigterm_during_a_run_leaves_nothing(results_root):
+    proc, state = start_topology(results_root)
+    assert all(p.alive() for p in state.processes)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert "stopped by signal" in err
+    assert_nothing_left(state)
+
+
+def test_clean_after_sigkill_leaves_nothing(results_root):
+    proc, state = start_topology(results_root)
+    proc.kill()
+    proc.wait()
+    out = subprocess.run([*TESTBED, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert state.run_id in out.stdout
+    assert_nothing_left(state)
+
+
+def test_clean_leaves_a_live_run_alone(results_root):
+    proc, state = start_topology(results_root)
+    try:
+        out = subprocess.run([*TESTBED, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert "still running" in out.stdout
+        assert all(p.alive() for p in state.processes)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert_nothing_left(state)
+
+
+def test_two_runs_coexist(results_root):
+    from testbed.network import Testbed
+    overrides = dict(rate_up="unshaped", rate_down="unshaped", delay="0ms", loss_down="0%")
+    with Testbed("longhaul", overrides=overrides, results_root=results_root) as a, \
+            Testbed("longhaul", overrides=overrides, results_root=results_root) as b:
+        assert a.run_.id != b.run_.id
+        for tb in (a, b):  # same addresses, separate namespaces: both work
+            assert tb.run("client", ["ping", "-c", "1", "-W", "2", tb.ip("server")]).returncode == 0
+        states = [RunState.load(tb.run_.state_path) for tb in (a, b)]
+        assert not set(states[0].netns_inodes) & set(states[1].netns_inodes)
+    for state in states:
+        assert_nothing_left(state)

@@ -1,0 +1,49 @@
+"""Base class of the testbed's topologies: a Mininet ``Topo`` with declared, overridable parameters.
+
+A topology declares ``params``: name → (default, help).  ``testbed topo up NAME --set KEY=VALUE``
+overrides them; an unknown key is an error naming the allowed ones.  Links carry one
+``LinkSpec`` per direction: ``addLink(a, b, spec_ab=..., spec_ba=...)`` (a→b and b→a).
+Hosts take ``router=True`` (IP forwarding on), ``routes=[(prefix, via), ...]``, ``sysctls`` and
+``commands`` (argv lists run in the host after its routes, e.g. source-address routing rules).
+Links without a spec (``addLink(a, b)``) are unimpaired veths.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from mininet.topo import Topo
+
+from testbed.linkspec import LinkSpec
+
+
+class TestbedTopo(Topo):
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    chapter_case: ClassVar[str] = ""
+    params: ClassVar[dict[str, tuple[Any, str]]] = {}
+
+    def __init__(self, **overrides: Any):
+        self.values = self.resolve(overrides)
+        super().__init__(**self.values)
+
+    @classmethod
+    def resolve(cls, overrides: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(overrides) - set(cls.params)
+        if unknown:
+            allowed = ", ".join(f"{k} (default {v[0]})" for k, v in cls.params.items())
+            raise ValueError(f"topology {cls.name!r} has no parameter(s) {sorted(unknown)}; "
+                             f"allowed: {allowed}")
+        values = {k: default for k, (default, _help) in cls.params.items()}
+        values.update(overrides)
+        return values
+
+    def link_specs(self) -> list[tuple[str, str, LinkSpec | None, LinkSpec | None]]:
+        """(a, b, spec a→b, spec b→a) for every link, as recorded in run metadata."""
+        return [(a, b, info.get("spec_ab"), info.get("spec_ba"))
+                for a, b, info in self.links(sort=True, withInfo=True)]
+
+
+def spec(rate: Any = None, delay: Any = 0, loss: Any = 0, queue: Any = None, jitter: Any = None,
+         **extra: Any) -> LinkSpec:
+    """A LinkSpec from human units, with the topology's own parameter names in errors."""
+    return LinkSpec.parse(rate=rate, delay=delay, loss=loss, queue=queue, jitter=jitter, **extra)

@@ -1,0 +1,37 @@
+"""``edgecloud``: where to run the agent's rounds (CHAPTER12.md C14).
+
+    device ─ gw ─ 80 Mbit/s, 20 ms RTT ─ edge     (nearby workstation)
+               └─ 6.4 Mbit/s, 200 ms RTT ─ cloud  (cloud region)
+
+The chapter gives the uplink rates and RTTs; downlinks default to the same rates (an assumption
+stated here; the replies are small actions), and every value is a parameter.
+"""
+from .base import TestbedTopo, spec
+
+
+class EdgeCloud(TestbedTopo):
+    name = "edgecloud"
+    description = "device with an edge path (80 Mbit/s, 20 ms RTT) and a cloud path (6.4 Mbit/s, 200 ms RTT)"
+    chapter_case = "C14"
+    params = {
+        "edge_rate_up": ("80mbit", "device→edge rate"),
+        "edge_rate_down": ("80mbit", "edge→device rate"),
+        "edge_delay": ("10ms", "one-way delay to the edge"),
+        "cloud_rate_up": ("6.4mbit", "device→cloud rate"),
+        "cloud_rate_down": ("6.4mbit", "cloud→device rate"),
+        "cloud_delay": ("100ms", "one-way delay to the cloud"),
+        "cloud_loss_down": ("0%", "cloud→device loss"),
+    }
+
+    def build(self, edge_rate_up, edge_rate_down, edge_delay, cloud_rate_up, cloud_rate_down,
+              cloud_delay, cloud_loss_down):
+        device = self.addHost("device", ip=None, routes=[("default", "10.0.1.254")])
+        gw = self.addHost("gw", ip=None, router=True)
+        edge = self.addHost("edge", ip=None, routes=[("default", "10.0.2.254")])
+        cloud = self.addHost("cloud", ip=None, routes=[("default", "10.0.3.254")])
+        self.addLink(device, gw, params1={"ip": "10.0.1.1/24"}, params2={"ip": "10.0.1.254/24"})
+        self.addLink(gw, edge, params1={"ip": "10.0.2.254/24"}, params2={"ip": "10.0.2.2/24"},
+                     spec_ab=spec(edge_rate_up, edge_delay), spec_ba=spec(edge_rate_down, edge_delay))
+        self.addLink(gw, cloud, params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
+                     spec_ab=spec(cloud_rate_up, cloud_delay),
+                     spec_ba=spec(cloud_rate_down, cloud_delay, cloud_loss_down))
