@@ -7,8 +7,17 @@ sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
 *outstanding* (after every event)
     ``SND.MAX - SND.UNA`` = highest sequence number sent (end of the highest
     segment, SYN and FIN counting one) minus the highest cumulative ACK seen.
-    This is Wireshark's ``tcp.analysis.bytes_in_flight`` (which Wireshark only
-    reports on segments that carry data, after accounting for that segment).
+    SYN and FIN do not count (as in Wireshark).
+
+*wireshark* (after every event)
+    Wireshark's ``tcp.analysis.bytes_in_flight``: SND.MAX (counting a FIN
+    already sent, minus one when the segment being sent carries the FIN) minus
+    SND.UNA minus the bytes in the SACK blocks of the latest ACK (D-SACK
+    included); a retransmission below SND.UNA moves that left edge down to
+    its sequence number until the next ACK (as Wireshark does).
+    Wireshark forgets blocks the receiver no longer repeats (a receiver sends
+    at most 3 or 4 blocks), whereas *sacked* is the sender's cumulative
+    scoreboard.  Only meaningful at data segments, where Wireshark reports it.
 
 *pipe* (after every event)
     RFC 6675 SetPipe() at segment granularity: over the segments between
@@ -27,14 +36,17 @@ sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
     reordering threshold of the highest segment) or ``fast_retransmission``.
     Each retransmission gets one ``kind``:
 
-    - ``fast``: at least one duplicate ACK arrived after the last advance of
-      SND.UNA (and after any earlier retransmission of the same bytes), i.e.
-      the receiver had signalled loss; or the segment continues a recovery
-      episode that began as ``fast``.
-    - ``probe``: no such duplicate ACK, and the segment is the highest one
+    - ``fast``: the receiver had signalled loss: the SACK scoreboard holds
+      bytes above SND.UNA, or a duplicate ACK arrived since the last advance
+      of SND.UNA; and the latest such signal (an ACK that was a duplicate or
+      carried SACK blocks above SND.UNA) came after any earlier
+      retransmission of the same bytes.  Or the segment continues a recovery
+      episode that began as ``fast``.  (This covers RACK, RFC 8985, which
+      retransmits on a cumulative ACK that carries SACK blocks.)
+    - ``probe``: no such signal, and the segment is the highest one
       sent (ends at SND.MAX) while older data is outstanding: a tail loss
       probe (RFC 8985 TLP).  A probe opens no recovery episode.
-    - ``rto``: no duplicate ACK evidence otherwise: the sender acted on its
+    - ``rto``: no such signal otherwise: the sender acted on its
       retransmission timer; or the segment continues an RTO episode
       (go-back-N after the timeout).
 
@@ -105,9 +117,12 @@ class SenderTracker:
     smss: int = 1460
     una: int = 0
     snd_max: int | None = None
+    data_start: int = 0                  # first payload sequence number (after the SYN)
+    data_max: int | None = None          # end of the highest payload byte sent
     last_win: int | None = None
     last_advance_t: int = -1
     last_dupack_t: int = -1
+    last_signal_t: int = -1              # latest duplicate ACK or ACK with SACK blocks above SND.UNA
     dupacks: int = 0
     episode: int = -1
     episode_kind: str | None = None
@@ -118,29 +133,36 @@ class SenderTracker:
     series_t: list = field(default_factory=list)
     series_outstanding: list = field(default_factory=list)
     series_pipe: list = field(default_factory=list)
+    series_sacked: list = field(default_factory=list)
+    series_wireshark: list = field(default_factory=list)
+    last_sack: list = field(default_factory=list)  # SACK blocks of the latest ACK
+    ws_left: int = 0                     # Wireshark's left edge (see *wireshark*)
     rtt_karn: list = field(default_factory=list)  # (t, sample) pairs
     rtt_ts: list = field(default_factory=list)
     tsval_first: dict = field(default_factory=dict)
     dupack_count: int = 0
 
     # -- events ---------------------------------------------------------
-    def segment(self, t: int, seq: int, end: int, *, syn_fin: bool = False,
+    def segment(self, t: int, seq: int, end: int, *, syn: bool = False, fin: bool = False,
                 tsval: int | None = None, packet: int = -1) -> Retransmission | None:
-        """A segment from the sender; ``end`` = seq + payload (+1 for SYN, FIN)."""
+        """A segment from the sender; ``end`` = seq + payload (+1 for SYN, +1 for FIN)."""
         if tsval is not None and tsval not in self.tsval_first:
             self.tsval_first[tsval] = t
         if end <= seq:
             return None
         if self.snd_max is None:
-            self.snd_max = self.una = seq
+            self.snd_max = self.una = self.ws_left = seq
         prior = self.snd_max
         rtx = None
-        if seq < prior and not (end - seq <= 1 and seq == prior - 1 and not syn_fin):
+        self.data_max = max(self.data_max, end - fin) if self.data_max is not None else end - fin
+        if seq < prior and not (end - seq <= 1 and seq == prior - 1 and not (syn or fin)):
             rtx = self._retransmitted(t, seq, min(end, prior), packet)
         if end > prior:
             self.segs.append(_Seg(max(seq, prior), end, t, tsval))
             self.snd_max = end
-        self._record(t)
+        if seq < self.una:
+            self.ws_left = min(self.ws_left, seq)
+        self._record(t, max(prior, end) - fin)
         return rtx
 
     def ack(self, t: int, ack: int, *, win: int, sacks=(), pure: bool = True) -> None:
@@ -148,6 +170,7 @@ class SenderTracker:
         if self.snd_max is None:
             return
         sacks = list(sacks)
+        self.last_sack = list(sacks)
         if sacks and (sacks[0][1] <= ack or (len(sacks) > 1 and sacks[1][0] <= sacks[0][0]
                                               and sacks[0][1] <= sacks[1][1])):
             self._dsack(t, *sacks.pop(0))
@@ -157,11 +180,13 @@ class SenderTracker:
               and (sacks or win == self.last_win)):
             self.dupacks += 1
             self.dupack_count += 1
-            self.last_dupack_t = t
+            self.last_dupack_t = self.last_signal_t = t
         for l, r in sacks:
             if r > self.una:
                 self._add_sack(max(l, self.una), r)
+                self.last_signal_t = t
         self.last_win = win
+        self.ws_left = self.una
         self._record(t)
 
     # -- internals ------------------------------------------------------
@@ -177,7 +202,8 @@ class SenderTracker:
         if in_episode and not again:
             kind = self.episode_kind
         else:
-            evidence = self.last_dupack_t > max(self.last_advance_t, prev_rtx)
+            signalled = bool(self.sacked) or self.last_dupack_t > self.last_advance_t
+            evidence = signalled and self.last_signal_t > prev_rtx
             if evidence:
                 kind = "fast"
             elif end >= self.snd_max and seq > self.una:
@@ -256,9 +282,15 @@ class SenderTracker:
         i = bisect.bisect_right(self.sacked, (start, float("inf"))) - 1
         return i >= 0 and self.sacked[i][0] <= start and self.sacked[i][1] >= end
 
+    def outstanding(self) -> int:
+        """Payload bytes sent but not cumulatively ACKed (see module docstring)."""
+        if self.data_max is None:
+            return 0
+        return max(self.data_max - max(self.una, self.data_start), 0)
+
     def pipe(self) -> int:
         """RFC 6675 pipe now (see module docstring)."""
-        outstanding = max(self.snd_max - self.una, 0) if self.snd_max is not None else 0
+        outstanding = self.outstanding()
         if not self.sacked and self.recovery_point is None:
             return outstanding
         total = sacked_bytes = sacked_segs = 0
@@ -277,7 +309,11 @@ class SenderTracker:
                 total += n
         return total
 
-    def _record(self, t):
+    def _record(self, t, ws_top=None):
         self.series_t.append(t)
-        self.series_outstanding.append(max(self.snd_max - self.una, 0))
+        self.series_outstanding.append(self.outstanding())
         self.series_pipe.append(self.pipe())
+        top = self.data_max if self.data_max is not None else 0
+        self.series_sacked.append(sum(max(min(r, top) - l, 0) for l, r in self.sacked))
+        ws_top = self.snd_max if ws_top is None else ws_top
+        self.series_wireshark.append(ws_top - self.ws_left - sum(r - l for l, r in self.last_sack))

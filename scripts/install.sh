@@ -24,7 +24,7 @@ if [ -n "$missing" ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -q
   # shellcheck disable=SC2086
-  apt-get install -y -q --no-install-recommends $missing
+  apt-get install -y -q $missing
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -10,6 +10,9 @@ COMMAND_MODULES = [
     "testbed.doctor",
     "testbed.topo_cli",
     "testbed.clean_cli",
+    "testbed.calibrate",
+    "testbed.apps.cli",
+    "analysis.cli",
     "testbed.demo",
 ]
 

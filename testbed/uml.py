@@ -44,6 +44,7 @@ INIT_SCRIPT = Path(__file__).resolve().with_name("uml_init.py")
 HIDDEN_IN_GUEST = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev")
 RESULT_FILES = ("uml-stdout.txt", "uml-stderr.txt", "uml-status.json", "uml-console.log")
 TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process group
+BACKEND = "netem-uml"  # the CLI's --backend value that re-runs a command in a guest with netem
 
 
 class UMLUnavailable(RuntimeError):
@@ -111,12 +112,12 @@ def check(kernel: Path = KERNEL, modules_root: Path = MODULES_ROOT) -> str:
 
 def availability(kernel: Path = KERNEL) -> tuple[bool, str]:
     """Cheap check for ``testbed doctor`` (does not boot a guest): (ok, reason)."""
-    if os.geteuid() != 0:
-        return False, "needs root (the guest's network namespaces and qdiscs are set up as root)"
     try:
         version = check(kernel)
     except (UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
         return False, str(exc)
+    if os.geteuid() != 0:
+        return False, "needs root (the guest's network namespaces and qdiscs are set up as root)"
     return True, f"User-Mode Linux {version} with {', '.join(MODULES)}"
 
 
@@ -201,7 +202,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
     Raises UMLUnavailable, GuestError (setup failed), GuestTimeout (guest killed).
     """
-    if not argv or not all(isinstance(a, str) for a in argv):
+    if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
     if not re.fullmatch(r"[1-9][0-9]*[KMG]", mem):
         raise ValueError(f"mem {mem!r}: give a size like '768M' or '1G'")
@@ -262,3 +263,33 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         raise GuestError(f"UML guest setup failed:\n{status['error']}")
     command_time = (status["done_ns"] - status["ready_ns"]) / 1e9
     return GuestResult(status["returncode"], stdout, stderr, duration, command_time)
+
+
+def guest_cli_argv(argv: list[str]) -> list[str]:
+    """``testbed`` arguments with ``--backend netem-uml`` turned into ``--backend netem``."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == f"--backend={BACKEND}":
+            out[i] = "--backend=netem"
+        elif arg == BACKEND and i > 0 and out[i - 1] == "--backend":
+            out[i] = "netem"
+    if out == list(argv):
+        raise ValueError(f"no '--backend {BACKEND}' in {argv!r}")
+    return out
+
+
+def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results", mem: str = "768M",
+                     timeout: float = 3600.0) -> int:
+    """Run ``testbed ARGV`` (with ``--backend netem-uml``) inside a guest with ``--backend netem``.
+
+    The command runs from the caller's working directory with the same interpreter; its results
+    root (created if missing) is the guest's writable directory, where the guest's console log
+    and the command's output files (uml-*.txt) are kept too.  The command's stdout and stderr
+    are printed when the guest is done; its exit code is returned."""
+    root = Path(results_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv)], results_dir=root,
+                       mem=mem, timeout=timeout)
+    sys.stdout.write(res.stdout)
+    sys.stderr.write(res.stderr)
+    return res.returncode

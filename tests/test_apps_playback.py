@@ -59,7 +59,7 @@ def test_lost_chunk_blocks_wait_player_and_is_silence_for_skip():
     for i in (0, 1, 3):
         pb.arrive(r[i], i)
     wait, skip = pb.wait(), pb.skip()
-    assert not wait.completed and wait.played == 2
+    assert not wait.completed and wait.played == 2 and wait.stuck_at == 2
     assert skip.played == 3 and skip.stalls == 1 and skip.stall_total == TAU
 
 

@@ -6,12 +6,12 @@ import pytest
 from conftest import REPO, TESTBED
 
 
-def testbed(*args, timeout=60):
+def run_testbed(*args, timeout=60):
     return subprocess.run([*TESTBED, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
 def test_help_lists_commands():
-    out = testbed("--help")
+    out = run_testbed("--help")
     assert out.returncode == 0
     for cmd in ("doctor", "topo", "clean"):
         assert cmd in out.stdout
@@ -19,7 +19,7 @@ def test_help_lists_commands():
 
 @pytest.mark.root
 def test_doctor_json_keys():
-    out = testbed("doctor", "--json")
+    out = run_testbed("doctor", "--json")
     report = json.loads(out.stdout)
     for key in ("root", "netem", "htb", "backend", "congestion_control", "mptcp", "tcpdump",
                 "tshark", "ok", "problems"):
@@ -31,7 +31,7 @@ def test_doctor_json_keys():
 
 
 def test_topo_list_names_longhaul():
-    out = testbed("topo", "list")
+    out = run_testbed("topo", "list")
     assert out.returncode == 0 and "longhaul" in out.stdout and "loss_down" in out.stdout
 
 
@@ -42,6 +42,6 @@ def test_topo_list_names_longhaul():
     (["topo", "up", "longhaul", "--set", "rate_down"], "expected KEY=VALUE"),
 ])
 def test_bad_input_is_a_clear_error(args, message):
-    out = testbed(*args)
+    out = run_testbed(*args)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr

@@ -21,8 +21,10 @@ Event names (analysis joins on these; all times are when the app observed the ev
   ``last_request_byte_sent`` (the first/last send() call handing request bytes to the kernel
   returned — bytes are queued, not necessarily on the wire), ``first_response_byte`` and
   ``last_response_byte`` (recv() returned the first/last byte of the reply).
+* ``request_body``: size and sha256 of the request body the client sends (the same every run).
 * Server side: ``request_received`` (first request byte read), ``request_complete`` (last byte
-  read), ``response_sent`` (last reply byte handed to the kernel).
+  read; sha256 of the body), ``response_first_byte_sent`` and ``response_sent`` (first/last
+  reply byte handed to the kernel).
 * ``tcp_info``: one TCP_INFO sample (see ``tcpinfo.SAMPLE_FIELDS``) of connection ``conn``.
 * Bulk: ``bulk_start``, ``bulk_end`` (``bytes``).  Audio: ``chunk_sent``, ``chunk_arrival``
   (``seq``), ``playback`` (result of the playback model).  Agent: ``round_start``,
@@ -35,10 +37,11 @@ Event names (analysis joins on these; all times are when the app observed the ev
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 CLOCK = "clock"
 START = "start"
@@ -52,6 +55,8 @@ FIRST_REQUEST_BYTE_SENT = "first_request_byte_sent"
 LAST_REQUEST_BYTE_SENT = "last_request_byte_sent"
 FIRST_RESPONSE_BYTE = "first_response_byte"
 LAST_RESPONSE_BYTE = "last_response_byte"
+REQUEST_BODY = "request_body"
+RESPONSE_FIRST_BYTE_SENT = "response_first_byte_sent"
 REQUEST_RECEIVED = "request_received"
 REQUEST_COMPLETE = "request_complete"
 RESPONSE_SENT = "response_sent"
@@ -79,20 +84,14 @@ def now() -> int:
 
 
 class EventLog:
-    """Append-only JSONL writer, safe to share between threads.  ``path=None`` keeps events in
-    memory only (``events``); a path of ``-`` writes to stdout."""
+    """JSONL writer (a new file per process run), safe to share between threads; a path of
+    ``-`` is stdout."""
 
-    def __init__(self, path: str | Path | None = None, keep: bool = False):
+    def __init__(self, path: str | Path):
         self._lock = threading.Lock()
-        self._out: IO[str] | None = None
-        self._owned = False
-        if path == "-":
-            import sys
-            self._out = sys.stdout
-        elif path is not None:
-            self._out = open(path, "a", buffering=1, encoding="utf-8")
-            self._owned = True
-        self.events: list[dict] | None = [] if (keep or path is None) else None
+        self._owned = path != "-"
+        self._out: IO[str] | None = (open(path, "w", buffering=1, encoding="utf-8")
+                                     if self._owned else sys.stdout)
         real, mono = time.time_ns(), time.monotonic_ns()
         self.emit(CLOCK, t=mono, realtime_ns=real, monotonic_ns=mono,
                   realtime_minus_monotonic_ns=real - mono)
@@ -103,8 +102,6 @@ class EventLog:
         with self._lock:
             if self._out is not None:
                 self._out.write(line + "\n")
-            if self.events is not None:
-                self.events.append(record)
         return record
 
     def close(self) -> None:
@@ -119,9 +116,3 @@ class EventLog:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def read_events(path: str | Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)

@@ -57,12 +57,13 @@ class PlaybackResult:
     on_time: float
     played: int
     completed: bool
+    stuck_at: int | None = None
     play_times: tuple = field(default=(), repr=False)
 
     def as_dict(self) -> dict:
         return {"player": self.player, "first_play": self.first_play, "stalls": self.stalls,
                 "stall_total": self.stall_total, "on_time": self.on_time, "played": self.played,
-                "completed": self.completed}
+                "completed": self.completed, "stuck_at": self.stuck_at}
 
 
 class Playback:
@@ -90,8 +91,7 @@ class Playback:
         for i in range(1, self.chunks):
             r = self.arrivals.get(i)
             if r is None:
-                stalls += 1
-                return self._result("wait", p0, stalls, stall_total, plays, False)
+                return self._result("wait", p0, stalls + 1, stall_total, plays, False, stuck_at=i)
             due = prev + self.tau
             if r > due:
                 stalls += 1
@@ -118,8 +118,9 @@ class Playback:
                 in_gap = True
         return self._result("skip", p0, stalls, silent * self.tau, plays, True)
 
-    def _result(self, player, p0, stalls, stall_total, plays, completed) -> PlaybackResult:
+    def _result(self, player, p0, stalls, stall_total, plays, completed, stuck_at=None) -> PlaybackResult:
         on_time = sum(1 for i, p in enumerate(plays)
                       if p is not None and p <= p0 + i * self.tau + 1e-9) * self.tau
         played = sum(p is not None for p in plays)
-        return PlaybackResult(player, p0, stalls, stall_total, on_time, played, completed, tuple(plays))
+        return PlaybackResult(player, p0, stalls, stall_total, on_time, played, completed, stuck_at,
+                              tuple(plays))

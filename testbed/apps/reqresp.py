@@ -19,7 +19,6 @@ Per-request completion = ``last_response_byte.t - request_issued.t``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import socket
 import statistics
@@ -42,7 +41,8 @@ KEEP_LIMIT = 64 * 1000 * 1000  # bodies up to this size are hashed by the server
 
 # ------------------------------------------------------------------ server
 
-def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, interval: float) -> None:
+def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, interval: float,
+                     factors: tcpopts.SocketFactors | None = None) -> None:
     """Answer requests on one connection until the client closes it."""
     with conn_sock:
         req = 0
@@ -52,6 +52,8 @@ def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, inte
                 return
             t_first = ev.now()
             header += sockets.recv_exact(conn_sock, HEADER.size - len(header), keep=True)
+            if req == 0:
+                sockets.reassert_clamp(conn_sock, factors, log, conn)
             magic, n, m, think_us = HEADER.unpack(header)
             if magic != MAGIC:
                 raise ConnectionError(f"not a request/response client (magic {magic!r})")
@@ -63,7 +65,7 @@ def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, inte
                          sha256=payload.digest(body) if n <= KEEP_LIMIT else None)
                 time.sleep(think_us / 1e6)
                 sockets.send_logged(conn_sock, payload.body(m, REPLY_SEED), log,
-                                    "response_first_byte_sent", ev.RESPONSE_SENT, conn=conn, req=req)
+                                    ev.RESPONSE_FIRST_BYTE_SENT, ev.RESPONSE_SENT, conn=conn, req=req)
             req += 1
 
 
@@ -74,17 +76,17 @@ def serve(listener: socket.socket, log: ev.EventLog, interval: float, tls_ctx=No
         raw, _ = listener.accept()
         conn = sockets.next_conn_id()
         sockets.log_connection(log, raw, conn, "server", factors)
-        threading.Thread(target=_serve_thread, args=(raw, log, conn, interval, tls_ctx),
+        threading.Thread(target=_serve_thread, args=(raw, log, conn, interval, tls_ctx, factors),
                          daemon=True).start()
 
 
-def _serve_thread(raw, log, conn, interval, tls_ctx) -> None:
+def _serve_thread(raw, log, conn, interval, tls_ctx, factors) -> None:
     try:
         sock = raw
         if tls_ctx is not None:
             sock = tls_ctx.wrap_socket(raw, server_side=True)
             log.emit(ev.TLS_DONE, conn=conn, version=sock.version(), resumed=sock.session_reused)
-        serve_connection(sock, log, conn, interval)
+        serve_connection(sock, log, conn, interval, factors)
     except (OSError, ConnectionError) as exc:
         log.emit(ev.ERROR, conn=conn, message=f"{type(exc).__name__}: {exc}")
         raw.close()
@@ -137,10 +139,12 @@ class Client:
         self.session = None
         self.sock: socket.socket | None = None
         self.conn = -1
+        self._clamped = -1
 
-    def open(self, req) -> None:
+    def open(self, req, conn: int | None = None) -> None:
+        """Connect (through the SOCKS5 proxy if any), TLS handshake; ``conn`` is the id."""
+        self.conn = sockets.next_conn_id() if conn is None else conn
         raw = sockets.connect(self.socks or self.server, self.factors, self.timeout)
-        self.conn = sockets.next_conn_id()
         self.log.emit(ev.TCP_CONNECTED, conn=self.conn, req=req)
         if self.socks:
             try:
@@ -157,7 +161,7 @@ class Client:
             except OSError as exc:
                 raw.close()
                 raise AppError(f"TLS handshake failed ({exc}); is the server running with --tls?") from None
-            self.log.emit(ev.TLS_DONE, conn=self.conn, req=req, version=self.sock.version(),
+            self.log.emit(ev.TLS_DONE, conn=self.conn, req=req, version=raw.version(),
                           resumed=raw.session_reused)
         self.sock = raw
 
@@ -176,12 +180,16 @@ class Client:
                                 ev.LAST_REQUEST_BYTE_SENT, conn=self.conn, req=req, **fields)
             sockets.recv_exact(self.sock, self.reply, self.log, ev.FIRST_RESPONSE_BYTE,
                                ev.LAST_RESPONSE_BYTE, conn=self.conn, req=req, **fields)
+        if self._clamped != self.conn:            # after this connection's first response
+            sockets.reassert_clamp(self.sock, self.factors, self.log, self.conn)
+            self._clamped = self.conn
 
     def request(self, req: int, mode: str) -> int:
         """One timed request; returns its completion time in ns."""
         if mode == "new":
-            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode)["t"]
-            self.open(req)
+            conn = sockets.next_conn_id()   # named before it exists so analysis can join on it
+            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=conn)["t"]
+            self.open(req, conn)
             self.exchange(req)
             self.close()
         else:
@@ -226,7 +234,7 @@ def run_client(args: argparse.Namespace) -> int:
         if args.requests < 1:
             raise ValueError(f"--requests {args.requests} must be >= 1")
         body = payload.body(size)
-        log.emit("request_body", bytes=size, sha256=payload.digest(body))
+        log.emit(ev.REQUEST_BODY, bytes=size, sha256=payload.digest(body))
         client = Client(log, parse_hostport(args.server, "127.0.0.1"), factors, body,
                         parse_size(args.reply_size), int(round(parse_time(args.process) * 1e6)),
                         parse_time(args.sample), args.tls, args.resume, parse_time(args.timeout),

@@ -73,6 +73,12 @@ def send_logged(sock: socket.socket, data: bytes, log: EventLog, first: str, las
     log.emit(last, bytes=sent, **fields)
 
 
+def reassert_clamp(sock: socket.socket, factors: SocketFactors | None, log: EventLog, conn: int) -> None:
+    """After the first data arrived: TCP_WINDOW_CLAMP again (see ``tcpopts``), logged."""
+    if factors is not None and factors.reassert_clamp(sock):
+        log.emit(FACTORS, conn=conn, when="after_first_data", readback=read_back(sock))
+
+
 def recv_exact(sock: socket.socket, n: int, log: EventLog | None = None, first: str | None = None,
                last: str | None = None, keep: bool = False, **fields) -> bytes:
     """Read exactly ``n`` bytes (returned only if ``keep``); EOF before that is an error."""

@@ -6,11 +6,18 @@ accepted sockets inherit them from the listener):
 
 * ``cc``: TCP_CONGESTION (one of /proc/sys/net/ipv4/tcp_available_congestion_control).
 * ``sndbuf``/``rcvbuf``: SO_SNDBUF/SO_RCVBUF in bytes (Linux doubles the value for overhead
-  and reads the doubled value back).  ``window_clamp``: TCP_WINDOW_CLAMP, the largest window
+  and reads the doubled value back; as root the FORCE variants lift the net.core.*mem_max cap).
+  Setting them turns off the kernel's buffer autotuning for that socket.  ``window_clamp``: TCP_WINDOW_CLAMP, the largest window
   this end advertises.  ``--window W`` sets all three to W.
+  Linux >= 6.7 (seen on 6.18) overrides TCP_WINDOW_CLAMP once data flows: when the first
+  full-sized segment changes the receive "scaling ratio" (payload / skb truesize), the kernel
+  recomputes window_clamp = SO_RCVBUF × ratio (e.g. 64,000 → 78,000+).  Receivers therefore set
+  TCP_WINDOW_CLAMP again after their first data arrived (``reassert_clamp``; logged as a
+  ``factors`` event with ``when: after_first_data``), which holds from then on.
 * ``nodelay``: TCP_NODELAY (Nagle off).
 * ``delack_max_us``: TCP_DELACK_MAX_US (Linux >= 6.15, option 46): caps how long the receiver
-  delays an ACK.  Stored in jiffies, so it reads back rounded up to the tick (HZ=250: 4 ms).
+  delays an ACK.  Stored in jiffies, so it reads back rounded up to the tick (HZ=250: 4 ms;
+  10 ms reads back 12 ms); values of one tick or less are refused (EINVAL).
 
 Host factors (``HostFactors``; applied inside the host's network namespace by
 ``python -m testbed.apps.tcpopts host ...``):
@@ -39,6 +46,8 @@ from ..units import parse_size, parse_time
 
 TCP_DELACK_MAX_US = getattr(socket, "TCP_DELACK_MAX_US", 46)
 CC_PATH = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SSAI_PATH = Path("/proc/sys/net/ipv4/tcp_slow_start_after_idle")
 
 
@@ -63,8 +72,8 @@ class SocketFactors:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} {value} must be a positive size in bytes")
-        if self.delack_max_us is not None and not 0 <= self.delack_max_us <= 1_000_000:
-            raise ValueError(f"delayed-ACK cap {self.delack_max_us} us is outside 0..1000000 us")
+        if self.delack_max_us is not None and not 0 < self.delack_max_us < 1_000_000:
+            raise ValueError(f"delayed-ACK cap {self.delack_max_us} us is outside (0, 1 s)")
 
     def apply(self, sock: socket.socket) -> None:
         """Set the factors; call before listen()/connect()."""
@@ -72,9 +81,9 @@ class SocketFactors:
             if self.cc is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
             if self.sndbuf is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
+                _set_buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF, self.sndbuf)
             if self.rcvbuf is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
+                _set_buffer(sock, SO_RCVBUFFORCE, socket.SO_RCVBUF, self.rcvbuf)
             if self.window_clamp is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, self.window_clamp)
             if self.nodelay:
@@ -82,10 +91,27 @@ class SocketFactors:
             if self.delack_max_us is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, TCP_DELACK_MAX_US, self.delack_max_us)
         except OSError as exc:
-            raise ValueError(f"cannot set TCP factors {self.requested()}: {exc}") from None
+            hint = ("; TCP_DELACK_MAX_US needs more than one kernel timer tick (4 ms at HZ=250)"
+                    if self.delack_max_us is not None else "")
+            raise ValueError(f"cannot set TCP factors {self.requested()}: {exc.strerror}{hint}") from None
+
+    def reassert_clamp(self, sock: socket.socket) -> bool:
+        """Set TCP_WINDOW_CLAMP again (see module docstring); call after the first data arrived."""
+        if self.window_clamp is None:
+            return False
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, self.window_clamp)
+        return True
 
     def requested(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False)}
+
+
+def _set_buffer(sock: socket.socket, force: int, plain: int, size: int) -> None:
+    """SO_*BUFFORCE (ignores net.core.[rw]mem_max; needs CAP_NET_ADMIN), else SO_*BUF."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, force, size)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, plain, size)
 
 
 def read_back(sock: socket.socket) -> dict:

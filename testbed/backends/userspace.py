@@ -107,8 +107,8 @@ class EmulatedLink(Link):
 class UserspaceBackend:
     name = "userspace"
 
-    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 20_000,
-                 realtime: bool = False, python: str = sys.executable):
+    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 0,
+                 realtime: bool = True, python: str = sys.executable):
         self.seed = seed
         self.late_ns, self.spin_ns, self.realtime = late_ns, spin_ns, realtime
         self.python = python

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
+import gc
 import heapq
 import json
 import os
@@ -41,12 +42,14 @@ SOL_PACKET = 263
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
 PR_SET_TIMERSLACK = 29
-SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+SO_SNDBUFFORCE, SO_RCVBUFFORCE, SO_TIMESTAMPNS = 32, 33, 35
+_TIMESPEC = struct.Struct("@qq")
 TFD_NONBLOCK = 0o4000
 TFD_CLOEXEC = 0o2000000
 TFD_TIMER_ABSTIME = 1
 CLOCK_MONOTONIC = 1
 BATCH = 256  # frames read from one socket before departures are checked again
+MIN_BATCH = 16  # ... or fewer (at least this many) when a departure is due
 MAX_FRAME = 65536
 
 
@@ -107,6 +110,7 @@ def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int) -> socket.
     """AF_PACKET raw socket bound to ``ifname``: receives every frame if ``receive`` else none."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL) if receive else 0)
     sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
     sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sndbuf)
     sock.bind((ifname, ETH_P_ALL if receive else 0))
@@ -139,7 +143,10 @@ def _medium_seed(cfg: ForwarderConfig, name: str) -> int:
 
 
 class Direction:
-    """I/O state of one direction: its model, sockets, pending frames and log."""
+    """I/O state of one direction: its model, sockets, pending frames and log.
+
+    A pending frame is ``(t_sched, n, frame, t_arrival, t_read, key)``; ``n`` orders the heap.
+    """
 
     def __init__(self, cfg: DirectionConfig, model: Any, in_sock: socket.socket,
                  out_sock: socket.socket, log: linklog.LogWriter):
@@ -151,7 +158,8 @@ class Direction:
         self.log = log
         self.heap = cfg.spec.reorder
         self.pending: Any = [] if self.heap else collections.deque()
-        self.seq = 0  # tie-breaker in the heap
+        self.n = 0
+        self.last_arrival = 0
         self.send_errors = 0
         self.socket_drops = 0
         self.socket_packets = 0
@@ -163,39 +171,59 @@ class Direction:
         self.socket_packets += packets
         self.socket_drops += drops
 
-    def drain(self) -> None:
-        """Read up to BATCH frames; each gets its verdict at arrival."""
-        recv, arrive, mono = self.in_sock.recv, self.model.arrive, time.monotonic_ns
+    def drain(self, deadline: int | None) -> None:
+        """Read up to BATCH frames; after MIN_BATCH stop once ``deadline`` (next departure) is due.
+
+        Each frame's arrival time is its kernel receive timestamp (monotonic, clamped to be
+        nondecreasing and not after the read); it gets its verdict at once.
+        """
+        recvmsg, arrive, mono = self.in_sock.recvmsg, self.model.arrive, time.monotonic_ns
         pack, buf, parse = linklog.RECORD.pack, self.log.buf, linklog.parse_key
-        pending, deliver = self.pending, self.deliver
-        for _ in range(BATCH):
+        pending, deliver, unpack_ts = self.pending, self.deliver, _TIMESPEC.unpack_from
+        offset = time.time_ns() - mono()
+        last = self.last_arrival
+        for i in range(BATCH):
             try:
-                frame = recv(MAX_FRAME)
+                frame, anc, _, _ = recvmsg(MAX_FRAME, 64)
             except BlockingIOError:
                 break
             now = mono()
-            verdict, t = arrive(now, len(frame))
-            if verdict == deliver:
-                if self.heap:
-                    self.seq += 1
-                    heapq.heappush(pending, (t, self.seq, frame, now))
-                else:
-                    pending.append((t, 0, frame, now))
+            if anc:
+                sec, nsec = unpack_ts(anc[0][2])
+                t_arr = sec * 1_000_000_000 + nsec - offset
+                if t_arr > now:
+                    t_arr = now
             else:
-                buf.append(pack(now, t, 0, *parse(frame), len(frame), self.drop_codes[verdict]))
+                t_arr = now
+            if t_arr < last:
+                t_arr = last
+            last = t_arr
+            verdict, t = arrive(t_arr, len(frame))
+            key = parse(frame)
+            if verdict == deliver:
+                self.n += 1
+                if self.heap:
+                    heapq.heappush(pending, (t, self.n, frame, t_arr, now, key))
+                else:
+                    pending.append((t, self.n, frame, t_arr, now, key))
+            else:
+                buf.append(pack(t_arr, now, t, 0, *key, len(frame), self.drop_codes[verdict]))
+            if deadline is not None and i >= MIN_BATCH and now >= deadline:
+                break
+        self.last_arrival = last
         if len(buf) >= self.log.chunk:
             self.log.flush()
 
     def send_due(self, now: int) -> int | None:
         """Send every frame due at ``now``; return the next departure time (None: nothing pending)."""
         pending = self.pending
-        if not pending:
-            return None
+        if not pending or pending[0][0] > now:
+            return pending[0][0] if pending else None
         send, mono = self.out_sock.send, time.monotonic_ns
-        pack, buf, parse = linklog.RECORD.pack, self.log.buf, linklog.parse_key
+        pack, buf = linklog.RECORD.pack, self.log.buf
         pop = (lambda: heapq.heappop(pending)) if self.heap else pending.popleft
         while pending and pending[0][0] <= now:
-            t, _, frame, t_arr = pop()
+            t, _, frame, t_arr, t_read, key = pop()
             t_sent = mono()
             try:
                 send(frame)
@@ -203,7 +231,7 @@ class Direction:
             except OSError:  # EAGAIN included: the kernel refused the frame
                 self.send_errors += 1
                 verdict, t_sent = linklog.SEND_ERROR, 0
-            buf.append(pack(t_arr, t, t_sent, *parse(frame), len(frame), verdict))
+            buf.append(pack(t_arr, t_read, t, t_sent, *key, len(frame), verdict))
         if len(buf) >= self.log.chunk:
             self.log.flush()
         return pending[0][0] if pending else None
@@ -211,9 +239,9 @@ class Direction:
     def abandon_pending(self) -> int:
         """Log the frames still in flight at exit; return how many there were."""
         n = len(self.pending)
-        for t, _, frame, t_arr in self.pending:
-            self.log.buf.append(linklog.RECORD.pack(t_arr, t, 0, *linklog.parse_key(frame),
-                                                    len(frame), linklog.PENDING_AT_EXIT))
+        for t, _, frame, t_arr, t_read, key in self.pending:
+            self.log.buf.append(linklog.RECORD.pack(t_arr, t_read, t, 0, *key, len(frame),
+                                                    linklog.PENDING_AT_EXIT))
         self.pending.clear()
         return n
 
@@ -261,6 +289,11 @@ class Forwarder:
         offset0 = time.time_ns() - time.monotonic_ns()
         (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
 
+        # The loop makes no reference cycles; a full collection scanning the delay line's
+        # frames would stall it for milliseconds.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
         mono, poll, timer, spin_ns, dirs = time.monotonic_ns, ep.poll, self.timer, cfg.spin_ns, self.dirs
         tfd = timer.fd
         while not self.stopping:
@@ -282,7 +315,7 @@ class Forwarder:
             for fd, _ in poll(timeout):
                 d = by_fd.get(fd)
                 if d is not None:
-                    d.drain()
+                    d.drain(nxt)
                 elif fd == tfd:
                     timer.consume()
                     self.timer_wakeups += 1
@@ -311,19 +344,21 @@ class Forwarder:
     def _summary(self, pending, drops0, drops1, cpu, wall, offset0) -> dict[str, Any]:
         import numpy as np
         cfg = self.cfg
-        directions, errors = {}, []
+        directions, errors, lags = {}, [], []
         totals = collections.Counter()
         for d in self.dirs:
             _, rec = linklog.read_log(d.log.path)
             s = linklog.summarize(rec, cfg.late_ns)
             sent = rec[rec["verdict"] == linklog.DELIVERED]
             errors.append(sent["t_sent"] - sent["t_sched"])
+            lags.append(rec["t_read"] - rec["t_arrival"])
             model_stats = dataclasses.asdict(d.model.stats)
             directions[d.cfg.name] = {
                 **s, "in_ifname": d.cfg.in_ifname, "out_ifname": d.cfg.out_ifname,
                 "spec": d.cfg.spec.to_dict(), "seed": d.cfg.seed, "medium": d.cfg.medium,
                 "socket_frames": d.socket_packets, "socket_drops": d.socket_drops,
-                "send_errors": d.send_errors, "model": model_stats, "log": str(d.log.path)}
+                "send_errors": d.send_errors, "model": model_stats, "log": str(d.log.path),
+                "log_flush_max_us": d.log.flush_max_ns / 1e3}
             for k in ("frames_in", "delivered", "dropped_loss", "dropped_queue", "send_error",
                       "pending_at_exit", "late", "socket_drops", "bytes_delivered"):
                 totals[k] += directions[d.cfg.name][k]
@@ -345,6 +380,7 @@ class Forwarder:
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "realtime": cfg.realtime,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
+            "read_lag_us": linklog.percentiles_us(np.concatenate(lags) if lags else []),
             "unintended_drops": int(unintended),
             "accounted": accounted == totals["frames_in"],
             "directions": directions, "interfaces": ifdrops,

@@ -11,7 +11,9 @@ ignored by the reader.
 
 Record fields (all times CLOCK_MONOTONIC nanoseconds, the testbed's one clock):
 
-- ``t_arrival``: when the emulator read the frame from its input interface.
+- ``t_arrival``: when the frame reached the emulator's input interface (kernel receive
+  timestamp, SO_TIMESTAMPNS, converted to CLOCK_MONOTONIC); the model's arrival time.
+- ``t_read``: when the emulator read it from its socket (``t_read − t_arrival`` = read lag).
 - ``t_sched``: for a delivered frame, the time the model scheduled its departure; for a drop,
   the time the drop took effect (model's answer).
 - ``t_sent``: when the emulator handed the frame to the kernel on the output interface
@@ -28,13 +30,14 @@ from __future__ import annotations
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
-RECORD = struct.Struct("<qqqIIIHHHHHBB")
-FIELDS = ("t_arrival", "t_sched", "t_sent", "src", "dst", "seq", "length", "ethertype", "ip_id",
-          "sport", "dport", "proto", "verdict")
-_FORMATS = ("<i8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u2", "<u2", "<u2", "<u2", "<u2", "u1", "u1")
+RECORD = struct.Struct("<qqqqIIIHHHHBHB")
+FIELDS = ("t_arrival", "t_read", "t_sched", "t_sent", "src", "dst", "seq", "ethertype", "ip_id", "sport",
+          "dport", "proto", "length", "verdict")
+_FORMATS = ("<i8", "<i8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u2", "<u2", "<u2", "<u2", "u1", "<u2", "u1")
 MAGIC = b"TBFRAMES1\n"
 
 DELIVERED, LOSS, QUEUE, SEND_ERROR, PENDING_AT_EXIT = range(5)
@@ -52,7 +55,11 @@ def dtype():
 
 
 def parse_key(frame: bytes) -> tuple[int, int, int, int, int, int, int, int]:
-    """(src, dst, seq, ethertype, ip_id, sport, dport, proto) of an Ethernet frame; 0 where absent."""
+    """(src, dst, seq, ethertype, ip_id, sport, dport, proto) of an Ethernet frame; 0 where absent.
+
+    The order is the record's, so a record is ``RECORD.pack(t_arr, t_read, t_sched, t_sent, *key,
+    length, verdict)``.
+    """
     if len(frame) < 34:
         return (0, 0, 0, int.from_bytes(frame[12:14], "big") if len(frame) >= 14 else 0, 0, 0, 0, 0)
     ethertype, vihl, ip_id, proto, src, dst = _ETH_IP.unpack_from(frame)
@@ -83,15 +90,18 @@ class LogWriter:
         self.buf: list[bytes] = []
         self.chunk = chunk
         self.records = 0
+        self.flush_max_ns = 0  # longest flush: the loop stands still meanwhile
 
     def flush(self) -> None:
         if self.buf:
+            t0 = time.monotonic_ns()
             data = b"".join(self.buf)
             self.records += len(self.buf)
             self.buf.clear()
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view):]
+            self.flush_max_ns = max(self.flush_max_ns, time.monotonic_ns() - t0)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -129,6 +139,7 @@ def summarize(records, late_ns: int) -> dict[str, Any]:
 
     sched_error_us: ``t_sent − t_sched`` of delivered frames (negative = sent early).
     late: delivered frames with a scheduling error above ``late_ns``.
+    read_lag_us: ``t_read − t_arrival`` of all frames.
     """
     import numpy as np
     verdict = records["verdict"]
@@ -136,4 +147,5 @@ def summarize(records, late_ns: int) -> dict[str, Any]:
     sent = records[verdict == DELIVERED]
     err = sent["t_sent"] - sent["t_sched"]
     return {"frames_in": int(len(records)), **counts, "bytes_delivered": int(sent["length"].sum()),
-            "sched_error_us": percentiles_us(err), "late": int(np.count_nonzero(err > late_ns))}
+            "sched_error_us": percentiles_us(err), "late": int(np.count_nonzero(err > late_ns)),
+            "read_lag_us": percentiles_us(records["t_read"] - records["t_arrival"])}

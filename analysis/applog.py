@@ -1,0 +1,108 @@
+"""Application event logs (JSONL) and their join onto flows.
+
+Each line is a JSON object with ``"t"`` (CLOCK_MONOTONIC ns) and ``"event"``
+(a name chosen by the application); any other fields are kept.  Endpoint
+fields, when present, are used for the join: ``src``, ``sport``, ``dst``,
+``dport`` (either direction of the flow matches), or ``local``/``remote`` as
+``"ip:port"`` strings.  Within one log file, an event without endpoints but
+with a ``conn`` id inherits the endpoints of that file's ``conn`` event with
+the same id (the vocabulary of :mod:`testbed.apps.eventlog`).
+
+Join rule (:func:`assign`; ``clock`` events are metadata and not joined): an event naming endpoints goes to the flows those
+endpoints match; an event without endpoints goes to the one flow whose
+lifetime [first packet, last packet] contains its time, and stays unmatched
+when none or several do.  Within a flow (:func:`by_exchange`), events that
+carry a ``"req"`` (or ``"request"``) field are grouped by it, the k-th distinct value (in
+order of first appearance) going to the flow's k-th exchange; other events go
+to the exchange whose span [request_first, last of response_last /
+response_acked] is nearest in time (0 when inside).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def load(path: str | Path) -> list[dict]:
+    events = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{n}: not JSON ({exc.msg}); each line must be one JSON object")
+        if not isinstance(e, dict) or not isinstance(e.get("t"), int) or "event" not in e:
+            raise ValueError(f"{path}:{n}: need an object with integer \"t\" (monotonic ns) and "
+                             "\"event\"")
+        events.append(e)
+    conns = {e["conn"]: _endpoints(e) for e in events
+             if e.get("conn") is not None and _endpoints(e) is not None}
+    for e in events:
+        ep = conns.get(e.get("conn"))
+        if ep is not None and _endpoints(e) is None:
+            e.update(zip(("src", "sport", "dst", "dport"), ep))
+    return events
+
+
+def clock_offset(events: list[dict]) -> int | None:
+    """realtime - monotonic (ns) from a ``clock`` event, when a log has one."""
+    for e in events:
+        if e.get("event") == "clock" and "realtime_minus_monotonic_ns" in e:
+            return int(e["realtime_minus_monotonic_ns"])
+    return None
+
+
+def _endpoints(e: dict):
+    src, sport, dst, dport = e.get("src"), e.get("sport"), e.get("dst"), e.get("dport")
+    for field, which in (("local", 0), ("remote", 1)):
+        if isinstance(e.get(field), str) and ":" in e[field]:
+            host, _, port = e[field].rpartition(":")
+            if which == 0:
+                src, sport = host.strip("[]"), int(port)
+            else:
+                dst, dport = host.strip("[]"), int(port)
+    if all(x is None for x in (src, sport, dst, dport)):
+        return None
+    return src, sport, dst, dport
+
+
+def assign(events: list[dict], flows: list[tuple]) -> tuple[dict, list]:
+    """flows: [(key, t_first_ns, t_last_ns)] with FlowKey ``key``.  Returns
+    ({flow index: [events]}, unmatched events)."""
+    out, unmatched = {}, []
+    for e in events:
+        if e.get("event") == "clock":
+            continue
+        ep = _endpoints(e)
+        if ep is not None:
+            hits = [i for i, (k, _, _) in enumerate(flows) if k.matches(*ep)]
+        else:
+            hits = [i for i, (_, a, b) in enumerate(flows) if a <= e["t"] <= b]
+            hits = hits if len(hits) == 1 else []
+        for i in hits:
+            out.setdefault(i, []).append(e)
+        if not hits:
+            unmatched.append(e)
+    return out, unmatched
+
+
+def by_exchange(events: list[dict], exchanges: list[dict]) -> list[list[dict]]:
+    """Split one flow's events over its exchanges (see module docstring)."""
+    groups = [[] for _ in exchanges]
+    if not exchanges:
+        return groups
+    ids: dict = {}
+    spans = [(x["request_first"], max(x.get(k, x["request_first"]) for k in
+                                      ("request_last", "response_last", "response_acked")))
+             for x in exchanges]
+    for e in events:
+        rid = e.get("req", e.get("request"))
+        if rid is not None:
+            k = ids.setdefault(json.dumps(rid, sort_keys=True), len(ids))
+            if k < len(groups):
+                groups[k].append(e)
+            continue
+        dist = [max(a - e["t"], e["t"] - b, 0) for a, b in spans]
+        groups[dist.index(min(dist))].append(e)
+    return groups

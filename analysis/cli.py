@@ -1,0 +1,107 @@
+"""``testbed analyze PCAP... [--app-log F] [--json] [--plots DIR]``."""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "analyze", help="per-flow timelines and TCP metrics from captures (and qlogs)",
+        description="Read pcap/pcapng captures (and aioquic .qlog files) and report per flow: "
+                    "handshake and completion timelines, bytes in flight, retransmissions by "
+                    "kind, RTT samples, goodput and ACK ratio. Metrics are as seen at the "
+                    "capture point (see 'vantage' in the output).")
+    p.add_argument("files", nargs="+", metavar="PCAP", help="capture (.pcap/.pcapng) or .qlog file")
+    p.add_argument("--app-log", action="append", default=[], metavar="F",
+                   help="application JSONL event log to join (repeatable)")
+    p.add_argument("--link-log", action="append", default=[], metavar="F",
+                   help="emulator frame log (<direction>.frames) to join (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--plots", metavar="DIR", help="write figures (PNG+SVG) and series CSVs here")
+    p.add_argument("--bin", type=float, default=0.1, metavar="S",
+                   help="bin width for goodput/throughput series, seconds (default 0.1)")
+    p.add_argument("--gap", type=float, default=None, metavar="S",
+                   help="idle gap that separates flights, seconds (default: initial RTT / 2)")
+    p.add_argument("--samples", type=int, default=1000, metavar="N",
+                   help="RTT samples listed per flow in the JSON (default 1000)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import json
+    from pathlib import Path
+
+    from . import applog, qlog, report
+
+    if args.bin <= 0 or (args.gap is not None and args.gap < 0):
+        raise ValueError("--bin must be > 0 and --gap >= 0 seconds")
+    events = []
+    for f in args.app_log:
+        events += applog.load(f)
+    links = []
+    if args.link_log:
+        from testbed.emulator.linklog import read_log
+        links = [read_log(f) for f in args.link_log]
+    results = []
+    for f in args.files:
+        path = Path(f)
+        if not path.is_file():
+            raise ValueError(f"{f}: no such file; give pcap, pcapng or qlog files")
+        if qlog.is_qlog(path):
+            traces = qlog.load(path, applog.clock_offset(events) or 0)
+            res = qlog.summary(traces)
+            res["file"] = str(path)
+            if args.plots:
+                from . import plotset
+                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem)
+        else:
+            res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
+                                      keep=bool(args.plots), link_logs=links)
+            if args.plots:
+                from . import plotset
+                sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
+                res["plots"] = plotset.write(res, sub)
+            res.pop("_objects", None)
+            for rec in res["flows"]:
+                _trim(rec, args.samples)
+        results.append(res)
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=1))
+    else:
+        for res in results:
+            print(_table(res))
+    return 0
+
+
+def _trim(rec: dict, n: int) -> None:
+    for d in [rec] + list(rec.get("directions", {}).values()):
+        for kind in d.get("rtt_ms", {}).values():
+            kind["samples"] = kind["samples"][:n]
+
+
+def _fmt(v, scale=1.0, nd=1):
+    return "-" if v is None else f"{v * scale:.{nd}f}"
+
+
+def _table(res: dict) -> str:
+    if "streams" in res:   # qlog
+        return (f"{res['file']}: QUIC {res['vantage']}, sent {res['packets_sent']} received "
+                f"{res['packets_received']} lost {res['packets_lost']}, max bytes_in_flight "
+                f"{res['bytes_in_flight_max']}, streams {len(res['streams'])}")
+    lines = [f"{res['file']}: {res['packets']} packets, clock {res['clock']}"
+             + (f", {res.get('dropped_by_kernel')} dropped by kernel"
+                if res.get("dropped_by_kernel") is not None else "")]
+    head = f"{'flow':<48} {'dir':>4} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
+           f"{'rtx f/r/p':>10} {'infl max':>9} {'goodput':>9} {'data/ack':>8} {'req':>4}"
+    lines.append(head)
+    for r in res["flows"]:
+        if r["proto"] != "tcp":
+            lines.append(f"{r['flow']:<48}  udp bytes c2s {r['bytes']['c2s']} s2c {r['bytes']['s2c']}")
+            continue
+        x = r.get("retransmissions") or {}
+        rtt = (r.get("rtt_ms") or {}).get("karn", {})
+        lines.append(
+            f"{r['flow']:<48} {r.get('data_direction') or '-':>4} {_fmt(r['initial_rtt_ms'], 1, 3):>8} "
+            f"{_fmt(rtt.get('min'), 1, 3):>8} {_fmt(rtt.get('median'), 1, 3):>8} "
+            f"{str(x.get('fast', '-')) + '/' + str(x.get('rto', '-')) + '/' + str(x.get('probe', '-')):>10} "
+            f"{(r.get('in_flight') or {}).get('max', '-'):>9} {_fmt(r.get('goodput_mbps'), 1, 2):>9} "
+            f"{_fmt((r.get('acks') or {}).get('data_per_ack'), 1, 2):>8} {len(r['completion']):>4}")
+    return "\n".join(lines)

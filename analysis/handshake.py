@@ -1,0 +1,131 @@
+"""Connection timeline of one TCP flow: handshake, TLS, first/last payload, FIN, and the
+request/response exchanges (completion timeline).
+
+All times are capture times (ns) of the packet that shows the event at the
+capture point.  Events (absent ones are left out):
+
+``syn``, ``synack``, ``ack`` (first client ACK of the server's SYN),
+``tls_client_hello`` / ``tls_server_hello`` (first segment from client / server
+whose payload starts with a TLS handshake record, type 22, of message type 1 /
+2), ``first_app_data`` (first TLS application_data record, type 23, from the
+client; under TLS 1.3 this is the client's encrypted Finished, which leaves
+with the first request in practice; without TLS: the first client payload
+byte), ``first_payload_c2s``/``last_payload_c2s`` and the same for ``s2c``
+(first and last segment carrying payload), ``fin_c2s``/``fin_s2c``,
+``rst``.  TLS records are only recognised at the start of a segment, which is
+where a handshake record is in practice.
+
+``initial_rtt`` = ``ack`` - ``syn``: Wireshark's ``tcp.analysis.initial_rtt``.
+At the client it is one full RTT plus the server's SYN/ACK turnaround; at the
+server the ``synack`` - ``syn`` part is ~0.
+
+Exchanges: the payload in sequence order is cut into *runs*: a new request
+starts with the first client payload after the server has sent payload (and
+the first response with the first server payload after a request).  For each
+request i: ``request_first`` / ``request_last`` (first transmission of the
+request's first byte; time of the segment carrying its highest byte first),
+``response_first`` / ``response_last`` likewise, ``response_acked`` (client's
+cumulative ACK covering the response's last byte).  At a sender-side capture
+the response's *last byte sent* is ``response_last`` and *delivered* is
+``response_acked``; at the client, ``response_last`` is its arrival.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .flows import Flow
+from .pcap import ACK, FIN, RST, SYN, Packets
+from .tcp import unwrap32
+
+
+def timeline(pk: Packets, flow: Flow) -> dict:
+    idx, fwd = flow.index, flow.fwd
+    t = pk.ts_ns[idx]
+    fl = pk.flags[idx]
+    plen = pk.payload_len[idx]
+    head, hl = pk.head[idx], pk.head_len[idx]
+    ev = {}
+
+    def first(mask, name):
+        w = np.nonzero(mask)[0]
+        if len(w):
+            ev[name] = int(t[w[0]])
+        return w
+
+    syn = (fl & (SYN | ACK)) == SYN
+    synack = (fl & (SYN | ACK)) == (SYN | ACK)
+    first(syn & fwd, "syn")
+    sa = first(synack & ~fwd, "synack")
+    if len(sa):
+        want = (int(pk.seq[idx[sa[0]]]) + 1) & 0xFFFFFFFF
+        later = np.arange(len(idx)) > sa[0]
+        first(later & fwd & ((fl & ACK) != 0) & ((fl & SYN) == 0) & (pk.ack[idx] == want), "ack")
+    data = plen > 0
+    tls_hs = (hl >= 6) & (head[:, 0] == 22) & (head[:, 1] == 3)
+    first(data & fwd & tls_hs & (head[:, 5] == 1), "tls_client_hello")
+    first(data & ~fwd & tls_hs & (head[:, 5] == 2), "tls_server_hello")
+    if "tls_client_hello" in ev:
+        first(data & fwd & (hl >= 1) & (head[:, 0] == 23), "first_app_data")
+    else:
+        first(data & fwd, "first_app_data")
+    for d, m in (("c2s", fwd), ("s2c", ~fwd)):
+        w = first(data & m, f"first_payload_{d}")
+        if len(w):
+            ev[f"last_payload_{d}"] = int(t[w[-1]])
+        first(((fl & FIN) != 0) & m, f"fin_{d}")
+    first((fl & RST) != 0, "rst")
+    if "syn" in ev and "ack" in ev:
+        ev["initial_rtt"] = ev["ack"] - ev["syn"]
+    return ev
+
+
+def exchanges(pk: Packets, flow: Flow) -> list[dict]:
+    """Request/response runs with first/last byte times (see module docstring)."""
+    idx, fwd = flow.index, flow.fwd
+    t = pk.ts_ns[idx]
+    plen = pk.payload_len[idx].astype(np.int64)
+    fl = pk.flags[idx]
+    ends = {}
+    for side, m in (("c", fwd), ("s", ~fwd)):
+        syn = np.nonzero(m & ((fl & SYN) != 0))[0]
+        ref_i = syn[0] if len(syn) else (np.nonzero(m)[0][0] if m.any() else None)
+        if ref_i is None:
+            ends[side] = None
+            continue
+        ref = int(pk.seq[idx[ref_i]]) + (1 if len(syn) else 0)
+        seq = np.zeros(len(idx), np.int64)
+        seq[m] = unwrap32(pk.seq[idx][m], ref)
+        ack = np.full(len(idx), -1, np.int64)
+        am = ~m & ((fl & ACK) != 0)
+        ack[am] = unwrap32(pk.ack[idx][am], ref)
+        ends[side] = (seq, seq + plen, ack)
+    data = plen > 0
+    order = np.nonzero(data)[0]
+    out, cur, last_side = [], None, None
+    new_hi = {"c": 0, "s": 0}
+    for i in order:
+        side = "c" if fwd[i] else "s"
+        seq, end, _ = ends[side]
+        if end[i] <= new_hi[side]:
+            continue                          # retransmission: no new byte, no new run
+        if side == "c" and last_side != "c":
+            cur = {"request": len(out), "request_first": int(t[i]), "request_bytes": 0}
+            out.append(cur)
+        elif side == "s" and last_side != "s" and cur is not None:
+            cur["response_first"] = int(t[i])
+        if cur is not None:
+            key = "request" if side == "c" else "response"
+            cur[f"{key}_last"] = int(t[i])
+            cur[f"{key}_bytes"] = cur.get(f"{key}_bytes", 0) + int(end[i] - max(seq[i], new_hi[side]))
+            cur[f"_{key}_end"] = int(end[i])
+        new_hi[side] = int(end[i])
+        last_side = side
+    for ex in out:
+        if "_response_end" in ex and ends["s"] is not None:
+            ack = ends["s"][2]
+            hit = np.nonzero(fwd & (ack >= ex["_response_end"]))[0]
+            if len(hit):
+                ex["response_acked"] = int(t[hit[0]])
+        ex.pop("_request_end", None)
+        ex.pop("_response_end", None)
+    return out

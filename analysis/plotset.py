@@ -1,0 +1,121 @@
+"""Write every figure and step series of an analysed capture into a directory.
+
+Per TCP flow and data direction: ``<flow>-<dir>-tseq``, ``<flow>-<dir>-inflight``
+(PNG + SVG) and ``<flow>-<dir>-inflight.csv`` (t_ns, outstanding, pipe, sacked, wireshark;
+one row per event, each value holding until the next row); per flow
+``<flow>-delivery`` (per request); per capture ``timeline`` (swimlane).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import plots
+from .report import series_table
+
+
+def cwnd_samples(events: list[dict], host: str, port: int):
+    """TCP_INFO samples (``tcp_info`` events) of the socket at host:port -> (t_ns, bytes)."""
+    t, b = [], []
+    for e in events:
+        if e.get("event") != "tcp_info" or "snd_cwnd" not in e:
+            continue
+        if e.get("src") not in (None, host) or e.get("sport") not in (None, port):
+            continue
+        t.append(e["t"])
+        b.append(e["snd_cwnd"] * e.get("snd_mss", 1))
+    return np.asarray(t, np.int64), np.asarray(b, np.int64)
+
+
+def write(result: dict, outdir: str | Path) -> list[str]:
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    objs = result["_objects"]["flows"]
+    lanes: dict = {}
+    t_first = min((r["t0_ns"] for r in result["flows"]), default=0)
+    for rec, obj in zip(result["flows"], objs):
+        f = obj["flow"]
+        name = f.key.name.replace(":", "_")
+        for d, direction in obj.get("directions", {}).items():
+            base = out / f"{name}-{d}"
+            written += plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
+                                           title=f"{f.key.name} {d}")
+            sender = (f.key.client, f.key.client_port) if direction.sender == "client" else \
+                (f.key.server, f.key.server_port)
+            cw = cwnd_samples(obj["events"], *sender)
+            written += plots.in_flight(direction, rec["t0_ns"], base.with_name(base.name + "-inflight"),
+                                       cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}")
+            csv = Path(f"{base}-inflight.csv")
+            np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
+                       header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
+            written.append(str(csv))
+            if d == rec.get("data_direction"):
+                rec["in_flight"]["path"] = str(csv)
+            rec["directions"][d]["in_flight"]["path"] = str(csv)
+        if "s2c" in obj.get("directions", {}) and obj.get("exchanges"):
+            written += plots.delivery(_response_streams(obj), rec["t0_ns"],
+                                      out / f"{name}-delivery", title=f"{f.key.name}: responses")
+        _lanes(lanes, rec, obj)
+    if lanes:
+        written += plots.swimlane(lanes, t_first, out / "timeline",
+                                  title=f"{Path(result['file']).name}: handshake and completion")
+    return written
+
+
+def write_qlog(traces, outdir: str | Path, stem: str) -> list[str]:
+    """QUIC figures of the first trace: in-order delivery per stream (received streams, or
+    sent ones when the trace received none) and bytes_in_flight / cwnd."""
+    from . import qlog
+    tr = traces[0]
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = min((int(a["t_ns"].min()) for a in (tr.sent, tr.received) if len(a)), default=0)
+    sent = not (~tr.frames["sent"]).any()
+    ids = np.unique(tr.frames["stream"][tr.frames["sent"] == sent])
+    streams = {f"stream {int(s)}": qlog.delivered(tr, int(s), sent=sent) for s in ids}
+    written = plots.delivery(streams, t0, out / f"{stem}-delivery",
+                             title=f"QUIC ({tr.vantage}): per-stream delivery")
+    m = {k: tr.metrics[k] for k in ("bytes_in_flight", "cwnd") if k in tr.metrics}
+    if m:
+        written += plots.steps(m, t0, out / f"{stem}-inflight", "bytes",
+                               f"QUIC ({tr.vantage}): bytes in flight and cwnd")
+    return written
+
+
+def _response_streams(obj) -> dict:
+    d = obj["directions"]["s2c"]
+    tr = d.trace
+    m = tr["has_ack"]
+    t, una = tr["t"][m], np.maximum.accumulate(tr["ack"][m]) - d.tracker.data_start
+    streams, start = {}, 0
+    for ex in obj["exchanges"]:
+        size = ex.get("response_bytes", 0)
+        if size:
+            streams[f"response {ex['request']}"] = (t, np.clip(una - start, 0, size))
+        start += size
+    return streams
+
+
+def _lanes(lanes: dict, rec: dict, obj: dict) -> None:
+    f = obj["flow"]
+    client, server = f"{f.key.client}", f"{f.key.server}"
+    short = f":{f.key.client_port}"
+    at_client = {"syn", "ack", "tls_client_hello", "first_app_data", "fin_c2s"}
+    for ev, t in obj.get("handshake", {}).items():
+        if ev.startswith(("first_payload", "last_payload")):
+            continue
+        lane = client if ev in at_client else server if ev != "rst" else client
+        lanes.setdefault(lane, []).append((t, f"{ev}{short}"))
+    for ex in obj.get("exchanges", []):
+        k = ex["request"]
+        for key, lane in (("request_first", client), ("response_first", server),
+                          ("response_last", server), ("response_acked", client)):
+            if key in ex:
+                lanes.setdefault(lane, []).append((ex[key], f"{key}#{k}{short}"))
+    for e in obj["events"]:
+        if e.get("event") in ("tcp_info", "clock"):
+            continue
+        lane = f"app@{e.get('src', '?')}"
+        lanes.setdefault(lane, []).append((e["t"], str(e["event"])))

@@ -1,0 +1,79 @@
+"""Screenshot agent loop (CHAPTER12.md C13): N rounds of upload S bytes → remote model thinks
+T → small action back → terminal work W on the device → next round.
+
+The server is the request/response server (``python -m testbed.apps.reqresp server``): a
+round is one request with body S (the fixed generated payload), processing T, reply A.
+``--reuse`` keeps one connection for all rounds (opened, not warmed, before round 0);
+otherwise every round opens a new connection (and TLS session with ``--tls``).
+
+Events: ``round_start``/``round_end`` (round k; ``round_end.round_ms`` covers the request
+from issuing it to the last action byte, excluding the terminal work), plus every
+request/response event of ``reqresp`` with ``req`` = round.  ``summary``: total_s from the
+first round_start to the end of the last terminal work, and the per-round times.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import eventlog as ev
+from . import payload, tcpopts
+from .appmain import guarded, parse_hostport
+from .reqresp import Client, add_common
+from ..units import parse_size, parse_time
+
+
+def run_client(args) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="agent", argv=sys.argv[1:])
+        if args.rounds < 1:
+            raise ValueError(f"--rounds {args.rounds} must be >= 1")
+        body = payload.body(parse_size(args.screenshot))
+        log.emit(ev.REQUEST_BODY, bytes=len(body), sha256=payload.digest(body))
+        client = Client(log, parse_hostport(args.server, "127.0.0.1"), tcpopts.socket_factors(args),
+                        body, parse_size(args.action), int(round(parse_time(args.model) * 1e6)),
+                        parse_time(args.sample), args.tls, timeout=parse_time(args.timeout))
+        mode = "reuse" if args.reuse else "new"
+        terminal = parse_time(args.terminal)
+        t_start = ev.now()
+        if args.reuse:
+            client.open("setup")
+        rounds = []
+        try:
+            for k in range(args.rounds):
+                log.emit(ev.ROUND_START, round=k)
+                rounds.append(client.request(k, mode) / 1e6)
+                log.emit(ev.ROUND_END, round=k, round_ms=rounds[-1])
+                time.sleep(terminal)
+        finally:
+            client.close()
+        total = (ev.now() - t_start) / 1e9
+        log.emit(ev.SUMMARY, rounds=len(rounds), mode=mode, total_s=total, round_ms=rounds)
+        print(f"{len(rounds)} rounds ({mode}): {total:.3f} s total", flush=True)
+        return 0
+    try:
+        return guarded(run, log)
+    finally:
+        log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.apps.agent", description=__doc__.split("\n\n")[0])
+    p.add_argument("--server", required=True, help="HOST:PORT of a reqresp server")
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--screenshot", default="0.8MB", help="upload size S per round")
+    p.add_argument("--model", default="2s", help="server think time T per round")
+    p.add_argument("--action", default="200", help="action size A")
+    p.add_argument("--terminal", default="0.3s", help="terminal work W between rounds")
+    p.add_argument("--reuse", action="store_true", help="one connection for all rounds")
+    p.add_argument("--timeout", default="10s")
+    add_common(p)
+    args = p.parse_args(argv)
+    return run_client(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""Bulk transfer in one direction, by size or by duration (iperf3 stays available to
+cross-check; this one logs on the testbed's clock and with its TCP_INFO samples).
+
+Wire: the client sends a 17-byte header ``!4sBQI`` = (b"BK01", direction 0 = up (client
+sends) / 1 = down (server sends), size in bytes (0 = by duration), duration in ms).  The
+sender writes zeros; up: the client half-closes after the data and the server answers with
+the 8-byte count it received; down: the server closes after the data.
+
+Client events: ``bulk_start`` (before the first byte is sent/requested) and ``bulk_end``
+(up: the server's count arrived; down: EOF after the last byte), and ``summary`` with
+``goodput_bps`` = 8 × bytes / (bulk_end − bulk_start).
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+import sys
+import threading
+import time
+
+from . import eventlog as ev
+from . import sockets, tcpinfo, tcpopts
+from .appmain import AppError, guarded, parse_hostport
+from ..units import parse_size, parse_time
+
+HEADER = struct.Struct("!4sBQI")
+MAGIC = b"BK01"
+BLOCK = bytes(256 * 1024)
+
+
+def send_for(sock: socket.socket, size: int, duration: float) -> int:
+    """Send ``size`` bytes, or for ``duration`` seconds when size is 0; return bytes sent."""
+    sent, view = 0, memoryview(BLOCK)
+    deadline = time.monotonic() + duration
+    while (sent < size) if size else (time.monotonic() < deadline):
+        n = len(BLOCK) if not size else min(len(BLOCK), size - sent)
+        sent += sock.send(view[:n])
+    return sent
+
+
+def drain(sock: socket.socket) -> int:
+    got = 0
+    while chunk := sock.recv(sockets.RECV_BLOCK):
+        got += len(chunk)
+    return got
+
+
+def _serve(sock: socket.socket, log: ev.EventLog, conn: int, interval: float,
+           factors: tcpopts.SocketFactors) -> None:
+    with sock:
+        head = sockets.recv_exact(sock, HEADER.size, keep=True)
+        sockets.reassert_clamp(sock, factors, log, conn)
+        magic, direction, size, duration_ms = HEADER.unpack(head)
+        if magic != MAGIC:
+            raise ConnectionError(f"not a bulk client (magic {magic!r})")
+        log.emit(ev.BULK_START, conn=conn, direction="up" if direction == 0 else "down", size=size)
+        with tcpinfo.Sampler(log, sock, conn, interval):
+            if direction == 0:
+                got = drain(sock)
+                sock.sendall(struct.pack("!Q", got))
+            else:
+                got = send_for(sock, size, duration_ms / 1e3)
+                sock.shutdown(socket.SHUT_WR)
+                drain(sock)
+        log.emit(ev.BULK_END, conn=conn, bytes=got)
+
+
+def run_server(args) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="server", argv=sys.argv[1:])
+        factors = tcpopts.socket_factors(args)
+        interval = parse_time(args.sample)
+        with sockets.listen(parse_hostport(args.listen), factors, log) as listener:
+            log.emit(ev.READY, addr=list(listener.getsockname()))
+            print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+            while True:
+                sock, _ = listener.accept()
+                conn = sockets.next_conn_id()
+                sockets.log_connection(log, sock, conn, "server", factors)
+                threading.Thread(target=_guarded_serve, args=(sock, log, conn, interval, factors),
+                                 daemon=True).start()
+    try:
+        return guarded(run, log)
+    finally:
+        log.close()
+
+
+def _guarded_serve(sock, log, conn, interval, factors) -> None:
+    try:
+        _serve(sock, log, conn, interval, factors)
+    except OSError as exc:
+        log.emit(ev.ERROR, conn=conn, message=f"{type(exc).__name__}: {exc}")
+
+
+def run_client(args) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="client", argv=sys.argv[1:])
+        factors = tcpopts.socket_factors(args)
+        size = parse_size(args.size) if args.size else 0
+        duration = parse_time(args.duration) if args.duration else 0.0
+        if (size > 0) == (duration > 0):
+            raise ValueError("give exactly one of --size (> 0) or --duration (> 0)")
+        sock = sockets.connect(parse_hostport(args.server, "127.0.0.1"), factors, parse_time(args.timeout))
+        with sock:
+            sockets.log_connection(log, sock, 0, "client", factors)
+            up = args.direction == "up"
+            t0 = log.emit(ev.BULK_START, conn=0, direction=args.direction, size=size)["t"]
+            with tcpinfo.Sampler(log, sock, 0, parse_time(args.sample)):
+                sock.sendall(HEADER.pack(MAGIC, 0 if up else 1, size, int(duration * 1e3)))
+                if up:
+                    send_for(sock, size, duration)
+                    sock.shutdown(socket.SHUT_WR)
+                    reply = sockets.recv_exact(sock, 8, keep=True)
+                    got = struct.unpack("!Q", reply)[0]
+                else:
+                    got = len(sock.recv(sockets.RECV_BLOCK))
+                    sockets.reassert_clamp(sock, factors, log, 0)
+                    got += drain(sock)
+            t1 = log.emit(ev.BULK_END, conn=0, bytes=got)["t"]
+        if size and got != size:
+            raise AppError(f"transfer incomplete: {got} of {size} bytes")
+        goodput = 8 * got / ((t1 - t0) / 1e9)
+        log.emit(ev.SUMMARY, direction=args.direction, bytes=got, seconds=(t1 - t0) / 1e9,
+                 goodput_bps=goodput)
+        print(f"{args.direction}: {got} B in {(t1 - t0) / 1e9:.3f} s = {goodput / 1e6:.2f} Mbit/s", flush=True)
+        return 0
+    try:
+        return guarded(run, log)
+    finally:
+        log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.apps.bulk", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="role", required=True)
+    s = sub.add_parser("server")
+    s.add_argument("--listen", default=":5001")
+    s.set_defaults(func=run_server)
+    c = sub.add_parser("client")
+    c.add_argument("--server", required=True)
+    c.add_argument("--direction", choices=("up", "down"), default="up")
+    c.add_argument("--size", help="bytes to transfer, e.g. 30MB")
+    c.add_argument("--duration", help="or: transfer for this long, e.g. 10s")
+    c.add_argument("--timeout", default="10s", help="connect timeout")
+    c.set_defaults(func=run_client)
+    for q in (s, c):
+        q.add_argument("--log", default="-")
+        q.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval")
+        tcpopts.add_socket_arguments(q)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

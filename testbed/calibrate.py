@@ -1,0 +1,245 @@
+"""``testbed calibrate``: measure a two-host link with real packets and compare with its LinkSpecs.
+
+The link is the ``longhaul`` topology (client — server) with the given rate, one-way delay and
+loss per direction; "up" is client→server, "down" server→client.  Measurements (UDP probes of
+``testbed.probe``, ARP entries static so no probe waits for address resolution):
+
+- RTT: 200 ping-pong probes of 64 B payload, 10 ms apart; min and median of the echoed ones.
+  Configured RTT = 2·delay + serialization of the 106 B probe frame in both directions.
+- Loss per direction: ``--packets`` datagrams (64 B payload) at ≤ 1/4 of the link rate and
+  ≤ 5000 datagrams/s, in both directions at once; loss = (sent − received) / sent with its Wilson 99%
+  interval.  Check: the configured probability lies inside the interval (configured 0: none lost).
+- Bottleneck rate per direction: a train of 1514 B frames sent at 1.05 × the rate, 0.5 s worth,
+  starting with a head start of up to 100 ms of frames so that a standing queue keeps the bottleneck busy
+  through stalls of the sender, and short enough that the buffer never overflows (both bounded
+  to 40% of it; the sender runs SCHED_FIFO, below the emulator); rate = least-squares slope of sequence number over
+  kernel receive time × frame bits (lost frames used the bottleneck, so gaps count), refitted
+  without frames more than 1 ms off the line (held up by a stall).  Check:
+  within 2% (inconclusive = fail when the sender could not exceed the rate).
+- Reordering: datagrams arriving after one with a higher sequence number, over all streams.
+- The userspace emulator's own report: scheduling error p50/p99/max and unintended drops.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+RTT_PROBES = 200
+PROBE_PAYLOAD = 64
+TRAIN_PAYLOAD = 1472
+OVERDRIVE = 1.05
+TRAIN_S = 0.5  # s of frames at the rate
+HEAD_START = 0.1  # s of frames sent ahead of the pacing: a standing queue absorbs sender stalls
+Z99 = 2.5758293035489004
+RATE_TOL, RTT_TOL_MS = 0.02, 1.0
+LOSS_PPS = 5000  # datagrams/s per direction for the loss measurement
+
+
+def register(sub) -> None:
+    p = sub.add_parser("calibrate", help="measure an emulated link with real packets, configured "
+                                         "vs measured with pass/fail")
+    p.add_argument("--rate", default="333mbit", help="bottleneck rate, both directions (default 333mbit)")
+    p.add_argument("--delay", default="100ms", help="one-way delay, each direction (default 100ms)")
+    p.add_argument("--loss-up", default="0%", help="client→server loss (default 0%%)")
+    p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
+    p.add_argument("--backend", default="auto", choices=("auto", "netem", "userspace"))
+    p.add_argument("--packets", type=int, default=10000,
+                   help="datagrams per direction for the loss measurement (>= 10000 by default)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--results", default="results")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion lost/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = lost / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def _probe(*args: Any) -> list[str]:
+    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
+
+
+def _last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+class _Receiver:
+    def __init__(self, tb, host: str, port: int, idle: float):
+        self.proc = tb.popen(host, _probe("recv", "--port", port, "--idle", idle, "--timeout", 600),
+                             name=f"probe-recv {port}", text=True)
+        line = self.proc.stdout.readline()
+        if "listening" not in line:
+            raise RuntimeError(f"probe receiver on {host} did not start: {line!r} "
+                               f"{self.proc.stderr.read() if self.proc.poll() is not None else ''}")
+
+    def result(self, timeout: float) -> dict:
+        out, err = self.proc.communicate(timeout=timeout)
+        if self.proc.returncode:
+            raise RuntimeError(f"probe receiver failed: {err.strip()}")
+        return _last_json(out)["streams"]
+
+
+def _static_arp(tb) -> None:
+    from .hosts import run_in
+    hosts = list(tb.hosts.values())
+    for h in hosts:
+        for other in hosts:
+            if other is not h:
+                run_in(h, ["ip", "neigh", "replace", other.IP(), "lladdr", other.MAC(), "dev",
+                           h.defaultIntf().name, "nud", "permanent"])
+
+
+def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, backend: str,
+            packets: int, seed: int, results: str, specs: tuple) -> dict:
+    from .network import Testbed
+    fmt = (lambda r: "unshaped" if r is None else f"{r:.0f}bit")
+    overrides = {"rate_up": fmt(rate), "rate_down": fmt(rate), "delay": f"{delay}s",
+                 "loss_up": loss_up, "loss_down": loss_down}
+    idle = 1.0 + 2 * delay
+    m: dict[str, Any] = {"reordered": 0}
+    with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results, seed=seed) as tb:
+        _static_arp(tb)
+        c, s = tb.ip("client"), tb.ip("server")
+        # RTT
+        echo = tb.popen("server", _probe("echo", "--port", 5700), name="probe-echo", text=True)
+        ping = _last_json(tb.run("client", _probe("ping", "--dst", s, "--port", 5700, "--count",
+                                                  RTT_PROBES, "--interval", 0.01, "--size", PROBE_PAYLOAD,
+                                                  "--wait", 1 + 2 * delay),
+                                 timeout=60, check=True).stdout)
+        echo.kill()
+        rtts = sorted(ping["rtt_ms"])
+        m["rtt_ms"] = {"min": rtts[0] if rtts else None,
+                       "median": rtts[len(rtts) // 2] if rtts else None, "probes": ping["sent"],
+                       "echoed": ping["received"]}
+        # loss, both directions at once
+        probe_bits = (PROBE_PAYLOAD + 42) * 8
+        loss_rate = min(LOSS_PPS * probe_bits, rate / 4) if rate else LOSS_PPS * probe_bits
+        rx_up, rx_down = _Receiver(tb, "server", 5701, idle), _Receiver(tb, "client", 5702, idle)
+        send = lambda host, dst, port, n, r, size, stream: tb.popen(  # noqa: E731
+            host, _probe("send", "--dst", dst, "--port", port, "--count", n, "--rate", r,
+                         "--size", size, "--stream", stream), name="probe-send", text=True)
+        tx = [send("client", s, 5701, packets, loss_rate, PROBE_PAYLOAD, 1),
+              send("server", c, 5702, packets, loss_rate, PROBE_PAYLOAD, 2)]
+        sent = [_last_json(p.communicate(timeout=600)[0]) for p in tx]
+        got = {"up": rx_up.result(600).get("1"), "down": rx_down.result(600).get("2")}
+        m["loss"], m["loss_ci99"], m["loss_sent"] = {}, {}, {}
+        for (d, g), snt in zip(got.items(), sent):
+            n = snt["sent"]
+            lost = n - (g["received"] if g else 0)
+            m["loss"][d], m["loss_ci99"][d], m["loss_sent"][d] = lost / n, wilson(lost, n), n
+            m["reordered"] += g["reordered"] if g else 0
+        # bottleneck rate per direction
+        m["rate_mbps"], m["train"] = {}, {}
+        for d, src, dst, dst_ip, port, spec in (("up", "client", "server", s, 5703, specs[0]),
+                                                ("down", "server", "client", c, 5704, specs[1])):
+            if spec.rate is None:
+                m["rate_mbps"][d] = None
+                continue
+            frame_bits = (TRAIN_PAYLOAD + 42 + spec.overhead) * 8
+            queue = spec.queue_limit_packets or (spec.queue_bytes // spec.frame_bytes)
+            head = min(HEAD_START, 0.4 * queue * frame_bits / spec.rate)
+            count = int(min(TRAIN_S * spec.rate / frame_bits, 0.4 * queue / (1 - 1 / OVERDRIVE)))
+            rx = _Receiver(tb, dst, port, idle)
+            snt = _last_json(tb.run(src, _probe("send", "--dst", dst_ip, "--port", port, "--count",
+                                                count, "--rate", OVERDRIVE * spec.rate, "--size",
+                                                TRAIN_PAYLOAD, "--stream", 3, "--burst", head,
+                                                "--realtime"),
+                                    timeout=600,
+                                    check=True).stdout)
+            g = rx.result(600).get("3")
+            m["reordered"] += g["reordered"] if g else 0
+            m["rate_mbps"][d] = g["rate_bps"] * (frame_bits / 8) / g["frame_bytes"] / 1e6 \
+                if g and g["rate_bps"] else None
+            m["train"][d] = {"frames": count, "send_rate_mbps": snt["send_rate_bps"] / 1e6,
+                             "received": g["received"] if g else 0}
+    emu = tb.metadata.get("backend_summary", {})
+    return {"measured": m, "emulator": {"sched_error_us": emu.get("sched_error_us"),
+                                        "unintended_drops": emu.get("unintended_drops"),
+                                        "read_lag_us": emu.get("read_lag_us"),
+                                        "cpu_percent": emu.get("cpu_percent")},
+            "backend": tb.backend.name, "run_dir": str(tb.dir)}
+
+
+def evaluate(configured: dict, res: dict, specs: tuple) -> list[dict]:
+    m, emu = res["measured"], res["emulator"]
+    checks = []
+
+    def check(name, conf, meas, ok, tol):
+        checks.append({"check": name, "configured": conf, "measured": meas, "ok": bool(ok),
+                       "tolerance": tol})
+
+    med = m["rtt_ms"]["median"]
+    check("RTT median (ms)", configured["rtt_ms"], med,
+          med is not None and abs(med - configured["rtt_ms"]) <= RTT_TOL_MS, f"±{RTT_TOL_MS} ms")
+    for d in ("up", "down"):
+        conf = configured["rate_mbps"][d]
+        meas = m["rate_mbps"].get(d)
+        train = m["train"].get(d, {})
+        driven = train.get("send_rate_mbps", 0) >= (1 + RATE_TOL) * (conf or 0)
+        if conf is not None:
+            check(f"rate {d} (Mbit/s)", conf, meas, meas is not None and driven
+                  and abs(meas - conf) <= RATE_TOL * conf,
+                  "±2%" + ("" if driven else " (inconclusive: sender did not exceed the rate)"))
+    for d in ("up", "down"):
+        lo, hi = m["loss_ci99"][d]
+        conf = configured["loss"][d]
+        ok = m["loss"][d] == 0 if conf == 0 else lo <= conf <= hi
+        check(f"loss {d}", conf, round(m["loss"][d], 6), ok,
+              "none lost" if conf == 0 else f"configured inside 99% interval [{lo:.4f}, {hi:.4f}]")
+    check("reordered datagrams", 0, m["reordered"], m["reordered"] == 0, "0")
+    if emu.get("unintended_drops") is not None:
+        check("emulator unintended drops", 0, emu["unintended_drops"], emu["unintended_drops"] == 0, "0")
+    return checks
+
+
+def run(args) -> int:
+    from .linkspec import LinkSpec
+    from .units import parse_probability, parse_rate, parse_time
+    rate = None if str(args.rate).lower() in ("unshaped", "none") else parse_rate(args.rate)
+    delay = parse_time(args.delay)
+    loss_up, loss_down = parse_probability(args.loss_up), parse_probability(args.loss_down)
+    if args.packets < 1000:
+        raise ValueError(f"--packets {args.packets}: give at least 1000 (10000 for a 99% interval "
+                         "of about ±0.9 points at 14%)")
+    specs = (LinkSpec.parse(rate=rate, delay=delay, loss=loss_up),
+             LinkSpec.parse(rate=rate, delay=delay, loss=loss_down))
+    probe_frame = PROBE_PAYLOAD + 42
+    configured = {
+        "rate_mbps": {"up": rate / 1e6 if rate else None, "down": rate / 1e6 if rate else None},
+        "delay_ms": delay * 1e3,
+        "rtt_ms": round((2 * delay + sum(s.serialization_time(probe_frame) for s in specs)) * 1e3, 6),
+        "loss": {"up": loss_up, "down": loss_down}}
+    res = measure(rate, delay, loss_up, loss_down, args.backend, args.packets, args.seed,
+                  args.results, specs)
+    checks = evaluate(configured, res, specs)
+    out = {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],
+           "backend": res["backend"], "checks": checks, "ok": all(c["ok"] for c in checks),
+           "run_dir": res["run_dir"]}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"calibrate: backend {res['backend']}, results in {res['run_dir']}")
+        print(f"{'check':28} {'configured':>12} {'measured':>12}  result  tolerance")
+        for c in checks:
+            conf = "-" if c["configured"] is None else f"{c['configured']:.6g}"
+            meas = "-" if c["measured"] is None else f"{c['measured']:.6g}"
+            print(f"{c['check']:28} {conf:>12} {meas:>12}  {'pass' if c['ok'] else 'FAIL':6}  "
+                  f"{c['tolerance']}")
+        rtt = res["measured"]["rtt_ms"]
+        print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
+        e = res["emulator"]
+        if e.get("sched_error_us"):
+            s = e["sched_error_us"]
+            print(f"emulator scheduling error p50 {s['p50']} µs, p99 {s['p99']} µs, max {s['max']} µs; "
+                  f"CPU {e['cpu_percent']}% of a core")
+        print("OK" if out["ok"] else "NOT OK")
+    return 0 if out["ok"] else 1
