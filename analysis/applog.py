@@ -1,21 +1,24 @@
 """Application event logs (JSONL) and their join onto flows.
 
 Each line is a JSON object with ``"t"`` (CLOCK_MONOTONIC ns) and ``"event"``
-(a name chosen by the application); any other fields are kept.  Endpoint
+(a name chosen by the application); any other fields are kept, and ``"log"``
+(the file's name) is added when absent.  Endpoint
 fields, when present, are used for the join: ``src``, ``sport``, ``dst``,
 ``dport`` (either direction of the flow matches), or ``local``/``remote`` as
 ``"ip:port"`` strings.  Within one log file, an event without endpoints but
 with a ``conn`` id inherits the endpoints of that file's ``conn`` event with
 the same id (the vocabulary of :mod:`testbed.apps.eventlog`).
 
-Join rule (:func:`assign`; ``clock`` events are metadata and not joined): an event naming endpoints goes to the flows those
-endpoints match; an event without endpoints goes to the one flow whose
+Join rule (:func:`assign`; ``clock`` events are metadata and not joined): an
+event naming endpoints goes to the flows those endpoints match; an event without endpoints goes to the one flow whose
 lifetime [first packet, last packet] contains its time, and stays unmatched
-when none or several do.  Within a flow (:func:`by_exchange`), events that
-carry a ``"req"`` (or ``"request"``) field are grouped by it, the k-th distinct value (in
-order of first appearance) going to the flow's k-th exchange; other events go
-to the exchange whose span [request_first, last of response_last /
-response_acked] is nearest in time (0 when inside).
+when none or several do.  Within a flow (:func:`by_exchange`), an exchange's
+span is [request_first, last of response_last / response_acked]; the events
+of one log that share a ``"req"`` (or ``"request"``) value form a group, and
+the group goes to the exchange its time span overlaps most (the nearest one if
+it overlaps none); an event without such a field goes alone the same way.
+Grouping by request makes the join robust to clock offsets between hosts
+smaller than an exchange, and to however the application numbers requests.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ def load(path: str | Path) -> list[dict]:
         if not isinstance(e, dict) or not isinstance(e.get("t"), int) or "event" not in e:
             raise ValueError(f"{path}:{n}: need an object with integer \"t\" (monotonic ns) and "
                              "\"event\"")
+        e.setdefault("log", Path(path).name)
         events.append(e)
     conns = {e["conn"]: _endpoints(e) for e in events
              if e.get("conn") is not None and _endpoints(e) is not None}
@@ -92,17 +96,23 @@ def by_exchange(events: list[dict], exchanges: list[dict]) -> list[list[dict]]:
     groups = [[] for _ in exchanges]
     if not exchanges:
         return groups
-    ids: dict = {}
     spans = [(x["request_first"], max(x.get(k, x["request_first"]) for k in
                                       ("request_last", "response_last", "response_acked")))
              for x in exchanges]
+
+    def best(a: int, b: int) -> int:
+        """Exchange overlapping [a, b] the most; else the nearest one."""
+        score = [(min(b, hi) - max(a, lo), -max(lo - b, a - hi, 0)) for lo, hi in spans]
+        return score.index(max(score))
+
+    by_req: dict = {}
     for e in events:
         rid = e.get("req", e.get("request"))
-        if rid is not None:
-            k = ids.setdefault(json.dumps(rid, sort_keys=True), len(ids))
-            if k < len(groups):
-                groups[k].append(e)
-            continue
-        dist = [max(a - e["t"], e["t"] - b, 0) for a, b in spans]
-        groups[dist.index(min(dist))].append(e)
+        if rid is None:
+            groups[best(e["t"], e["t"])].append(e)
+        else:
+            by_req.setdefault((e.get("log"), json.dumps(rid, sort_keys=True)), []).append(e)
+    for evs in by_req.values():
+        ts = [e["t"] for e in evs]
+        groups[best(min(ts), max(ts))].extend(evs)
     return groups

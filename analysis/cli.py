@@ -101,7 +101,7 @@ def _table(res: dict) -> str:
         lines.append(
             f"{r['flow']:<48} {r.get('data_direction') or '-':>4} {_fmt(r['initial_rtt_ms'], 1, 3):>8} "
             f"{_fmt(rtt.get('min'), 1, 3):>8} {_fmt(rtt.get('median'), 1, 3):>8} "
-            f"{str(x.get('fast', '-')) + '/' + str(x.get('rto', '-')) + '/' + str(x.get('probe', '-')):>10} "
+            f"{'/'.join(str(x.get(k, '-')) for k in ('fast', 'rto', 'probe')):>10} "
             f"{(r.get('in_flight') or {}).get('max', '-'):>9} {_fmt(r.get('goodput_mbps'), 1, 2):>9} "
             f"{_fmt((r.get('acks') or {}).get('data_per_ack'), 1, 2):>8} {len(r['completion']):>4}")
     return "\n".join(lines)

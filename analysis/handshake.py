@@ -22,12 +22,16 @@ server the ``synack`` - ``syn`` part is ~0.
 Exchanges: the payload in sequence order is cut into *runs*: a new request
 starts with the first client payload after the server has sent payload (and
 the first response with the first server payload after a request).  For each
-request i: ``request_first`` / ``request_last`` (first transmission of the
-request's first byte; time of the segment carrying its highest byte first),
-``response_first`` / ``response_last`` likewise, ``response_acked`` (client's
-cumulative ACK covering the response's last byte).  At a sender-side capture
-the response's *last byte sent* is ``response_last`` and *delivered* is
-``response_acked``; at the client, ``response_last`` is its arrival.
+request i: ``request_first`` / ``request_last`` (first appearance of the
+request's first byte; first appearance of its highest byte),
+``response_first`` / ``response_last`` likewise, ``request_bytes`` /
+``response_bytes`` (sequence space from the run's first byte to its highest,
+so bytes lost before a receiver-side capture count too), ``response_acked``
+(the client's cumulative ACK covering the response's last byte).  At a
+sender-side capture the response's *last byte sent* is ``response_last`` and
+*delivered* is ``response_acked``; at the client, ``response_last`` is the
+arrival of the highest byte and ``response_acked`` the moment the client had
+every byte (it ACKs at once when a hole is filled).
 """
 from __future__ import annotations
 
@@ -108,15 +112,16 @@ def exchanges(pk: Packets, flow: Flow) -> list[dict]:
         seq, end, _ = ends[side]
         if end[i] <= new_hi[side]:
             continue                          # retransmission: no new byte, no new run
+        key = "request" if side == "c" else "response"
         if side == "c" and last_side != "c":
-            cur = {"request": len(out), "request_first": int(t[i]), "request_bytes": 0}
+            cur = {"request": len(out), "request_first": int(t[i]), "_request_start": new_hi["c"]}
             out.append(cur)
         elif side == "s" and last_side != "s" and cur is not None:
             cur["response_first"] = int(t[i])
+            cur["_response_start"] = new_hi["s"]
         if cur is not None:
-            key = "request" if side == "c" else "response"
             cur[f"{key}_last"] = int(t[i])
-            cur[f"{key}_bytes"] = cur.get(f"{key}_bytes", 0) + int(end[i] - max(seq[i], new_hi[side]))
+            cur[f"{key}_bytes"] = int(end[i]) - cur[f"_{key}_start"]
             cur[f"_{key}_end"] = int(end[i])
         new_hi[side] = int(end[i])
         last_side = side
@@ -126,6 +131,6 @@ def exchanges(pk: Packets, flow: Flow) -> list[dict]:
             hit = np.nonzero(fwd & (ack >= ex["_response_end"]))[0]
             if len(hit):
                 ex["response_acked"] = int(t[hit[0]])
-        ex.pop("_request_end", None)
-        ex.pop("_response_end", None)
+        for k in ("_request_start", "_request_end", "_response_start", "_response_end"):
+            ex.pop(k, None)
     return out

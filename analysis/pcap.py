@@ -122,10 +122,9 @@ def _walk_pcap(data: bytes, raw: np.ndarray):
     if offs and pos > len(data):      # last record cut short (capture still running / killed)
         offs.pop()
     rec = np.asarray(offs, np.int64)
-    u32 = _gather_u32(raw, le)
-    sec, frac = u32(rec).astype(np.int64), u32(rec + 4).astype(np.int64)
-    ts = sec * 1_000_000_000 + (frac if nano else frac * 1000)
-    cap, wire = u32(rec + 8), u32(rec + 12)
+    h = _header_words(raw, rec, 4, le)
+    ts = h[:, 0] * 1_000_000_000 + (h[:, 1] if nano else h[:, 1] * 1000)
+    cap, wire = h[:, 2], h[:, 3]
     iface = np.zeros(len(rec), np.uint16)
     return ts, iface, rec + 16, cap, wire, np.array([linktype])
 
@@ -154,15 +153,15 @@ def _walk_pcapng(data: bytes, raw: np.ndarray):
     if len(set(resol)) > 1:
         raise ValueError("pcapng with interfaces of different timestamp units is not supported")
     base, exp = resol[0] if resol else (10, 6)
-    u32 = _gather_u32(raw, e == "<")
     rec = np.asarray(epb_off, np.int64)
-    units = (u32(rec + 12).astype(np.int64) << 32) | u32(rec + 16).astype(np.int64)
+    h = _header_words(raw, rec, 7, e == "<")
+    units = (h[:, 3] << 32) | h[:, 4]
     if base == 10 and exp <= 9:
         ts = units * 10 ** (9 - exp)
     else:
         ts = (units.astype(np.float64) * 1e9 / float(base) ** exp).astype(np.int64)
     iface = np.asarray(epb_if, np.uint16)
-    return ts, iface, rec + 28, u32(rec + 20), u32(rec + 24), np.asarray(links or [1])
+    return ts, iface, rec + 28, h[:, 5], h[:, 6], np.asarray(links or [1])
 
 
 def _if_tsresol(data: bytes, pos: int, blen: int, e: str) -> tuple[int, int]:
@@ -178,13 +177,10 @@ def _if_tsresol(data: bytes, pos: int, blen: int, e: str) -> tuple[int, int]:
     return (10, 6)
 
 
-def _gather_u32(raw: np.ndarray, le: bool):
-    def u32(pos):
-        b = [raw[pos + i].astype(np.uint32) for i in range(4)]
-        if le:
-            return b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24
-        return b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]
-    return u32
+def _header_words(raw: np.ndarray, rec: np.ndarray, words: int, le: bool) -> np.ndarray:
+    """(n, words) u32 of each record header, gathered at once."""
+    dt = np.dtype("<u4" if le else ">u4")
+    return raw[rec[:, None] + np.arange(4 * words)].view(dt).astype(np.int64)
 
 
 def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
@@ -193,15 +189,23 @@ def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
     limit = off + cap                  # first byte not captured, per packet
     top = len(raw) - 1
 
+    def grab(p, width, sel=slice(None)):
+        """(n, width) bytes from absolute offsets p of packets ``sel`` (0 past their capture)."""
+        pos = p[:, None] + np.arange(width)
+        b = raw[np.minimum(pos, top)]
+        b[pos >= limit[sel][:, None]] = 0
+        return b
+
     def u8(p, sel=slice(None)):
-        """Byte at absolute offsets p of packets ``sel`` (0 past their captured length)."""
-        return np.where(p < limit[sel], raw[np.minimum(p, top)], 0).astype(np.uint8)
+        return grab(p, 1, sel)[:, 0]
 
     def u16(p, sel=slice(None)):
-        return (u8(p, sel).astype(np.uint16) << 8) | u8(p + 1, sel)
+        b = grab(p, 2, sel).astype(np.uint16)
+        return (b[:, 0] << 8) | b[:, 1]
 
     def u32(p, sel=slice(None)):
-        return (u16(p, sel).astype(np.uint32) << 16) | u16(p + 2, sel)
+        b = grab(p, 4, sel).astype(np.uint32)
+        return (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
 
     lt = np.asarray(links)[iface] if len(links) > 1 else np.full(n, links[0])
     net = off.copy()
@@ -244,13 +248,11 @@ def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
     src[v4, 10:12] = 0xFF
     dst[v4, 10:12] = 0xFF
     idx4 = np.nonzero(v4)[0]
-    for i in range(4):
-        src[idx4, 12 + i] = u8(net[idx4] + 12 + i, idx4)
-        dst[idx4, 12 + i] = u8(net[idx4] + 16 + i, idx4)
+    src[idx4, 12:] = grab(net[idx4] + 12, 4, idx4)
+    dst[idx4, 12:] = grab(net[idx4] + 16, 4, idx4)
     idx6 = np.nonzero(v6)[0]
-    for i in range(16):
-        src[idx6, i] = u8(net[idx6] + 8 + i, idx6)
-        dst[idx6, i] = u8(net[idx6] + 24 + i, idx6)
+    src[idx6] = grab(net[idx6] + 8, 16, idx6)
+    dst[idx6] = grab(net[idx6] + 24, 16, idx6)
 
     l4 = net + ihl
     tcp = proto == TCP
@@ -277,14 +279,15 @@ def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
     tcp_hdr_ok = np.zeros(n, bool)
     tcp_hdr_ok[t] = tl4 + doff[t] <= limit[t]
 
-    opts = _tcp_options(u8, tl4, doff[t], n, t)
+    opts = _tcp_options(u8, u32, tl4, doff[t], n, t)
 
     pay = l4 + doff
     head = np.zeros((n, HEAD), np.uint8)
     head_len = np.clip(np.minimum(limit - pay, payload_len), 0, HEAD).astype(np.uint8)
     has = np.nonzero(head_len > 0)[0]
-    for i in range(HEAD):
-        head[has, i] = np.where(i < head_len[has], u8(pay[has] + i, has), 0)
+    h = grab(pay[has], HEAD, has)
+    h[np.arange(HEAD) >= head_len[has, None]] = 0
+    head[has] = h
 
     return Packets(ts_ns=np.asarray(ts, np.int64), iface=iface, caplen=cap.astype(np.uint32),
                    wirelen=wire.astype(np.uint32), ipver=ipver, proto=proto, src=src, dst=dst,
@@ -293,7 +296,7 @@ def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
                    head=head, head_len=head_len, **opts)
 
 
-def _tcp_options(u8, tl4, doff, n, t):
+def _tcp_options(u8, u32, tl4, doff, n, t):
     """Walk the TCP option lists of all packets in lockstep (≤ 40 steps)."""
     wscale = np.full(n, -1, np.int8)
     mss = np.zeros(n, np.uint16)
@@ -303,10 +306,6 @@ def _tcp_options(u8, tl4, doff, n, t):
     tsecr = np.zeros(n, np.uint32)
     nsack = np.zeros(n, np.uint8)
     sack = np.zeros((n, MAX_SACK, 2), np.uint32)
-
-    def u32(p, sel):
-        return (u8(p, sel).astype(np.uint32) << 24 | u8(p + 1, sel).astype(np.uint32) << 16
-                | u8(p + 2, sel).astype(np.uint32) << 8 | u8(p + 3, sel))
 
     live = np.nonzero(doff > 20)[0]
     pos, end, who = tl4[live] + 20, tl4[live] + doff[live], t[live]

@@ -49,11 +49,13 @@ def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
     data = fwd & (end > seq)
     rtx = np.isin(tr["index"], tr["rtx_packets"])
     fig, ax = plt.subplots(figsize=(10, 6))
-    for mask, color, label in ((data & ~rtx, "black", "segment"), (data & rtx, "red", "retransmission")):
+    for mask, color, label in ((data & ~rtx, "black", "segment"),
+                               (data & rtx, "red", "retransmission")):
         if mask.any():
             segs = np.stack([np.column_stack([t[mask], seq[mask]]),
                              np.column_stack([t[mask], end[mask]])], axis=1)
-            ax.add_collection(LineCollection(segs, colors=color, linewidths=1.2, label=label))
+            ax.add_collection(LineCollection(segs, colors=color, linewidths=1.2, label=label,
+                                             zorder=3))
     acks = tr["has_ack"]
     if acks.any():
         ta, a = t[acks], np.maximum.accumulate(tr["ack"][acks])

@@ -1,8 +1,9 @@
 """Write every figure and step series of an analysed capture into a directory.
 
 Per TCP flow and data direction: ``<flow>-<dir>-tseq``, ``<flow>-<dir>-inflight``
-(PNG + SVG) and ``<flow>-<dir>-inflight.csv`` (t_ns, outstanding, pipe, sacked, wireshark;
-one row per event, each value holding until the next row); per flow
+(PNG + SVG), ``<flow>-<dir>-inflight.csv`` (t_ns, outstanding, pipe, sacked, wireshark;
+one row per event, each value holding until the next row) and ``<flow>-<dir>-rates.csv``
+(throughput and goodput per bin, bin start relative to the flow's first packet); per flow
 ``<flow>-delivery`` (per request); per capture ``timeline`` (swimlane).
 """
 from __future__ import annotations
@@ -51,6 +52,13 @@ def write(result: dict, outdir: str | Path) -> list[str]:
             np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
                        header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
             written.append(str(csv))
+            rates = Path(f"{base}-rates.csv")
+            nb = len(direction.throughput_bps)
+            np.savetxt(rates, np.column_stack([np.arange(nb) * direction.bin_ns / 1e9,
+                                               direction.throughput_bps, direction.goodput_bps]),
+                       fmt="%.6f", delimiter=",", header="bin_start_s,throughput_bps,goodput_bps",
+                       comments="")
+            written.append(str(rates))
             if d == rec.get("data_direction"):
                 rec["in_flight"]["path"] = str(csv)
             rec["directions"][d]["in_flight"]["path"] = str(csv)
@@ -60,7 +68,8 @@ def write(result: dict, outdir: str | Path) -> list[str]:
         _lanes(lanes, rec, obj)
     if lanes:
         written += plots.swimlane(lanes, t_first, out / "timeline",
-                                  title=f"{Path(result['file']).name}: handshake and completion")
+                                  title=f"{Path(result['file']).name}: handshake and completion "
+                                        "(packet events at the capture point)")
     return written
 
 
@@ -117,5 +126,5 @@ def _lanes(lanes: dict, rec: dict, obj: dict) -> None:
     for e in obj["events"]:
         if e.get("event") in ("tcp_info", "clock"):
             continue
-        lane = f"app@{e.get('src', '?')}"
+        lane = f"app {e.get('log', '')}".strip()
         lanes.setdefault(lane, []).append((e["t"], str(e["event"])))

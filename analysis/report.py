@@ -6,7 +6,9 @@ the clock named by ``clock``).  Per TCP flow:
 ``handshake``: event -> time (:mod:`analysis.handshake`); ``completion``: per
 request first/last byte times (:func:`analysis.handshake.exchanges`) with the
 application's events joined (:mod:`analysis.applog`; ``app``: event name ->
-time of its first occurrence, periodic ``tcp_info`` samples left out); and for the *data
+time of its first occurrence, periodic ``tcp_info`` samples left out) and
+``request_flights``/``response_flights``: how many flights (rounds, see
+:mod:`analysis.tcp`) of that direction overlap the request/response; and for the *data
 direction* (the side that sent more payload; both are under ``directions``):
 ``in_flight``, ``retransmissions``, ``rtt_ms``, ``goodput_mbps``, ``acks``,
 ``flights`` (:mod:`analysis.tcp`, :mod:`analysis.tcpsender`).
@@ -125,6 +127,12 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns):
     obj["directions"] = dirs
     obj["handshake"] = ev
     obj["exchanges"] = ex
+    for c, e in zip(rec["completion"], ex):
+        for part, d in (("request", "c2s"), ("response", "s2c")):
+            if d in dirs and f"{part}_first" in e:
+                c[f"{part}_flights"] = sum(fl["start"] <= e[f"{part}_last"] and
+                                           fl["end"] >= e[f"{part}_first"]
+                                           for fl in dirs[d].flights)
     rec["directions"] = {k: d.summary() for k, d in dirs.items()}
     near = _vantage(ev)
     main = max(dirs, key=lambda k: dirs[k].payload_bytes) if dirs else None

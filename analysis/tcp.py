@@ -106,7 +106,8 @@ class Direction:
                 "karn": _stats(karn), "ts": _stats(ts),
             },
             "goodput_mbps": self.goodput_mbps,
-            "throughput_mbps_mean": float(self.throughput_bps.mean() / 1e6) if len(self.throughput_bps) else None,
+            "throughput_mbps_mean": float(self.throughput_bps.mean() / 1e6)
+            if len(self.throughput_bps) else None,
             "bin_s": self.bin_ns / 1e9,
             "acks": {
                 "data_segments": self.data_segments, "pure_acks": self.pure_acks,
@@ -161,7 +162,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     mss_opt = pk.mss[idx][~fwd & syn]   # the receiver's MSS limits what the sender sends
     smss = int(plen[fwd].max()) if (fwd & (plen > 0)).any() else 1460
     if len(mss_opt) and mss_opt[0]:
-        smss = min(smss, int(mss_opt[0])) if smss else int(mss_opt[0])
+        smss = min(smss, int(mss_opt[0]))
 
     tr = SenderTracker(smss=smss)
     data_events = []
@@ -193,8 +194,9 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     data = fwd & (plen > 0)
     first_data_t = int(t[data][0]) if data.any() else None
     rev_pure = ~fwd & ((flags & ACK) != 0) & (plen == 0) & ((flags & (SYN | FIN | RST)) == 0)
-    una_series = np.maximum.accumulate(np.where(rev_ack, ack, np.iinfo(np.int64).min))
-    advancing = rev_ack & (np.diff(una_series, prepend=np.iinfo(np.int64).min) > 0)
+    never = -(1 << 62)        # before the first ACK; far below any unwrapped sequence number
+    una_series = np.maximum.accumulate(np.where(rev_ack, ack, never))
+    advancing = rev_ack & (np.diff(una_series, prepend=never) > 0)
     last_adv = int(t[advancing][-1]) if advancing.any() else None
     window = (t >= (first_data_t or 0)) & (t <= (last_adv or 0))
     start = int(t[0])

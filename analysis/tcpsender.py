@@ -20,13 +20,12 @@ sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
     scoreboard.  Only meaningful at data segments, where Wireshark reports it.
 
 *pipe* (after every event)
-    RFC 6675 SetPipe() at segment granularity: over the segments between
-    SND.UNA and SND.MAX (as first transmitted), a segment not covered by the
-    SACK scoreboard counts its length once unless IsLost() (>= DupThresh = 3
-    SACKed segments above it, or more than (DupThresh-1)*SMSS SACKed bytes
-    above it), and once more if it was retransmitted in the current recovery
-    episode (RFC 6675's "octet <= HighRxt").  Without SACK and outside recovery
-    pipe == outstanding.
+    RFC 6675 SetPipe() over the payload bytes between SND.UNA and SND.MAX: a
+    byte not in the SACK scoreboard counts once unless IsLost() (above it,
+    >= DupThresh = 3 whole segments or more than (DupThresh-1)*SMSS bytes
+    SACKed), and once more if its segment was retransmitted in the current
+    recovery episode (RFC 6675's "octet <= HighRxt", per segment as first
+    transmitted).  Without SACK and outside recovery pipe == outstanding.
 
 *retransmissions*
     A segment that consumes sequence space (payload, SYN or FIN) and starts
@@ -114,6 +113,9 @@ class _Seg:
 
 @dataclass
 class SenderTracker:
+    """State and outputs of one sender (see the module docstring); feed it with
+    :meth:`segment`, :meth:`ack` and :meth:`ts_echo` in capture order."""
+
     smss: int = 1460
     una: int = 0
     snd_max: int | None = None
@@ -123,11 +125,13 @@ class SenderTracker:
     last_advance_t: int = -1
     last_dupack_t: int = -1
     last_signal_t: int = -1              # latest duplicate ACK or ACK with SACK blocks above SND.UNA
-    dupacks: int = 0
     episode: int = -1
     episode_kind: str | None = None
     recovery_point: int | None = None
-    segs: list = field(default_factory=list)
+    segs: list = field(default_factory=list)      # first transmissions above SND.UNA, in order
+    seg_start: list = field(default_factory=list)  # their start / end, for bisect
+    seg_end: list = field(default_factory=list)
+    rtx_segs: list = field(default_factory=list)   # segments retransmitted in the current episode
     sacked: list = field(default_factory=list)    # merged [l, r) intervals above una, sorted
     retransmissions: list = field(default_factory=list)
     series_t: list = field(default_factory=list)
@@ -152,13 +156,16 @@ class SenderTracker:
             return None
         if self.snd_max is None:
             self.snd_max = self.una = self.ws_left = seq
+            self.data_start = self.data_max = seq + syn
         prior = self.snd_max
         rtx = None
-        self.data_max = max(self.data_max, end - fin) if self.data_max is not None else end - fin
+        self.data_max = max(self.data_max, end - fin)
         if seq < prior and not (end - seq <= 1 and seq == prior - 1 and not (syn or fin)):
             rtx = self._retransmitted(t, seq, min(end, prior), packet)
         if end > prior:
             self.segs.append(_Seg(max(seq, prior), end, t, tsval))
+            self.seg_start.append(max(seq, prior))
+            self.seg_end.append(end)
             self.snd_max = end
         if seq < self.una:
             self.ws_left = min(self.ws_left, seq)
@@ -178,7 +185,6 @@ class SenderTracker:
             self._advance(t, ack)
         elif (ack == self.una and pure and self.snd_max > self.una
               and (sacks or win == self.last_win)):
-            self.dupacks += 1
             self.dupack_count += 1
             self.last_dupack_t = self.last_signal_t = t
         for l, r in sacks:
@@ -214,8 +220,11 @@ class SenderTracker:
                 self.episode += 1
                 self.episode_kind = kind
                 self.recovery_point = self.snd_max
+                self.rtx_segs = []
         for s in hit:
             if kind != "probe":
+                if s.rtx_episode != self.episode:
+                    self.rtx_segs.append(s)
                 s.rtx_episode = self.episode
             s.rtx_t = t
         r = Retransmission(t, seq, end, kind, packet, self.episode if kind != "probe" else -1,
@@ -224,14 +233,8 @@ class SenderTracker:
         return r
 
     def _first_seg_after(self, seq):
-        lo, hi = 0, len(self.segs)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.segs[mid].end <= seq:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        """Index of the first segment that ends after ``seq``."""
+        return bisect.bisect_right(self.seg_end, seq)
 
     def _advance(self, t, ack):
         n = self._first_seg_after(ack)
@@ -239,12 +242,11 @@ class SenderTracker:
         if covered and not any(s.rtx_t >= 0 for s in covered):
             last = covered[-1]
             self.rtt_karn.append((t, t - last.t))
-        del self.segs[:n]
+        del self.segs[:n], self.seg_start[:n], self.seg_end[:n]
         if self.segs and self.segs[0].start < ack:
-            self.segs[0].start = ack
+            self.segs[0].start = self.seg_start[0] = ack
         self.una = ack
         self.last_advance_t = t
-        self.dupacks = 0
         while self.sacked and self.sacked[0][1] <= ack:
             self.sacked.pop(0)
         if self.sacked and self.sacked[0][0] < ack:
@@ -289,24 +291,32 @@ class SenderTracker:
         return max(self.data_max - max(self.una, self.data_start), 0)
 
     def pipe(self) -> int:
-        """RFC 6675 pipe now (see module docstring)."""
+        """RFC 6675 pipe now (see module docstring).
+
+        The segments that IsLost() are exactly the holes below the SACKed block at
+        which, counting from the top, more than (DupThresh-1)*SMSS bytes or DupThresh
+        segments have been SACKed; that block's left edge ``lost_below`` is found by
+        walking the scoreboard from the top, so the cost does not grow with the window."""
         outstanding = self.outstanding()
         if not self.sacked and self.recovery_point is None:
             return outstanding
-        total = sacked_bytes = sacked_segs = 0
-        for s in reversed(self.segs):
-            start = max(s.start, self.una)
-            if s.end <= start:
-                continue
-            n = s.end - start
-            if self.sacked and self._is_sacked(start, s.end):
-                sacked_bytes += n
-                sacked_segs += 1
-                continue
-            if not (sacked_segs >= DUPTHRESH or sacked_bytes > (DUPTHRESH - 1) * self.smss):
-                total += n
-            if self.recovery_point is not None and s.rtx_episode == self.episode:
-                total += n
+        lo, hi = max(self.una, self.data_start), self.data_max
+        lost_below, acc, count = lo, 0, 0
+        for l, r in reversed(self.sacked):
+            acc += max(min(r, hi) - l, 0)
+            inside = bisect.bisect_right(self.seg_end, r) - bisect.bisect_left(self.seg_start, l)
+            count += max(inside, 0)
+            if count >= DUPTHRESH or acc > (DUPTHRESH - 1) * self.smss:
+                lost_below = max(l, lo)
+                break
+        sacked_above = sum(max(min(r, hi) - max(l, lost_below), 0) for l, r in self.sacked)
+        total = max(hi - lost_below, 0) - sacked_above
+        if self.recovery_point is not None:
+            for s in self.rtx_segs:
+                start = max(s.start, lo)
+                if (s.end > start and s.rtx_episode == self.episode
+                        and not self._is_sacked(start, s.end)):
+                    total += s.end - start
         return total
 
     def _record(self, t, ws_top=None):

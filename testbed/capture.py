@@ -18,6 +18,10 @@ right before start and right after stop and written with tcpdump's counters to
 ``<pcap>.meta.json``; ``analysis`` uses it to put packet times on the
 monotonic clock (``mono = pcap_time - offset``).
 
+:func:`capture_hosts` starts one Capture per interface of every host of a
+``testbed.network.Testbed`` (files ``<tb.dir>/pcap/<host>-<intf>.pcap``) and
+stops them all, also on error.
+
 The ``popen`` callable receives an argv list and the keyword arguments
 ``stdout`` and ``stderr`` (open file objects) and must return a
 ``subprocess.Popen``-like object; ``subprocess.Popen`` itself captures in the
@@ -25,6 +29,7 @@ current namespace.  tcpdump's stderr goes to ``<pcap>.tcpdump.log``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -32,7 +37,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 DEFAULT_SNAPLEN = 192
 _COUNTER = re.compile(r"^(\d+) packets? (captured|received by filter|dropped by kernel|"
@@ -174,3 +179,30 @@ class Capture:
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.result is None:
             self.stop()
+
+
+def _host_popen(tb, host: str, intf: str) -> Callable:
+    def popen(argv, **kw):
+        return tb.popen(host, argv, name=f"tcpdump {intf}", **kw)
+    return popen
+
+
+@contextlib.contextmanager
+def capture_hosts(tb, hosts: list[str] | None = None, **kwargs) -> Iterator[list[Capture]]:
+    """Capture on every non-loopback interface of ``hosts`` (default: all hosts of ``tb``),
+    started before the block and stopped (flushed, counters read) after it.  ``kwargs`` go to
+    :class:`Capture`.  Each result is in ``capture.result``; kernel drops are warnings there."""
+    caps = []
+    try:
+        for name in hosts or sorted(tb.hosts):
+            for intf in tb.host(name).intfList():
+                if intf.name == "lo":
+                    continue
+                path = Path(tb.dir) / "pcap" / f"{name}-{intf.name}.pcap"
+                caps.append(Capture(path, intf.name, popen=_host_popen(tb, name, intf.name),
+                                    **kwargs).start())
+        yield caps
+    finally:
+        for c in caps:
+            if c.result is None:
+                c.stop()

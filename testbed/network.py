@@ -141,10 +141,6 @@ class Testbed:
             self.net.stop()
 
     def _metadata(self) -> dict[str, Any]:
-        links = [{"a": a, "b": b, "a_to_b": s_ab.to_dict() if s_ab else None,
-                  "b_to_a": s_ba.to_dict() if s_ba else None,
-                  "describe": [s.describe() if s else "unimpaired" for s in (s_ab, s_ba)]}
-                 for a, b, s_ab, s_ba in self.topo.link_specs()]
         keys = sorted(set(DEFAULT_SYSCTLS) | set(self.sysctls) | {"net.ipv4.ip_forward",
                       "net.ipv4.tcp_congestion_control"})
         return {
@@ -153,7 +149,7 @@ class Testbed:
             "topology": {"name": self.topo.name, "params": self.topo.values},
             "backend": self.backend.name,
             "seed": self.seed,
-            "links": links,
+            "links": self.topo.link_records(),
             "hosts": {h.name: {"ips": {i.name: i.IP() for i in h.intfList() if i.name != "lo"},
                                "sysctls": read_sysctls(h, keys)} for h in self.net.hosts},
         }

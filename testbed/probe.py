@@ -6,7 +6,8 @@
     python -m testbed.probe recv --port P [--idle S] [--timeout S]
 
 Every datagram starts with ``HEADER``: stream id, datagram count of the stream, sequence number
-(0-based), sender's clock in ns (CLOCK_REALTIME for ``ping``, CLOCK_MONOTONIC for ``send``).  ``--size`` is the UDP payload; the Ethernet frame is
+(0-based), sender's clock in ns (CLOCK_REALTIME for ``ping``, CLOCK_MONOTONIC for ``send``).
+``--size`` is the UDP payload; the Ethernet frame is
 ``size + FRAME_OVERHEAD`` bytes.  ``--rate`` is the frame rate in bit/s (Ethernet header
 included, no preamble/FCS), the unit of LinkSpec rates.  Each command prints one JSON object.
 
@@ -29,7 +30,7 @@ import time
 
 HEADER = struct.Struct("!IIIq")
 FRAME_OVERHEAD = 8 + 20 + 14  # UDP + IPv4 + Ethernet headers
-SO_TIMESTAMPNS = 35
+SO_TIMESTAMPNS, SO_RCVBUFFORCE = 35, 33
 _TIMESPEC = struct.Struct("@qq")
 
 
@@ -99,10 +100,11 @@ def _kernel_time(anc) -> int:
 
 
 def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
-         burst: float = 0.0005) -> dict:
+         burst: float = 0.0005, catch_up: bool = True) -> dict:
     """Send ``count`` datagrams paced at ``rate`` frame bit/s (as fast as possible if slower),
     datagram i not before ``i / rate·frame bits − burst`` s: sleeping, no spinning, so the
-    datagrams leave in bursts of about ``burst`` s worth."""
+    datagrams leave in bursts of about ``burst`` s worth.  Without ``catch_up``, a sender that
+    fell behind (stalled) shifts its schedule instead of sending the backlog back to back."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     sock.connect((dst, port))
@@ -118,6 +120,8 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
         if target > now:
             sleep((target - now) / 1e9)
             now = mono()
+        elif not catch_up and now - target > early:  # after a stall: carry on, no burst
+            t0 += now - target - early
         pack(buf, 0, stream, count, i, now)
         try:
             sendf(buf)
@@ -133,7 +137,10 @@ def receive(port: int, idle: float, timeout: float) -> dict:
     """Receive until ``idle`` s pass without a datagram (after the first) or ``timeout`` s."""
     import numpy as np
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    try:  # beyond net.core.rmem_max (root only): a slow reader must not drop a fast train
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(("0.0.0.0", port))
     print(json.dumps({"listening": port}), flush=True)
@@ -210,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--rate", type=float, required=True, help="frame bit/s")
     s.add_argument("--stream", type=int, default=0)
     s.add_argument("--burst", type=float, default=0.0005, help="s of datagrams sent back to back")
+    s.add_argument("--no-catch-up", dest="catch_up", action="store_false",
+                   help="after a stall, shift the schedule instead of bursting the backlog")
     s.add_argument("--realtime", action="store_true",
                    help="SCHED_FIFO priority 5 (below the emulator's 10): no stalls behind other tasks")
     r = sub.add_parser("recv")
@@ -224,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.cmd == "send":
         if a.realtime:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
-        res = send(a.dst, a.port, a.count, a.rate, a.size, a.stream, a.burst)
+        res = send(a.dst, a.port, a.count, a.rate, a.size, a.stream, a.burst, a.catch_up)
     else:
         res = receive(a.port, a.idle, a.timeout)
     print(json.dumps(res), flush=True)

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("scapy.all")
 from scapy.all import IP, TCP, Ether, Raw  # noqa: E402
-from test_analysis_tcp import ISN_A, ISN_B, Trace  # noqa: E402
+from test_analysis_tcp import ISN_A, ISN_B, Trace, eth  # noqa: E402
 
 from analysis import cli  # noqa: E402
 
@@ -20,14 +20,14 @@ def _run(argv, capsys):
 
 
 def _srv(tr, t_ms, seq_rel, n, ack_rel):
-    p = Ether() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(
+    p = eth() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(
         sport=80, dport=1000, flags="PA", seq=ISN_B + seq_rel, ack=(ISN_A + ack_rel) % 2**32,
         window=1000) / Raw(b"r" * n)
     tr._add(p, t_ms)
 
 
 def _cli(tr, t_ms, seq_rel, ack_rel, n=0):
-    p = Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(
+    p = eth() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(
         sport=1000, dport=80, flags="PA" if n else "A", seq=(ISN_A + seq_rel) % 2**32,
         ack=ISN_B + ack_rel, window=1000)
     tr._add(p / Raw(b"q" * n) if n else p, t_ms)
@@ -76,11 +76,15 @@ def test_json_per_flow(rr_pcap, capsys, tmp_path):
     assert fl["initial_rtt_ms"] == pytest.approx(10.1)
     comp = fl["completion"]
     assert [(c["request_bytes"], c["response_bytes"]) for c in comp] == [(10, 300), (10, 200)]
-    assert comp[0]["response_first"] == pytest.approx(0.022) and comp[0]["response_last"] == pytest.approx(0.0222)
+    assert comp[0]["response_first"] == pytest.approx(0.022)
+    assert comp[0]["response_last"] == pytest.approx(0.0222)
     assert comp[0]["response_acked"] == pytest.approx(0.032)
     assert comp[0]["app"] == {"request_issued": pytest.approx(0.0105),
                               "last_response_byte": pytest.approx(0.033)}
     assert comp[1]["app"]["request_issued"] == pytest.approx(0.039)
+    # default flight gap = initial RTT / 2 = 5.05 ms: each response went out in one flight
+    assert [c["response_flights"] for c in comp] == [1, 1]
+    assert [c["request_flights"] for c in comp] == [1, 1]
     assert fl["in_flight"]["max"] == 300 and fl["in_flight"]["median"] == 200
     assert fl["retransmissions"]["total"] == 0
     # SYN/ACK -> ACK (0.1 ms), last segment of each response -> its ACK

@@ -1,5 +1,4 @@
 """The vectorised reader against scapy's dissection of crafted captures."""
-import numpy as np
 import pytest
 
 scapy = pytest.importorskip("scapy.all")
@@ -7,6 +6,7 @@ from scapy.all import (IP, TCP, UDP, Ether, IPv6, Raw, CookedLinux, Dot1Q,  # no
                        PcapWriter, PcapNgWriter, wrpcap)
 
 from analysis import pcap  # noqa: E402
+from test_analysis_tcp import eth  # noqa: E402
 
 
 def _packets():
@@ -64,7 +64,7 @@ def _stamp(pkts, t0=1.5):
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcap-ns"])
 def test_reader_matches_scapy(tmp_path, link, fmt):
     base = _packets()
-    wrap = {"ether": lambda p: Ether() / p, "vlan": lambda p: Ether() / Dot1Q(vlan=3) / p,
+    wrap = {"ether": lambda p: eth() / p, "vlan": lambda p: eth() / Dot1Q(vlan=3) / p,
             "sll": lambda p: CookedLinux(proto=0x86DD if IPv6 in p else 0x0800) / p,
             "raw": lambda p: p}[link]
     pkts = _stamp([wrap(p.__class__(bytes(p))) for p in base])
@@ -80,7 +80,7 @@ def test_reader_matches_scapy(tmp_path, link, fmt):
 
 
 def test_snaplen_truncation_keeps_header_fields(tmp_path):
-    pkts = _stamp([Ether() / p.__class__(bytes(p)) for p in _packets()])
+    pkts = _stamp([eth() / p.__class__(bytes(p)) for p in _packets()])
     f = tmp_path / "s.pcap"
     wrpcap(str(f), pkts, snaplen=96)  # scapy writes full data; emulate tcpdump -s by cutting below
     raw = f.read_bytes()
@@ -100,7 +100,7 @@ def test_snaplen_truncation_keeps_header_fields(tmp_path):
 
 
 def test_truncated_last_record_is_ignored(tmp_path):
-    pkts = _stamp([Ether() / p.__class__(bytes(p)) for p in _packets()])
+    pkts = _stamp([eth() / p.__class__(bytes(p)) for p in _packets()])
     f = tmp_path / "t.pcap"
     wrpcap(str(f), pkts)
     f.write_bytes(f.read_bytes()[:-10])
@@ -112,3 +112,23 @@ def test_rejects_non_capture(tmp_path):
     f.write_bytes(b"hello world")
     with pytest.raises(ValueError, match="not a pcap"):
         pcap.read(f)
+
+
+def test_flows_split_both_directions(tmp_path):
+    from analysis import flows
+    pk_list = [
+        eth() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(sport=80, dport=1000, flags="A"),  # before SYN
+        eth() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=1000, dport=80, flags="S"),
+        eth() / IP(src="10.0.0.3", dst="10.0.0.1") / UDP(sport=53, dport=999),
+        eth() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(sport=80, dport=1000, flags="SA"),
+        eth() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=1001, dport=80, flags="S"),
+        eth() / IP(src="10.0.0.1", dst="10.0.0.3") / UDP(sport=999, dport=53),
+    ]
+    f = tmp_path / "f.pcap"
+    wrpcap(str(f), _stamp(pk_list))
+    fl = flows.split(pcap.read(f))
+    assert [x.key.name for x in fl] == ["tcp-10.0.0.1:1000-10.0.0.2:80", "udp-10.0.0.3:53-10.0.0.1:999",
+                                        "tcp-10.0.0.1:1001-10.0.0.2:80"]
+    assert [list(x.index) for x in fl] == [[0, 1, 3], [2, 5], [4]]
+    assert [list(x.fwd) for x in fl] == [[False, True, False], [True, False], [True]]
+    assert fl[0].key.matches("10.0.0.2", 80, None, None) and not fl[0].key.matches(None, 1001, None, None)

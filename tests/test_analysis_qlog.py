@@ -38,7 +38,16 @@ def _cert(tmp_path):
 
 async def _exchange(tmp_path, client_log, server_log):
     cert, key = _cert(tmp_path)
-    scfg = QuicConfiguration(is_client=False, alpn_protocols=["tbtest"], quic_logger=server_log)
+    server = await _server("127.0.0.1", 0, cert, key, server_log)
+    port = server._transport.get_extra_info("sockname")[1]
+    try:
+        return await _client("127.0.0.1", port, cert, client_log)
+    finally:
+        server.close()
+
+
+async def _server(host, port, cert, key, log):
+    scfg = QuicConfiguration(is_client=False, alpn_protocols=["tbtest"], quic_logger=log)
     scfg.load_cert_chain(cert, key)
 
     async def handle(reader, writer):
@@ -47,25 +56,24 @@ async def _exchange(tmp_path, client_log, server_log):
         writer.write(b"s" * size)
         writer.write_eof()
 
-    server = await serve("127.0.0.1", 0, configuration=scfg,
-                         stream_handler=lambda r, w: asyncio.ensure_future(handle(r, w)))
-    port = server._transport.get_extra_info("sockname")[1]
-    ccfg = QuicConfiguration(is_client=True, alpn_protocols=["tbtest"], quic_logger=client_log,
+    return await serve(host, port, configuration=scfg,
+                       stream_handler=lambda r, w: asyncio.ensure_future(handle(r, w)))
+
+
+async def _client(host, port, cert, log):
+    ccfg = QuicConfiguration(is_client=True, alpn_protocols=["tbtest"], quic_logger=log,
                              server_name="localhost")
     ccfg.load_verify_locations(str(cert))
     got = {}
-    try:
-        async with connect("127.0.0.1", port, configuration=ccfg) as client:
-            async def one(size):
-                reader, writer = await client.create_stream()
-                writer.write(str(size).encode())
-                writer.write_eof()
-                data = await reader.read()
-                return writer.get_extra_info("stream_id"), len(data)
-            for sid, n in await asyncio.wait_for(asyncio.gather(*(one(s) for s in SIZES.values())), 20):
-                got[sid] = n
-    finally:
-        server.close()
+    async with connect(host, port, configuration=ccfg) as client:
+        async def one(size):
+            reader, writer = await client.create_stream()
+            writer.write(str(size).encode())
+            writer.write_eof()
+            data = await reader.read()
+            return writer.get_extra_info("stream_id"), len(data)
+        for sid, n in await asyncio.wait_for(asyncio.gather(*(one(s) for s in SIZES.values())), 60):
+            got[sid] = n
     return got
 
 
@@ -94,3 +102,59 @@ def test_qlog_of_real_aioquic_exchange(tmp_path):
     sent = {x["stream"]: x["bytes"] for x in ss["streams"] if x["direction"] == "sent"}
     assert sent == SIZES
     assert ss["packets_sent"] >= s["packets_received"] - ss["packets_lost"]
+
+
+# -- through the emulator: the same exchange as two processes in the long-haul topology --------
+
+ROLE = r"""
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+import test_analysis_qlog as T
+from aioquic.quic.logger import QuicLogger
+role, host, port, cert, key, out = sys.argv[2:8]
+log = QuicLogger()
+async def main():
+    if role == "server":
+        server = await T._server(host, int(port), cert, key, log)
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        server.close()
+    else:
+        print(json.dumps(await T._client(host, int(port), cert, log)), flush=True)
+asyncio.run(main())
+open(out, "w").write(json.dumps(log.to_dict()))
+"""
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_qlog_through_emulator(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    from testbed.network import Testbed
+    cert, key = _cert(tmp_path)
+    here = str(Path(__file__).parent)
+    with Testbed("longhaul", backend="userspace", results_root=tmp_path,
+                 overrides={"delay": "15ms", "loss_down": "3%", "loss_up": "0%"}) as tb:
+        srv = tb.popen("server", [sys.executable, "-c", ROLE, here, "server", "0.0.0.0", "4433",
+                                  str(cert), str(key), str(tmp_path / "server.qlog")],
+                       name="quic server", text=True, stdin=subprocess.PIPE)
+        assert srv.stdout.readline().strip() == "ready"
+        r = tb.run("client", [sys.executable, "-c", ROLE, here, "client", tb.ip("server"), "4433",
+                              str(cert), "-", str(tmp_path / "client.qlog")], timeout=60, check=True)
+        srv.stdin.write("done\n")
+        srv.stdin.flush()
+        srv.wait(20)
+    assert {int(k): v for k, v in json.loads(r.stdout).items()} == SIZES
+    (tr,) = qlog.load(tmp_path / "client.qlog")
+    s = qlog.summary([tr])
+    rtt = tr.metrics["latest_rtt"][1]
+    assert rtt.min() >= 30                       # two 15 ms one-way delays
+    recv = {x["stream"]: x for x in s["streams"] if x["direction"] == "received"}
+    assert {k: v["bytes"] for k, v in recv.items()} == SIZES and all(v["complete"] for v in recv.values())
+    assert s["packets_received"] > 200
+    # the server sent through 3% loss: it declared packets lost (P(none of ~270) < 0.1%)
+    ss = qlog.summary(qlog.load(tmp_path / "server.qlog"))
+    assert ss["packets_lost"] > 0 and ss["bytes_in_flight_max"] > 0 and ss["cwnd_max"] > 0
+    assert ss["packets_sent"] > s["packets_received"]

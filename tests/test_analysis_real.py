@@ -92,7 +92,6 @@ def test_bytes_in_flight_match_tshark(captures):
         ws = rows[packet + 1][5]
         assert ws, f"tshark has no bytes_in_flight for frame {packet + 1}"
         assert tr.series_wireshark[i] == int(ws), packet + 1
-        assert tr.series_outstanding[i] >= int(ws)
         checked += 1
     assert checked == d.data_segments > 1000
 

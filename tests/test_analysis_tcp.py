@@ -13,13 +13,18 @@ ISN_B = 7000
 MS = 1_000_000
 
 
+def eth():
+    """Explicit MACs: scapy would otherwise resolve them (ARP, 1 s timeout)."""
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+
+
 class Trace:
     def __init__(self):
         self.pkts = []
 
     def a(self, t_ms, rel, n=0, flags="A", tsval=None, tsecr=0):
         opts = [("Timestamp", (tsval if tsval is not None else int(t_ms), tsecr))]
-        p = Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(
+        p = eth() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(
             sport=1000, dport=80, flags=flags, seq=(ISN_A + rel) % 2**32,
             ack=ISN_B + 1 if "A" in flags else 0, window=1000, options=opts)
         self._add(p / Raw(b"d" * n) if n else p, t_ms)
@@ -29,7 +34,7 @@ class Trace:
         if sacks:
             opts += [("NOP", None), ("NOP", None),
                      ("SAck", tuple((ISN_A + x) % 2**32 for blk in sacks for x in blk))]
-        p = Ether() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(
+        p = eth() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(
             sport=80, dport=1000, flags=flags, seq=ISN_B + seq_rel - 1 if "S" not in flags else ISN_B,
             ack=(ISN_A + ack_rel) % 2**32, window=window, options=opts)
         self._add(p, t_ms)
@@ -91,6 +96,7 @@ def test_outstanding_and_pipe(scenario):
     tr = d.tracker
     at = {t: (o, p) for t, o, p in zip(tr.series_t, tr.series_outstanding, tr.series_pipe)}
     t = lambda ms: int(round((1000 + ms / 1000) * 1e9))  # noqa: E731
+    assert at[t(0)] == (0, 0)                 # the SYN is not payload
     assert at[t(20.4)] == (500, 500)
     assert at[t(30)] == (400, 400)
     # 2 SACKed segments / 200 B above s2: not yet lost (needs 3 segments or > 2*SMSS bytes)

@@ -29,7 +29,7 @@ def run_testbed(tmp_path, *argv) -> Path:
 
 def packets(run_dir, name):
     from analysis import pcap
-    return pcap.read(run_dir / name)
+    return pcap.read(run_dir / "pcap" / name)
 
 
 def syns(pk, port):
@@ -85,7 +85,7 @@ def test_window_shows_in_syn_and_caps_advertised_window(tmp_path):
 
 def data_per_ack(run_dir, pcap_name, port):
     from analysis import flows, pcap, tcp
-    pk = pcap.read(run_dir / pcap_name)
+    pk = pcap.read(run_dir / "pcap" / pcap_name)
     flow = next(f for f in flows.split(pk) if f.key.server_port == port)
     return tcp.analyze_direction(pk, flow, from_client=True).summary()["acks"]
 
@@ -159,3 +159,21 @@ def test_initcwnd_sets_the_first_flight(tmp_path):
         assert hf["initcwnd"] == iw
     print(f"\nfirst flight (segments) by route initcwnd: {flights}")
     assert flights[None] == 10 and flights[40] == 40
+
+
+def test_audio_c9_first_chunk_on_a_5ms_path(tmp_path):
+    """C9: ready 20, processed 32, sent ~33, one-way 5 ms → arrives ~38 ms; J = 40 → plays ~78."""
+    p = argparse.ArgumentParser()
+    apps_cli.register(p.add_subparsers())
+    args = p.parse_args(["run", "audio", "--topo", "longhaul", "--backend", "userspace", "--set",
+                         "delay=5ms", "--set", "loss_down=0%", "--duration", "1s", "--buffer", "40ms",
+                         "--results", str(tmp_path / "r")])
+    assert args.func(args) == 0
+    (run_dir,) = (tmp_path / "r").iterdir()
+    first = events(run_dir / "client.jsonl", ev.CHUNK_ARRIVAL)[0]
+    plays = {p["player"]: p for p in events(run_dir / "client.jsonl", ev.PLAYBACK)}
+    print(f"\nC9 on real packets: chunk 0 arrives {first['arrival_ms']:.2f} ms, plays "
+          f"{plays['wait']['first_play']:.2f} ms; stalls {plays['wait']['stalls']}")
+    assert 37.0 <= first["arrival_ms"] <= 40.0
+    assert plays["wait"]["first_play"] == pytest.approx(first["arrival_ms"] + 40)
+    assert plays["wait"]["stalls"] == 0 and plays["skip"]["stalls"] == 0

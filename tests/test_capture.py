@@ -90,3 +90,43 @@ def test_real_capture_in_namespace(tmp_path):
         assert json.loads((tmp_path / "lo.pcap.meta.json").read_text())["captured"] == 50
     finally:
         subprocess.run(["ip", "netns", "del", ns])
+
+
+class _Intf:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Host:
+    def __init__(self, names):
+        self._intfs = [_Intf(n) for n in names]
+
+    def intfList(self):  # noqa: N802 (Mininet's name)
+        return self._intfs
+
+
+class _FakeTestbed:
+    def __init__(self, d):
+        self.dir = d
+        self.hosts = {"client": _Host(["lo", "client-eth0"]), "server": _Host(["server-eth0"])}
+        self.started = []
+
+    def host(self, name):
+        return self.hosts[name]
+
+    def popen(self, host, argv, name="process", **kw):
+        self.started.append((host, argv[argv.index("-i") + 1], name))
+        return subprocess.Popen([sys.executable, "-c", FAKE], **kw)
+
+
+def test_capture_hosts_every_interface_and_stops_on_error(tmp_path):
+    from testbed.capture import capture_hosts
+    tb = _FakeTestbed(tmp_path)
+    with pytest.raises(KeyError):
+        with capture_hosts(tb) as caps:
+            assert [c.interface for c in caps] == ["client-eth0", "server-eth0"]
+            raise KeyError("traffic failed")
+    assert [(h, i) for h, i, _ in tb.started] == [("client", "client-eth0"),
+                                                  ("server", "server-eth0")]
+    assert all(c.result is not None and c.result.captured == 12 for c in caps)
+    assert (tmp_path / "pcap" / "server-server-eth0.pcap.meta.json").exists()

@@ -293,6 +293,15 @@ def test_bad_arguments(tmp_path, kwargs):
         uml.run_in_guest(call.pop("argv"), **call)
 
 
+def test_guest_cli_argv():
+    from testbed.uml import guest_cli_argv
+    assert guest_cli_argv(["calibrate", "--backend", "netem-uml", "--json"]) == \
+        ["calibrate", "--backend", "netem", "--json"]
+    assert guest_cli_argv(["calibrate", "--backend=netem-uml"]) == ["calibrate", "--backend=netem"]
+    with pytest.raises(ValueError, match="netem-uml"):
+        guest_cli_argv(["calibrate", "--rate", "netem-uml"])
+
+
 def root_slow(test):
     """Boots a guest: needs root, takes seconds to a minute."""
     for mark in (pytest.mark.root, pytest.mark.slow,
@@ -342,6 +351,17 @@ def test_guest_runs_argv_isolated_and_cleans_up(tmp_path):
     assert not Path("/run/netns/tbumlcheck").exists()
     assert _uml_pids() <= before_pids and _tb_private_dirs() <= before_dirs
     assert 0 < res.command_time < res.duration
+
+
+@root_slow
+def test_doctor_in_guest_finds_netem(tmp_path):
+    """The guest passes the testbed's own qdisc probe: ``testbed doctor`` there picks netem."""
+    from testbed import uml
+    if not uml.availability()[0]:
+        pytest.skip(uml.availability()[1])
+    res = uml.run_in_guest([sys.executable, "-m", "testbed", "doctor", "--json"], results_dir=tmp_path)
+    report = json.loads(res.stdout)
+    assert report["netem"] and report["htb"] and report["backend"] == "netem", report
 
 
 @root_slow

@@ -38,9 +38,25 @@ class TestbedTopo(Topo):
         return values
 
     def link_specs(self) -> list[tuple[str, str, LinkSpec | None, LinkSpec | None]]:
-        """(a, b, spec a→b, spec b→a) for every link, as recorded in run metadata."""
+        """(a, b, spec a→b, spec b→a) for every link."""
         return [(a, b, info.get("spec_ab"), info.get("spec_ba"))
                 for a, b, info in self.links(sort=True, withInfo=True)]
+
+    def link_records(self) -> list[dict[str, Any]]:
+        """Every link as recorded in run metadata: ends, both specs, shared medium if any."""
+        records = []
+        for a, b, info in self.links(sort=True, withInfo=True):
+            specs = (info.get("spec_ab"), info.get("spec_ba"))
+            medium = info.get("medium")
+            records.append({
+                "a": a, "b": b,
+                "a_to_b": specs[0].to_dict() if specs[0] else None,
+                "b_to_a": specs[1].to_dict() if specs[1] else None,
+                "medium": medium.to_dict() if medium is not None else None,
+                "describe": [(s.describe() if s else "unimpaired")
+                             + (f", shared air {medium.name!r}" if medium is not None else "")
+                             for s in specs]})
+        return records
 
 
 def spec(rate: Any = None, delay: Any = 0, loss: Any = 0, queue: Any = None, jitter: Any = None,

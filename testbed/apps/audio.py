@@ -23,7 +23,7 @@ import threading
 import time
 
 from . import eventlog as ev
-from . import payload, sockets, tcpopts
+from . import payload, sockets, tcpinfo, tcpopts
 from .appmain import guarded, parse_hostport
 from .playback import Playback, chunk_bytes
 from ..units import parse_time
@@ -77,8 +77,8 @@ def run_server(args) -> int:
                     data, peer = sock.recvfrom(2048)
                     if len(data) != REQUEST.size:
                         continue
-                    log.emit(ev.CONN, proto="udp", src=addr[0], sport=sock.getsockname()[1],
-                             dst=peer[0], dport=peer[1])
+                    log.emit(ev.CONN, proto="udp", src=addr[0] if addr[0] not in ("", "0.0.0.0") else None,
+                             sport=sock.getsockname()[1], dst=peer[0], dport=peer[1])
                     stream(lambda b: sock.sendto(b, peer), log, *_check_request(data))
         factors = tcpopts.socket_factors(args)
         with sockets.listen(addr, factors, log) as listener:
@@ -87,7 +87,8 @@ def run_server(args) -> int:
                 conn_sock, _ = listener.accept()
                 conn = sockets.next_conn_id()
                 sockets.log_connection(log, conn_sock, conn, "server", factors)
-                threading.Thread(target=_serve_tcp, args=(conn_sock, log), daemon=True).start()
+                threading.Thread(target=_serve_tcp, args=(conn_sock, log, conn, parse_time(args.sample)),
+                                 daemon=True).start()
     try:
         return guarded(run, log)
     finally:
@@ -99,11 +100,12 @@ def _ready(log, sock) -> None:
     print(f"ready {sock.getsockname()[0]}:{sock.getsockname()[1]}", flush=True)
 
 
-def _serve_tcp(sock: socket.socket, log: ev.EventLog) -> None:
+def _serve_tcp(sock: socket.socket, log: ev.EventLog, conn: int, interval: float) -> None:
     with sock:
         try:
             req = _check_request(sockets.recv_exact(sock, REQUEST.size, keep=True))
-            stream(sock.sendall, log, *req)
+            with tcpinfo.Sampler(log, sock, conn, interval):
+                stream(sock.sendall, log, *req)
         except OSError as exc:
             log.emit(ev.ERROR, message=f"{type(exc).__name__}: {exc}")
 
@@ -184,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("server")
     s.add_argument("--listen", default=":5002")
+    s.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval while streaming (TCP)")
     s.set_defaults(func=run_server)
     c = sub.add_parser("client")
     c.add_argument("--server", required=True)

@@ -22,6 +22,7 @@ app and the host factors read back in each namespace).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 from . import tcpopts
+from ..capture import capture_hosts
 
 WORKLOADS = {"reqresp": "request/response (C7)", "bulk": "bulk transfer",
              "audio": "streaming audio (C9)", "agent": "screenshot agent loop (C13)"}
@@ -58,62 +60,66 @@ def _add_common(p) -> None:
     add_topology_args(p)
     p.add_argument("--client-host", default="client")
     p.add_argument("--server-host", default="server")
-    p.add_argument("--capture", default="", metavar="HOST[:IFACE],...",
-                   help="tcpdump on these hosts' interfaces (default interface of each host)")
+    p.add_argument("--capture", default="all", metavar="all|none|HOST,...",
+                   help="tcpdump (headers only) on every interface of these hosts (default: all)")
+    p.add_argument("--full-payload", action="store_true", help="capture whole frames")
     p.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval")
     p.add_argument("--timeout", default=600.0, type=float, help="seconds the client may take")
     tcpopts.add_socket_arguments(p)
     h = p.add_argument_group("host factors (both ends' namespaces)")
     h.add_argument("--ack", default="delayed", help="delayed | quick | max:<time>")
-    h.add_argument("--initcwnd", type=int)
-    h.add_argument("--initrwnd", type=int)
-    h.add_argument("--slow-start-after-idle", type=int, choices=(0, 1))
+    h.add_argument("--initcwnd", type=int, help="route option towards the peer (segments)")
+    h.add_argument("--initrwnd", type=int, help="route option towards the peer (segments)")
+    h.add_argument("--slow-start-after-idle", type=int, choices=(0, 1),
+                   help="net.ipv4.tcp_slow_start_after_idle in both namespaces")
     h.add_argument("--keep-metrics", action="store_true", help="do not flush tcp_metrics")
 
 
 def _add_reqresp(p) -> None:
-    p.add_argument("--path", choices=("direct", "relay"), default="direct")
-    p.add_argument("--mode", choices=("new", "reuse"), default="new")
-    p.add_argument("--requests", type=int, default=1)
-    p.add_argument("--think", default="0")
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--size", default="354640")
-    p.add_argument("--reply-size", default="1000")
-    p.add_argument("--process", default="30ms")
-    p.add_argument("--tls", action="store_true")
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--path", choices=("direct", "relay"), default="direct",
+                   help="direct, or through the SOCKS5 gateway pair (topology relay)")
+    p.add_argument("--mode", choices=("new", "reuse"), default="new",
+                   help="a new connection per request, or one warmed connection")
+    p.add_argument("--requests", type=int, default=1, help="timed requests K")
+    p.add_argument("--think", default="0", help="pause between requests")
+    p.add_argument("--warmup", type=int, default=1, help="untimed requests on the reused connection")
+    p.add_argument("--size", default="354640", help="request body (the fixed generated file)")
+    p.add_argument("--reply-size", default="1000", help="reply size M")
+    p.add_argument("--process", default="30ms", help="server processing time T")
+    p.add_argument("--tls", action="store_true", help="TLS 1.3")
+    p.add_argument("--resume", action="store_true", help="TLS session resumption (mode new)")
     g = p.add_argument_group("relay tunnel (with --path relay)")
     g.add_argument("--relay-hosts", default="cgw,sgw", help="client-side,server-side gateway hosts")
     g.add_argument("--tunnel-buffers", default="16MB", help="SO_SNDBUF/SO_RCVBUF of the tunnel")
     g.add_argument("--tunnel-initcwnd", type=int, default=256,
                    help="route initcwnd/initrwnd between the gateways (256 ≥ 245 segments of the request)")
-    g.add_argument("--tunnel-cc", help="TCP_CONGESTION of the tunnel")
+    g.add_argument("--tunnel-cc", default="cubic", help="TCP_CONGESTION of the tunnel (default cubic)")
 
 
 def _add_bulk(p) -> None:
-    p.add_argument("--direction", choices=("up", "down"), default="up")
-    p.add_argument("--size")
-    p.add_argument("--duration")
+    p.add_argument("--direction", choices=("up", "down"), default="up", help="up: client sends")
+    p.add_argument("--size", help="bytes to transfer, e.g. 30MB")
+    p.add_argument("--duration", help="or: transfer for this long, e.g. 10s")
 
 
 def _add_audio(p) -> None:
     p.add_argument("--transport", choices=("tcp", "udp"), default="tcp")
-    p.add_argument("--rate", default="24000")
-    p.add_argument("--sample-bytes", default="2")
-    p.add_argument("--chunk", default="20ms")
-    p.add_argument("--duration", default="2s")
-    p.add_argument("--process", default="12ms")
-    p.add_argument("--buffer", default="40ms,45ms")
+    p.add_argument("--rate", default="24000", help="sample rate, Hz")
+    p.add_argument("--sample-bytes", default="2", help="bytes per (mono) sample")
+    p.add_argument("--chunk", default="20ms", help="chunk duration τ")
+    p.add_argument("--duration", default="2s", help="stream length")
+    p.add_argument("--process", default="12ms", help="server processing per chunk m")
+    p.add_argument("--buffer", default="40ms,45ms", help="initial buffer(s) J of the players")
 
 
 def _add_agent(p) -> None:
-    p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--screenshot", default="0.8MB")
-    p.add_argument("--model", default="2s")
-    p.add_argument("--action", default="200")
-    p.add_argument("--terminal", default="0.3s")
-    p.add_argument("--reuse", action="store_true")
-    p.add_argument("--tls", action="store_true")
+    p.add_argument("--rounds", type=int, default=30, help="rounds N")
+    p.add_argument("--screenshot", default="0.8MB", help="upload S per round")
+    p.add_argument("--model", default="2s", help="server think time T per round")
+    p.add_argument("--action", default="200", help="action size returned")
+    p.add_argument("--terminal", default="0.3s", help="terminal work between rounds")
+    p.add_argument("--reuse", action="store_true", help="one connection for all rounds")
+    p.add_argument("--tls", action="store_true", help="TLS 1.3")
 
 
 def _flags(args, names) -> list[str]:
@@ -146,7 +152,7 @@ def client_argv(args, server: str, socks: str | None, log: Path) -> list[str]:
 def server_argv(args, port: int, log: Path) -> list[str]:
     argv = ["server", "--listen", f"0.0.0.0:{port}", "--log", str(log)]
     if args.workload == "audio":
-        return argv + ["--transport", args.transport]
+        return argv + ["--transport", args.transport, "--sample", args.sample]
     return argv + ["--sample", args.sample] + (["--tls"] if getattr(args, "tls", False) else [])
 
 
@@ -224,9 +230,9 @@ def _run(args) -> int:
         raise ValueError("bulk needs exactly one of --size or --duration")
     host_factors_wanted = quick or args.initcwnd or args.initrwnd or args.slow_start_after_idle is not None
     if args.topo == "loopback":
-        if host_factors_wanted or relay or args.capture:
+        if host_factors_wanted or relay:
             raise ValueError("--topo loopback has no namespaces: --ack quick, --initcwnd, --initrwnd, "
-                             "--slow-start-after-idle, --path relay and --capture need a topology")
+                             "--slow-start-after-idle and --path relay need a topology")
         bed = Loopback(args.results)
     else:
         from ..network import Testbed
@@ -244,23 +250,29 @@ def _run(args) -> int:
                                         None if args.slow_start_after_idle is None else bool(args.slow_start_after_idle),
                                         not args.keep_metrics)
                 record["host_factors"][host] = _host_apply(tb, py, host, h)
-        captures = _start_captures(tb, args.capture)
-        try:
-            port = PORTS[args.workload]
-            module = APP_MODULE[args.workload]
-            sargv = py + [module, *server_argv(args, port, tb.dir / "server.jsonl"), *tcpopts.socket_argv(factors)]
-            record["apps"]["server"] = sargv
-            sproc = tb.popen(server, sargv, name=f"{args.workload} server")
-            wait_ready(sproc, f"{args.workload} server on {server}")
-            socks = _start_relay(tb, py, args, server_ip, record) if relay else None
-            cmodule = "testbed.apps.agent" if args.workload == "agent" else module
-            cargv = py + [cmodule, *client_argv(args, f"{server_ip}:{port}", socks, tb.dir / "client.jsonl"),
-                          *tcpopts.socket_argv(factors)]
-            record["apps"]["client"] = cargv
-            result = tb.run(client, cargv, timeout=args.timeout, name=f"{args.workload} client")
-        finally:
-            record["captures"] = [_stop_capture(c) for c in captures]
-            (tb.dir / "apps.json").write_text(json.dumps(record, indent=1, default=str))
+        with contextlib.ExitStack() as stack:
+            hosts = _capture_hosts(tb, args.capture)
+            captures = (stack.enter_context(capture_hosts(tb, hosts, full_payload=args.full_payload))
+                        if hosts else [])
+            try:
+                port = PORTS[args.workload]
+                module = APP_MODULE[args.workload]
+                sargv = py + [module, *server_argv(args, port, tb.dir / "server.jsonl"), *tcpopts.socket_argv(factors)]
+                record["apps"]["server"] = sargv
+                sproc = tb.popen(server, sargv, name=f"{args.workload} server")
+                wait_ready(sproc, f"{args.workload} server on {server}")
+                socks = _start_relay(tb, py, args, server_ip, record) if relay else None
+                cmodule = "testbed.apps.agent" if args.workload == "agent" else module
+                cargv = py + [cmodule, *client_argv(args, f"{server_ip}:{port}", socks, tb.dir / "client.jsonl"),
+                              *tcpopts.socket_argv(factors)]
+                record["apps"]["client"] = cargv
+                result = tb.run(client, cargv, timeout=args.timeout, name=f"{args.workload} client")
+                if captures:
+                    time.sleep(drain_time(tb))
+            finally:
+                stack.close()
+                record["captures"] = [_capture_record(c) for c in captures]
+                (tb.dir / "apps.json").write_text(json.dumps(record, indent=1, default=str))
         sys.stdout.write(result.stdout)
         print(f"results in {tb.dir}")
     if result.returncode:
@@ -308,24 +320,30 @@ def _link_ips(tb, a: str, b: str) -> tuple[str, str]:
     return by_node[a], by_node[b]
 
 
-def _start_captures(tb, spec: str) -> list:
-    from ..capture import Capture
-    caps = []
-    try:
-        for item in filter(None, spec.split(",")):
-            host, _, iface = item.partition(":")
-            iface = iface or tb.host(host).defaultIntf().name
-            cap = Capture(tb.dir / f"{host}-{iface}.pcap", iface,
-                          popen=lambda argv, host=host, **kw: tb.popen(host, argv, name=f"tcpdump {host}", **kw))
-            caps.append(cap.start())
-    except BaseException:
-        for cap in caps:
-            _stop_capture(cap)
-        raise
-    return caps
+def _capture_hosts(tb, spec: str) -> list[str]:
+    """Hosts to capture on: ``all`` (every host; none on loopback), ``none``, or a list."""
+    if spec == "none" or (spec == "all" and isinstance(tb, Loopback)):
+        return []
+    if isinstance(tb, Loopback):
+        raise ValueError("--topo loopback has no hosts to capture on; use --capture none")
+    if spec == "all":
+        return sorted(tb.hosts)
+    hosts = [h for h in spec.split(",") if h]
+    for host in hosts:
+        tb.host(host)  # a clear error for an unknown host
+    return hosts
 
 
-def _stop_capture(cap) -> dict:
-    result = cap.stop()
+def drain_time(tb) -> float:
+    """Seconds to keep capturing after the workload ends, so its last ACKs and FINs are on file:
+    twice the sum of every link direction's delay and jitter (an upper bound on any path's RTT)
+    plus 100 ms."""
+    total = sum(spec["delay"] + spec["jitter"] for link in tb.metadata["links"]
+                for spec in (link["a_to_b"], link["b_to_a"]) if spec)
+    return 2 * total + 0.1
+
+
+def _capture_record(cap) -> dict:
+    result = cap.result
     return {"pcap": result.pcap, "interface": result.interface, "ok": result.ok,
             "captured": result.captured, "dropped_by_kernel": result.dropped_by_kernel}

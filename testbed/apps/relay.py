@@ -72,8 +72,13 @@ class _Side:
             w = self.writers.get(f.stream)
             if w is not None:
                 self.counts[f.stream]["in"] += len(f.payload)
-                w.write(f.payload)
-                await w.drain()
+                try:
+                    w.write(f.payload)
+                    await w.drain()
+                except ConnectionError:          # that application went away: only its stream ends
+                    self.writers.pop(f.stream, None)
+                    self.writer.write(self.mux.reset(f.stream))
+                    self.log.emit(ev.STREAM_CLOSE, stream=f.stream, reset=True, **self.counts[f.stream])
             elif f.stream in self.mux.streams:
                 self.early.setdefault(f.stream, []).append(f.payload)
         elif f.type is T.EOF:
@@ -131,6 +136,13 @@ async def client_gateway(log, socks_addr, tunnel_addr, factors, timeout) -> None
     side = _Side(log, "client", treader, twriter)
 
     async def on_app(reader, writer):
+        try:
+            await _socks_stream(reader, writer)
+        except (OSError, mux.ProtocolError) as exc:
+            log.emit(ev.ERROR, message=f"application connection: {type(exc).__name__}: {exc}")
+            writer.close()
+
+    async def _socks_stream(reader, writer):
         _nodelay(writer)
         parser = socks5.Socks5Server()
         while parser.state in ("greeting", "request"):

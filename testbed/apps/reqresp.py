@@ -10,7 +10,10 @@ connect(); ``reuse`` opens one connection, runs ``--warmup`` untimed requests on
 (logged with ``warmup: true``), then times each request from its first send().
 Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
 
-Per-request completion = ``last_response_byte.t - request_issued.t``.
+Per-request completion = ``last_response_byte.t - request_issued.t``.  ``--socks HOST:PORT``
+connects through a SOCKS5 proxy (the relay's client gateway: path = relay).  ``--resume``
+offers the previous TLS session (TLS 1.3 ticket) on each new connection.  The whole request
+(header + body) goes out in one sendall-style loop; the server's processing T is a sleep.
 
     python -m testbed.apps.reqresp server --listen :5000 --log server.jsonl [--tls]
     python -m testbed.apps.reqresp client --server 10.0.0.2:5000 --log client.jsonl \

@@ -46,6 +46,7 @@ from ..units import parse_size, parse_time
 
 TCP_DELACK_MAX_US = getattr(socket, "TCP_DELACK_MAX_US", 46)
 CC_PATH = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+ALLOWED_CC_PATH = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SSAI_PATH = Path("/proc/sys/net/ipv4/tcp_slow_start_after_idle")
@@ -79,7 +80,11 @@ class SocketFactors:
         """Set the factors; call before listen()/connect()."""
         try:
             if self.cc is not None:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
+                except PermissionError:
+                    raise ValueError(f"congestion control {self.cc!r} needs CAP_NET_ADMIN; without "
+                                     f"it allowed: {ALLOWED_CC_PATH.read_text().strip()}") from None
             if self.sndbuf is not None:
                 _set_buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF, self.sndbuf)
             if self.rcvbuf is not None:
@@ -143,7 +148,9 @@ def parse_ack(text: str) -> tuple[bool, int | None]:
 
 def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("TCP socket factors (set before listen/connect)")
-    g.add_argument("--cc", help=f"TCP_CONGESTION, e.g. reno, cubic, bbr")
+    g.add_argument("--cc", default="cubic",
+                   help="TCP_CONGESTION: reno, cubic or bbr (default cubic, Linux's default; set on "
+                        "every socket so results never depend on the namespace's default)")
     g.add_argument("--window", help="shorthand: SO_SNDBUF = SO_RCVBUF = TCP_WINDOW_CLAMP = this size")
     g.add_argument("--sndbuf", help="SO_SNDBUF size, e.g. 4MB")
     g.add_argument("--rcvbuf", help="SO_RCVBUF size")

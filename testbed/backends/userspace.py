@@ -107,10 +107,10 @@ class EmulatedLink(Link):
 class UserspaceBackend:
     name = "userspace"
 
-    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 0,
+    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 0, early_ns: int = 0,
                  realtime: bool = True, python: str = sys.executable):
         self.seed = seed
-        self.late_ns, self.spin_ns, self.realtime = late_ns, spin_ns, realtime
+        self.late_ns, self.spin_ns, self.early_ns, self.realtime = late_ns, spin_ns, early_ns, realtime
         self.python = python
         self.links: list[EmulatedLink] = []
         self.emu = None
@@ -151,7 +151,7 @@ class UserspaceBackend:
                 name = f"{src}-{dst}" + (f".{link.index}" if pairs.count(pairs[link.index]) > 1 else "")
                 directions.append(DirectionConfig(name, i, o, spec, self.seed + len(directions), medium))
         return ForwarderConfig(tuple(directions), str(log_dir), media, late_ns=self.late_ns,
-                               spin_ns=self.spin_ns, realtime=self.realtime)
+                               spin_ns=self.spin_ns, early_ns=self.early_ns, realtime=self.realtime)
 
     # --- running ------------------------------------------------------------------------------
     def setup(self, net, run) -> None:

@@ -64,6 +64,8 @@ class ForwarderConfig:
     spin_ns: when the next departure is closer than this, poll without sleeping instead of
         arming the timer.  Default 0: measured on a 2-core VM, spinning (as SCHED_FIFO) starved
         the softirq threads and the endpoints more than it saved in timer wake-up latency.
+    early_ns: when awake, also send the frames due within this much time (and arm the timer
+        this much before the next departure): fewer timer wake-ups, frames at most this early.
     rcvbuf, sndbuf: socket buffer bytes per interface (SO_RCVBUFFORCE/SO_SNDBUFFORCE).
     realtime: run the loop with SCHED_FIFO priority 10, ahead of the TCP endpoints (on 2 cores
         it halved the p99 scheduling error at 333 Mbit/s).  The loop sleeps whenever no departure
@@ -74,6 +76,7 @@ class ForwarderConfig:
     media: dict[str, dict[str, Any]] = field(default_factory=dict)
     late_ns: int = 1_000_000
     spin_ns: int = 0
+    early_ns: int = 0
     rcvbuf: int = 32 << 20
     sndbuf: int = 4 << 20
     realtime: bool = True
@@ -92,7 +95,7 @@ class ForwarderConfig:
             if d.medium is not None and d.medium not in self.media:
                 raise ValueError(f"direction {d.name}: medium {d.medium!r} is not in media "
                                  f"{sorted(self.media)}")
-        for name in ("late_ns", "spin_ns", "rcvbuf", "sndbuf"):
+        for name in ("late_ns", "spin_ns", "early_ns", "rcvbuf", "sndbuf"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
@@ -108,6 +111,7 @@ class ForwarderConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"directions": [d.to_dict() for d in self.directions], "log_dir": self.log_dir,
                 "media": self.media, "late_ns": self.late_ns, "spin_ns": self.spin_ns,
+                "early_ns": self.early_ns,
                 "rcvbuf": self.rcvbuf, "sndbuf": self.sndbuf, "realtime": self.realtime}
 
     @classmethod

@@ -5,10 +5,18 @@ reads Ethernet frames from one veth end (AF_PACKET, SOCK_RAW, ETH_P_ALL, PACKET_
 so it never reads its own sends), asks the sans-I/O ``DirectionModel`` for a verdict at arrival,
 and sends delivered frames out of the other veth end at their scheduled time.
 
-Timing.  epoll's timeout has millisecond granularity, so departures are timed with a timerfd
-(CLOCK_MONOTONIC, absolute) registered in the same epoll set, with the process's timer slack
-set to 1 ns.  When the next departure is closer than ``spin_ns`` the loop polls without
-sleeping.  Pending frames are a FIFO per direction (a heap when the spec allows reordering).
+Timing.  A frame's arrival time is its kernel receive timestamp (SO_TIMESTAMPNS, converted to
+CLOCK_MONOTONIC), so time spent waiting in the socket does not shift its schedule.  epoll's
+timeout has millisecond granularity, so departures are timed with a timerfd (CLOCK_MONOTONIC,
+absolute) in the same epoll set, with the process's timer slack set to 1 ns; ``spin_ns`` and
+``early_ns`` (see ``config``) trade CPU for wake-ups.  The loop runs SCHED_FIFO (``realtime``)
+with Python's garbage collector off (it creates no cycles).  Pending frames are a FIFO per
+direction (a heap when the spec allows reordering).  While departures are due, reading stops
+after ``MIN_BATCH`` frames so that sends are not held up by a burst of arrivals.
+
+Cost, measured on the 2-core VM this was written on (benchmarks/emulator.py): about 35 µs of CPU
+per forwarded 1514 B frame, a third of it the receiver's kernel work done inside ``send`` and a
+sixth re-arming the timer; one core forwards about 30,000 frames/s (≈ 350 Mbit/s).
 
 Accounting — every frame read is logged with its fate (see ``linklog``), and every frame the
 loop could not handle is counted: socket receive-buffer drops (PACKET_STATISTICS ``tp_drops``),
@@ -236,14 +244,12 @@ class Direction:
             self.log.flush()
         return pending[0][0] if pending else None
 
-    def abandon_pending(self) -> int:
-        """Log the frames still in flight at exit; return how many there were."""
-        n = len(self.pending)
+    def abandon_pending(self) -> None:
+        """Log the frames still in flight at exit."""
         for t, _, frame, t_arr, t_read, key in self.pending:
             self.log.buf.append(linklog.RECORD.pack(t_arr, t_read, t, 0, *key, len(frame),
                                                     linklog.PENDING_AT_EXIT))
         self.pending.clear()
-        return n
 
 
 class Forwarder:
@@ -284,21 +290,20 @@ class Forwarder:
             ep.register(fd, select.EPOLLIN)
         ep.register(self.timer.fd, select.EPOLLIN)
         ep.register(wake_r, select.EPOLLIN)
-        drops0 = interface_drops()
-        rusage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic_ns()
-        offset0 = time.time_ns() - time.monotonic_ns()
-        (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
-
         # The loop makes no reference cycles; a full collection scanning the delay line's
         # frames would stall it for milliseconds.
         gc.collect()
         gc.freeze()
         gc.disable()
+        drops0 = interface_drops()
+        rusage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic_ns()
+        offset0 = time.time_ns() - time.monotonic_ns()
+        (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
         mono, poll, timer, spin_ns, dirs = time.monotonic_ns, ep.poll, self.timer, cfg.spin_ns, self.dirs
-        tfd = timer.fd
+        tfd, early = timer.fd, cfg.early_ns
         while not self.stopping:
             self.iterations += 1
-            now = mono()
+            now = mono() + early
             nxt = None
             for d in dirs:
                 t = d.send_due(now)
@@ -306,16 +311,16 @@ class Forwarder:
                     nxt = t
             if nxt is None:
                 timeout = -1
-            elif nxt - mono() <= spin_ns:
+            elif nxt - early - mono() <= spin_ns:
                 timeout = 0
             else:
-                if timer.armed != nxt:
-                    timer.arm(nxt)
+                if timer.armed != nxt - early:
+                    timer.arm(nxt - early)
                 timeout = -1
             for fd, _ in poll(timeout):
                 d = by_fd.get(fd)
                 if d is not None:
-                    d.drain(nxt)
+                    d.drain(None if nxt is None else nxt - early)
                 elif fd == tfd:
                     timer.consume()
                     self.timer_wakeups += 1
@@ -328,23 +333,31 @@ class Forwarder:
                             break
         wall1 = time.monotonic_ns()
         rusage1 = resource.getrusage(resource.RUSAGE_SELF)
-        pending = {d.cfg.name: d.abandon_pending() for d in dirs}
         for d in dirs:
+            d.abandon_pending()
             d.read_socket_stats()
             d.log.close()
         drops1 = interface_drops()
         cpu = (rusage1.ru_utime - rusage0.ru_utime) + (rusage1.ru_stime - rusage0.ru_stime)
         wall = (wall1 - wall0) / 1e9
-        summary = self._summary(pending, drops0, drops1, cpu, wall, offset0)
+        summary = self._summary(drops0, drops1, cpu, wall, offset0)
         tmp = self.log_dir / "summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=1))
         os.replace(tmp, self.log_dir / "summary.json")
         return summary
 
-    def _summary(self, pending, drops0, drops1, cpu, wall, offset0) -> dict[str, Any]:
+    def _summary(self, drops0, drops1, cpu, wall, offset0) -> dict[str, Any]:
+        """The run's summary (``summary.json``).
+
+        unintended_drops: frames lost by the emulator itself, not by the model: socket
+        receive-buffer drops + send errors + drop counters of its interfaces.
+        accounted: every frame read has exactly one logged fate, the model saw as many frames
+        as were logged, and the kernel queued at least as many as were read (``unread_at_exit``
+        = queued − read, still in the socket when the emulator stopped).
+        """
         import numpy as np
         cfg = self.cfg
-        directions, errors, lags = {}, [], []
+        directions, errors, lags, checks = {}, [], [], []
         totals = collections.Counter()
         for d in self.dirs:
             _, rec = linklog.read_log(d.log.path)
@@ -353,14 +366,18 @@ class Forwarder:
             errors.append(sent["t_sent"] - sent["t_sched"])
             lags.append(rec["t_read"] - rec["t_arrival"])
             model_stats = dataclasses.asdict(d.model.stats)
+            # PACKET_STATISTICS tp_packets = frames queued to the socket + tp_drops
+            unread = d.socket_packets - d.socket_drops - s["frames_in"]
+            checks.append(unread >= 0 and model_stats["frames_in"] == s["frames_in"])
             directions[d.cfg.name] = {
                 **s, "in_ifname": d.cfg.in_ifname, "out_ifname": d.cfg.out_ifname,
                 "spec": d.cfg.spec.to_dict(), "seed": d.cfg.seed, "medium": d.cfg.medium,
                 "socket_frames": d.socket_packets, "socket_drops": d.socket_drops,
+                "unread_at_exit": unread,
                 "send_errors": d.send_errors, "model": model_stats, "log": str(d.log.path),
                 "log_flush_max_us": d.log.flush_max_ns / 1e3}
             for k in ("frames_in", "delivered", "dropped_loss", "dropped_queue", "send_error",
-                      "pending_at_exit", "late", "socket_drops", "bytes_delivered"):
+                      "pending_at_exit", "late", "socket_drops", "unread_at_exit", "bytes_delivered"):
                 totals[k] += directions[d.cfg.name][k]
         ifdrops = {}
         for ifname in cfg.interfaces:
@@ -368,8 +385,8 @@ class Forwarder:
             ifdrops[ifname] = {k: b.get(k, 0) - a.get(k, 0) for k in ("rx_dropped", "tx_dropped")}
         interface_total = sum(v for x in ifdrops.values() for v in x.values())
         unintended = totals["socket_drops"] + totals["send_error"] + interface_total
-        accounted = sum(totals[k] for k in ("delivered", "dropped_loss", "dropped_queue",
-                                           "send_error", "pending_at_exit"))
+        fates = sum(totals[k] for k in ("delivered", "dropped_loss", "dropped_queue", "send_error",
+                                        "pending_at_exit"))
         all_err = np.concatenate(errors) if errors else np.zeros(0, dtype=np.int64)
         return {
             "pid": os.getpid(), "config": self.config_path, "log_dir": str(self.log_dir),
@@ -377,12 +394,13 @@ class Forwarder:
             "cpu_percent": round(100 * cpu / wall, 2) if wall > 0 else None,
             "loop_iterations": self.iterations, "timer_wakeups": self.timer_wakeups,
             "realtime_minus_monotonic_ns": offset0,
-            "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "realtime": cfg.realtime,
+            "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
+            "realtime": cfg.realtime,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
             "read_lag_us": linklog.percentiles_us(np.concatenate(lags) if lags else []),
             "unintended_drops": int(unintended),
-            "accounted": accounted == totals["frames_in"],
+            "accounted": fates == totals["frames_in"] and all(checks),
             "directions": directions, "interfaces": ifdrops,
             "media": {name: dataclasses.asdict(m.stats) for name, m in self.media.items()},
         }

@@ -1,0 +1,225 @@
+"""Cross-validation: the userspace emulator (this host) against kernel netem (User-Mode Linux guest).
+
+    sudo .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--results DIR]
+
+For each link spec below, the same measurements run through ``Testbed("longhaul")`` — once on
+this host with ``backend="userspace"``, once inside a UML guest (``testbed.uml``) with
+``backend="netem"`` — and a table prints both with the ratio emulator/netem per line.  An
+unimpaired link is measured the same way on both sides: the difference is what the guest itself
+adds to an RTT (its one virtual CPU, HZ=100, syscalls through ptrace).
+
+Measurements (``testbed.probe`` UDP probes, static ARP; TCP by iperf3 and testbed.apps.reqresp):
+- rtt min / median (ms): 200 ping-pong probes of 64 B, 10 ms apart, send time to the echo's
+  kernel receive timestamp.
+- loss up / down: 3000 datagrams of 64 B per direction, both directions at once, 500/s each
+  (the guest's Python receiver loses datagrams above ~2,500/s: see README, User-Mode Linux);
+  loss = (sent − received) / sent.
+- rate up / down (Mbit/s): a one-second train of 1514 B frames sent at 1.05 × the rate; rate =
+  least-squares slope of sequence number over kernel receive time (``testbed.probe recv``);
+  marked ``*`` where the sender did not exceed the rate (then it measures the sender).
+- goodput cubic / bbr (Mbit/s): iperf3 server→client (the direction carrying the loss), 10 s
+  after 3 s left out; iperf3's receiver figure.
+- completion new / kept-alive (ms): median over K requests of 354,640 B (reply 1000 B, server
+  processing 30 ms, cubic) on a new connection each, and on one connection after a warm-up.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SPECS = {  # name -> longhaul overrides
+    "unimpaired": {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms",
+                   "loss_down": "0%"},
+    "20M 100ms": {"rate_up": "20mbit", "rate_down": "20mbit", "delay": "50ms", "loss_down": "0%"},
+    "50M 200ms 14%down": {"rate_up": "50mbit", "rate_down": "50mbit", "delay": "100ms",
+                          "loss_down": "14%"},
+    "6.4M 200ms": {"rate_up": "6.4mbit", "rate_down": "6.4mbit", "delay": "100ms",
+                   "loss_down": "0%"},
+}
+LOSS_PPS, LOSS_COUNT = 500, 3000
+TRAIN_PAYLOAD, OVERDRIVE = 1472, 1.05
+
+
+def _probe(*args) -> list[str]:
+    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
+
+
+def _json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def wait_listening(tb, host: str, port: int, proto: str = "udp", timeout: float = 30) -> None:
+    """Until a socket listens on ``port`` in ``host`` (``probe echo`` and iperf3 say nothing when
+    ready, and a client before that fails with ECONNREFUSED; Python starts slowly in the guest)."""
+    end = time.monotonic() + timeout
+    flag = "-Hunl" if proto == "udp" else "-Htnl"
+    while not tb.run(host, ["ss", flag, f"sport = :{port}"], check=True).stdout.strip():
+        if time.monotonic() > end:
+            raise RuntimeError(f"nothing listening on {proto} port {port} in {host} after {timeout} s")
+        time.sleep(0.1)
+
+
+def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool) -> dict:
+    """All measurements of one spec on one backend (see the module docstring)."""
+    from testbed.calibrate import static_arp
+    from testbed.network import Testbed
+    m: dict = {"name": name, "backend": backend}
+    with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results) as tb:
+        static_arp(tb)
+        c, s = tb.ip("client"), tb.ip("server")
+        (_a, _b, up, down), = tb.topo.link_specs()
+        wait = 1 + 2 * up.delay
+        echo = tb.popen("server", _probe("echo", "--port", 5700), name="echo", text=True)
+        wait_listening(tb, "server", 5700)
+        ping = _json(tb.run("client", _probe("ping", "--dst", s, "--port", 5700, "--count", 200,
+                                             "--interval", 0.01, "--wait", wait),
+                            timeout=120, check=True).stdout)
+        echo.kill()
+        rtts = sorted(ping["rtt_ms"])
+        m["rtt min (ms)"], m["rtt median (ms)"] = rtts[0], statistics.median(rtts)
+        if name == "unimpaired":
+            return m
+        count = LOSS_COUNT // (3 if quick else 1)
+        rx = [tb.popen(h, _probe("recv", "--port", p, "--idle", wait, "--timeout", 600),
+                       name="recv", text=True) for h, p in (("server", 5701), ("client", 5702))]
+        for r in rx:
+            r.stdout.readline()
+        tx = [tb.popen(h, _probe("send", "--dst", d, "--port", p, "--count", count,
+                                 "--rate", LOSS_PPS * 106 * 8, "--stream", 1), name="send", text=True)
+              for h, d, p in (("client", s, 5701), ("server", c, 5702))]
+        sent = [_json(t.communicate(timeout=600)[0])["sent"] for t in tx]
+        for d, r, n in zip(("up", "down"), rx, sent):
+            got = _json(r.communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
+            m[f"loss {d}"] = (n - got["received"]) / n
+        for d, src, dst, ip, spec in (("up", "client", "server", s, up),
+                                      ("down", "server", "client", c, down)):
+            frame_bits = (TRAIN_PAYLOAD + 42) * 8
+            count = int(spec.rate / frame_bits)
+            head = min(0.05, 0.4 * spec.queue_limit_packets * frame_bits / spec.rate)
+            r = tb.popen(dst, _probe("recv", "--port", 5703, "--idle", wait, "--timeout", 600),
+                         name="recv", text=True)
+            r.stdout.readline()
+            snt = _json(tb.run(src, _probe("send", "--dst", ip, "--port", 5703, "--count", count,
+                                           "--rate", OVERDRIVE * spec.rate, "--size", TRAIN_PAYLOAD,
+                                           "--stream", 3, "--burst", head),
+                               timeout=600, check=True).stdout)
+            got = _json(r.communicate(timeout=600)[0])["streams"].get("3") or {}
+            rate = got.get("rate_bps")
+            m[f"rate {d} (Mbit/s)"] = rate / 1e6 if rate else None
+            m[f"rate {d} sender-limited"] = snt["send_rate_bps"] < spec.rate
+        seconds = 4 if quick else 10
+        for port, cc in ((5201, "cubic"), (5202, "bbr")):
+            tb.popen("client", ["iperf3", "-s", "-1", "-p", str(port)], name="iperf3")
+            wait_listening(tb, "client", port, "tcp")
+            out = tb.run("server", ["iperf3", "-c", c, "-p", str(port), "-C", cc, "-t", str(seconds),
+                                    "-O", "3", "--json"], timeout=seconds + 120, check=True).stdout
+            m[f"goodput {cc} (Mbit/s)"] = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        app = [sys.executable, "-m", "testbed.apps.reqresp"]
+        tb.popen("server", [*app, "server", "--listen", ":5000", "--log", str(tb.dir / "rr-server.jsonl"),
+                            "--cc", "cubic"], name="reqresp-server")
+        wait_listening(tb, "server", 5000, "tcp")
+        k = 3 if quick else 8
+        for mode, label in (("new", "completion new (ms)"), ("reuse", "completion kept-alive (ms)")):
+            out = tb.run("client", [*app, "client", "--server", f"{s}:5000", "--mode", mode,
+                                    "--requests", str(k), "--cc", "cubic",
+                                    "--log", str(tb.dir / f"rr-client-{mode}.jsonl")],
+                         timeout=900, check=True).stdout
+            m[label] = float(out.split("median ")[1].split(" ms")[0])
+        emu = tb.metadata.get("backend_summary") or {}
+        m["emulator"] = {k: emu.get(k) for k in ("sched_error_us", "unintended_drops")}
+    m["run_dir"] = str(tb.dir)
+    return m
+
+
+def measure_all(backend: str, results: Path, quick: bool) -> list[dict]:
+    out = []
+    for name, overrides in SPECS.items():
+        print(f"[{backend}] {name} ...", file=sys.stderr, flush=True)
+        out.append(measure(name, overrides, backend, results, quick))
+    return out
+
+
+ROWS = ["rtt min (ms)", "rtt median (ms)", "loss up", "loss down", "rate up (Mbit/s)",
+        "rate down (Mbit/s)", "goodput cubic (Mbit/s)", "goodput bbr (Mbit/s)",
+        "completion new (ms)", "completion kept-alive (ms)"]
+
+
+def table(emu: list[dict], netem: list[dict]) -> str:
+    lines = [f"{'spec':20} {'measurement':28} {'emulator':>11} {'netem (UML)':>11} {'emu/netem':>9}"]
+    for e, n in zip(emu, netem):
+        for row in ROWS:
+            if row not in e:
+                continue
+            a, b = e[row], n[row]
+            flag = lambda m, d: "*" if m.get(f"rate {d} sender-limited") else " "  # noqa: E731
+            fa = fb = " "
+            if row.startswith("rate "):
+                d = row.split()[1]
+                fa, fb = flag(e, d), flag(n, d)
+            ratio = f"{a / b:9.3f}" if a is not None and b else f"{'-':>9}"
+            fmt = (lambda v: f"{v:10.4f}" if v is not None else f"{'-':>10}")  # noqa: E731
+            lines.append(f"{e['name']:20} {row:28} {fmt(a)}{fa} {fmt(b)}{fb} {ratio}")
+    base_e, base_n = emu[0], netem[0]
+    lines.append("")
+    lines.append(f"guest overhead (unimpaired link, netem − emulator host): RTT min "
+                 f"{base_n['rtt min (ms)'] - base_e['rtt min (ms)']:+.3f} ms, median "
+                 f"{base_n['rtt median (ms)'] - base_e['rtt median (ms)']:+.3f} ms "
+                 "(the emulator's own forwarding is in the host figure).")
+    lines.append("* sender did not exceed the configured rate: the figure is the sender's rate.")
+    for e in emu[1:]:
+        err = (e.get("emulator") or {}).get("sched_error_us")
+        if err:
+            lines.append(f"emulator scheduling error on {e['name']}: p50 {err.get('p50')} µs, "
+                         f"p99 {err.get('p99')} µs, max {err.get('max')} µs; unintended drops "
+                         f"{e['emulator'].get('unintended_drops')}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default=str(REPO / "results" / "benchmarks"),
+                   help="directory for run directories and the JSON result")
+    p.add_argument("--quick", action="store_true", help="fewer packets, requests and seconds")
+    p.add_argument("--mem", default="768M", help="guest memory")
+    p.add_argument("--in-guest", help=argparse.SUPPRESS)  # internal: JSON output path
+    args = p.parse_args()
+    results = Path(args.results).resolve()
+    if args.in_guest:
+        Path(args.in_guest).write_text(json.dumps(measure_all("netem", results, args.quick)))
+        return 0
+    from testbed import uml
+    ok, reason = uml.availability()
+    if not ok:
+        print(f"emulator_vs_netem: {reason}", file=sys.stderr)
+        return 1
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    guest_out = results / f"emulator_vs_netem-{stamp}-netem.json"
+    start = time.monotonic()
+    res = uml.run_in_guest([sys.executable, str(Path(__file__).resolve()), "--results", str(results),
+                            "--in-guest", str(guest_out), *(["--quick"] if args.quick else [])],
+                           results_dir=results, mem=args.mem, timeout=3600)
+    if res.returncode != 0:
+        print(f"guest run failed ({res.returncode}):\n{res.stdout}\n{res.stderr}", file=sys.stderr)
+        return 1
+    guest_s = time.monotonic() - start
+    netem = json.loads(guest_out.read_text())
+    start = time.monotonic()
+    emu = measure_all("userspace", results, args.quick)
+    host_s = time.monotonic() - start
+    out = results / f"emulator_vs_netem-{stamp}.json"
+    out.write_text(json.dumps({"emulator": emu, "netem": netem}, indent=1))
+    print(table(emu, netem))
+    print(f"\nwall time: guest {guest_s:.0f} s (boot included), host {host_s:.0f} s; raw: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
