@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 P99_LIMIT_US = 200.0
@@ -29,11 +30,9 @@ PAYLOAD = FRAME - 42
 def run_load(overrides: dict, rate_bps: float, seconds: float, backend: str = "userspace",
              results_root: str = "results/bench") -> dict:
     """Send a paced UDP train server → client through a longhaul topology with ``overrides``."""
-    from testbed.calibrate import static_arp
     from testbed.network import Testbed
     count = max(1000, int(rate_bps * seconds / (FRAME * 8)))
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results_root) as tb:
-        static_arp(tb)
         rx = tb.popen("client", [sys.executable, "-m", "testbed.probe", "recv", "--port", str(PORT),
                                  "--idle", "1.5", "--timeout", str(seconds + 30)], name="probe-recv",
                       text=True)
@@ -100,6 +99,7 @@ def main(argv=None) -> int:
     p.add_argument("--results", default="results/bench")
     a = p.parse_args(argv)
     rates = [float(x) * 1e6 for x in a.rates.split(",")]
+    load0 = os.getloadavg()
     cases = [("plain veth", PLAIN, False), ("emulator, 0 ms", {**PLAIN, "delay": "0ms"}, True),
              ("emulator, 100 ms", {**PLAIN, "delay": "100ms"}, True)]
     rows = []
@@ -127,6 +127,8 @@ def main(argv=None) -> int:
         ok = [r["offered_mbps"] for r in rows if r["path"] == label and r["ok"]]
         print(f"{label}: highest passing offered rate {max(ok) if ok else 'none'} Mbit/s")
     print(f"target (long-haul at 333 Mbit/s): {'PASS' if target['ok'] else 'FAIL'}")
+    print(f"load average (1, 5, 15 min) before {load0}, after {os.getloadavg()}: other work on the "
+          "machine shows up in the tail of the scheduling error")
     return 0
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -45,6 +46,7 @@ SPECS = {  # name -> longhaul overrides
 }
 LOSS_PPS, LOSS_COUNT = 500, 3000
 TRAIN_PAYLOAD, OVERDRIVE = 1472, 1.05
+BUSY_LOAD = 1.5
 
 
 def _probe(*args) -> list[str]:
@@ -68,11 +70,9 @@ def wait_listening(tb, host: str, port: int, proto: str = "udp", timeout: float 
 
 def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool) -> dict:
     """All measurements of one spec on one backend (see the module docstring)."""
-    from testbed.calibrate import static_arp
     from testbed.network import Testbed
     m: dict = {"name": name, "backend": backend}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results) as tb:
-        static_arp(tb)
         c, s = tb.ip("client"), tb.ip("server")
         (_a, _b, up, down), = tb.topo.link_specs()
         wait = 1 + 2 * up.delay
@@ -138,12 +138,25 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
     return m
 
 
-def measure_all(backend: str, results: Path, quick: bool) -> list[dict]:
-    out = []
-    for name, overrides in SPECS.items():
-        print(f"[{backend}] {name} ...", file=sys.stderr, flush=True)
-        out.append(measure(name, overrides, backend, results, quick))
-    return out
+def in_guest(name: str, results: Path, quick: bool, mem: str) -> dict:
+    """``measure(name)`` with netem in a freshly booted guest (one boot per spec, so nothing a
+    previous spec left in the guest's single CPU can disturb the next)."""
+    from testbed import uml
+    out = results / f"netem-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    res = uml.run_in_guest([sys.executable, str(Path(__file__).resolve()), "--results", str(results),
+                            "--in-guest", str(out), "--spec", name, *(["--quick"] if quick else [])],
+                           results_dir=results, mem=mem, timeout=1800)
+    if res.returncode != 0:
+        raise RuntimeError(f"guest run of {name!r} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    m = json.loads(out.read_text())
+    out.unlink()
+    return m
+
+
+def loaded(m: dict, load: tuple[float, float]) -> dict:
+    """Record the host's 1-minute load average before and after: the guest has one host thread
+    as its CPU, so other work on the host shows up in its figures (2 cores here)."""
+    return {**m, "host_load": [round(load[0], 2), round(os.getloadavg()[0], 2)]}
 
 
 ROWS = ["rtt min (ms)", "rtt median (ms)", "loss up", "loss down", "rate up (Mbit/s)",
@@ -151,28 +164,31 @@ ROWS = ["rtt min (ms)", "rtt median (ms)", "loss up", "loss down", "rate up (Mbi
         "completion new (ms)", "completion kept-alive (ms)"]
 
 
+def _fmt(v) -> str:
+    return f"{v:10.4f}" if v is not None else f"{'-':>10}"
+
+
 def table(emu: list[dict], netem: list[dict]) -> str:
     lines = [f"{'spec':20} {'measurement':28} {'emulator':>11} {'netem (UML)':>11} {'emu/netem':>9}"]
     for e, n in zip(emu, netem):
-        for row in ROWS:
-            if row not in e:
-                continue
+        for row in (r for r in ROWS if r in e):
             a, b = e[row], n[row]
-            flag = lambda m, d: "*" if m.get(f"rate {d} sender-limited") else " "  # noqa: E731
-            fa = fb = " "
+            flags = [" ", " "]
             if row.startswith("rate "):
-                d = row.split()[1]
-                fa, fb = flag(e, d), flag(n, d)
+                flags = ["*" if m.get(f"rate {row.split()[1]} sender-limited") else " " for m in (e, n)]
             ratio = f"{a / b:9.3f}" if a is not None and b else f"{'-':>9}"
-            fmt = (lambda v: f"{v:10.4f}" if v is not None else f"{'-':>10}")  # noqa: E731
-            lines.append(f"{e['name']:20} {row:28} {fmt(a)}{fa} {fmt(b)}{fb} {ratio}")
+            lines.append(f"{e['name']:20} {row:28} {_fmt(a)}{flags[0]} {_fmt(b)}{flags[1]} {ratio}")
     base_e, base_n = emu[0], netem[0]
-    lines.append("")
-    lines.append(f"guest overhead (unimpaired link, netem − emulator host): RTT min "
-                 f"{base_n['rtt min (ms)'] - base_e['rtt min (ms)']:+.3f} ms, median "
-                 f"{base_n['rtt median (ms)'] - base_e['rtt median (ms)']:+.3f} ms "
-                 "(the emulator's own forwarding is in the host figure).")
-    lines.append("* sender did not exceed the configured rate: the figure is the sender's rate.")
+    lines += ["", f"guest overhead (unimpaired link, netem in the guest − emulator's host): RTT min "
+                  f"{base_n['rtt min (ms)'] - base_e['rtt min (ms)']:+.3f} ms, median "
+                  f"{base_n['rtt median (ms)'] - base_e['rtt median (ms)']:+.3f} ms (an unimpaired "
+                  "link is a plain veth on both sides).",
+              "* sender did not exceed the configured rate: the figure is the sender's rate."]
+    busy = [f"{m['name']} ({m['backend']}: {m['host_load']})" for m in emu + netem
+            if max(m["host_load"]) > BUSY_LOAD]
+    if busy:
+        lines.append(f"host busy (1-min load > {BUSY_LOAD} on 2 cores, the benchmark itself "
+                     "included) during: " + ", ".join(busy) + "; the guest's figures suffer first")
     for e in emu[1:]:
         err = (e.get("emulator") or {}).get("sched_error_us")
         if err:
@@ -188,11 +204,15 @@ def main() -> int:
                    help="directory for run directories and the JSON result")
     p.add_argument("--quick", action="store_true", help="fewer packets, requests and seconds")
     p.add_argument("--mem", default="768M", help="guest memory")
+    p.add_argument("--only", action="append", default=[], choices=list(SPECS)[1:],
+                   help="measure only this spec (repeatable; the unimpaired baseline always runs)")
     p.add_argument("--in-guest", help=argparse.SUPPRESS)  # internal: JSON output path
+    p.add_argument("--spec", help=argparse.SUPPRESS)      # internal: the spec to measure there
     args = p.parse_args()
     results = Path(args.results).resolve()
     if args.in_guest:
-        Path(args.in_guest).write_text(json.dumps(measure_all("netem", results, args.quick)))
+        m = measure(args.spec, SPECS[args.spec], "netem", results, args.quick)
+        Path(args.in_guest).write_text(json.dumps(m))
         return 0
     from testbed import uml
     ok, reason = uml.availability()
@@ -200,24 +220,18 @@ def main() -> int:
         print(f"emulator_vs_netem: {reason}", file=sys.stderr)
         return 1
     results.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    guest_out = results / f"emulator_vs_netem-{stamp}-netem.json"
-    start = time.monotonic()
-    res = uml.run_in_guest([sys.executable, str(Path(__file__).resolve()), "--results", str(results),
-                            "--in-guest", str(guest_out), *(["--quick"] if args.quick else [])],
-                           results_dir=results, mem=args.mem, timeout=3600)
-    if res.returncode != 0:
-        print(f"guest run failed ({res.returncode}):\n{res.stdout}\n{res.stderr}", file=sys.stderr)
-        return 1
-    guest_s = time.monotonic() - start
-    netem = json.loads(guest_out.read_text())
-    start = time.monotonic()
-    emu = measure_all("userspace", results, args.quick)
-    host_s = time.monotonic() - start
-    out = results / f"emulator_vs_netem-{stamp}.json"
+    emu, netem = [], []
+    for name in [n for n in SPECS if n == "unimpaired" or not args.only or n in args.only]:
+        print(f"{name}: netem in a UML guest ...", file=sys.stderr, flush=True)
+        load = os.getloadavg()
+        netem.append(loaded(in_guest(name, results, args.quick, args.mem), load))
+        print(f"{name}: userspace emulator on the host ...", file=sys.stderr, flush=True)
+        load = os.getloadavg()
+        emu.append(loaded(measure(name, SPECS[name], "userspace", results, args.quick), load))
+    out = results / f"emulator_vs_netem-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps({"emulator": emu, "netem": netem}, indent=1))
     print(table(emu, netem))
-    print(f"\nwall time: guest {guest_s:.0f} s (boot included), host {host_s:.0f} s; raw: {out}")
+    print(f"\nraw results: {out}")
     return 0
 
 

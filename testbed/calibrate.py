@@ -90,18 +90,6 @@ class _Receiver:
         return _last_json(out)["streams"]
 
 
-def static_arp(tb) -> None:
-    """Permanent ARP entries between all hosts of ``tb``: no probe waits for address resolution
-    (at 100 ms one-way delay an unresolved neighbour drops most of a fast train's start)."""
-    from .hosts import run_in
-    hosts = list(tb.hosts.values())
-    for h in hosts:
-        for other in hosts:
-            if other is not h:
-                run_in(h, ["ip", "neigh", "replace", other.IP(), "lladdr", other.MAC(), "dev",
-                           h.defaultIntf().name, "nud", "permanent"])
-
-
 def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, backend: str,
             packets: int, seed: int, results: str, specs: tuple) -> dict:
     from .network import Testbed
@@ -111,7 +99,6 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
     idle = 1.0 + 2 * delay
     m: dict[str, Any] = {"reordered": 0}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results, seed=seed) as tb:
-        static_arp(tb)
         c, s = tb.ip("client"), tb.ip("server")
         # RTT
         echo = tb.popen("server", _probe("echo", "--port", 5700), name="probe-echo", text=True)
@@ -174,6 +161,7 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
                                         "queue_drops": queue_drops,
                                         "unintended_drops": emu.get("unintended_drops"),
                                         "read_lag_us": emu.get("read_lag_us"),
+                                        "warnings": emu.get("warnings", []),
                                         "cpu_percent": emu.get("cpu_percent")},
             "backend": tb.backend.name, "run_dir": str(tb.dir)}
 
@@ -254,5 +242,7 @@ def run(args) -> int:
             s = e["sched_error_us"]
             print(f"emulator scheduling error p50 {s['p50']} µs, p99 {s['p99']} µs, max {s['max']} µs; "
                   f"CPU {e['cpu_percent']}% of a core")
+        for w in e.get("warnings", []):
+            print(f"emulator warning: {w}")
         print("OK" if out["ok"] else "NOT OK")
     return 0 if out["ok"] else 1

@@ -16,10 +16,11 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from .hosts import configure_host, ns_argv, read_sysctls, DEFAULT_SYSCTLS
+from .hosts import DEFAULT_SYSCTLS, configure_host, ns_argv, read_sysctls, static_arp
 from .lifecycle import Run
 from .provenance import provenance
 
@@ -117,6 +118,7 @@ class Testbed:
                 configure_host(host, {**self.sysctls, **info.get("sysctls", {})},
                                router=info.get("router", False), routes=info.get("routes", ()),
                                commands=info.get("commands", ()))
+            self.arp_entries = static_arp(self.net.links)
             self.backend.setup(self.net, self.run_)
             self.metadata = self._metadata()
             (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
@@ -134,7 +136,10 @@ class Testbed:
     def _stop(self) -> None:
         if self.backend is not None:
             self.backend.teardown()
-            self.metadata["backend_summary"] = self.backend.summary()
+            summary = self.backend.summary()
+            self.metadata["backend_summary"] = summary
+            for warning in summary.get("warnings", []):
+                print(f"testbed: warning: {self.backend.name} backend: {warning}", file=sys.stderr)
             if self.dir.exists():
                 (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
         if self.net is not None:
@@ -149,6 +154,7 @@ class Testbed:
             "topology": {"name": self.topo.name, "params": self.topo.values},
             "backend": self.backend.name,
             "seed": self.seed,
+            "static_arp_entries": self.arp_entries,
             "links": self.topo.link_records(),
             "hosts": {h.name: {"ips": {i.name: i.IP() for i in h.intfList() if i.name != "lo"},
                                "sysctls": read_sysctls(h, keys)} for h in self.net.hosts},

@@ -3,8 +3,8 @@
 Debian's ``user-mode-linux`` kernel (``/usr/bin/linux.uml``) runs as an ordinary process.  The
 guest boots with the host's root filesystem over hostfs, **read-only**; the guest's init
 (``testbed/uml_init.py``) gives it its own proc/sys/dev and tmpfs on /tmp, /run, /var/tmp,
-/dev/shm (so ``ip netns`` and Mininet write nothing to the host), loads sch_htb, sch_netem, veth
-and tcp_bbr from ``/usr/lib/uml/modules/<version>``, mounts ``results_dir`` read-write at the same
+/dev/shm (so ``ip netns`` and Mininet write nothing to the host), loads sch_htb, sch_netem, veth,
+tcp_bbr and ipv6 (built-in on usual kernels) from ``/usr/lib/uml/modules/<version>``, mounts ``results_dir`` read-write at the same
 path, runs the command (an argv list, handed over as JSON, never through a shell) with the same
 Python interpreter and repository as the caller, and powers off.
 
@@ -16,7 +16,8 @@ process group, which is ended (SIGTERM, then SIGKILL) on timeout, on any excepti
 to be empty before returning.
 
 The guest has one virtual CPU and HZ=100; see the README section on User-Mode Linux for what the
-guest itself adds to RTT and where its throughput ceiling is.
+guest itself adds to RTT and where its throughput ceiling is.  If the calling process is killed
+with SIGKILL, the guest runs on until its command ends, then powers itself off.
 """
 from __future__ import annotations
 

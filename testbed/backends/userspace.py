@@ -11,7 +11,12 @@ Links given the same ``medium=AirtimeSpec`` (same ``name``) share one air interf
 
 Offloads: TSO/GSO/GRO and TX checksum offload are switched off and verified on both ends of
 every emulated pair (otherwise AF_PACKET reads frames with partial checksums that the receiver
-drops after forwarding).
+drops after forwarding).  The emulator's ends get the largest MTU, so only the hosts'
+interfaces limit frame sizes.
+
+Accounting: ``summary()`` is the forwarder's ``summary.json`` (see ``emulator.forwarder``) plus
+the drop counters of the hosts' ends of emulated links over the run, which are added to
+``unintended_drops``.  The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
 
 Seeds: direction k (in link order, a→b then b→a) gets ``seed + k``; recorded in ``summary()``.
 """
@@ -30,10 +35,11 @@ from typing import Any
 from mininet.link import Link
 from mininet.util import makeIntfPair
 
-from ..hosts import offloads_off, run_in, set_sysctls
+from ..hosts import ns_argv, offloads_off, run_in, set_sysctls
 from ..linkspec import LinkSpec
 
 EMU_NODE = "tbemu"
+EMU_MTU = 65535
 READY_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0
 _OFFLOAD_FEATURES = ("tx-checksumming", "tcp-segmentation-offload", "generic-segmentation-offload",
@@ -107,8 +113,9 @@ class EmulatedLink(Link):
 class UserspaceBackend:
     name = "userspace"
 
-    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 0, early_ns: int = 0,
-                 realtime: bool = True, python: str = sys.executable):
+    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 0,
+                 early_ns: int = 0, realtime: bool = True, python: str = sys.executable):
+        """Timing knobs as in ``emulator.config.ForwarderConfig``; ``python`` runs the forwarder."""
         self.seed = seed
         self.late_ns, self.spin_ns, self.early_ns, self.realtime = late_ns, spin_ns, early_ns, realtime
         self.python = python
@@ -160,8 +167,8 @@ class UserspaceBackend:
         emu = self.emu
         run.record_pid(emu.pid, f"mininet node {EMU_NODE}", group=True)
         for link in self.links:
-            for end in link.emu_ends:
-                run_in(emu, ["ip", "link", "set", "dev", end, "up"])
+            for end in link.emu_ends:  # largest MTU: only the hosts' interfaces limit frame sizes
+                run_in(emu, ["ip", "link", "set", "dev", end, "mtu", str(EMU_MTU), "up"])
                 offloads_off(emu, end)
                 verify_offloads_off(emu, end)
             for intf in (link.intf1, link.intf2):
@@ -176,10 +183,9 @@ class UserspaceBackend:
         for stale in ("ready", "summary.json"):
             (self.log_dir / stale).unlink(missing_ok=True)
         with open(self.log_dir / "forwarder.log", "wb") as out:
-            self.proc = subprocess.Popen(["mnexec", "-a", str(emu.pid), self.python, "-m",
-                                          "testbed.emulator.forwarder", str(cfg_path)],
-                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            argv = [self.python, "-m", "testbed.emulator.forwarder", str(cfg_path)]
+            self.proc = subprocess.Popen(ns_argv(emu, argv), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
         run.record_pid(self.proc.pid, "emulator", group=True)
         deadline = time.monotonic() + READY_TIMEOUT
         while not (self.log_dir / "ready").exists():

@@ -8,8 +8,8 @@ and sends delivered frames out of the other veth end at their scheduled time.
 Timing.  A frame's arrival time is its kernel receive timestamp (SO_TIMESTAMPNS, converted to
 CLOCK_MONOTONIC), so time spent waiting in the socket does not shift its schedule.  epoll's
 timeout has millisecond granularity, so departures are timed with a timerfd (CLOCK_MONOTONIC,
-absolute) in the same epoll set, with the process's timer slack set to 1 ns; ``spin_ns`` and
-``early_ns`` (see ``config``) trade CPU for wake-ups.  The loop runs SCHED_FIFO (``realtime``)
+absolute) in the same epoll set, with the process's timer slack set to 1 ns, armed ``spin_ns``
+before the departure; the rest of the wait polls without sleeping (see ``config``).  The loop runs SCHED_FIFO (``realtime``)
 with Python's garbage collector off (it creates no cycles).  Pending frames are a FIFO per
 direction (a heap when the spec allows reordering).  While departures are due, reading stops
 after ``MIN_BATCH`` frames so that sends are not held up by a burst of arrivals.
@@ -58,6 +58,7 @@ TFD_TIMER_ABSTIME = 1
 CLOCK_MONOTONIC = 1
 BATCH = 256  # frames read from one socket before departures are checked again
 MIN_BATCH = 16  # ... or fewer (at least this many) when a departure is due
+LAG_WARN_US = 10_000  # a read lag beyond this is reported as overload
 MAX_FRAME = 65536
 
 
@@ -314,8 +315,8 @@ class Forwarder:
             elif nxt - early - mono() <= spin_ns:
                 timeout = 0
             else:
-                if timer.armed != nxt - early:
-                    timer.arm(nxt - early)
+                if timer.armed != nxt - early - spin_ns:
+                    timer.arm(nxt - early - spin_ns)
                 timeout = -1
             for fd, _ in poll(timeout):
                 d = by_fd.get(fd)
@@ -388,6 +389,18 @@ class Forwarder:
         fates = sum(totals[k] for k in ("delivered", "dropped_loss", "dropped_queue", "send_error",
                                         "pending_at_exit"))
         all_err = np.concatenate(errors) if errors else np.zeros(0, dtype=np.int64)
+        read_lag = linklog.percentiles_us(np.concatenate(lags) if lags else [])
+        warnings = []
+        if unintended:
+            warnings.append(f"{unintended} frames lost by the emulator itself (socket buffer, send "
+                            "errors or interface drops): results of this run are not trustworthy")
+        if totals["late"]:
+            warnings.append(f"{totals['late']} frames left more than {cfg.late_ns / 1e6:g} ms after "
+                            "their scheduled time: the emulator could not keep up")
+        if read_lag["max"] is not None and read_lag["max"] > LAG_WARN_US:
+            warnings.append(f"frames waited up to {read_lag['max'] / 1e3:.1f} ms in the socket before "
+                            "being read: the emulator was overloaded (their schedule still counts "
+                            "from the kernel arrival time)")
         return {
             "pid": os.getpid(), "config": self.config_path, "log_dir": str(self.log_dir),
             "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
@@ -398,7 +411,7 @@ class Forwarder:
             "realtime": cfg.realtime,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
-            "read_lag_us": linklog.percentiles_us(np.concatenate(lags) if lags else []),
+            "read_lag_us": read_lag, "warnings": warnings,
             "unintended_drops": int(unintended),
             "accounted": fates == totals["frames_in"] and all(checks),
             "directions": directions, "interfaces": ifdrops,

@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 RECORD = struct.Struct("<qqqqIIIHHHHBHB")
-FIELDS = ("t_arrival", "t_read", "t_sched", "t_sent", "src", "dst", "seq", "ethertype", "ip_id", "sport",
-          "dport", "proto", "length", "verdict")
-_FORMATS = ("<i8", "<i8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u2", "<u2", "<u2", "<u2", "u1", "<u2", "u1")
+FIELDS = ("t_arrival", "t_read", "t_sched", "t_sent", "src", "dst", "seq", "ethertype", "ip_id",
+          "sport", "dport", "proto", "length", "verdict")
+_FORMATS = ("<i8", "<i8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u2", "<u2", "<u2", "<u2", "u1", "<u2",
+            "u1")
 MAGIC = b"TBFRAMES1\n"
 
 DELIVERED, LOSS, QUEUE, SEND_ERROR, PENDING_AT_EXIT = range(5)
@@ -113,15 +114,16 @@ class LogWriter:
 def read_log(path: Path | str):
     """(header dict, numpy structured array with ``FIELDS``) of one direction's frame log."""
     import numpy as np
-    raw = Path(path).read_bytes()
-    if not raw.startswith(MAGIC):
-        raise ValueError(f"{path} is not an emulator frame log (bad magic)")
-    hlen = struct.unpack_from("<I", raw, len(MAGIC))[0]
-    start = len(MAGIC) + 4
-    header = json.loads(raw[start:start + hlen])
-    body = raw[start + hlen:]
-    n = len(body) // RECORD.size
-    return header, np.frombuffer(body[:n * RECORD.size], dtype=dtype())
+    with open(path, "rb") as f:
+        head = f.read(len(MAGIC) + 4)
+        if len(head) < len(MAGIC) + 4 or not head.startswith(MAGIC):
+            raise ValueError(f"{path} is not an emulator frame log (bad magic)")
+        hlen = struct.unpack_from("<I", head, len(MAGIC))[0]
+        header = json.loads(f.read(hlen))
+        start = f.tell()
+        n = (os.fstat(f.fileno()).st_size - start) // RECORD.size
+        f.seek(start)
+        return header, np.fromfile(f, dtype=dtype(), count=n)
 
 
 def percentiles_us(values_ns) -> dict[str, float | None]:
