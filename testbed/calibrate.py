@@ -19,7 +19,8 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   count), refitted without frames more than 1 ms off the line (held up by a stall).  Check:
   within 2% (inconclusive = fail when the sender could not exceed the rate by 2%).
 - Reordering: datagrams arriving after one with a higher sequence number, over all streams.
-- The userspace emulator's own report: scheduling error p50/p99/max and unintended drops.
+- The userspace emulator's own report: scheduling error p50/p99/max (check: p99 ≤ 200 µs) and
+  unintended drops (check: 0).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ TRAIN_S = 0.5  # s of frames at the rate
 HEAD_START = 0.1  # s of frames sent ahead of the pacing: a standing queue absorbs sender stalls
 Z99 = 2.5758293035489004
 RATE_TOL, RTT_TOL_MS = 0.02, 1.0
+SCHED_P99_US = 200  # the emulator's target: p99 scheduling error at or below 200 µs
 LOSS_PPS = 5000  # datagrams/s per direction for the loss measurement
 
 
@@ -194,6 +196,10 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
         check(f"loss {d}", conf, round(m["loss"][d], 6), ok,
               "none lost" if conf == 0 else f"configured inside 99% interval [{lo:.4f}, {hi:.4f}]")
     check("reordered datagrams", 0, m["reordered"], m["reordered"] == 0, "0")
+    sched = emu.get("sched_error_us")
+    if sched:
+        check("emulator sched error p99 (µs)", None, sched["p99"], sched["p99"] <= SCHED_P99_US,
+              f"≤ {SCHED_P99_US} µs")
     if emu.get("unintended_drops") is not None:
         check("emulator unintended drops", 0, emu["unintended_drops"], emu["unintended_drops"] == 0, "0")
     queue_drops = [v for v in (emu.get("queue_drops") or {}).values() if v is not None]
