@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "backend", None) == "netem-uml":
+        from .uml import run_cli_in_guest
+        return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
+                                results_root=getattr(args, "results", "results"))
     try:
         return int(args.func(args) or 0)
     except ValueError as exc:

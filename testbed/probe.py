@@ -43,6 +43,7 @@ def _payload(size: int) -> bytearray:
 def echo(port: int, duration: float) -> dict:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("0.0.0.0", port))
+    print(json.dumps({"listening": port}), flush=True)
     sock.settimeout(0.2)
     n, end = 0, time.monotonic() + duration
     while time.monotonic() < end:

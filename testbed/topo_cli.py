@@ -1,6 +1,8 @@
 """``testbed topo list`` and ``testbed topo up NAME [--set KEY=VALUE ...] [--cli]``."""
 from __future__ import annotations
 
+from .backends import BACKEND_CHOICES
+
 import time
 
 
@@ -23,8 +25,8 @@ def add_topology_args(p) -> None:
     """Options every command that brings up a topology shares."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a topology parameter (see `testbed topo list`)")
-    p.add_argument("--backend", default="auto", choices=("auto", "netem", "userspace"),
-                   help="link backend (auto: netem where the kernel has it, else userspace)")
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
+                   help="link backend (auto: netem where the kernel has it, else userspace; netem-uml: run the command in a User-Mode Linux guest with netem)")
     p.add_argument("--seed", type=int, default=1, help="seed of the loss and jitter generators")
     p.add_argument("--results", default="results", help="directory for run results (default: results)")
 

@@ -1,7 +1,7 @@
 """The kernel backend (htb + netem) for real, inside a User-Mode Linux guest (testbed/uml.py).
 
 This machine's kernel has no qdiscs; the UML guest's has.  Each test boots one guest that runs
-this file as a script (``guest`` mode), which:
+this file as a script, which:
 
 * ``qdisc`` case: makes two namespaces joined by a veth pair, applies to each end the tc argv
   lists of ``testbed.backends.kernel.qdisc_commands`` for one direction's LinkSpec, reads the
@@ -10,19 +10,15 @@ this file as a script (``guest`` mode), which:
 * ``testbed`` case: the same probe through ``Testbed("longhaul", backend="netem")``, the path
   users take.
 
-Probe loss per direction: the echo server counts the distinct probes that reached it (up =
-1 − received/sent), the client counts the echoes of those that came back (down = 1 − echoed/
-received).  Run: ``sudo .venv/bin/pytest tests/test_uml.py`` (about 2 minutes).
+RTT and loss per direction come from ``testbed.probe`` (as in ``testbed calibrate``), with
+static ARP entries.  Run: ``sudo .venv/bin/pytest tests/test_uml.py`` (about 3 minutes).
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import select
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -30,97 +26,55 @@ from pathlib import Path
 
 import pytest
 
-PROBE = struct.Struct("!IQ")  # sequence number, client send time (ns)
-PROBE_SIZE = 100              # UDP payload bytes
-WARMUP = 0x80000000           # sequence numbers with this bit resolve ARP first; not counted
-PORT = 5001
+PORT = 5700
 ME = os.path.abspath(__file__)
 NS = ("tbuA", "tbuB")         # guest namespaces: A plays the client, B the server
 IFS = ("tbu0", "tbu1")
 IPS = ("10.77.0.1", "10.77.0.2")
+LOSS_PPS = 500                # per direction; the guest's Python receivers keep up to ~2,500/s
 
 
-# --- UDP echo probe ------------------------------------------------------------------------------
-def echo_server(port: int, idle: float) -> dict:
-    """Echo every datagram back; stop ``idle`` s after the last one; count distinct sequences."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("0.0.0.0", port))
-    print("ready", flush=True)
-    seen: set[int] = set()
-    sock.settimeout(60)  # until the first probe
-    while True:
-        try:
-            data, addr = sock.recvfrom(2048)
-        except socket.timeout:
-            break
-        seq = PROBE.unpack_from(data)[0]
-        if not seq & WARMUP:
-            sock.settimeout(idle)
-            seen.add(seq)
-        sock.sendto(data, addr)
-    return {"received": len(seen)}
+def _probe(*args) -> list[str]:
+    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
 
 
-def probe_client(host: str, port: int, count: int, interval: float, drain: float) -> dict:
-    """Send ``count`` probes every ``interval`` s; collect echoes until ``drain`` s after the last.
-
-    rtt_*_ms: from the probe's send time to its echo's arrival (CLOCK_MONOTONIC), first echo of
-    each sequence number.  Before them, warm-up probes every 50 ms until one comes back (up to
-    20 s), so that ARP in both directions is resolved and does not drop the first probes."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    pad = bytes(PROBE_SIZE - PROBE.size)
-    sock.settimeout(0.05)
-    for i in range(400):
-        sock.sendto(PROBE.pack(WARMUP | i, 0) + pad, (host, port))
-        try:
-            sock.recv(2048)
-            break
-        except socket.timeout:
-            pass
-    else:
-        raise SystemExit("probe: no echo within 20 s")
-    time.sleep(1.0)  # let late warm-up echoes arrive before counting starts
-    while True:  # drain them
-        try:
-            sock.recv(2048)
-        except socket.timeout:
-            break
-    sock.setblocking(False)
-    rtts: dict[int, float] = {}
-    start = time.monotonic_ns()
-    sent, end = 0, None
-    while True:
-        now = time.monotonic_ns()
-        if sent < count and now >= start + sent * interval * 1e9:
-            sock.sendto(PROBE.pack(sent, now) + pad, (host, port))
-            sent += 1
-            if sent == count:
-                end = now + drain * 1e9
-            continue
-        if end is not None and now >= end:
-            break
-        wake = end if end is not None else start + sent * interval * 1e9
-        if select.select([sock], [], [], max(0.0, (wake - now) / 1e9))[0]:
-            while True:
-                try:
-                    data = sock.recv(2048)
-                except BlockingIOError:
-                    break
-                seq, t_sent = PROBE.unpack_from(data)
-                if not seq & WARMUP:
-                    rtts.setdefault(seq, (time.monotonic_ns() - t_sent) / 1e6)
-    values = sorted(rtts.values())
-    return {"sent": sent, "echoed": len(values), "rtt_min_ms": values[0] if values else None,
-            "rtt_median_ms": statistics.median(values) if values else None}
+def _json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
 
 
-def run_probe(popen, run, server_ip: str, count: int, interval: float) -> dict:
-    """Echo server via ``popen``, probe client via ``run`` (both take an argv list)."""
-    server = popen([sys.executable, ME, "echo", str(PORT), "3"])
-    assert server.stdout.readline().strip() == "ready", "echo server did not start"
-    client = run([sys.executable, ME, "probe", server_ip, str(PORT), str(count), str(interval), "3"])
-    out, _ = server.communicate(timeout=30)
-    return {**json.loads(client), **json.loads(out)}
+def wait_listening(run, host: str, port: int, proto: str = "u", timeout: float = 30) -> None:
+    """Until a socket listens on ``port`` in ``host`` (a client started earlier is refused)."""
+    end = time.monotonic() + timeout
+    while not run(host, ["ss", f"-H{proto}nl", f"sport = :{port}"]).strip():
+        assert time.monotonic() < end, f"nothing listening on port {port} in {host}"
+        time.sleep(0.1)
+
+
+def measure(popen, run, ips: dict, count: int, wait: float) -> dict:
+    """RTT (``probe ping``, 200 probes 10 ms apart) and loss per direction (``probe send`` →
+    ``probe recv``, ``count`` datagrams each way at once).  ``popen(host, argv)`` returns a
+    text Popen with stdout piped, ``run(host, argv)`` the stdout; hosts: client, server."""
+    echo = popen("server", _probe("echo", "--port", PORT))
+    wait_listening(run, "server", PORT)
+    ping = _json(run("client", _probe("ping", "--dst", ips["server"], "--port", PORT, "--count",
+                                      200, "--interval", 0.01, "--wait", wait)))
+    echo.kill()
+    echo.wait()
+    rtts = sorted(ping["rtt_ms"])
+    out = {"rtt_min_ms": rtts[0], "rtt_median_ms": statistics.median(rtts)}
+    pairs = (("up", "client", "server", PORT + 1), ("down", "server", "client", PORT + 2))
+    rx = {d: popen(dst, _probe("recv", "--port", port, "--idle", wait, "--timeout", 600))
+          for d, _src, dst, port in pairs}
+    for r in rx.values():
+        assert "listening" in r.stdout.readline()
+    tx = {d: popen(src, _probe("send", "--dst", ips[dst], "--port", port, "--count", count,
+                               "--rate", LOSS_PPS * 106 * 8, "--stream", 1))
+          for d, src, dst, port in pairs}
+    for d in ("up", "down"):
+        sent = _json(tx[d].communicate(timeout=600)[0])["sent"]
+        got = _json(rx[d].communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
+        out[f"sent_{d}"], out[f"received_{d}"] = sent, got["received"]
+    return out
 
 
 # --- guest side ----------------------------------------------------------------------------------
@@ -134,7 +88,7 @@ def _iperf_goodput(src: int, dst: int, cc: str, seconds: int, omit: int) -> floa
     server = subprocess.Popen(["ip", "netns", "exec", NS[dst], "iperf3", "-s", "-1", "-p", "5201"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(1)
+        wait_listening(lambda _h, argv: _sh(["ip", "netns", "exec", NS[dst], *argv]), NS[dst], 5201, "t")
         out = _sh(["ip", "netns", "exec", NS[src], "iperf3", "-c", IPS[dst], "-p", "5201", "-C", cc,
                    "-t", str(seconds), "-O", str(omit), "--json"], timeout=seconds + omit + 60)
     finally:
@@ -157,17 +111,25 @@ def guest_qdisc_case(cfg: dict) -> dict:
                          ["ip", "link", "set", ifname, "up"], ["ip", "link", "set", "lo", "up"],
                          ["ethtool", "-K", ifname, *OFFLOADS_OFF], *qdisc_commands(ifname, spec)):
                 _sh(["ip", "netns", "exec", ns, *argv])
+        macs = [json.loads(_sh(["ip", "-n", ns, "-j", "link", "show", "dev", i]))[0]["address"]
+                for ns, i in zip(NS, IFS)]
+        for k in (0, 1):
+            _sh(["ip", "-n", NS[k], "neigh", "replace", IPS[1 - k], "lladdr", macs[1 - k], "dev",
+                 IFS[k], "nud", "permanent"])
         result = {"class": [_sh(["ip", "netns", "exec", ns, "tc", "class", "show", "dev", i])
                             for ns, i in zip(NS, IFS)]}
 
-        def popen(argv):
-            return subprocess.Popen(["ip", "netns", "exec", NS[1], *argv], stdout=subprocess.PIPE,
+        ns = {"client": NS[0], "server": NS[1]}
+
+        def popen(host, argv):
+            return subprocess.Popen(["ip", "netns", "exec", ns[host], *argv], stdout=subprocess.PIPE,
                                     text=True)
 
-        def run(argv):
-            return _sh(["ip", "netns", "exec", NS[0], *argv], timeout=300)
+        def run(host, argv):
+            return _sh(["ip", "netns", "exec", ns[host], *argv], timeout=300)
 
-        result["probe"] = run_probe(popen, run, IPS[1], cfg["count"], cfg["interval"])
+        result["probe"] = measure(popen, run, {"client": IPS[0], "server": IPS[1]}, cfg["count"],
+                                  1 + specs[0].delay + specs[1].delay)
         result["goodput"] = {direction: _iperf_goodput(src, dst, cc, cfg["seconds"], cfg["omit"])
                              for direction, src, dst, cc in (("up", 0, 1, cfg["cc_up"]),
                                                              ("down", 1, 0, cfg["cc_down"]))}
@@ -180,16 +142,19 @@ def guest_qdisc_case(cfg: dict) -> dict:
 
 
 def guest_testbed_case(cfg: dict) -> dict:
+    from testbed.calibrate import static_arp
     from testbed.network import Testbed
     with Testbed("longhaul", backend="netem", overrides=cfg["overrides"],
                  results_root=Path(cfg["results_dir"]) / "runs") as tb:
-        def popen(argv):
-            return tb.popen("server", argv, name="echo", text=True)
+        def popen(host, argv):
+            return tb.popen(host, argv, name="probe", text=True)
 
-        def run(argv):
-            return tb.run("client", argv, timeout=300, check=True).stdout
+        def run(host, argv):
+            return tb.run(host, argv, timeout=300, check=True).stdout
 
-        return {"probe": run_probe(popen, run, tb.ip("server"), cfg["count"], cfg["interval"]),
+        static_arp(tb)
+        ips = {h: tb.ip(h) for h in ("client", "server")}
+        return {"probe": measure(popen, run, ips, cfg["count"], 1.5),
                 "backend": tb.metadata["backend"]}
 
 
@@ -207,7 +172,7 @@ def _run_guest(tmp_path: Path, cfg: dict) -> dict:
     if not ok:
         pytest.skip(reason)
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "results_dir": str(tmp_path)}))
-    res = uml.run_in_guest([sys.executable, ME, "guest", str(tmp_path / "config.json")],
+    res = uml.run_in_guest([sys.executable, ME, str(tmp_path / "config.json")],
                            results_dir=tmp_path, timeout=600)
     assert res.returncode == 0, f"guest failed:\n{res.stdout}\n{res.stderr}"
     return json.loads((tmp_path / "result.json").read_text())
@@ -247,10 +212,9 @@ def _check_qdisc_case(r: dict, up, down) -> None:
     p = r["probe"]
     base = (up.delay + down.delay) * 1e3
     assert base <= p["rtt_min_ms"] <= p["rtt_median_ms"] <= base + 5.0, p
-    loss_up = 1 - p["received"] / p["sent"]
-    loss_down = 1 - p["echoed"] / p["received"]
-    assert _within_binomial(loss_up, up.loss.p, p["sent"]), (loss_up, up.loss.p)
-    assert _within_binomial(loss_down, down.loss.p, p["received"]), (loss_down, down.loss.p)
+    for d, spec in (("up", up), ("down", down)):
+        loss = 1 - p[f"received_{d}"] / p[f"sent_{d}"]
+        assert _within_binomial(loss, spec.loss.p, p[f"sent_{d}"]), (d, loss, spec.loss.p)
     # htb counts whole frames: TCP payload is at most 1448/1514 of the configured rate (netem
     # drops before htb, so lost frames use none of it).  Steady-state goodput must reach most of
     # that bound where nothing is lost (where loss is, TCP's reaction decides).
@@ -386,7 +350,7 @@ def test_longhaul_htb_netem_in_guest(tmp_path):
     from topologies.longhaul import LongHaul
     (_a, _b, up, down), = LongHaul(rate_up="50mbit", rate_down="50mbit").link_specs()
     r = _run_guest(tmp_path, {"case": "qdisc", "up": up.to_dict(), "down": down.to_dict(),
-                              "count": 2500, "interval": 0.004, "seconds": 5, "omit": 4,
+                              "count": 2500, "seconds": 5, "omit": 4,
                               "cc_up": "bbr", "cc_down": "bbr"})
     _check_qdisc_case(r, up, down)
 
@@ -398,7 +362,7 @@ def test_asymmetric_htb_netem_in_guest(tmp_path):
     up = LinkSpec.parse(rate="10mbit", delay="15ms", loss="5%")
     down = LinkSpec.parse(rate="40mbit", delay="25ms")
     r = _run_guest(tmp_path, {"case": "qdisc", "up": up.to_dict(), "down": down.to_dict(),
-                              "count": 2500, "interval": 0.004, "seconds": 5, "omit": 2,
+                              "count": 2500, "seconds": 5, "omit": 2,
                               "cc_up": "bbr", "cc_down": "cubic"})
     _check_qdisc_case(r, up, down)
 
@@ -406,21 +370,14 @@ def test_asymmetric_htb_netem_in_guest(tmp_path):
 @root_slow
 def test_testbed_longhaul_netem_backend_in_guest(tmp_path):
     """``Testbed("longhaul", backend="netem")`` as users run it: 200 ms RTT, loss down only."""
-    r = _run_guest(tmp_path, {"case": "testbed", "count": 1500, "interval": 0.004,
+    r = _run_guest(tmp_path, {"case": "testbed", "count": 1500,
                               "overrides": {"rate_up": "50mbit", "rate_down": "50mbit"}})
     p = r["probe"]
     assert r["backend"] == "netem"
     assert 200.0 <= p["rtt_min_ms"] <= p["rtt_median_ms"] <= 205.0, p
-    assert p["received"] == p["sent"]
-    assert _within_binomial(1 - p["echoed"] / p["received"], 0.14, p["received"])
+    assert p["received_up"] == p["sent_up"]
+    assert _within_binomial(1 - p["received_down"] / p["sent_down"], 0.14, p["sent_down"])
 
 
 if __name__ == "__main__":
-    mode, args = sys.argv[1], sys.argv[2:]
-    if mode == "guest":
-        sys.exit(guest_main(args[0]))
-    if mode == "echo":
-        print(json.dumps(echo_server(int(args[0]), float(args[1]))), flush=True)
-    elif mode == "probe":
-        print(json.dumps(probe_client(args[0], int(args[1]), int(args[2]), float(args[3]),
-                                      float(args[4]))))
+    sys.exit(guest_main(sys.argv[1]))

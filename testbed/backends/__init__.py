@@ -3,6 +3,8 @@
 ``netem``: the kernel's htb + netem on each side's egress (testbed/backends/kernel.py).
 ``userspace``: the project's emulator forwarding frames between veth ends
 (testbed/backends/userspace.py).  ``auto`` picks netem where the kernel has it.
+``netem-uml``: the kernel backend inside a User-Mode Linux guest (testbed/uml.py), for machines
+whose own kernel has no netem.
 
 A backend object has ``name``, ``link_class()`` (a Mininet Link factory taking ``spec_ab`` and
 ``spec_ba``), ``setup(net, run)`` after the network is built, ``teardown()`` (idempotent) and
@@ -11,6 +13,9 @@ A backend object has ``name``, ``link_class()`` (a Mininet Link factory taking `
 from __future__ import annotations
 
 BACKENDS = ("auto", "netem", "userspace")
+# What commands accept: ``netem-uml`` re-runs the whole command inside a User-Mode Linux guest
+# with ``--backend netem`` (testbed/uml.py); select_backend itself never sees it.
+BACKEND_CHOICES = BACKENDS + ("netem-uml",)
 
 
 def select_backend(name: str, seed: int = 1):
