@@ -10,14 +10,28 @@ sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
     SYN and FIN do not count (as in Wireshark).
 
 *wireshark* (after every event)
-    Wireshark's ``tcp.analysis.bytes_in_flight``: SND.MAX (counting a FIN
-    already sent, minus one when the segment being sent carries the FIN) minus
-    SND.UNA minus the bytes in the SACK blocks of the latest ACK (D-SACK
-    included); a retransmission below SND.UNA moves that left edge down to
-    its sequence number until the next ACK (as Wireshark does).
-    Wireshark forgets blocks the receiver no longer repeats (a receiver sends
-    at most 3 or 4 blocks), whereas *sacked* is the sender's cumulative
-    scoreboard.  Only meaningful at data segments, where Wireshark reports it.
+    Wireshark's ``tcp.analysis.bytes_in_flight`` (4.0, default
+    payload-based method of ``tcp_analyze_sequence_number``), reproduced from
+    its state: Wireshark keeps a list of the transmissions (every segment with
+    payload, SYN or FIN, retransmissions included, at most 10000 =
+    TCP_MAX_UNACKED_SEGMENTS; later ones are not added) and, at each ACK,
+    deletes those ending at or below the ACK number and trims those it cuts
+    to start at it.  The value is the highest end minus the lowest start in
+    that list, minus the bytes in the first 3 SACK blocks of the latest ACK
+    (D-SACK included; further blocks are not stored).  So it equals SND.MAX -
+    SND.UNA - SACKed while the list holds the segment at SND.MAX, but once an
+    ACK has covered everything sent the list restarts empty: a retransmission
+    below SND.UNA sent then counts only the retransmissions sent since that
+    ACK (e.g. 1448 for one spurious retransmission, where SND.MAX - its
+    sequence number may be hundreds of kB).  A retransmission below SND.UNA
+    otherwise moves the lower edge down until the next ACK deletes it.
+    Wireshark shows the field (``series_wireshark_shown``) only at segments
+    with payload, only when the value is > 0 (0 or negative, e.g. when the
+    SACK blocks cover everything listed, gives no field), and not after a
+    segment starting above SND.MAX (a capture gap) until the next packet
+    with the ACK flag from the receiver.  A segment carrying SYN or FIN shows
+    the value minus one (the test for > 0 is made before).  At ACK events the
+    series holds the same formula over the list after the ACK (0 when empty).
 
 *pipe* (after every event)
     RFC 6675 SetPipe() over the payload bytes between SND.UNA and SND.MAX: a
@@ -83,10 +97,13 @@ Sequence numbers given to the tracker are unwrapped 64-bit integers (see
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 
 DUPTHRESH = 3
 KINDS = ("fast", "rto", "probe")
+WS_MAX_SEGMENTS = 10000       # Wireshark's TCP_MAX_UNACKED_SEGMENTS
+WS_SACK_BLOCKS = 3            # SACK blocks Wireshark stores for bytes_in_flight
 
 
 @dataclass
@@ -139,8 +156,9 @@ class SenderTracker:
     series_pipe: list = field(default_factory=list)
     series_sacked: list = field(default_factory=list)
     series_wireshark: list = field(default_factory=list)
+    series_wireshark_shown: list = field(default_factory=list)
     last_sack: list = field(default_factory=list)  # SACK blocks of the latest ACK
-    ws_left: int = 0                     # Wireshark's left edge (see *wireshark*)
+    ws: "_WiresharkList" = field(default_factory=lambda: _WiresharkList())
     rtt_karn: list = field(default_factory=list)  # (t, sample) pairs
     rtt_ts: list = field(default_factory=list)
     tsval_first: dict = field(default_factory=dict)
@@ -152,10 +170,12 @@ class SenderTracker:
         """A segment from the sender; ``end`` = seq + payload (+1 for SYN, +1 for FIN)."""
         if tsval is not None and tsval not in self.tsval_first:
             self.tsval_first[tsval] = t
+        if self.snd_max is not None and seq > self.snd_max:
+            self.ws.valid = False            # Wireshark's "previous segment not captured"
         if end <= seq:
             return None
         if self.snd_max is None:
-            self.snd_max = self.una = self.ws_left = seq
+            self.snd_max = self.una = seq
             self.data_start = self.data_max = seq + syn
         prior = self.snd_max
         rtx = None
@@ -167,15 +187,18 @@ class SenderTracker:
             self.seg_start.append(max(seq, prior))
             self.seg_end.append(end)
             self.snd_max = end
-        if seq < self.una:
-            self.ws_left = min(self.ws_left, seq)
-        self._record(t, max(prior, end) - fin)
+        self.ws.add(seq, end)
+        ws = self._ws_value()
+        shown = self.ws.valid and end - seq > syn + fin and 0 < ws < 2_000_000_000
+        self._record(t, ws - (syn or fin), shown)
         return rtx
 
     def ack(self, t: int, ack: int, *, win: int, sacks=(), pure: bool = True) -> None:
         """An ACK from the receiver: cumulative ``ack``, scaled window, SACK blocks [(l, r)]."""
         if self.snd_max is None:
             return
+        self.ws.valid = True
+        self.ws.ack(ack)
         sacks = list(sacks)
         self.last_sack = list(sacks)
         if sacks and (sacks[0][1] <= ack or (len(sacks) > 1 and sacks[1][0] <= sacks[0][0]
@@ -192,8 +215,7 @@ class SenderTracker:
                 self._add_sack(max(l, self.una), r)
                 self.last_signal_t = t
         self.last_win = win
-        self.ws_left = self.una
-        self._record(t)
+        self._record(t, self._ws_value(), False)
 
     # -- internals ------------------------------------------------------
     def _retransmitted(self, t, seq, end, packet) -> Retransmission:
@@ -319,11 +341,64 @@ class SenderTracker:
                     total += s.end - start
         return total
 
-    def _record(self, t, ws_top=None):
+    def _ws_value(self) -> int:
+        if not self.ws.segs:
+            return 0
+        return (self.ws.top() - self.ws.bottom()
+                - sum(r - l for l, r in self.last_sack[:WS_SACK_BLOCKS]))
+
+    def _record(self, t, ws, ws_shown):
         self.series_t.append(t)
         self.series_outstanding.append(self.outstanding())
         self.series_pipe.append(self.pipe())
         top = self.data_max if self.data_max is not None else 0
         self.series_sacked.append(sum(max(min(r, top) - l, 0) for l, r in self.sacked))
-        ws_top = self.snd_max if ws_top is None else ws_top
-        self.series_wireshark.append(ws_top - self.ws_left - sum(r - l for l, r in self.last_sack))
+        self.series_wireshark.append(ws)
+        self.series_wireshark_shown.append(ws_shown)
+
+
+class _WiresharkList:
+    """Wireshark's list of unacknowledged transmissions (see *wireshark*): live
+    segments ``id -> [start, end]`` with lazily cleaned heaps for the lowest start,
+    the highest end and deletion by end."""
+
+    def __init__(self):
+        self.segs = {}
+        self.valid = True
+        self._next = 0
+        self._by_end = []       # (end, id), deletion order
+        self._by_start = []     # (start, id)
+        self._by_top = []       # (-end, id)
+
+    def add(self, seq, end):
+        if len(self.segs) >= WS_MAX_SEGMENTS:
+            return
+        i = self._next
+        self._next += 1
+        self.segs[i] = [seq, end]
+        heapq.heappush(self._by_end, (end, i))
+        heapq.heappush(self._by_start, (seq, i))
+        heapq.heappush(self._by_top, (-end, i))
+
+    def ack(self, ack):
+        """Delete the segments ending at or below ``ack``; trim those it cuts to start at it."""
+        while self._by_end and self._by_end[0][0] <= ack:
+            self.segs.pop(heapq.heappop(self._by_end)[1], None)
+        while self._by_start and self._by_start[0][0] < ack:
+            start, i = heapq.heappop(self._by_start)
+            s = self.segs.get(i)
+            if s is not None and s[0] == start:
+                s[0] = ack
+                heapq.heappush(self._by_start, (ack, i))
+
+    def bottom(self) -> int:
+        h = self._by_start
+        while self.segs.get(h[0][1], (None,))[0] != h[0][0]:
+            heapq.heappop(h)
+        return h[0][0]
+
+    def top(self) -> int:
+        h = self._by_top
+        while h[0][1] not in self.segs:
+            heapq.heappop(h)
+        return -h[0][0]
