@@ -54,10 +54,7 @@ def run_client(args) -> int:
         log.emit(ev.SUMMARY, rounds=len(rounds), mode=mode, total_s=total, round_ms=rounds)
         print(f"{len(rounds)} rounds ({mode}): {total:.3f} s total", flush=True)
         return 0
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,23 +32,28 @@ def _describe(exc: OSError) -> str:
 
 
 def guarded(run: Callable[[], int], log: EventLog | None = None) -> int:
-    """Run ``run()``; turn expected failures into one stderr line and an exit code."""
+    """Run ``run()``; turn expected failures into one stderr line and an exit code; close
+    ``log`` in every case."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "app"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        return run()
-    except ValueError as exc:
-        message, code = str(exc), 2
-    except AppError as exc:
-        message, code = str(exc), 1
-    except OSError as exc:
-        message, code = _describe(exc), 1
-    except KeyboardInterrupt:
-        message, code = "interrupted", 130
-    if log is not None:
-        log.emit(ERROR, message=message)
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return code
+        try:
+            return run()
+        except ValueError as exc:
+            message, code = str(exc), 2
+        except AppError as exc:
+            message, code = str(exc), 1
+        except OSError as exc:
+            message, code = _describe(exc), 1
+        except KeyboardInterrupt:
+            message, code = "interrupted", 130
+        if log is not None:
+            log.emit(ERROR, message=message)
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return code
+    finally:
+        if log is not None:
+            log.close()
 
 
 def parse_hostport(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:

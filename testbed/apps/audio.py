@@ -89,10 +89,7 @@ def run_server(args) -> int:
                 sockets.log_connection(log, conn_sock, conn, "server", factors)
                 threading.Thread(target=_serve_tcp, args=(conn_sock, log, conn, parse_time(args.sample)),
                                  daemon=True).start()
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 def _ready(log, sock) -> None:
@@ -175,10 +172,7 @@ def run_client(args) -> int:
                       f"{n * tau * 1e3:.0f} ms", flush=True)
         log.emit(ev.SUMMARY, chunks=n, received=len(arrivals), chunk_bytes=size, transport=args.transport)
         return 0
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 def main(argv: list[str] | None = None) -> int:

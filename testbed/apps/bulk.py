@@ -82,10 +82,7 @@ def run_server(args) -> int:
                 sockets.log_connection(log, sock, conn, "server", factors)
                 threading.Thread(target=_guarded_serve, args=(sock, log, conn, interval, factors),
                                  daemon=True).start()
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 def _guarded_serve(sock, log, conn, interval, factors) -> None:
@@ -129,10 +126,7 @@ def run_client(args) -> int:
                  goodput_bps=goodput)
         print(f"{args.direction}: {got} B in {(t1 - t0) / 1e9:.3f} s = {goodput / 1e6:.2f} Mbit/s", flush=True)
         return 0
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 def main(argv: list[str] | None = None) -> int:

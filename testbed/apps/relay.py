@@ -242,10 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         except asyncio.TimeoutError:
             raise TimeoutError("tunnel connect timed out") from None
         return 0
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 if __name__ == "__main__":

@@ -119,7 +119,6 @@ def run_server(args: argparse.Namespace) -> int:
     finally:
         if cert_dir:
             shutil.rmtree(cert_dir, ignore_errors=True)
-        log.close()
 
 
 # ------------------------------------------------------------------ client
@@ -248,10 +247,7 @@ def run_client(args: argparse.Namespace) -> int:
         print(f"{args.mode}: median {summary['median_ms']} ms over {summary['requests']} requests",
               flush=True)
         return 0
-    try:
-        return guarded(run, log)
-    finally:
-        log.close()
+    return guarded(run, log)
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
