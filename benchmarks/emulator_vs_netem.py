@@ -2,13 +2,14 @@
 
     sudo .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--results DIR]
 
-For each link spec below, the same measurements run through ``Testbed("longhaul")`` — once on
-this host with ``backend="userspace"``, once inside a UML guest (``testbed.uml``) with
-``backend="netem"`` — and a table prints both with the ratio emulator/netem per line.  An
+For each link spec below, the same measurements run through ``Testbed("longhaul")`` — once
+inside a freshly booted UML guest (``testbed.uml``) with ``backend="netem"``, then on this host
+with ``backend="userspace"`` — and a table prints both with the ratio emulator/netem per line.
+About 9 minutes (``--quick``: 5).  An
 unimpaired link is measured the same way on both sides: the difference is what the guest itself
 adds to an RTT (its one virtual CPU, HZ=100, syscalls through ptrace).
 
-Measurements (``testbed.probe`` UDP probes, static ARP; TCP by iperf3 and testbed.apps.reqresp):
+Measurements (``testbed.probe`` UDP probes; TCP by iperf3 and testbed.apps.reqresp):
 - rtt min / median (ms): 200 ping-pong probes of 64 B, 10 ms apart, send time to the echo's
   kernel receive timestamp.
 - loss up / down: 3000 datagrams of 64 B per direction, both directions at once, 500/s each
@@ -20,7 +21,8 @@ Measurements (``testbed.probe`` UDP probes, static ARP; TCP by iperf3 and testbe
 - goodput cubic / bbr (Mbit/s): iperf3 server→client (the direction carrying the loss), 10 s
   after 3 s left out; iperf3's receiver figure.
 - completion new / kept-alive (ms): median over K requests of 354,640 B (reply 1000 B, server
-  processing 30 ms, cubic) on a new connection each, and on one connection after a warm-up.
+  processing 30 ms, cubic) on a new connection each, and on one connection after a warm-up;
+  K = 8, 32 on lossy specs (3 and 12 with --quick).
 """
 from __future__ import annotations
 
@@ -57,14 +59,13 @@ def _json(text: str) -> dict:
     return json.loads(text.strip().splitlines()[-1])
 
 
-def wait_listening(tb, host: str, port: int, proto: str = "udp", timeout: float = 30) -> None:
-    """Until a socket listens on ``port`` in ``host`` (``probe echo`` and iperf3 say nothing when
-    ready, and a client before that fails with ECONNREFUSED; Python starts slowly in the guest)."""
+def wait_listening(tb, host: str, port: int, timeout: float = 30) -> None:
+    """Until a TCP socket listens on ``port`` in ``host`` (iperf3 and the reqresp server say
+    nothing on stdout when ready, and a client before that is refused; the guest is slow)."""
     end = time.monotonic() + timeout
-    flag = "-Hunl" if proto == "udp" else "-Htnl"
-    while not tb.run(host, ["ss", flag, f"sport = :{port}"], check=True).stdout.strip():
+    while not tb.run(host, ["ss", "-Htnl", f"sport = :{port}"], check=True).stdout.strip():
         if time.monotonic() > end:
-            raise RuntimeError(f"nothing listening on {proto} port {port} in {host} after {timeout} s")
+            raise RuntimeError(f"nothing listening on TCP port {port} in {host} after {timeout} s")
         time.sleep(0.1)
 
 
@@ -77,7 +78,7 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
         (_a, _b, up, down), = tb.topo.link_specs()
         wait = 1 + 2 * up.delay
         echo = tb.popen("server", _probe("echo", "--port", 5700), name="echo", text=True)
-        wait_listening(tb, "server", 5700)
+        echo.stdout.readline()  # {"listening": 5700}
         ping = _json(tb.run("client", _probe("ping", "--dst", s, "--port", 5700, "--count", 200,
                                              "--interval", 0.01, "--wait", wait),
                             timeout=120, check=True).stdout)
@@ -117,23 +118,24 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
         seconds = 4 if quick else 10
         for port, cc in ((5201, "cubic"), (5202, "bbr")):
             tb.popen("client", ["iperf3", "-s", "-1", "-p", str(port)], name="iperf3")
-            wait_listening(tb, "client", port, "tcp")
+            wait_listening(tb, "client", port)
             out = tb.run("server", ["iperf3", "-c", c, "-p", str(port), "-C", cc, "-t", str(seconds),
                                     "-O", "3", "--json"], timeout=seconds + 120, check=True).stdout
             m[f"goodput {cc} (Mbit/s)"] = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
         app = [sys.executable, "-m", "testbed.apps.reqresp"]
         tb.popen("server", [*app, "server", "--listen", ":5000", "--log", str(tb.dir / "rr-server.jsonl"),
                             "--cc", "cubic"], name="reqresp-server")
-        wait_listening(tb, "server", 5000, "tcp")
-        k = 3 if quick else 8
+        wait_listening(tb, "server", 5000)
+        # with loss, completion times are bimodal (a loss needing recovery adds RTTs): more samples
+        k = (3 if quick else 8) * (4 if up.loss.mean_loss or down.loss.mean_loss else 1)
         for mode, label in (("new", "completion new (ms)"), ("reuse", "completion kept-alive (ms)")):
             out = tb.run("client", [*app, "client", "--server", f"{s}:5000", "--mode", mode,
                                     "--requests", str(k), "--cc", "cubic",
                                     "--log", str(tb.dir / f"rr-client-{mode}.jsonl")],
                          timeout=900, check=True).stdout
             m[label] = float(out.split("median ")[1].split(" ms")[0])
-        emu = tb.metadata.get("backend_summary") or {}
-        m["emulator"] = {k: emu.get(k) for k in ("sched_error_us", "unintended_drops")}
+    emu = tb.metadata.get("backend_summary") or {}  # written at teardown
+    m["emulator"] = {k: emu.get(k) for k in ("sched_error_us", "unintended_drops")}
     m["run_dir"] = str(tb.dir)
     return m
 

@@ -103,8 +103,10 @@ def check(kernel: Path = KERNEL, modules_root: Path = MODULES_ROOT) -> str:
     dep = modules_root / version / "modules.dep"
     if not dep.is_file():
         raise UMLUnavailable(f"no modules for UML kernel {version}: {dep} is missing; {INSTALL_HINT}")
-    listed = {Path(line.split(":", 1)[0]).name for line in dep.read_text().splitlines()}
-    missing = [m for m in MODULES if f"{m}.ko" not in listed]
+    # names as in modules.dep: kernel/net/sched/sch_netem.ko (or .ko.xz, .ko.zst, ...)
+    listed = {Path(line.split(":", 1)[0]).name.split(".ko")[0]
+              for line in dep.read_text().splitlines()}
+    missing = [m for m in MODULES if m not in listed]
     if missing:
         raise UMLUnavailable(f"UML kernel {version} lacks module(s) {', '.join(missing)} in "
                              f"{modules_root / version}; {INSTALL_HINT}")
