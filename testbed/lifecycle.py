@@ -35,12 +35,14 @@ class RunInterrupted(SystemExit):
 
 
 def proc_start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat);
+    None when there is no such process or it is a zombie (it has exited)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
 
 
 def netns_inode(pid: int) -> int | None:
@@ -85,11 +87,13 @@ def new_run_id() -> str:
 class Run:
     """One testbed run. Use as a context manager; see the module docstring."""
 
-    def __init__(self, results_root: Path | str = "results", run_id: str | None = None):
+    def __init__(self, results_root: Path | str | None = "results", run_id: str | None = None):
+        """``results_root`` None: a run that writes no results of its own (only records)."""
         self.id = run_id or new_run_id()
-        self.dir = Path(results_root).resolve() / self.id
+        self.dir = Path(results_root).resolve() / self.id if results_root is not None else None
         self.state_path = STATE_DIR / f"{self.id}.json"
-        self.state = RunState(self.id, os.getpid(), proc_start_time(os.getpid()) or 0, str(self.dir))
+        self.state = RunState(self.id, os.getpid(), proc_start_time(os.getpid()) or 0,
+                              str(self.dir or ""))
         self._cleanups: list[Callable[[], None]] = []
         self._old_handlers: dict[int, object] = {}
         self._closed = False
@@ -113,9 +117,13 @@ class Run:
 
     def make_tmpdir(self, what: str) -> Path:
         path = Path(tempfile.mkdtemp(prefix=f"{self.id}-{what}-"))
+        self.record_tmpdir(path)
+        return path
+
+    def record_tmpdir(self, path: Path) -> None:
+        """Record a temporary directory this run made; removed at close and by ``clean``."""
         self.state.tmpdirs.append(str(path))
         self._save()
-        return path
 
     def add_cleanup(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` at close, last added first, before recorded processes are ended."""
@@ -124,7 +132,8 @@ class Run:
     # --- context ----------------------------------------------------------------------------
     def __enter__(self) -> "Run":
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
         self._save()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ValueError):  # not the main thread: the caller handles signals

@@ -16,7 +16,9 @@ count − received, ``reordered`` = datagrams arriving after one with a higher s
 (tcptrace's "out of order"), ``rate_bps`` = frame bits per second of the bottleneck, from the
 least-squares slope of sequence number against kernel receive time (SO_TIMESTAMPNS), refitted
 without datagrams more than 1 ms off the line (``rate_fit_points`` = datagrams used); lost
-datagrams that used the bottleneck count in the rate through their sequence numbers.
+datagrams that used the bottleneck count in the rate through their sequence numbers;
+``rate_delivered_bps`` is the same fit over the arrival rank of the datagrams received (for a
+bottleneck that lost datagrams never reached, as netem's loss before htb).
 """
 from __future__ import annotations
 
@@ -173,10 +175,13 @@ def receive(port: int, idle: float, timeout: float) -> dict:
         running_max = np.maximum.accumulate(seq)
         reordered = int(np.count_nonzero(seq[1:] < running_max[:-1]))
         distinct = len(np.unique(seq))
-        rate, fitted = _rate_fit((t - t[0]) / 1e9, seq) if distinct >= 3 and t[-1] > t[0] else (None, 0)
+        fit_ok = distinct >= 3 and t[-1] > t[0]
+        rate, fitted = _rate_fit((t - t[0]) / 1e9, seq) if fit_ok else (None, 0)
+        delivered, _ = _rate_fit((t - t[0]) / 1e9, np.arange(len(seq))) if fit_ok else (None, 0)
         out[str(stream)] = {"count": s["total"], "received": distinct, "lost": s["total"] - distinct,
                             "duplicates": len(seq) - distinct, "reordered": reordered,
                             "rate_bps": rate * (size + FRAME_OVERHEAD) * 8 if rate else None,
+                            "rate_delivered_bps": delivered * (size + FRAME_OVERHEAD) * 8 if delivered else None,
                             "rate_fit_points": fitted, "frame_bytes": size + FRAME_OVERHEAD,
                             "first_ns": int(t[0]), "last_ns": int(t[-1])}
     return {"streams": out}

@@ -32,6 +32,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .lifecycle import Run
 
 KERNEL = Path("/usr/bin/linux.uml")
 MODULES_ROOT = Path("/usr/lib/uml/modules")
@@ -195,7 +199,7 @@ def _read(path: Path) -> str:
 
 def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeout: float = 300.0,
                  kernel: Path = KERNEL, cwd: Path | None = None,
-                 env: dict[str, str] | None = None) -> GuestResult:
+                 env: dict[str, str] | None = None, run: Run | None = None) -> GuestResult:
     """Boot a UML guest, run ``argv`` in it as root with the kernel modules loaded, power off.
 
     results_dir: existing host directory, read-write in the guest at the same path; receives
@@ -203,6 +207,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     mem: guest memory as UML's ``mem=`` (e.g. '768M').  timeout: seconds for the whole guest.
     cwd: the command's working directory (default: the caller's); env: extra environment
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
+    run: a ``testbed.lifecycle.Run`` to record the guest's process group and private directory
+        in, so that ``testbed clean`` ends a guest whose caller was killed.
     Raises UMLUnavailable, GuestError (setup failed), GuestTimeout (guest killed).
     """
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -221,6 +227,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
 
     shm = Path("/dev/shm")
     private = Path(tempfile.mkdtemp(prefix="tb", dir=shm if os.access(shm, os.W_OK) else None))
+    if run is not None:
+        run.record_tmpdir(private)
     try:
         init = private / "init.py"
         shutil.copyfile(INIT_SCRIPT, init)
@@ -241,6 +249,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
             proc = subprocess.Popen(cmdline, stdin=subprocess.DEVNULL, stdout=console,
                                     stderr=subprocess.STDOUT, cwd=private, env=host_env,
                                     start_new_session=True)
+            if run is not None:
+                run.record_pid(proc.pid, "UML guest", group=True)
             try:
                 proc.wait(timeout)
                 timed_out = False
@@ -289,10 +299,12 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results", m
     root (created if missing) is the guest's writable directory, where the guest's console log
     and the command's output files (uml-*.txt) are kept too.  The command's stdout and stderr
     are printed when the guest is done; its exit code is returned."""
+    from .lifecycle import Run
     root = Path(results_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv)], results_dir=root,
-                       mem=mem, timeout=timeout)
+    with Run(None) as run:
+        res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv)],
+                           results_dir=root, mem=mem, timeout=timeout, run=run)
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     return res.returncode
