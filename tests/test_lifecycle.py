@@ -3,6 +3,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -26,16 +27,14 @@ def test_longhaul_unshaped_tcp_transfer_and_clean_exit(results_root):
     from testbed.network import Testbed
     overrides = dict(rate_up="unshaped", rate_down="unshaped", delay="0ms", loss_down="0%")
     with Testbed("longhaul", overrides=overrides, results_root=results_root) as tb:
-        tb.popen("server", ["iperf3", "-s", "-1", "-B", tb.ip("server")], name="iperf3 server")
-        for _ in range(50):  # wait until the server listens
-            if "5201" in tb.run("server", ["ss", "-ltn"]).stdout:
-                break
-            time.sleep(0.05)
-        out = tb.run("client", ["iperf3", "-c", tb.ip("server"), "-n", "20M", "-C", "cubic", "-J"],
-                     timeout=60, check=True)
-        result = json.loads(out.stdout)
-        received = result["end"]["sum_received"]["bytes"]
-        assert received >= 20e6 and received == result["end"]["sum_sent"]["bytes"]
+        server = tb.popen("server", [sys.executable, "-m", "testbed.apps.bulk", "server",
+                                     "--listen", ":5001", "--log", str(tb.dir / "server.jsonl")],
+                          name="bulk server", text=True)
+        assert server.stdout.readline().startswith("ready")
+        out = tb.run("client", [sys.executable, "-m", "testbed.apps.bulk", "client", "--server",
+                                f"{tb.ip('server')}:5001", "--size", "20MB", "--log",
+                                str(tb.dir / "client.jsonl")], timeout=60, check=True)
+        assert out.stdout.startswith("up: 20000000 B")  # the client checks every byte arrived
         assert tb.run("client", ["ethtool", "-k", "client-eth0"]).stdout.count(": off") >= 4
         state = RunState.load(tb.run_.state_path)
         assert len(state.netns_inodes) == 2  # client and server namespaces
