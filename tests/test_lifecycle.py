@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +13,9 @@ from conftest import REPO, TESTBED
 from testbed.lifecycle import STATE_DIR, RunState, processes_in_netns
 
 pytestmark = pytest.mark.root
-UNSHAPED = ["--set", "rate_up=unshaped", "--set", "rate_down=unshaped", "--set", "delay=0ms",
-            "--set", "loss_down=0%"]
+# Emulated links (userspace backend here): the run has hosts, an emulator node and its process.
+SMALL_PATH = ["--set", "rate_up=50mbit", "--set", "rate_down=50mbit", "--set", "delay=5ms",
+              "--set", "loss_down=1%"]
 
 
 def assert_nothing_left(state: RunState):
@@ -45,7 +47,7 @@ def test_longhaul_unshaped_tcp_transfer_and_clean_exit(results_root):
 
 
 def start_topology(results_root):
-    proc = subprocess.Popen([*TESTBED, "topo", "up", "longhaul", *UNSHAPED, "--hold", "120",
+    proc = subprocess.Popen([*TESTBED, "topo", "up", "longhaul", *SMALL_PATH, "--hold", "120",
                              "--results", str(results_root)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -55,9 +57,8 @@ def start_topology(results_root):
                 state = RunState.load(path)
             except (ValueError, OSError):
                 continue
-            if state.owner_pid == proc.pid and any("server" in p.what for p in state.processes):
-                time.sleep(0.5)  # let bring-up finish configuring
-                return proc, RunState.load(path)
+            if state.owner_pid == proc.pid and (Path(state.results_dir) / "metadata.json").exists():
+                return proc, state  # metadata is written when bring-up is complete
         time.sleep(0.1)
     proc.kill()
     raise AssertionError(f"topology did not come up: {proc.communicate()}")
@@ -66,6 +67,7 @@ def start_topology(results_root):
 def test_sigterm_during_a_run_leaves_nothing(results_root):
     proc, state = start_topology(results_root)
     assert all(p.alive() for p in state.processes)
+    assert any(p.what == "emulator" for p in state.processes)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0
@@ -75,6 +77,7 @@ def test_sigterm_during_a_run_leaves_nothing(results_root):
 
 def test_clean_after_sigkill_leaves_nothing(results_root):
     proc, state = start_topology(results_root)
+    assert any(p.what == "emulator" for p in state.processes)
     proc.kill()
     proc.wait()
     out = subprocess.run([*TESTBED, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -96,13 +99,16 @@ def test_clean_leaves_a_live_run_alone(results_root):
 
 
 def test_two_runs_coexist(results_root):
+    """Two emulated topologies at once: same host names, addresses and interface names, each
+    with its own emulator; both forward, neither disturbs the other."""
     from testbed.network import Testbed
-    overrides = dict(rate_up="unshaped", rate_down="unshaped", delay="0ms", loss_down="0%")
+    overrides = dict(rate_up="100mbit", rate_down="100mbit", delay="5ms", loss_down="0%")
     with Testbed("longhaul", overrides=overrides, results_root=results_root) as a, \
             Testbed("longhaul", overrides=overrides, results_root=results_root) as b:
         assert a.run_.id != b.run_.id
-        for tb in (a, b):  # same addresses, separate namespaces: both work
-            assert tb.run("client", ["ping", "-c", "1", "-W", "2", tb.ip("server")]).returncode == 0
+        for tb in (a, b):
+            out = tb.run("client", ["ping", "-c", "3", "-i", "0.2", "-W", "2", tb.ip("server")])
+            assert out.returncode == 0 and " 0% packet loss" in out.stdout
         states = [RunState.load(tb.run_.state_path) for tb in (a, b)]
         assert not set(states[0].netns_inodes) & set(states[1].netns_inodes)
     for state in states:
