@@ -1,4 +1,4 @@
-"""``testbed analyze PCAP... [--app-log F] [--json] [--plots DIR]``."""
+"""``testbed analyze PCAP... [--app-log F] [--link-log F] [--json] [--plots DIR]``."""
 from __future__ import annotations
 
 

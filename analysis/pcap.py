@@ -86,10 +86,6 @@ class Packets:
         """A new table with the packets picked by a boolean mask or index array."""
         return Packets(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
-    @property
-    def is_tcp(self) -> np.ndarray:
-        return self.proto == TCP
-
 
 def read(path: str | Path) -> Packets:
     """Read a pcap or pcapng file (format detected from its magic number)."""

@@ -65,7 +65,7 @@ def write(result: dict, outdir: str | Path) -> list[str]:
         if "s2c" in obj.get("directions", {}) and obj.get("exchanges"):
             written += plots.delivery(_response_streams(obj), rec["t0_ns"],
                                       out / f"{name}-delivery", title=f"{f.key.name}: responses")
-        _lanes(lanes, rec, obj)
+        _lanes(lanes, obj)
     if lanes:
         written += plots.swimlane(lanes, t_first, out / "timeline",
                                   title=f"{Path(result['file']).name}: handshake and completion "
@@ -107,7 +107,7 @@ def _response_streams(obj) -> dict:
     return streams
 
 
-def _lanes(lanes: dict, rec: dict, obj: dict) -> None:
+def _lanes(lanes: dict, obj: dict) -> None:
     f = obj["flow"]
     client, server = f"{f.key.client}", f"{f.key.server}"
     short = f":{f.key.client_port}"

@@ -5,9 +5,10 @@ direction (``segment``) and the ACKs coming back (``ack``).  It keeps the
 sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
 
 *outstanding* (after every event)
-    ``SND.MAX - SND.UNA`` = highest sequence number sent (end of the highest
-    segment, SYN and FIN counting one) minus the highest cumulative ACK seen.
-    SYN and FIN do not count (as in Wireshark).
+    ``SND.MAX - SND.UNA`` in payload bytes: end of the highest payload sent
+    minus the highest cumulative ACK seen (or the first payload byte, while
+    that ACK still covers only the SYN).  SYN and FIN do not count (as in
+    Wireshark).
 
 *wireshark* (after every event)
     Wireshark's ``tcp.analysis.bytes_in_flight`` (4.0, default

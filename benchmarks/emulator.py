@@ -31,20 +31,19 @@ def run_load(overrides: dict, rate_bps: float, seconds: float, backend: str = "u
              results_root: str = "results/bench") -> dict:
     """Send a paced UDP train server → client through a longhaul topology with ``overrides``."""
     from testbed.network import Testbed
+    from testbed.probe import last_json, probe_argv
     count = max(1000, int(rate_bps * seconds / (FRAME * 8)))
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results_root) as tb:
-        rx = tb.popen("client", [sys.executable, "-m", "testbed.probe", "recv", "--port", str(PORT),
-                                 "--idle", "1.5", "--timeout", str(seconds + 30)], name="probe-recv",
-                      text=True)
+        rx = tb.popen("client", probe_argv("recv", "--port", PORT, "--idle", "1.5",
+                                           "--timeout", seconds + 30), name="probe-recv", text=True)
         rx.stdout.readline()  # listening
         rcvbuf0 = udp_rcvbuf_errors(tb.host("client"))
-        tx = tb.run("server", [sys.executable, "-m", "testbed.probe", "send", "--dst", tb.ip("client"),
-                               "--port", str(PORT), "--count", str(count), "--rate", str(rate_bps),
-                               "--size", str(PAYLOAD), "--realtime"], timeout=seconds + 60,
-                     check=True)
+        tx = tb.run("server", probe_argv("send", "--dst", tb.ip("client"), "--port", PORT,
+                                         "--count", count, "--rate", rate_bps, "--size", PAYLOAD,
+                                         "--realtime"), timeout=seconds + 60, check=True)
         out, _ = rx.communicate(timeout=seconds + 40)
-        sent = json.loads(tx.stdout)
-        got = json.loads(out.strip().splitlines()[-1])["streams"].get("0", {"received": 0})
+        sent = last_json(tx.stdout)
+        got = last_json(out)["streams"].get("0", {"received": 0})
         receiver_drops = udp_rcvbuf_errors(tb.host("client")) - rcvbuf0
     emu = tb.metadata.get("backend_summary", {})
     flow_delivered = None

@@ -36,6 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from testbed.probe import last_json, probe_argv  # noqa: E402
 
 SPECS = {  # name -> longhaul overrides
     "unimpaired": {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms",
@@ -49,14 +50,6 @@ SPECS = {  # name -> longhaul overrides
 LOSS_PPS, LOSS_COUNT = 500, 3000
 TRAIN_PAYLOAD, OVERDRIVE = 1472, 1.05
 BUSY_LOAD = 1.5
-
-
-def _probe(*args) -> list[str]:
-    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
-
-
-def _json(text: str) -> dict:
-    return json.loads(text.strip().splitlines()[-1])
 
 
 def wait_listening(tb, host: str, port: int, timeout: float = 30) -> None:
@@ -77,41 +70,44 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
         c, s = tb.ip("client"), tb.ip("server")
         (_a, _b, up, down), = tb.topo.link_specs()
         wait = 1 + 2 * up.delay
-        echo = tb.popen("server", _probe("echo", "--port", 5700), name="echo", text=True)
+        echo = tb.popen("server", probe_argv("echo", "--port", 5700), name="echo", text=True)
         echo.stdout.readline()  # {"listening": 5700}
-        ping = _json(tb.run("client", _probe("ping", "--dst", s, "--port", 5700, "--count", 200,
-                                             "--interval", 0.01, "--wait", wait),
-                            timeout=120, check=True).stdout)
+        ping = last_json(tb.run("client", probe_argv("ping", "--dst", s, "--port", 5700,
+                                                     "--count", 200, "--interval", 0.01,
+                                                     "--wait", wait),
+                                timeout=120, check=True).stdout)
         echo.kill()
         rtts = sorted(ping["rtt_ms"])
         m["rtt min (ms)"], m["rtt median (ms)"] = rtts[0], statistics.median(rtts)
         if name == "unimpaired":
             return m
         count = LOSS_COUNT // (3 if quick else 1)
-        rx = [tb.popen(h, _probe("recv", "--port", p, "--idle", wait, "--timeout", 600),
+        rx = [tb.popen(h, probe_argv("recv", "--port", p, "--idle", wait, "--timeout", 600),
                        name="recv", text=True) for h, p in (("server", 5701), ("client", 5702))]
         for r in rx:
             r.stdout.readline()
-        tx = [tb.popen(h, _probe("send", "--dst", d, "--port", p, "--count", count,
-                                 "--rate", LOSS_PPS * 106 * 8, "--stream", 1), name="send", text=True)
+        tx = [tb.popen(h, probe_argv("send", "--dst", d, "--port", p, "--count", count,
+                                     "--rate", LOSS_PPS * 106 * 8, "--stream", 1),
+                       name="send", text=True)
               for h, d, p in (("client", s, 5701), ("server", c, 5702))]
-        sent = [_json(t.communicate(timeout=600)[0])["sent"] for t in tx]
+        sent = [last_json(t.communicate(timeout=600)[0])["sent"] for t in tx]
         for d, r, n in zip(("up", "down"), rx, sent):
-            got = _json(r.communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
+            got = last_json(r.communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
             m[f"loss {d}"] = (n - got["received"]) / n
         for d, src, dst, ip, spec in (("up", "client", "server", s, up),
                                       ("down", "server", "client", c, down)):
             frame_bits = (TRAIN_PAYLOAD + 42) * 8
             count = int(spec.rate / frame_bits)
             head = min(0.05, 0.4 * spec.queue_limit_packets * frame_bits / spec.rate)
-            r = tb.popen(dst, _probe("recv", "--port", 5703, "--idle", wait, "--timeout", 600),
+            r = tb.popen(dst, probe_argv("recv", "--port", 5703, "--idle", wait, "--timeout", 600),
                          name="recv", text=True)
             r.stdout.readline()
-            snt = _json(tb.run(src, _probe("send", "--dst", ip, "--port", 5703, "--count", count,
-                                           "--rate", OVERDRIVE * spec.rate, "--size", TRAIN_PAYLOAD,
-                                           "--stream", 3, "--burst", head),
-                               timeout=600, check=True).stdout)
-            got = _json(r.communicate(timeout=600)[0])["streams"].get("3") or {}
+            snt = last_json(tb.run(src, probe_argv("send", "--dst", ip, "--port", 5703,
+                                                   "--count", count, "--rate", OVERDRIVE * spec.rate,
+                                                   "--size", TRAIN_PAYLOAD, "--stream", 3,
+                                                   "--burst", head),
+                                   timeout=600, check=True).stdout)
+            got = last_json(r.communicate(timeout=600)[0])["streams"].get("3") or {}
             rate = got.get("rate_bps")
             m[f"rate {d} (Mbit/s)"] = rate / 1e6 if rate else None
             m[f"rate {d} sender-limited"] = snt["send_rate_bps"] < spec.rate

@@ -26,13 +26,13 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
 """
 from __future__ import annotations
 
-from .backends import BACKEND_CHOICES
-
 import json
 import math
 import os
-import sys
 from typing import Any
+
+from .backends import BACKEND_CHOICES
+from .probe import last_json, probe_argv
 
 RTT_PROBES = 200
 PROBE_PAYLOAD = 64
@@ -76,14 +76,6 @@ def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
     return (max(0.0, mid - half), min(1.0, mid + half))
 
 
-def _probe(*args: Any) -> list[str]:
-    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
-
-
-def _last_json(text: str) -> dict:
-    return json.loads(text.strip().splitlines()[-1])
-
-
 def _start_listener(tb, host: str, argv: list[str], name: str):
     """Start a probe that prints ``{"listening": port}`` once bound; return it when it has."""
     proc = tb.popen(host, argv, name=name, text=True)
@@ -96,14 +88,14 @@ def _start_listener(tb, host: str, argv: list[str], name: str):
 
 class _Receiver:
     def __init__(self, tb, host: str, port: int, idle: float):
-        self.proc = _start_listener(tb, host, _probe("recv", "--port", port, "--idle", idle,
-                                                     "--timeout", 600), f"probe-recv {port}")
+        self.proc = _start_listener(tb, host, probe_argv("recv", "--port", port, "--idle", idle,
+                                                         "--timeout", 600), f"probe-recv {port}")
 
     def result(self, timeout: float) -> dict:
         out, err = self.proc.communicate(timeout=timeout)
         if self.proc.returncode:
             raise RuntimeError(f"probe receiver failed: {err.strip()}")
-        return _last_json(out)["streams"]
+        return last_json(out)["streams"]
 
 
 def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, backend: str,
@@ -117,27 +109,27 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results, seed=seed) as tb:
         c, s = tb.ip("client"), tb.ip("server")
         # RTT
-        echo = _start_listener(tb, "server", _probe("echo", "--port", 5700), "probe-echo")
-        ping = _last_json(tb.run("client", _probe("ping", "--dst", s, "--port", 5700, "--count",
-                                                  RTT_PROBES, "--interval", 0.01, "--size", PROBE_PAYLOAD,
-                                                  "--wait", 1 + 2 * delay),
-                                 timeout=60, check=True).stdout)
+        echo = _start_listener(tb, "server", probe_argv("echo", "--port", 5700), "probe-echo")
+        ping = last_json(tb.run("client", probe_argv("ping", "--dst", s, "--port", 5700, "--count",
+                                                     RTT_PROBES, "--interval", 0.01, "--size",
+                                                     PROBE_PAYLOAD, "--wait", 1 + 2 * delay),
+                                timeout=60, check=True).stdout)
         echo.kill()
         rtts = sorted(ping["rtt_ms"])
         m["rtt_ms"] = {"min": rtts[0] if rtts else None,
-                       "median": rtts[len(rtts) // 2] if rtts else None, "probes": ping["sent"],
+                       "median": statistics.median(rtts) if rtts else None, "probes": ping["sent"],
                        "echoed": ping["received"]}
         # loss, both directions at once
         probe_bits = (PROBE_PAYLOAD + 42) * 8
         loss_rate = min(LOSS_PPS * probe_bits, rate / 4) if rate else LOSS_PPS * probe_bits
         rx_up, rx_down = _Receiver(tb, "server", 5701, idle), _Receiver(tb, "client", 5702, idle)
         send = lambda host, dst, port, n, r, size, stream: tb.popen(  # noqa: E731
-            host, _probe("send", "--dst", dst, "--port", port, "--count", n, "--rate", r,
-                         "--size", size, "--stream", stream, "--no-catch-up"), name="probe-send",
+            host, probe_argv("send", "--dst", dst, "--port", port, "--count", n, "--rate", r,
+                             "--size", size, "--stream", stream, "--no-catch-up"), name="probe-send",
             text=True)
         tx = [send("client", s, 5701, packets, loss_rate, PROBE_PAYLOAD, 1),
               send("server", c, 5702, packets, loss_rate, PROBE_PAYLOAD, 2)]
-        sent = [_last_json(p.communicate(timeout=600)[0]) for p in tx]
+        sent = [last_json(p.communicate(timeout=600)[0]) for p in tx]
         got = {"up": rx_up.result(600).get("1"), "down": rx_down.result(600).get("2")}
         m["loss"], m["loss_ci99"], m["loss_sent"] = {}, {}, {}
         for (d, g), snt in zip(got.items(), sent):
@@ -157,12 +149,11 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
             head = min(HEAD_START, 0.4 * queue * frame_bits / spec.rate)
             count = int(min(TRAIN_S * spec.rate / frame_bits, 0.4 * queue / (1 - 1 / OVERDRIVE)))
             rx = _Receiver(tb, dst, port, idle)
-            snt = _last_json(tb.run(src, _probe("send", "--dst", dst_ip, "--port", port, "--count",
-                                                count, "--rate", OVERDRIVE * spec.rate, "--size",
-                                                TRAIN_PAYLOAD, "--stream", 3, "--burst", head,
-                                                "--realtime"),
-                                    timeout=600,
-                                    check=True).stdout)
+            snt = last_json(tb.run(src, probe_argv("send", "--dst", dst_ip, "--port", port,
+                                                   "--count", count, "--rate", OVERDRIVE * spec.rate,
+                                                   "--size", TRAIN_PAYLOAD, "--stream", 3,
+                                                   "--burst", head, "--realtime"),
+                                   timeout=600, check=True).stdout)
             g = rx.result(600).get("3")
             m["reordered"] += g["reordered"] if g else 0
             # netem drops a lost frame before htb (it never used the rate); the emulator after

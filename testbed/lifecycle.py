@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -114,11 +113,6 @@ class Run:
         if inode is not None and inode != netns_inode(os.getpid()) and inode not in self.state.netns_inodes:
             self.state.netns_inodes.append(inode)
         self._save()
-
-    def make_tmpdir(self, what: str) -> Path:
-        path = Path(tempfile.mkdtemp(prefix=f"{self.id}-{what}-"))
-        self.record_tmpdir(path)
-        return path
 
     def record_tmpdir(self, path: Path) -> None:
         """Record a temporary directory this run made; removed at close and by ``clean``."""

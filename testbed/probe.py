@@ -36,6 +36,16 @@ SO_TIMESTAMPNS, SO_RCVBUFFORCE = 35, 33
 _TIMESPEC = struct.Struct("@qq")
 
 
+def probe_argv(*args) -> list[str]:
+    """argv running ``python -m testbed.probe`` with ``args`` (str() of each) in this interpreter."""
+    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
+
+
+def last_json(text: str) -> dict:
+    """The JSON object a probe command printed (its output's last line)."""
+    return json.loads(text.strip().splitlines()[-1])
+
+
 def _payload(size: int) -> bytearray:
     if size < HEADER.size:
         raise ValueError(f"probe size {size} B is below the {HEADER.size} B header")

@@ -1,9 +1,9 @@
-"""``testbed topo list`` and ``testbed topo up NAME [--set KEY=VALUE ...] [--cli]``."""
+"""``testbed topo list`` and ``testbed topo up NAME [--set KEY=VALUE ...] [--backend B] [--cli]``."""
 from __future__ import annotations
 
-from .backends import BACKEND_CHOICES
-
 import time
+
+from .backends import BACKEND_CHOICES
 
 
 def register(sub) -> None:

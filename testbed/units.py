@@ -7,7 +7,6 @@ as in CHAPTER12.md.
 """
 from __future__ import annotations
 
-import math
 import re
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
@@ -103,6 +102,3 @@ def format_time(seconds: float) -> str:
         return f"{seconds * 1e3:g}ms"
     return f"{seconds * 1e6:g}us"
 
-
-def ceil_div(a: float, b: float) -> int:
-    return int(math.ceil(a / b))

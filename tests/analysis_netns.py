@@ -87,10 +87,10 @@ class Pair:
         rules = ("table inet tbtest {\n chain pre {\n  type filter hook prerouting priority -300;\n"
                  f"  tcp dport {port} ip length > 100 numgen random mod 100 < {percent} "
                  "counter drop\n }\n}\n")
-        run(["ip", "netns", "exec", self.b, "nft", "-f", "-"], input=rules)
+        run(self.exec_argv(self.b, ["nft", "-f", "-"]), input=rules)
 
     def dropped(self) -> int:
-        out = run(["ip", "netns", "exec", self.b, "nft", "list", "table", "inet", "tbtest"]).stdout
+        out = run(self.exec_argv(self.b, ["nft", "list", "table", "inet", "tbtest"])).stdout
         return int(out.split("counter packets ")[1].split()[0])
 
     def transfer(self, mode: str, port: int, n: int, size: int = 0, timeout: float = 60):

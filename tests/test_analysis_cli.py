@@ -5,7 +5,7 @@ import json
 import pytest
 
 pytest.importorskip("scapy.all")
-from scapy.all import IP, TCP, Ether, Raw  # noqa: E402
+from scapy.all import IP, TCP, Raw  # noqa: E402
 from test_analysis_tcp import ISN_A, ISN_B, Trace, eth  # noqa: E402
 
 from analysis import cli  # noqa: E402

@@ -2,7 +2,7 @@
 import pytest
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import (IP, TCP, UDP, Ether, IPv6, Raw, CookedLinux, Dot1Q,  # noqa: E402
+from scapy.all import (IP, TCP, UDP, IPv6, Raw, CookedLinux, Dot1Q,  # noqa: E402
                        PcapWriter, PcapNgWriter, wrpcap)
 
 from analysis import pcap  # noqa: E402

@@ -1,6 +1,5 @@
 """Bring-up, traffic and teardown of a topology; nothing may remain after exit, SIGTERM or SIGKILL."""
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -28,20 +28,14 @@ from pathlib import Path
 
 import pytest
 
+from testbed.probe import last_json, probe_argv
+
 PORT = 5700
 ME = os.path.abspath(__file__)
 NS = ("tbuA", "tbuB")         # guest namespaces: A plays the client, B the server
 IFS = ("tbu0", "tbu1")
 IPS = ("10.77.0.1", "10.77.0.2")
 LOSS_PPS = 500                # per direction; the guest's Python receivers keep up to ~2,500/s
-
-
-def _probe(*args) -> list[str]:
-    return [sys.executable, "-m", "testbed.probe", *map(str, args)]
-
-
-def _json(text: str) -> dict:
-    return json.loads(text.strip().splitlines()[-1])
 
 
 def wait_tcp_listening(ns: str, port: int, timeout: float = 30) -> None:
@@ -56,25 +50,25 @@ def measure(popen, run, ips: dict, count: int, wait: float) -> dict:
     """RTT (``probe ping``, 200 probes 10 ms apart) and loss per direction (``probe send`` →
     ``probe recv``, ``count`` datagrams each way at once).  ``popen(host, argv)`` returns a
     text Popen with stdout piped, ``run(host, argv)`` the stdout; hosts: client, server."""
-    echo = popen("server", _probe("echo", "--port", PORT))
+    echo = popen("server", probe_argv("echo", "--port", PORT))
     assert "listening" in echo.stdout.readline()
-    ping = _json(run("client", _probe("ping", "--dst", ips["server"], "--port", PORT, "--count",
-                                      200, "--interval", 0.01, "--wait", wait)))
+    ping = last_json(run("client", probe_argv("ping", "--dst", ips["server"], "--port", PORT,
+                                              "--count", 200, "--interval", 0.01, "--wait", wait)))
     echo.kill()
     echo.wait()
     rtts = sorted(ping["rtt_ms"])
     out = {"rtt_min_ms": rtts[0], "rtt_median_ms": statistics.median(rtts)}
     pairs = (("up", "client", "server", PORT + 1), ("down", "server", "client", PORT + 2))
-    rx = {d: popen(dst, _probe("recv", "--port", port, "--idle", wait, "--timeout", 600))
+    rx = {d: popen(dst, probe_argv("recv", "--port", port, "--idle", wait, "--timeout", 600))
           for d, _src, dst, port in pairs}
     for r in rx.values():
         assert "listening" in r.stdout.readline()
-    tx = {d: popen(src, _probe("send", "--dst", ips[dst], "--port", port, "--count", count,
-                               "--rate", LOSS_PPS * 106 * 8, "--stream", 1))
+    tx = {d: popen(src, probe_argv("send", "--dst", ips[dst], "--port", port, "--count", count,
+                                   "--rate", LOSS_PPS * 106 * 8, "--stream", 1))
           for d, src, dst, port in pairs}
     for d in ("up", "down"):
-        sent = _json(tx[d].communicate(timeout=600)[0])["sent"]
-        got = _json(rx[d].communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
+        sent = last_json(tx[d].communicate(timeout=600)[0])["sent"]
+        got = last_json(rx[d].communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
         out[f"sent_{d}"], out[f"received_{d}"] = sent, got["received"]
     return out
 

@@ -61,5 +61,5 @@ class TestbedTopo(Topo):
 
 def spec(rate: Any = None, delay: Any = 0, loss: Any = 0, queue: Any = None, jitter: Any = None,
          **extra: Any) -> LinkSpec:
-    """A LinkSpec from human units, with the topology's own parameter names in errors."""
+    """A LinkSpec from human units: ``LinkSpec.parse`` with rate, delay, loss, queue positional."""
     return LinkSpec.parse(rate=rate, delay=delay, loss=loss, queue=queue, jitter=jitter, **extra)

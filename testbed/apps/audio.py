@@ -71,7 +71,7 @@ def run_server(args) -> int:
         if args.transport == "udp":
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.bind(addr)
-            _ready(log, sock)
+            sockets.announce_ready(log, sock)
             with sock:
                 while True:
                     data, peer = sock.recvfrom(2048)
@@ -82,7 +82,7 @@ def run_server(args) -> int:
                     stream(lambda b: sock.sendto(b, peer), log, *_check_request(data))
         factors = tcpopts.socket_factors(args)
         with sockets.listen(addr, factors, log) as listener:
-            _ready(log, listener)
+            sockets.announce_ready(log, listener)
             while True:
                 conn_sock, _ = listener.accept()
                 conn = sockets.next_conn_id()
@@ -90,11 +90,6 @@ def run_server(args) -> int:
                 threading.Thread(target=_serve_tcp, args=(conn_sock, log, conn, parse_time(args.sample)),
                                  daemon=True).start()
     return guarded(run, log)
-
-
-def _ready(log, sock) -> None:
-    log.emit(ev.READY, addr=list(sock.getsockname()))
-    print(f"ready {sock.getsockname()[0]}:{sock.getsockname()[1]}", flush=True)
 
 
 def _serve_tcp(sock: socket.socket, log: ev.EventLog, conn: int, interval: float) -> None:

@@ -74,8 +74,7 @@ def run_server(args) -> int:
         factors = tcpopts.socket_factors(args)
         interval = parse_time(args.sample)
         with sockets.listen(parse_hostport(args.listen), factors, log) as listener:
-            log.emit(ev.READY, addr=list(listener.getsockname()))
-            print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+            sockets.announce_ready(log, listener)
             while True:
                 sock, _ = listener.accept()
                 conn = sockets.next_conn_id()

@@ -261,7 +261,7 @@ def _run(args) -> int:
                 record["apps"]["server"] = sargv
                 sproc = tb.popen(server, sargv, name=f"{args.workload} server")
                 wait_ready(sproc, f"{args.workload} server on {server}")
-                socks = _start_relay(tb, py, args, server_ip, record) if relay else None
+                socks = _start_relay(tb, py, args, record) if relay else None
                 cmodule = "testbed.apps.agent" if args.workload == "agent" else module
                 cargv = py + [cmodule, *client_argv(args, f"{server_ip}:{port}", socks, tb.dir / "client.jsonl"),
                               *tcpopts.socket_argv(factors)]
@@ -287,7 +287,7 @@ def _host_apply(tb, py, host, h: tcpopts.HostFactors) -> dict:
     return json.loads(r.stdout)
 
 
-def _start_relay(tb, py, args, server_ip, record) -> str:
+def _start_relay(tb, py, args, record) -> str:
     from ..units import parse_size
     cgw, sgw = args.relay_hosts.split(",")
     cgw_ip = tb.ip(cgw)                                          # where the application connects

@@ -175,8 +175,7 @@ async def client_gateway(log, socks_addr, tunnel_addr, factors, timeout) -> None
     listener = sockets.listen(socks_addr, tcpopts.SocketFactors())
     listener.setblocking(False)
     server = await asyncio.start_server(on_app, sock=listener)
-    log.emit(ev.READY, addr=list(listener.getsockname()), role="client-gw")
-    print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+    sockets.announce_ready(log, listener, role="client-gw")
     async with server:
         await side.read_tunnel()
     raise AppError("the tunnel to the server gateway closed")
@@ -207,8 +206,7 @@ async def server_gateway(log, listen_addr, factors, timeout) -> None:
     listener = sockets.listen(listen_addr, factors, log)
     listener.setblocking(False)
     server = await asyncio.start_server(on_tunnel, sock=listener)
-    log.emit(ev.READY, addr=list(listener.getsockname()), role="server-gw")
-    print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+    sockets.announce_ready(log, listener, role="server-gw")
     async with server:
         await server.serve_forever()
 

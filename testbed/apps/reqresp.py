@@ -109,8 +109,7 @@ def run_server(args: argparse.Namespace) -> int:
             cert_dir = tempfile.mkdtemp(prefix="tb-tls-")
             tls_ctx = tls.server_context(*tls.make_cert(cert_dir))
         listener = sockets.listen(parse_hostport(args.listen), factors, log)
-        log.emit(ev.READY, addr=list(listener.getsockname()), tls=bool(args.tls))
-        print(f"ready {listener.getsockname()[0]}:{listener.getsockname()[1]}", flush=True)
+        sockets.announce_ready(log, listener, tls=bool(args.tls))
         with listener:
             serve(listener, log, parse_time(args.sample), tls_ctx, factors)
         return 0

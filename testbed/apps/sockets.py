@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import socket
 
-from .eventlog import CONN, FACTORS, EventLog, now
+from .eventlog import CONN, FACTORS, READY, EventLog, now
 from .tcpopts import SocketFactors, read_back
 
 SEND_BLOCK = 64 * 1024
@@ -35,6 +35,14 @@ def listen(addr: tuple[str, int], factors: SocketFactors, log: EventLog | None =
     if log is not None:
         log.emit(FACTORS, side="listener", requested=factors.requested(), readback=read_back(sock))
     return sock
+
+
+def announce_ready(log: EventLog, sock: socket.socket, **fields) -> None:
+    """Log ``ready`` with the bound address and print ``ready HOST:PORT`` (what
+    ``testbed.apps.cli.wait_ready`` waits for)."""
+    addr = sock.getsockname()
+    log.emit(READY, addr=list(addr), **fields)
+    print(f"ready {addr[0]}:{addr[1]}", flush=True)
 
 
 def connect(addr: tuple[str, int], factors: SocketFactors, timeout: float | None = 10.0) -> socket.socket:

@@ -94,10 +94,6 @@ class AirtimeSpec:
         symbols = -(-(SERVICE_TAIL_BITS + 8 * l_bytes) // ndbps)
         return _ns(PREAMBLE) + symbols * _ns(SYMBOL)
 
-    def ppdu_time(self, l_bytes: int, rate: float) -> float:
-        """Duration in s of a PPDU carrying a MAC frame of ``l_bytes`` at ``rate`` bit/s."""
-        return self.ppdu_ns(l_bytes, rate) / 1e9
-
     def exchange_ns(self, ip_bytes: int) -> int:
         """DIFS + data PPDU + SIFS + MAC ACK PPDU in ns, without backoff."""
         return (_ns(self.difs) + self.ppdu_ns(ip_bytes + self.mac_overhead, self.data_rate)

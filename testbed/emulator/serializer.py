@@ -41,7 +41,3 @@ class Serializer:
         q, self._rem = divmod(rem + (frame_len + self.overhead) * self._unit, self._num)
         self.busy_ns = finish = start + q
         return finish
-
-    def duration_ns(self, frame_len: int) -> float:
-        """Exact transmission time of one frame in ns (not rounded)."""
-        return (frame_len + self.overhead) * self._unit / self._num
