@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from typing import Any
 
 from .backends import BACKEND_CHOICES
