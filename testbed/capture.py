@@ -39,17 +39,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .clock import clock_offset_ns
+
 DEFAULT_SNAPLEN = 192
 _COUNTER = re.compile(r"^(\d+) packets? (captured|received by filter|dropped by kernel|"
                       r"dropped by interface)", re.M)
-
-
-def clock_offset_ns() -> int:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC now, in ns (midpoint of two monotonic reads)."""
-    m0 = time.monotonic_ns()
-    r = time.time_ns()
-    m1 = time.monotonic_ns()
-    return r - (m0 + m1) // 2
 
 
 @dataclass

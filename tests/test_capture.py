@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from testbed.capture import Capture, clock_offset_ns, load_meta
+from testbed.capture import Capture, load_meta
+from testbed.clock import clock_offset_ns
 
 FAKE = r"""
 import signal, sys, time

@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from ..clock import clock_offset_ns
+
 CLOCK = "clock"
 START = "start"
 READY = "ready"
@@ -92,9 +94,10 @@ class EventLog:
         self._owned = path != "-"
         self._out: IO[str] | None = (open(path, "w", buffering=1, encoding="utf-8")
                                      if self._owned else sys.stdout)
-        real, mono = time.time_ns(), time.monotonic_ns()
-        self.emit(CLOCK, t=mono, realtime_ns=real, monotonic_ns=mono,
-                  realtime_minus_monotonic_ns=real - mono)
+        mono = time.monotonic_ns()
+        offset = clock_offset_ns()
+        self.emit(CLOCK, t=mono, realtime_ns=mono + offset, monotonic_ns=mono,
+                  realtime_minus_monotonic_ns=offset)
 
     def emit(self, event: str, t: int | None = None, **fields: Any) -> dict:
         record = {"t": now() if t is None else t, "event": event, **fields}

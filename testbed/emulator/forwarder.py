@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..clock import clock_offset_ns
 from . import linklog
 from .config import DirectionConfig, ForwarderConfig
 
@@ -298,7 +299,7 @@ class Forwarder:
         gc.disable()
         drops0 = interface_drops()
         rusage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic_ns()
-        offset0 = time.time_ns() - time.monotonic_ns()
+        offset0 = clock_offset_ns()
         (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
         mono, poll, timer, spin_ns, dirs = time.monotonic_ns, ep.poll, self.timer, cfg.spin_ns, self.dirs
         tfd, early = timer.fd, cfg.early_ns
