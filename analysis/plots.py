@@ -30,6 +30,8 @@ def _plt():
 
 
 def _save(fig, base: Path) -> list[str]:
+    """Lay out ``fig``, write it as PNG and SVG next to ``base``, close it."""
+    fig.tight_layout()
     base.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for ext in ("png", "svg"):
@@ -72,7 +74,6 @@ def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
     ax.set_ylabel("relative sequence number (bytes)")
     ax.set_title(title or f"time-sequence, data from {direction.sender}")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
     return _save(fig, base)
 
 
@@ -91,7 +92,6 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
     ax.set_ylabel("bytes")
     ax.set_title(title or f"in flight, data from {direction.sender}")
     ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
     return _save(fig, base)
 
 
@@ -113,7 +113,6 @@ def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline") -> list[
     ax.set_ylim(-0.5, len(names) - 0.2)
     ax.set_xlabel("time (s)")
     ax.set_title(title)
-    fig.tight_layout()
     return _save(fig, base)
 
 
@@ -129,7 +128,6 @@ def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stre
     ax.set_title(title)
     if streams:
         ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
     return _save(fig, base)
 
 
@@ -145,5 +143,4 @@ def steps(series: dict, t0: int, base: Path, ylabel: str, title: str) -> list[st
     ax.set_title(title)
     if series:
         ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
     return _save(fig, base)

@@ -36,7 +36,7 @@ def diagnose() -> dict[str, Any]:
         if report[tool] is None:
             problems.append(f"{tool} not found: apt-get install {FIX_PACKAGES[tool]} (or `make install`)")
     try:
-        import mininet.net  # noqa: F401
+        import mininet.net  # noqa: F401  (the import itself is the check)
         from mininet.net import VERSION
         report["mininet"] = VERSION
     except ImportError as exc:

@@ -221,7 +221,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     if not results_dir.is_dir():
         raise ValueError(f"results_dir {results_dir} is not an existing directory")
     cwd = Path(cwd or os.getcwd()).resolve()
-    version = check(kernel)
+    check(kernel)
     for name in RESULT_FILES:
         (results_dir / name).unlink(missing_ok=True)
 
