@@ -1,19 +1,28 @@
 """Base class of the testbed's topologies: a Mininet ``Topo`` with declared, overridable parameters.
 
 A topology declares ``params``: name → (default, help).  ``testbed topo up NAME --set KEY=VALUE``
-overrides them; an unknown key is an error naming the allowed ones.  Links carry one
-``LinkSpec`` per direction: ``addLink(a, b, spec_ab=..., spec_ba=...)`` (a→b and b→a).
-Hosts take ``router=True`` (IP forwarding on), ``routes=[(prefix, via), ...]``, ``sysctls`` and
+overrides them; an unknown key is an error naming the allowed ones.  It declares its ``roles``
+(which host is the client, which the server).  Every link has a name and one ``LinkSpec`` per
+direction: ``addLink(a, b, name=..., spec_ab=..., spec_ba=...)`` with ``a`` on the client's
+side, so a→b is the link's ``up`` direction and b→a its ``down``.  ``links`` overrides any
+LinkSpec field of any link without touching the topology: ``{"LINK.DIR.FIELD": "VALUE"}``,
+e.g. ``{"access2.up.queue": "50", "bottleneck.down.jitter": "2ms"}`` (FIELD: ``LINK_FIELDS``;
+an unimpaired link becomes an impaired one).  Hosts take ``router=True`` (IP forwarding on), ``routes=[(prefix, via), ...]``, ``sysctls`` and
 ``commands`` (argv lists run in the host after its routes, e.g. source-address routing rules).
 Links without a spec (``addLink(a, b)``) are unimpaired veths.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from mininet.topo import Topo
 
 from testbed.linkspec import LinkSpec
+
+DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
+# LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB').
+LINK_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue", "queue_packets",
+               "queue_bytes", "overhead", "mtu")
 
 
 class TestbedTopo(Topo):
@@ -21,10 +30,57 @@ class TestbedTopo(Topo):
     description: ClassVar[str] = ""
     chapter_case: ClassVar[str] = ""
     params: ClassVar[dict[str, tuple[Any, str]]] = {}
+    roles: ClassVar[dict[str, str]] = {"client": "client", "server": "server"}
 
-    def __init__(self, **overrides: Any):
+    def __init__(self, links: Mapping[str, Any] | None = None, **overrides: Any):
         self.values = self.resolve(overrides)
+        self.named: dict[str, dict] = {}        # link name → its Mininet link info
         super().__init__(**self.values)
+        self.link_overrides = dict(links or {})
+        for key, value in self.link_overrides.items():
+            self.override(key, value)
+
+    def addLink(self, node1, node2, port1=None, port2=None, key=None, name: str | None = None,
+                **opts: Any):
+        if not name or name in self.named:
+            raise LookupError(f"topology {self.name!r}: every link needs a unique name ({name!r})")
+        key = super().addLink(node1, node2, port1, port2, key, **opts)
+        self.named[name] = self.linkInfo(node1, node2, key)
+        return key
+
+    def override(self, key: str, value: Any) -> None:
+        """Set one field of one direction of a named link: ``key`` is ``LINK.DIR.FIELD``."""
+        parts = key.split(".")
+        if len(parts) != 3:
+            raise ValueError(f"link override {key!r}: expected LINK.DIR.FIELD, e.g. "
+                             f"{next(iter(self.named), 'bottleneck')}.down.loss")
+        link, direction, fld = parts
+        if link not in self.named:
+            raise ValueError(f"topology {self.name!r} has no link {link!r}; links: {', '.join(self.named)}")
+        if direction not in DIRECTIONS:
+            raise ValueError(f"link override {key!r}: direction {direction!r}; allowed: up, down")
+        if fld not in LINK_FIELDS:
+            raise ValueError(f"link override {key!r}: field {fld!r}; allowed: {', '.join(LINK_FIELDS)}")
+        info = self.named[link]
+        current = info.get(DIRECTIONS[direction]) or LinkSpec()
+        names = ("queue_packets", "queue_bytes") if fld == "queue" else (fld,)
+        try:
+            parsed = LinkSpec.parse(**{fld: value})
+            info[DIRECTIONS[direction]] = current.replace(**{n: getattr(parsed, n) for n in names})
+        except ValueError as exc:
+            raise ValueError(f"link override {key}={value!r}: {exc}") from None
+
+    def link_table(self) -> list[dict[str, Any]]:
+        """Every named link: ends, roles of its directions, both specs (None: unimpaired)."""
+        out = []
+        for name, info in self.named.items():
+            specs = {d: info.get(k) for d, k in DIRECTIONS.items()}
+            out.append({"name": name, "up": f"{info['node1']}→{info['node2']}",
+                        "down": f"{info['node2']}→{info['node1']}",
+                        **{d: (s.to_dict() if s else None) for d, s in specs.items()},
+                        "describe": {d: (s.describe() if s else "unimpaired") for d, s in specs.items()},
+                        "medium": info["medium"].to_dict() if info.get("medium") is not None else None})
+        return out
 
     @classmethod
     def resolve(cls, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -45,11 +101,12 @@ class TestbedTopo(Topo):
     def link_records(self) -> list[dict[str, Any]]:
         """Every link as recorded in run metadata: ends, both specs, shared medium if any."""
         records = []
+        names = {id(info): name for name, info in self.named.items()}
         for a, b, info in self.links(sort=True, withInfo=True):
             specs = (info.get("spec_ab"), info.get("spec_ba"))
             medium = info.get("medium")
             records.append({
-                "a": a, "b": b,
+                "name": names.get(id(info)), "a": a, "b": b,
                 "a_to_b": specs[0].to_dict() if specs[0] else None,
                 "b_to_a": specs[1].to_dict() if specs[1] else None,
                 "medium": medium.to_dict() if medium is not None else None,

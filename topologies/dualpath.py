@@ -36,8 +36,8 @@ class DualPath(TestbedTopo):
         gw = self.addHost("gw", ip=None, router=True)
         server = self.addHost("server", ip=None, routes=[("default", "10.0.3.254")])
         for path, (rate, delay, loss) in enumerate(((rate1, delay1, loss1), (rate2, delay2, loss2)), 1):
-            self.addLink(client, gw, params1={"ip": f"10.0.{path}.1/24"},
+            self.addLink(client, gw, name=f"access{path}", params1={"ip": f"10.0.{path}.1/24"},
                          params2={"ip": f"10.0.{path}.254/24"},
                          spec_ab=spec(rate, delay, loss), spec_ba=spec(rate, delay, loss))
-        self.addLink(gw, server, params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
+        self.addLink(gw, server, name="egress", params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
                      spec_ab=spec(egress, egress_delay), spec_ba=spec(egress, egress_delay))

@@ -13,6 +13,7 @@ class EdgeCloud(TestbedTopo):
     name = "edgecloud"
     description = "device with an edge path (80 Mbit/s, 20 ms RTT) and a cloud path (6.4 Mbit/s, 200 ms RTT)"
     chapter_case = "C14"
+    roles = {"client": "device", "server": "edge"}
     params = {
         "edge_rate_up": ("80mbit", "device→edge rate"),
         "edge_rate_down": ("80mbit", "edge→device rate"),
@@ -29,9 +30,9 @@ class EdgeCloud(TestbedTopo):
         gw = self.addHost("gw", ip=None, router=True)
         edge = self.addHost("edge", ip=None, routes=[("default", "10.0.2.254")])
         cloud = self.addHost("cloud", ip=None, routes=[("default", "10.0.3.254")])
-        self.addLink(device, gw, params1={"ip": "10.0.1.1/24"}, params2={"ip": "10.0.1.254/24"})
-        self.addLink(gw, edge, params1={"ip": "10.0.2.254/24"}, params2={"ip": "10.0.2.2/24"},
+        self.addLink(device, gw, name="access", params1={"ip": "10.0.1.1/24"}, params2={"ip": "10.0.1.254/24"})
+        self.addLink(gw, edge, name="edge", params1={"ip": "10.0.2.254/24"}, params2={"ip": "10.0.2.2/24"},
                      spec_ab=spec(edge_rate_up, edge_delay), spec_ba=spec(edge_rate_down, edge_delay))
-        self.addLink(gw, cloud, params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
+        self.addLink(gw, cloud, name="cloud", params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
                      spec_ab=spec(cloud_rate_up, cloud_delay),
                      spec_ba=spec(cloud_rate_down, cloud_delay, cloud_loss_down))

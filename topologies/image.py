@@ -22,5 +22,5 @@ class Image(TestbedTopo):
     def build(self, rate_up, rate_down, delay, loss_up, loss_down, queue):
         client = self.addHost("client", ip="10.0.0.1/24")
         server = self.addHost("server", ip="10.0.0.2/24")
-        self.addLink(client, server, spec_ab=spec(rate_up, delay, loss_up, queue),
+        self.addLink(client, server, name="bottleneck", spec_ab=spec(rate_up, delay, loss_up, queue),
                      spec_ba=spec(rate_down, delay, loss_down, queue))

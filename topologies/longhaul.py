@@ -25,6 +25,6 @@ class LongHaul(TestbedTopo):
     def build(self, rate_up, rate_down, delay, jitter, loss_up, loss_down, queue):
         client = self.addHost("client", ip="10.0.0.1/24")
         server = self.addHost("server", ip="10.0.0.2/24")
-        self.addLink(client, server,
+        self.addLink(client, server, name="bottleneck",
                      spec_ab=spec(rate_up, delay, loss_up, queue, jitter),
                      spec_ba=spec(rate_down, delay, loss_down, queue, jitter))

@@ -29,8 +29,8 @@ class Relay(TestbedTopo):
         cgw = self.addHost("cgw", ip=None, router=True, routes=[("10.0.3.0/24", "10.0.2.2")])
         sgw = self.addHost("sgw", ip=None, router=True, routes=[("10.0.1.0/24", "10.0.2.1")])
         server = self.addHost("server", ip=None, routes=[("default", "10.0.3.254")])
-        self.addLink(client, cgw, params1={"ip": "10.0.1.1/24"}, params2={"ip": "10.0.1.254/24"})
-        self.addLink(cgw, sgw, params1={"ip": "10.0.2.1/24"}, params2={"ip": "10.0.2.2/24"},
+        self.addLink(client, cgw, name="client_lan", params1={"ip": "10.0.1.1/24"}, params2={"ip": "10.0.1.254/24"})
+        self.addLink(cgw, sgw, name="bottleneck", params1={"ip": "10.0.2.1/24"}, params2={"ip": "10.0.2.2/24"},
                      spec_ab=spec(rate_up, delay, loss_up, queue),
                      spec_ba=spec(rate_down, delay, loss_down, queue))
-        self.addLink(sgw, server, params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"})
+        self.addLink(sgw, server, name="server_lan", params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"})

@@ -13,6 +13,7 @@ class Wifi(TestbedTopo):
     name = "wifi"
     description = "station — server over one shared 802.11a-like air interface (userspace backend)"
     chapter_case = "C10"
+    roles = {"client": "station", "server": "server"}
     params = {
         "data_rate": ("54mbit", "PHY rate of data frames"),
         "control_rate": ("6mbit", "PHY rate of MAC ACK frames"),
@@ -30,5 +31,5 @@ class Wifi(TestbedTopo):
                           sifs=parse_time(sifs), cw_min=int(cw_min))
         station = self.addHost("station", ip="10.0.0.1/24")
         server = self.addHost("server", ip="10.0.0.2/24")
-        self.addLink(station, server, spec_ab=spec(None, delay, queue=queue),
+        self.addLink(station, server, name="air", spec_ab=spec(None, delay, queue=queue),
                      spec_ba=spec(None, delay, queue=queue), medium=air)
