@@ -1,0 +1,128 @@
+"""The model registry: one record per model, parameters as a frozen dataclass, outputs with units.
+
+A model is a plain function ``fn(params) -> dict[str, Q]`` (no I/O).  Its parameter dataclass
+declares every field with :func:`param`: the default (the chapter's value, CHAPTER12.md), the unit
+and a help text.  Units of parameters are base units — ``B`` (bytes), ``bit/s``, ``s``, ``1``
+(dimensionless), ``count`` — so human strings parse with :mod:`testbed.units` (``20mbit``,
+``100ms``, ``30MB``, ``14%``).  Outputs carry their own, reader-friendly unit (ms, Mbit/s, ...).
+
+    evaluate("fec", loss=0.05, packets=100)["fec_repair"].value   # -> 14 repair symbols
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+#: parameter units -> what a value means; "choice" and "bool" are not numbers.
+PARAM_UNITS = ("B", "bit/s", "s", "1", "count", "choice", "bool", "B list", "s list")
+
+
+def param(default: Any, unit: str, help: str, *, low: float | None = 0, high: float | None = None,
+          choices: tuple = (), positive: bool = False):
+    """A model parameter: default, unit (one of PARAM_UNITS), help, and its valid range."""
+    if unit not in PARAM_UNITS:
+        raise ValueError(f"unknown parameter unit {unit!r}; allowed: {PARAM_UNITS}")
+    meta = {"unit": unit, "help": help, "low": low, "high": high, "choices": choices,
+            "positive": positive}
+    if isinstance(default, (list, tuple)):
+        return field(default=tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _check(name: str, value: Any, meta: dict) -> None:
+    unit = meta["unit"]
+    if unit == "choice":
+        if value not in meta["choices"]:
+            raise ValueError(f"--{name.replace('_', '-')} {value!r} is not allowed; "
+                             f"allowed: {', '.join(meta['choices'])}")
+        return
+    if unit == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"--{name.replace('_', '-')} {value!r} must be true or false")
+        return
+    values = value if unit.endswith("list") else (value,)
+    if unit.endswith("list") and not values:
+        raise ValueError(f"--{name.replace('_', '-')} needs at least one value")
+    for v in values:
+        if v is None and not unit.endswith("list"):
+            continue  # "derived from the other parameters"
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"--{name.replace('_', '-')} {v!r} must be a finite number ({unit})")
+        if unit == "count" and v != int(v):
+            raise ValueError(f"--{name.replace('_', '-')} {v!r} must be a whole number")
+        low, high = meta["low"], meta["high"]
+        if (low is not None and v < low) or (high is not None and v > high) \
+                or (meta["positive"] and v <= 0):
+            rng = f"{'>' if meta['positive'] else '>='} {low}" if low is not None else ""
+            rng += f"{' and ' if rng else ''}<= {high}" if high is not None else ""
+            raise ValueError(f"--{name.replace('_', '-')} {v!r} out of range; must be {rng} ({unit})")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Base of every parameter dataclass: validates each field against its :func:`param` metadata."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            _check(f.name, getattr(self, f.name), f.metadata)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class Q:
+    """One model output: value (number, bool or list of numbers), unit, and what it is."""
+    value: Any
+    unit: str
+    help: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        return {"value": value, "unit": self.unit, "help": self.help}
+
+
+@dataclass(frozen=True)
+class Model:
+    """name: CLI name; case: chapter case(s) (e.g. "C6"); help: one line; params: the dataclass;
+    fn: params -> dict of named outputs (Q)."""
+    name: str
+    case: str
+    help: str
+    params: type
+    fn: Callable[[Any], dict[str, Q]]
+
+    def evaluate(self, **overrides) -> dict[str, Q]:
+        known = {f.name for f in dataclasses.fields(self.params)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"model {self.name}: unknown parameter(s) {', '.join(unknown)}; "
+                             f"valid: {', '.join(sorted(known))}")
+        return self.fn(self.params(**overrides))
+
+
+MODELS: dict[str, Model] = {}
+
+
+def register(name: str, case: str, help: str, params: type):
+    """Decorator: register ``fn`` as model ``name``."""
+    def wrap(fn):
+        if name in MODELS:
+            raise ValueError(f"model {name!r} registered twice")
+        MODELS[name] = Model(name, case, help, params, fn)
+        return fn
+    return wrap
+
+
+def get(name: str) -> Model:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(sorted(MODELS))}")
+    return MODELS[name]
+
+
+def evaluate(name: str, **overrides) -> dict[str, Q]:
+    """Evaluate model ``name`` with parameter overrides (base units)."""
+    return get(name).evaluate(**overrides)
