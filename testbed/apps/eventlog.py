@@ -17,10 +17,18 @@ Event names (analysis joins on these; all times are when the app observed the ev
 * Request/response (client side, per request ``req``):
   ``request_issued`` (timing starts: before connecting in mode new, before the first send in
   mode reuse), ``tcp_connected`` (connect() returned: SYN-ACK received, ACK sent),
-  ``tls_done`` (TLS handshake returned; ``resumed``), ``first_request_byte_sent`` and
-  ``last_request_byte_sent`` (the first/last send() call handing request bytes to the kernel
-  returned — bytes are queued, not necessarily on the wire), ``first_response_byte`` and
-  ``last_response_byte`` (recv() returned the first/last byte of the reply).
+  ``tls_done`` (TLS handshake returned; ``resumed``), ``first_request_byte_sent`` (the first
+  byte is handed to the kernel: stamped right before the write call that carries it, i.e. when
+  the kernel may start queueing and sending; ``write`` = the write pattern, ``writes`` = send()
+  calls), ``last_request_byte_sent`` (the write call carrying the last byte returned: every
+  request byte is in the kernel's send queue, not necessarily on the wire),
+  ``request_left_send_queue`` (TCP_INFO polled every ``poll_us`` after that write showed
+  ``notsent_bytes`` = 0: the last request byte had been transmitted at least once; stamped at
+  the poll, so at most ``poll_us`` + one getsockopt late), ``request_acked`` (the same poll
+  showed ``unacked`` = 0: every byte sent was cumulatively ACKed), ``first_response_byte``
+  and ``last_response_byte`` (recv() returned the first/last byte of the reply).
+* ``warmup_done``: the reused connection's warm-up ended (``requests``, ``snd_cwnd``,
+  ``cwnd_wanted``, ``warm``; see ``reqresp.Client.warm_up``).
 * ``request_body``: size and sha256 of the request body the client sends (the same every run).
 * Server side: ``request_received`` (first request byte read), ``request_complete`` (last byte
   read; sha256 of the body), ``response_first_byte_sent`` and ``response_sent`` (first/last
@@ -31,6 +39,11 @@ Event names (analysis joins on these; all times are when the app observed the ev
   ``round_end``.  Relay: ``tunnel_up``, ``socks_request``, ``socks_reply``, ``stream_open``,
   ``stream_close``.  With ``--socks`` the client's ``tcp_connected`` is the local leg to the
   proxy and ``socks_done`` (SOCKS5 reply received) marks the end-to-end connection.
+  Relay connect mode (``connect`` = ``confirmed`` | ``optimistic``, on ``socks_reply``):
+  ``socks_reply`` is when the client gateway answered the application; ``stream_connected``
+  (client gateway) is when the far gateway's OPENED/REFUSED arrived — after ``socks_reply`` in
+  optimistic mode, before it in confirmed mode.  ``stream_reset``: one stream aborted
+  (``reason``), the gateway keeps serving the others.
 * ``summary``: per-run figures computed by the app from its own events.
 * ``error``: what went wrong (the process then exits non-zero).
 """
@@ -55,9 +68,12 @@ TCP_CONNECTED = "tcp_connected"
 TLS_DONE = "tls_done"
 FIRST_REQUEST_BYTE_SENT = "first_request_byte_sent"
 LAST_REQUEST_BYTE_SENT = "last_request_byte_sent"
+REQUEST_LEFT_SEND_QUEUE = "request_left_send_queue"
+REQUEST_ACKED = "request_acked"
 FIRST_RESPONSE_BYTE = "first_response_byte"
 LAST_RESPONSE_BYTE = "last_response_byte"
 REQUEST_BODY = "request_body"
+WARMUP_DONE = "warmup_done"
 RESPONSE_FIRST_BYTE_SENT = "response_first_byte_sent"
 REQUEST_RECEIVED = "request_received"
 REQUEST_COMPLETE = "request_complete"
@@ -76,6 +92,8 @@ SOCKS_DONE = "socks_done"
 SOCKS_REPLY = "socks_reply"
 STREAM_OPEN = "stream_open"
 STREAM_CLOSE = "stream_close"
+STREAM_CONNECTED = "stream_connected"
+STREAM_RESET = "stream_reset"
 SUMMARY = "summary"
 ERROR = "error"
 

@@ -6,14 +6,17 @@ bytes; the server reads the whole body, sleeps T, sends M bytes.  The default bo
 ``payload.body()`` (354,640 B, sha256 logged by both ends).
 
 Modes: ``new`` opens a connection (and TLS session) per request, timing from before
-connect(); ``reuse`` opens one connection, runs ``--warmup`` untimed requests on it
-(logged with ``warmup: true``), then times each request from its first send().
+connect(); ``reuse`` opens one connection and warms it with untimed requests back to back
+until cwnd ≥ 2 × the request's segments, at most ``--warmup`` (logged with ``warmup: true``
+and a ``warmup_done`` event; why this is warm: ``Client.warm_up``), then times each request
+from its write.
 Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
 
 Per-request completion = ``last_response_byte.t - request_issued.t``.  ``--socks HOST:PORT``
 connects through a SOCKS5 proxy (the relay's client gateway: path = relay).  ``--resume``
 offers the previous TLS session (TLS 1.3 ticket) on each new connection.  The whole request
-(header + body) goes out in one sendall-style loop; the server's processing T is a sleep.
+(header + body) is handed to the kernel in one send() (``--write one``, see
+``write_request``); the server's processing T is a sleep.
 
     python -m testbed.apps.reqresp server --listen :5000 --log server.jsonl [--tls]
     python -m testbed.apps.reqresp client --server 10.0.0.2:5000 --log client.jsonl \
@@ -40,6 +43,27 @@ HEADER = struct.Struct("!4sQII")
 MAGIC = b"RQ01"
 REPLY_SEED = b"testbed-reply-v1"
 KEEP_LIMIT = 64 * 1000 * 1000  # bodies up to this size are hashed by the server
+SEND_QUEUE_POLL = 0.001        # TCP_INFO poll interval of the send-queue watch (s)
+WRITE_PATTERNS = ("one", "blocks")
+
+
+def write_request(sock: socket.socket, data: bytes, pattern: str = "one") -> int:
+    """Hand ``data`` to the kernel; returns the number of send() calls.
+
+    ``one``: a single blocking send() of the whole request (header + body): the kernel
+    segments it, and only its very last segment can be shorter than the MSS, so Nagle never
+    holds request bytes back.  ``blocks``: one send() per ``sockets.SEND_BLOCK`` (64 KiB), the
+    pattern of many applications; without TCP_NODELAY the sub-MSS tail of a block can wait for
+    an ACK (up to a round trip or a delayed-ACK timeout) before the next block's bytes join it.
+    """
+    if pattern not in WRITE_PATTERNS:
+        raise ValueError(f"write pattern {pattern!r}; allowed: {', '.join(WRITE_PATTERNS)}")
+    view, sent, calls = memoryview(data), 0, 0
+    block = len(view) if pattern == "one" else sockets.SEND_BLOCK
+    while sent < len(view):
+        sent += sock.send(view[sent:sent + block])   # blocking: returns when all is queued
+        calls += 1
+    return calls
 
 
 # ------------------------------------------------------------------ server
@@ -128,8 +152,10 @@ class Client:
     def __init__(self, log: ev.EventLog, server: tuple[str, int], factors: tcpopts.SocketFactors,
                  body: bytes, reply: int, process_us: int, interval: float = 0.01,
                  tls: bool = False, resume: bool = False, timeout: float = 10.0,
-                 socks: tuple[str, int] | None = None):
-        self.log, self.server, self.factors = log, server, factors
+                 socks: tuple[str, int] | None = None, write: str = "one"):
+        if write not in WRITE_PATTERNS:
+            raise ValueError(f"write pattern {write!r}; allowed: {', '.join(WRITE_PATTERNS)}")
+        self.log, self.server, self.factors, self.write = log, server, factors, write
         self.body, self.reply, self.process_us = body, reply, process_us
         self.interval, self.timeout, self.resume = interval, timeout, resume
         self.tls_ctx = None
@@ -174,13 +200,22 @@ class Client:
             self.sock = None
 
     def exchange(self, req, **fields) -> None:
-        """Send one request on the open connection and read the whole reply."""
-        header = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us)
+        """Send one request on the open connection (in the write pattern ``self.write``) and
+        read the whole reply; the send queue is watched from the write's return on."""
+        request = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us) + self.body
         with tcpinfo.Sampler(self.log, self.sock, self.conn, self.interval):
-            sockets.send_logged(self.sock, header + self.body, self.log, ev.FIRST_REQUEST_BYTE_SENT,
-                                ev.LAST_REQUEST_BYTE_SENT, conn=self.conn, req=req, **fields)
-            sockets.recv_exact(self.sock, self.reply, self.log, ev.FIRST_RESPONSE_BYTE,
-                               ev.LAST_RESPONSE_BYTE, conn=self.conn, req=req, **fields)
+            self.log.emit(ev.FIRST_REQUEST_BYTE_SENT, conn=self.conn, req=req, write=self.write, **fields)
+            writes = write_request(self.sock, request, self.write)
+            self.log.emit(ev.LAST_REQUEST_BYTE_SENT, conn=self.conn, req=req, bytes=len(request),
+                          writes=writes, **fields)
+            watch = tcpinfo.SendQueueWatch(self.log, self.sock, SEND_QUEUE_POLL,
+                                           ev.REQUEST_LEFT_SEND_QUEUE, ev.REQUEST_ACKED,
+                                           conn=self.conn, req=req, **fields).start()
+            try:
+                sockets.recv_exact(self.sock, self.reply, self.log, ev.FIRST_RESPONSE_BYTE,
+                                   ev.LAST_RESPONSE_BYTE, conn=self.conn, req=req, **fields)
+            finally:
+                watch.stop()
         if self._clamped != self.conn:            # after this connection's first response
             sockets.reassert_clamp(self.sock, self.factors, self.log, self.conn)
             self._clamped = self.conn
@@ -198,11 +233,31 @@ class Client:
             self.exchange(req)
         return ev.now() - t0
 
+    def warm_up(self, limit: int) -> None:
+        """Untimed requests back to back until the connection is warm, at most ``limit``.
+
+        Warm: TCP_INFO's snd_cwnd ≥ 2 × the request's segments (⌈request / snd_mss⌉).  In slow
+        start Linux grows cwnd only while cwnd-limited, up to twice the segments in flight, so
+        back-to-back requests reach exactly this; and Linux's restart after an idle period
+        longer than the RTO (``tcp_slow_start_after_idle`` = 1, e.g. a think time + RTT above
+        the RTO) halves cwnd once per RTO, which then still leaves one request's worth.  A
+        connection approaching it from below instead (cwnd/2 + request per request) never gets
+        there and pays one more round trip per request.  Logged as ``warmup_done``."""
+        need = info = None
+        for w in range(limit):
+            self.exchange(f"warmup{w}", warmup=True)
+            info = tcpinfo.read(self.sock)
+            need = 2 * -(-(HEADER.size + len(self.body)) // max(info["snd_mss"], 1))
+            if info["snd_cwnd"] >= need:
+                break
+        self.log.emit(ev.WARMUP_DONE, conn=self.conn, requests=min(w + 1, limit) if limit else 0,
+                      snd_cwnd=info["snd_cwnd"] if info else None, cwnd_wanted=need,
+                      warm=bool(info and info["snd_cwnd"] >= need))
+
     def run(self, mode: str, requests: int, think: float, warmup: int) -> list[int]:
         if mode == "reuse":
             self.open("warmup")
-            for w in range(warmup):
-                self.exchange(f"warmup{w}", warmup=True)
+            self.warm_up(warmup)
             if self.tls_ctx is not None:
                 self.session = self.sock.session
         times = []
@@ -239,12 +294,13 @@ def run_client(args: argparse.Namespace) -> int:
         client = Client(log, parse_hostport(args.server, "127.0.0.1"), factors, body,
                         parse_size(args.reply_size), int(round(parse_time(args.process) * 1e6)),
                         parse_time(args.sample), args.tls, args.resume, parse_time(args.timeout),
-                        parse_hostport(args.socks, "127.0.0.1") if args.socks else None)
+                        parse_hostport(args.socks, "127.0.0.1") if args.socks else None,
+                        args.write)
         times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)
         summary = summarize(times)
         log.emit(ev.SUMMARY, mode=args.mode, tls=args.tls, **summary)
-        print(f"{args.mode}: median {summary['median_ms']} ms over {summary['requests']} requests",
-              flush=True)
+        print(f"{args.mode}: median {summary['median_ms']} ms over {summary['requests']} requests; "
+              f"each (ms): {', '.join(f'{x:.1f}' for x in summary['completion_ms'])}", flush=True)
         return 0
     return guarded(run, log)
 
@@ -271,10 +327,13 @@ def build_parser(prog: str = "python -m testbed.apps.reqresp") -> argparse.Argum
     c.add_argument("--mode", choices=("new", "reuse"), default="new")
     c.add_argument("--requests", type=int, default=1, help="timed requests K")
     c.add_argument("--think", default="0", help="pause between requests")
-    c.add_argument("--warmup", type=int, default=1, help="untimed requests on the reused connection")
+    c.add_argument("--warmup", type=int, default=10,
+                   help="at most this many untimed requests to warm the reused connection")
     c.add_argument("--resume", action="store_true", help="TLS session resumption in mode new")
     c.add_argument("--timeout", default="10s", help="connect timeout")
     c.add_argument("--socks", help="connect through this SOCKS5 proxy HOST:PORT (path = relay)")
+    c.add_argument("--write", choices=WRITE_PATTERNS, default="one",
+                   help="request write pattern: one send() (default) or 64 KiB blocks")
     add_common(c)
     c.set_defaults(func=run_client)
     return p

@@ -119,3 +119,48 @@ class Sampler:
         if self._thread.is_alive():
             self._thread.join()
         self._emit()
+
+
+class SendQueueWatch:
+    """When did the bytes of one write leave the send queue?  After the write returned
+    (``start()``), polls TCP_INFO every ``poll`` seconds from a thread and logs ``left_event``
+    at the first poll with ``notsent_bytes`` = 0 (everything written has been transmitted at
+    least once) and ``acked_event`` at the first poll with ``unacked`` = 0 (and everything sent
+    was cumulatively ACKed); each stamp is the poll's time, at most ``poll`` + one getsockopt
+    after the fact (``poll_us`` is logged with it).  ``stop()`` ends the polling."""
+
+    def __init__(self, log: EventLog, sock: socket.socket, poll: float, left_event: str,
+                 acked_event: str, **fields):
+        self.log, self.sock, self.poll = log, sock, poll
+        self.left_event, self.acked_event, self.fields = left_event, acked_event, fields
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        from .eventlog import now
+        left, poll_us = False, round(self.poll * 1e6)
+        while True:
+            last = self._stop.is_set()              # one more poll after stop(), then end
+            t = now()
+            try:
+                info = read(self.sock)
+            except OSError:
+                return
+            if not left and info.get("notsent_bytes") == 0:
+                left = True
+                self.log.emit(self.left_event, t=t, poll_us=poll_us, **self.fields)
+            if left and info["unacked"] == 0:
+                self.log.emit(self.acked_event, t=t, poll_us=poll_us, **self.fields)
+                return
+            if last:
+                return
+            self._stop.wait(self.poll)
+
+    def start(self) -> "SendQueueWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
