@@ -82,12 +82,15 @@ def _add_reqresp(p) -> None:
                    help="a new connection per request, or one warmed connection")
     p.add_argument("--requests", type=int, default=1, help="timed requests K")
     p.add_argument("--think", default="0", help="pause between requests")
-    p.add_argument("--warmup", type=int, default=1, help="untimed requests on the reused connection")
+    p.add_argument("--warmup", type=int, default=10,
+                   help="at most this many untimed requests to warm the reused connection")
     p.add_argument("--size", default="354640", help="request body (the fixed generated file)")
     p.add_argument("--reply-size", default="1000", help="reply size M")
     p.add_argument("--process", default="30ms", help="server processing time T")
     p.add_argument("--tls", action="store_true", help="TLS 1.3")
     p.add_argument("--resume", action="store_true", help="TLS session resumption (mode new)")
+    p.add_argument("--write", choices=("one", "blocks"), default="one",
+                   help="request write pattern: one send() (default) or 64 KiB blocks")
     g = p.add_argument_group("relay tunnel (with --path relay)")
     g.add_argument("--relay-hosts", default="cgw,sgw", help="client-side,server-side gateway hosts")
     g.add_argument("--tunnel-buffers", default="16MB", help="SO_SNDBUF/SO_RCVBUF of the tunnel")
@@ -139,7 +142,7 @@ def client_argv(args, server: str, socks: str | None, log: Path) -> list[str]:
     if args.workload == "reqresp":
         return ["client", "--server", server, *common, *(["--socks", socks] if socks else []),
                 *_flags(args, ["mode", "requests", "think", "warmup", "size", "reply-size",
-                               "process", "tls", "resume"])]
+                               "process", "tls", "resume", "write"])]
     if args.workload == "bulk":
         return ["client", "--server", server, *common, *_flags(args, ["direction", "size", "duration"])]
     if args.workload == "audio":
