@@ -37,5 +37,6 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$sta
   "$VENV/bin/python" -m pip install -q -e .
   touch "$stamp"
 fi
+"$VENV/bin/python" -m testbed.emulator.native.build  # native emulator engine (gcc, idempotent)
 "$VENV/bin/python" -c "import mininet.net, numpy, scapy, testbed" \
   || { echo "install.sh: the virtualenv cannot import mininet/numpy/scapy/testbed" >&2; exit 1; }

@@ -18,6 +18,10 @@ Accounting: ``summary()`` is the forwarder's ``summary.json`` (see ``emulator.fo
 the drop counters of the hosts' ends of emulated links over the run, which are added to
 ``unintended_drops``.  The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
 
+Engines: the forwarder runs the ``native`` C loop (``emulator.native``) where it is built,
+else the ``python`` one; ``engine=`` or ``$TESTBED_ENGINE`` (``--engine``) chooses.  Both apply
+the same model and write the same logs and summary, which records the engine.
+
 Seeds: direction k (in link order, a→b then b→a) gets ``seed + k``; recorded in ``summary()``.
 """
 from __future__ import annotations
@@ -35,10 +39,16 @@ from typing import Any
 from mininet.link import Link
 from mininet.util import makeIntfPair
 
+from ..emulator.config import ENGINES
 from ..hosts import ns_argv, offloads_off, run_in, set_sysctls
 from ..linkspec import LinkSpec
 
 EMU_NODE = "tbemu"
+# The native loop polls this long before each departure instead of trusting the timer's
+# wake-up (30-200 µs late from an idle vCPU); in C the polling costs no more than this much CPU
+# per departure.
+NATIVE_SPIN_NS = 50_000
+ENGINE_ENV = "TESTBED_ENGINE"
 EMU_MTU = 65535
 READY_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0
@@ -73,6 +83,15 @@ def interface_drops(node: Any) -> dict[str, int]:
         cols = rest.split()
         out[name.strip()] = int(cols[3]) + int(cols[11])
     return out
+
+
+def default_engine() -> str:
+    """``$TESTBED_ENGINE`` if set (``--engine`` sets it), else ``native`` when the C engine is
+    built and loads, else ``python``."""
+    if os.environ.get(ENGINE_ENV):
+        return os.environ[ENGINE_ENV]
+    from ..emulator.native import available
+    return "native" if available()[0] else "python"
 
 
 def _mac() -> str:
@@ -113,9 +132,22 @@ class EmulatedLink(Link):
 class UserspaceBackend:
     name = "userspace"
 
-    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int = 0,
-                 early_ns: int = 0, realtime: bool = True, python: str = sys.executable):
-        """Timing knobs as in ``emulator.config.ForwarderConfig``; ``python`` runs the forwarder."""
+    def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int | None = None,
+                 early_ns: int = 0, realtime: bool = True, python: str = sys.executable,
+                 engine: str | None = None):
+        """Timing knobs as in ``emulator.config.ForwarderConfig``; ``python`` runs the forwarder.
+
+        engine: ``native`` or ``python`` (None: native where it is built, see ``default_engine``).
+        spin_ns None: ``NATIVE_SPIN_NS`` for the native engine, 0 for the Python one.
+        """
+        self.engine = engine or default_engine()
+        if self.engine not in ENGINES:
+            raise ValueError(f"emulator engine {self.engine!r} is unknown; allowed: {', '.join(ENGINES)}")
+        if self.engine == "native":
+            from ..emulator.native import load
+            load()  # a clear error now rather than a forwarder that does not start
+        if spin_ns is None:
+            spin_ns = NATIVE_SPIN_NS if self.engine == "native" else 0
         self.seed = seed
         self.late_ns, self.spin_ns, self.early_ns, self.realtime = late_ns, spin_ns, early_ns, realtime
         self.python = python
@@ -158,7 +190,8 @@ class UserspaceBackend:
                 name = f"{src}-{dst}" + (f".{link.index}" if pairs.count(pairs[link.index]) > 1 else "")
                 directions.append(DirectionConfig(name, i, o, spec, self.seed + len(directions), medium))
         return ForwarderConfig(tuple(directions), str(log_dir), media, late_ns=self.late_ns,
-                               spin_ns=self.spin_ns, early_ns=self.early_ns, realtime=self.realtime)
+                               spin_ns=self.spin_ns, early_ns=self.early_ns, realtime=self.realtime,
+                               engine=self.engine)
 
     # --- running ------------------------------------------------------------------------------
     def setup(self, net, run) -> None:
@@ -235,7 +268,7 @@ class UserspaceBackend:
         return summary
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"backend": self.name, "seed": self.seed,
+        out: dict[str, Any] = {"backend": self.name, "engine": self.engine, "seed": self.seed,
                                "emulated_links": len(self.links)}
         if self.config is not None:
             out["seeds"] = {d.name: d.seed for d in self.config.directions}

@@ -22,6 +22,10 @@ Accounting — every frame read is logged with its fate (see ``linklog``), and e
 loop could not handle is counted: socket receive-buffer drops (PACKET_STATISTICS ``tp_drops``),
 send errors, drop counters of the emulator's interfaces (/proc/net/dev), departures later than
 ``late_ns``.  ``summary.json`` is written on SIGTERM/SIGINT, after the logs are flushed.
+
+Engines (``ForwarderConfig.engine``): ``python`` is the loop below; ``native`` hands the same
+sockets and logs to the C loop of ``emulator.native`` (same model, same records, the same
+timing knobs) and this module keeps the control plane: sockets, logs, signals, the summary.
 """
 from __future__ import annotations
 
@@ -254,13 +258,44 @@ class Direction:
         self.pending.clear()
 
 
+def host_cpu() -> tuple[list[int], list[float]]:
+    """(the ``cpu`` line of /proc/stat as integers, the 1/5/15-minute load averages)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    return [int(x) for x in fields], list(os.getloadavg())
+
+
+def host_summary(before: tuple[list[int], list[float]], after: tuple[list[int], list[float]]
+                 ) -> dict[str, Any]:
+    """The whole host's CPU during the run (not only this process), to tell a slow or busy
+    machine from a slow engine: ``steal_percent`` = time the hypervisor ran something else while
+    a vCPU wanted to run, ``busy_percent`` = non-idle time (user, nice, system, irq, softirq,
+    steal), both in % of all ``cpus``' time; load averages at the start and the end."""
+    (c0, load0), (c1, load1) = before, after
+    delta = [b - a for a, b in zip(c0, c1)]
+    total = sum(delta[:8]) or 1  # user nice system idle iowait irq softirq steal (guest is in user)
+    steal = delta[7] if len(delta) > 7 else 0
+    idle = delta[3] + delta[4]
+    return {"cpus": os.cpu_count(), "steal_percent": round(100 * steal / total, 2),
+            "busy_percent": round(100 * (total - idle) / total, 2),
+            "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in load1]}
+
+
 class Forwarder:
     def __init__(self, cfg: ForwarderConfig, config_path: str = ""):
         self.cfg = cfg
         self.config_path = config_path
         self.log_dir = Path(cfg.log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        models, self.media = make_models(cfg)
+        self.native = None
+        if cfg.engine == "native":
+            from .airtime import AirtimeSpec
+            from .native import Engine
+            self.native = Engine([(d.spec, d.seed, d.medium) for d in cfg.directions],
+                                 {name: (AirtimeSpec.from_dict(m), _medium_seed(cfg, name))
+                                  for name, m in cfg.media.items()})
+            models, self.media = {d.name: None for d in cfg.directions}, {}
+        else:
+            models, self.media = make_models(cfg)
         readers = {d.in_ifname for d in cfg.directions}
         self.socks = {ifname: open_socket(ifname, ifname in readers, cfg.rcvbuf, cfg.sndbuf)
                       for ifname in cfg.interfaces}
@@ -273,6 +308,7 @@ class Forwarder:
         self.stopping = False
         self.iterations = 0
         self.timer_wakeups = 0
+        self.poll_idle_ns = 0
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -286,6 +322,8 @@ class Forwarder:
         signal.set_wakeup_fd(wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        if self.native is not None:  # the C loop takes them from a signalfd; none may slip by
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         ep = select.epoll()
         by_fd = {d.in_sock.fileno(): d for d in self.dirs}
         for fd in by_fd:
@@ -298,11 +336,15 @@ class Forwarder:
         gc.freeze()
         gc.disable()
         drops0 = interface_drops()
+        host0 = host_cpu()
         rusage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic_ns()
         offset0 = clock_offset_ns()
         (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
         mono, poll, timer, spin_ns, dirs = time.monotonic_ns, ep.poll, self.timer, cfg.spin_ns, self.dirs
         tfd, early = timer.fd, cfg.early_ns
+        if self.native is not None:
+            self._run_native()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
         while not self.stopping:
             self.iterations += 1
             now = mono() + early
@@ -335,6 +377,7 @@ class Forwarder:
                             break
         wall1 = time.monotonic_ns()
         rusage1 = resource.getrusage(resource.RUSAGE_SELF)
+        host = host_summary(host0, host_cpu())
         for d in dirs:
             d.abandon_pending()
             d.read_socket_stats()
@@ -343,10 +386,48 @@ class Forwarder:
         cpu = (rusage1.ru_utime - rusage0.ru_utime) + (rusage1.ru_stime - rusage0.ru_stime)
         wall = (wall1 - wall0) / 1e9
         summary = self._summary(drops0, drops1, cpu, wall, offset0)
+        summary["host"] = host
         tmp = self.log_dir / "summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=1))
         os.replace(tmp, self.log_dir / "summary.json")
         return summary
+
+    def _run_native(self) -> None:
+        """Run the C loop until SIGTERM/SIGINT (see ``emulator.native``); it logs every frame."""
+        from . import native
+        cfg, dirs = self.cfg, self.dirs
+        io = (native.IoCfg * len(dirs))(*[native.IoCfg(d.in_sock.fileno(), d.out_sock.fileno(),
+                                                       d.log._fd) for d in dirs])
+        io_stats = (native.IoStats * len(dirs))()
+        run_stats = native.RunStats()
+        ret = native.load().tb_run(self.native.ptr, io, native.RunCfg(cfg.late_ns, cfg.spin_ns,
+                                                                     cfg.early_ns),
+                                   io_stats, ctypes.byref(run_stats))
+        if ret != 0:
+            raise OSError(-ret, f"native emulator loop failed: {os.strerror(-ret)}")
+        for d, st in zip(dirs, io_stats):
+            d.send_errors = st.send_errors
+            d.log.flush_max_ns = st.flush_max_ns
+        self.iterations, self.timer_wakeups = run_stats.iterations, run_stats.timer_wakeups
+        self.poll_idle_ns = run_stats.poll_idle_ns
+        self.stopping = True
+
+    def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
+        if self.native is not None:
+            return self.native.stats(i)
+        return dataclasses.asdict(d.model.stats)
+
+    def _media_stats(self) -> dict[str, Any]:
+        if self.native is None:
+            return {name: dataclasses.asdict(m.stats) for name, m in self.media.items()}
+        out = {}
+        for j, name in enumerate(self.native.medium_names):
+            busy = {d.cfg.name: self.native.stats(i)["airtime_ns"]
+                    for i, d in enumerate(self.dirs) if d.cfg.medium == name}
+            m = self.native.medium_stats(j)
+            out[name] = {"name": name, "exchanges": m["exchanges"], "busy_ns": sum(busy.values()),
+                         "busy_ns_by_direction": busy, "backoff_slots": m["backoff_slots"]}
+        return out
 
     def _summary(self, drops0, drops1, cpu, wall, offset0) -> dict[str, Any]:
         """The run's summary (``summary.json``).
@@ -361,13 +442,13 @@ class Forwarder:
         cfg = self.cfg
         directions, errors, lags, checks = {}, [], [], []
         totals = collections.Counter()
-        for d in self.dirs:
+        for i, d in enumerate(self.dirs):
             _, rec = linklog.read_log(d.log.path)
             s = linklog.summarize(rec, cfg.late_ns)
             sent = rec[rec["verdict"] == linklog.DELIVERED]
             errors.append(sent["t_sent"] - sent["t_sched"])
             lags.append(rec["t_read"] - rec["t_arrival"])
-            model_stats = dataclasses.asdict(d.model.stats)
+            model_stats = self._model_stats(i, d)
             # PACKET_STATISTICS tp_packets = frames queued to the socket + tp_drops
             unread = d.socket_packets - d.socket_drops - s["frames_in"]
             checks.append(unread >= 0 and model_stats["frames_in"] == s["frames_in"])
@@ -407,16 +488,17 @@ class Forwarder:
             "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
             "cpu_percent": round(100 * cpu / wall, 2) if wall > 0 else None,
             "loop_iterations": self.iterations, "timer_wakeups": self.timer_wakeups,
+            "poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
             "realtime_minus_monotonic_ns": offset0,
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
-            "realtime": cfg.realtime,
+            "realtime": cfg.realtime, "engine": cfg.engine,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
             "read_lag_us": read_lag, "warnings": warnings,
             "unintended_drops": int(unintended),
             "accounted": fates == totals["frames_in"] and all(checks),
             "directions": directions, "interfaces": ifdrops,
-            "media": {name: dataclasses.asdict(m.stats) for name, m in self.media.items()},
+            "media": self._media_stats(),
         }
 
 

@@ -1,0 +1,238 @@
+"""The native (C) engine of the userspace emulator: ``libtbemu.so``, driven from Python by ctypes.
+
+- ``tbcore.c``: the model, step for step the Python ``DirectionModel`` / ``DropTailQueue`` /
+  ``Serializer`` / loss generators / ``AirMedium`` (the Python model is the reference; the
+  differential test in tests/test_native_engine.py requires identical verdicts and times).
+  Random streams: the same MT19937 as ``random.Random``, started from the Python generator's
+  own state (``random.Random(...).getstate()``), with ``random()``'s 53-bit construction, so a
+  seed gives the same draws in both engines.
+- ``tbloop.c``: the I/O loop (recvmmsg batches with kernel timestamps, a send per departure,
+  timerfd + bounded polling before departures, the same frame log records).  The Python side
+  (``emulator.forwarder``) opens sockets and logs, calls ``run``, and writes the summary.
+
+Built by ``python -m testbed.emulator.native.build`` (scripts/install.sh runs it; system gcc,
+no download; rebuilt when a source changes).  ``available()`` says whether the library is built and loadable.
+"""
+from __future__ import annotations
+
+import ctypes
+import random
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence
+
+from ...linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
+
+LIB_PATH = Path(__file__).with_name("libtbemu.so")
+LOSS_NONE, LOSS_ALWAYS, LOSS_BERNOULLI, LOSS_GE, LOSS_DROPLIST = range(5)
+_MT = ctypes.c_uint32 * 625
+_i64, _i32, _dbl = ctypes.c_int64, ctypes.c_int32, ctypes.c_double
+
+
+class MediumCfg(ctypes.Structure):
+    _fields_ = [("difs_ns", _i64), ("tail_ns", _i64), ("slot_ns", _i64), ("preamble_ns", _i64),
+                ("symbol_ns", _i64), ("cw", _i32), ("mac_overhead", _i32), ("ndbps", _i32),
+                ("pad", _i32), ("mt_state", _MT)]
+
+
+class DirCfg(ctypes.Structure):
+    _fields_ = [("rate_num", _i64), ("rate_unit", _i64), ("overhead", _i64), ("delay_ns", _i64),
+                ("jitter_span", _i64), ("qlim_packets", _i64), ("qlim_bytes", _i64),
+                ("medium", _i32), ("reorder", _i32), ("shaped", _i32), ("loss_kind", _i32),
+                ("p", _dbl), ("r", _dbl), ("loss_bad", _dbl), ("loss_good", _dbl),
+                ("drop_idx", ctypes.POINTER(_i64)), ("n_drop", _i64),
+                ("mt_loss", _MT), ("mt_jitter", _MT)]
+
+
+class DirStats(ctypes.Structure):
+    _fields_ = [(n, _i64) for n in ("frames_in", "delivered", "dropped_loss", "dropped_queue",
+                                    "queue_max_packets", "queue_max_bytes", "bytes_in",
+                                    "bytes_delivered", "airtime_ns")]
+
+
+class MediumStats(ctypes.Structure):
+    _fields_ = [("exchanges", _i64), ("backoff_slots", _i64)]
+
+
+class IoCfg(ctypes.Structure):
+    _fields_ = [("in_fd", _i32), ("out_fd", _i32), ("log_fd", _i32), ("pad", _i32)]
+
+
+class RunCfg(ctypes.Structure):
+    _fields_ = [("late_ns", _i64), ("spin_ns", _i64), ("early_ns", _i64)]
+
+
+class IoStats(ctypes.Structure):
+    _fields_ = [("send_errors", _i64), ("records", _i64), ("flush_max_ns", _i64), ("oom_drops", _i64)]
+
+
+class RunStats(ctypes.Structure):
+    _fields_ = [("iterations", _i64), ("timer_wakeups", _i64), ("poll_idle_ns", _i64)]
+
+
+class Rec(ctypes.Structure):  # linklog.RECORD
+    _pack_ = 1
+    _fields_ = [("t_arrival", _i64), ("t_read", _i64), ("t_sched", _i64), ("t_sent", _i64),
+                ("src", ctypes.c_uint32), ("dst", ctypes.c_uint32), ("seq", ctypes.c_uint32),
+                ("ethertype", ctypes.c_uint16), ("ip_id", ctypes.c_uint16),
+                ("sport", ctypes.c_uint16), ("dport", ctypes.c_uint16), ("proto", ctypes.c_uint8),
+                ("length", ctypes.c_uint16), ("verdict", ctypes.c_uint8)]
+
+
+_lib: Any = None
+_error: str | None = None
+
+
+def load():
+    """The loaded library (raises RuntimeError saying how to build it when it is missing)."""
+    global _lib, _error
+    if _lib is None and _error is None:
+        try:
+            lib = ctypes.CDLL(str(LIB_PATH))
+        except OSError as exc:
+            _error = (f"native emulator engine not built ({exc}); build it with "
+                      "`.venv/bin/python -m testbed.emulator.native.build` (or `make install`)")
+        else:
+            lib.tb_engine_new.restype = ctypes.c_void_p
+            lib.tb_engine_new.argtypes = [ctypes.c_int, ctypes.POINTER(DirCfg), ctypes.c_int,
+                                          ctypes.POINTER(MediumCfg)]
+            lib.tb_engine_free.argtypes = [ctypes.c_void_p]
+            lib.tb_arrive.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64, _i64, ctypes.POINTER(_i64)]
+            lib.tb_arrive_batch.restype = _i64
+            lib.tb_arrive_batch.argtypes = [ctypes.c_void_p, _i64] + [ctypes.c_void_p] * 5
+            lib.tb_dir_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(DirStats)]
+            lib.tb_medium_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_int,
+                                                ctypes.POINTER(MediumStats)]
+            lib.tb_parse_key.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(Rec)]
+            lib.tb_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(IoCfg), ctypes.POINTER(RunCfg),
+                                   ctypes.POINTER(IoStats), ctypes.POINTER(RunStats)]
+            _lib = lib
+    if _lib is None:
+        raise RuntimeError(_error)
+    return _lib
+
+
+def available() -> tuple[bool, str]:
+    """(built and loadable, reason/path)."""
+    try:
+        load()
+    except RuntimeError as exc:
+        return False, str(exc)
+    return True, str(LIB_PATH)
+
+
+def _mt_state(seed: Any) -> Any:
+    """The MT19937 state of ``random.Random(seed)`` (624 words + index)."""
+    return _MT(*random.Random(seed).getstate()[1])
+
+
+def medium_cfg(spec: Any, seed: int) -> MediumCfg:
+    """``AirMedium(spec, seed)`` as the C engine's configuration (same rounding as airtime.py)."""
+    from ..airtime import PREAMBLE, SYMBOL, _bits_per_symbol, _ns
+    return MediumCfg(difs_ns=_ns(spec.difs),
+                     tail_ns=_ns(spec.sifs) + spec.ppdu_ns(spec.ack_bytes, spec.control_rate),
+                     slot_ns=_ns(spec.slot), preamble_ns=_ns(PREAMBLE), symbol_ns=_ns(SYMBOL),
+                     cw=spec.cw_min, mac_overhead=spec.mac_overhead,
+                     ndbps=_bits_per_symbol(spec.data_rate), mt_state=_mt_state(seed))
+
+
+def dir_cfg(spec: LinkSpec, seed: int, medium: int = -1) -> tuple[DirCfg, Any]:
+    """(``DirectionModel(spec, seed)`` as the C configuration, the drop-list array to keep alive)."""
+    c = DirCfg(medium=medium, reorder=int(spec.reorder), overhead=spec.overhead,
+               delay_ns=round(spec.delay * 1e9), jitter_span=round(spec.jitter * 1e9) + 1,
+               mt_loss=_mt_state(f"{seed}:loss"), mt_jitter=_mt_state(f"{seed}:jitter"))
+    if medium >= 0 and spec.rate is not None:
+        raise ValueError("a direction on a shared medium must be unshaped")
+    if spec.rate is not None:
+        frac = Fraction(spec.rate).limit_denominator(10**6)
+        c.rate_num, c.rate_unit = frac.numerator, 8 * 10**9 * frac.denominator
+        if not (0 < c.rate_num < 2**62 and c.rate_unit < 2**62):
+            raise ValueError(f"rate {spec.rate!r} is outside the native engine's range")
+    c.shaped = int(spec.rate is not None or medium >= 0)
+    lim_p, lim_b = spec.queue_limit_packets, spec.queue_bytes
+    c.qlim_packets = -1 if lim_p is None else lim_p
+    c.qlim_bytes = -1 if lim_b is None else lim_b
+    keep = None
+    loss = spec.loss
+    if isinstance(loss, Bernoulli):
+        c.loss_kind = LOSS_NONE if loss.p == 0.0 else LOSS_ALWAYS if loss.p == 1.0 else LOSS_BERNOULLI
+        c.p = loss.p
+    elif isinstance(loss, GilbertElliott):
+        c.loss_kind, c.p, c.r = LOSS_GE, loss.p, loss.r
+        c.loss_bad, c.loss_good = loss.loss_bad, loss.loss_good
+    elif isinstance(loss, DropList):
+        idx = sorted(i for i in loss.indices if i >= 0)
+        c.loss_kind = LOSS_DROPLIST
+        keep = (_i64 * max(1, len(idx)))(*idx)
+        c.drop_idx, c.n_drop = ctypes.cast(keep, ctypes.POINTER(_i64)), len(idx)
+    else:
+        raise ValueError(f"unknown loss model {loss!r}")
+    return c, keep
+
+
+class Engine:
+    """The C model of a set of directions (and their shared media); mirrors ``make_models``.
+
+    ``directions``: (spec, seed, medium name or None); ``media``: name -> (AirtimeSpec, seed).
+    """
+
+    def __init__(self, directions: Sequence[tuple[LinkSpec, int, str | None]],
+                 media: dict[str, tuple[Any, int]] | None = None):
+        lib = load()
+        media = media or {}
+        names = list(media)
+        mcfg = (MediumCfg * max(1, len(names)))(*[medium_cfg(*media[n]) for n in names])
+        built = [dir_cfg(spec, seed, names.index(m) if m is not None else -1)
+                 for spec, seed, m in directions]
+        dcfg = (DirCfg * len(built))(*[c for c, _ in built])
+        self._lib = lib
+        self.n_dirs, self.medium_names = len(built), names
+        self.ptr = lib.tb_engine_new(len(built), dcfg, len(names), mcfg)
+        if not self.ptr:
+            raise MemoryError("tb_engine_new failed")
+
+    def arrive(self, direction: int, now_ns: int, frame_len: int) -> tuple[int, int]:
+        t = _i64()
+        v = self._lib.tb_arrive(self.ptr, direction, now_ns, frame_len, ctypes.byref(t))
+        if v < 0:
+            raise MemoryError("native engine out of memory")
+        return v, t.value
+
+    def arrive_batch(self, direction, now_ns, frame_len):
+        """Vectorised ``arrive`` over numpy arrays (int32, int64, int64): (verdicts u8, times i64)."""
+        import numpy as np
+        d = np.ascontiguousarray(direction, dtype=np.int32)
+        now = np.ascontiguousarray(now_ns, dtype=np.int64)
+        ln = np.ascontiguousarray(frame_len, dtype=np.int64)
+        verdict = np.empty(len(d), dtype=np.uint8)
+        t = np.empty(len(d), dtype=np.int64)
+        if self._lib.tb_arrive_batch(self.ptr, len(d), d.ctypes.data, now.ctypes.data, ln.ctypes.data,
+                                     verdict.ctypes.data, t.ctypes.data) < 0:
+            raise MemoryError("native engine out of memory")
+        return verdict, t
+
+    def stats(self, direction: int) -> dict[str, int]:
+        """``DirectionStats`` of a direction, as a dict."""
+        s = DirStats()
+        self._lib.tb_dir_stats_get(self.ptr, direction, ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in DirStats._fields_}
+
+    def medium_stats(self, index: int) -> dict[str, int]:
+        s = MediumStats()
+        self._lib.tb_medium_stats_get(self.ptr, index, ctypes.byref(s))
+        return {"exchanges": s.exchanges, "backoff_slots": s.backoff_slots}
+
+    def close(self) -> None:
+        if self.ptr:
+            self._lib.tb_engine_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self):
+        self.close()
+
+
+def parse_key(frame: bytes) -> tuple[int, ...]:
+    """The C ``linklog.parse_key`` (for the differential test)."""
+    r = Rec()
+    load().tb_parse_key(frame, len(frame), ctypes.byref(r))
+    return (r.src, r.dst, r.seq, r.ethertype, r.ip_id, r.sport, r.dport, r.proto)

@@ -1,0 +1,369 @@
+/* The native I/O loop: the C counterpart of testbed/emulator/forwarder.py's Forwarder.run.
+ *
+ * Python (forwarder.py) opens the AF_PACKET sockets and the frame logs (header written), then
+ * calls tb_run, which returns when SIGTERM or SIGINT arrives (taken from a signalfd while they
+ * are blocked in the calling thread).  Per iteration: send every frame due (one send() each,
+ * t_sent read just before it), then wait: epoll_wait blocks when nothing is pending; a timerfd
+ * (absolute CLOCK_MONOTONIC, timer slack 1 ns) is armed spin_ns before the next departure, and
+ * the last spin_ns are polled (epoll_wait with timeout 0) so the timer's wake-up latency does not
+ * delay the departure.  Reading: recvmmsg in batches of READ_BATCH; arrival = SO_TIMESTAMPNS
+ * (CLOCK_REALTIME, converted with the realtime − monotonic offset read per batch), clamped to be
+ * nondecreasing and not after the read; the model's verdict at once.  A burst is read at most
+ * MAX_READ frames at a time and, once MIN_READ were read, reading stops when a departure is due.
+ * Records are the linklog RECORD layout, appended to the log fd in chunks of LOG_CHUNK. */
+#define _GNU_SOURCE
+#include "tbcore.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READ_BATCH 32
+#define MAX_READ 256
+#define MIN_READ 16
+#define MAX_FRAME 65536
+#define SMALL 2048
+#define LOG_CHUNK 8192
+
+enum { V_DELIVERED = 0, V_LOSS, V_QUEUE, V_SEND_ERROR, V_PENDING_AT_EXIT };
+
+typedef struct __attribute__((packed)) {
+    int64_t t_arrival, t_read, t_sched, t_sent;
+    uint32_t src, dst, seq;
+    uint16_t ethertype, ip_id, sport, dport;
+    uint8_t proto;
+    uint16_t length;
+    uint8_t verdict;
+} tb_rec;
+_Static_assert(sizeof(tb_rec) == 56, "record layout must match linklog.RECORD");
+
+typedef struct { int32_t in_fd, out_fd, log_fd, pad; } tb_io_cfg;
+
+typedef struct {
+    int64_t late_ns, spin_ns, early_ns;
+} tb_run_cfg;
+
+typedef struct {  /* per-direction results of the run */
+    int64_t send_errors, records, flush_max_ns, oom_drops;
+} tb_io_stats;
+
+typedef struct {
+    int64_t iterations, timer_wakeups;
+    int64_t poll_idle_ns;  /* time spent polling before a departure with nothing to read */
+} tb_run_stats;
+
+typedef struct { int64_t t; uint64_t n; uint8_t *buf; tb_rec rec; } pend;
+
+typedef struct {
+    tb_io_cfg io;
+    pend *heap; int64_t heap_len, heap_cap; uint64_t n;
+    tb_rec *log; int64_t log_len;
+    int64_t last_arrival;
+    tb_io_stats st;
+} io_dir;
+
+static uint8_t **free_small; static int64_t free_len, free_cap;
+
+static inline int64_t mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+static inline int64_t real(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static uint8_t *buf_get(uint32_t len) {
+    if (len > SMALL) return malloc(len);
+    if (free_len) return free_small[--free_len];
+    return malloc(SMALL);
+}
+static void buf_put(uint8_t *b, uint32_t len) {
+    if (len > SMALL) { free(b); return; }
+    if (free_len == free_cap) {
+        int64_t cap = free_cap ? free_cap * 2 : 4096;
+        uint8_t **f = realloc(free_small, (size_t)cap * sizeof *f);
+        if (!f) { free(b); return; }
+        free_small = f; free_cap = cap;
+    }
+    free_small[free_len++] = b;
+}
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* linklog.parse_key */
+void tb_parse_key(const uint8_t *f, uint32_t len, tb_rec *r) {
+    r->src = r->dst = r->seq = 0;
+    r->ethertype = r->ip_id = r->sport = r->dport = 0;
+    r->proto = 0;
+    if (len < 34) {
+        if (len >= 14) r->ethertype = be16(f + 12);
+        return;
+    }
+    r->ethertype = be16(f + 12);
+    if (r->ethertype != 0x0800) return;
+    uint32_t l4 = 14 + (f[14] & 15u) * 4;
+    r->ip_id = be16(f + 18);
+    r->proto = f[23];
+    r->src = be32(f + 26);
+    r->dst = be32(f + 30);
+    if (be16(f + 20) & 0x1FFF) return;
+    if (r->proto == 6 && len >= l4 + 8) {
+        r->sport = be16(f + l4); r->dport = be16(f + l4 + 2); r->seq = be32(f + l4 + 4);
+    } else if (r->proto == 17 && len >= l4 + 4) {
+        r->sport = be16(f + l4); r->dport = be16(f + l4 + 2);
+    }
+}
+
+static void log_flush(io_dir *d) {
+    if (!d->log_len) return;
+    int64_t t0 = mono();
+    const char *p = (const char *)d->log;
+    size_t left = (size_t)d->log_len * sizeof(tb_rec);
+    while (left) {
+        ssize_t w = write(d->io.log_fd, p, left);
+        if (w < 0) { if (errno == EINTR) continue; break; }
+        p += w; left -= (size_t)w;
+    }
+    d->st.records += d->log_len;
+    d->log_len = 0;
+    int64_t dt = mono() - t0;
+    if (dt > d->st.flush_max_ns) d->st.flush_max_ns = dt;
+}
+
+static inline void log_add(io_dir *d, const tb_rec *r) {
+    d->log[d->log_len++] = *r;
+    if (d->log_len == LOG_CHUNK) log_flush(d);
+}
+
+/* heap ordered by (t, n) */
+static inline int pend_less(const pend *a, const pend *b) { return a->t < b->t || (a->t == b->t && a->n < b->n); }
+static int heap_push(io_dir *d, const pend *p) {
+    if (d->heap_len == d->heap_cap) {
+        int64_t cap = d->heap_cap ? d->heap_cap * 2 : 4096;
+        pend *h = realloc(d->heap, (size_t)cap * sizeof *h);
+        if (!h) return -1;
+        d->heap = h; d->heap_cap = cap;
+    }
+    int64_t i = d->heap_len++;
+    while (i > 0) {
+        int64_t parent = (i - 1) / 2;
+        if (!pend_less(p, &d->heap[parent])) break;
+        d->heap[i] = d->heap[parent];
+        i = parent;
+    }
+    d->heap[i] = *p;
+    return 0;
+}
+static void heap_pop(io_dir *d, pend *out) {
+    *out = d->heap[0];
+    pend last = d->heap[--d->heap_len];
+    int64_t i = 0, n = d->heap_len;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && pend_less(&d->heap[c + 1], &d->heap[c])) c++;
+        if (!pend_less(&d->heap[c], &last)) break;
+        d->heap[i] = d->heap[c];
+        i = c;
+    }
+    if (n) d->heap[i] = last;
+}
+
+/* send every frame due by now; returns the next departure or INT64_MAX */
+static int64_t send_due(io_dir *d, int64_t now) {
+    pend p;
+    while (d->heap_len && d->heap[0].t <= now) {
+        heap_pop(d, &p);
+        int64_t t_sent = mono();
+        ssize_t w;
+        do w = send(d->io.out_fd, p.buf, p.rec.length, MSG_DONTWAIT); while (w < 0 && errno == EINTR);
+        if (w < 0) { d->st.send_errors++; p.rec.verdict = V_SEND_ERROR; p.rec.t_sent = 0; }
+        else { p.rec.verdict = V_DELIVERED; p.rec.t_sent = t_sent; }
+        buf_put(p.buf, p.rec.length);
+        log_add(d, &p.rec);
+    }
+    return d->heap_len ? d->heap[0].t : INT64_MAX;
+}
+
+static uint8_t *stage;  /* READ_BATCH x MAX_FRAME */
+static struct mmsghdr msgs[READ_BATCH];
+static struct iovec iovs[READ_BATCH];
+static char ctrl[READ_BATCH][64];
+
+static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
+    int64_t total = 0;
+    int64_t last = d->last_arrival;
+    while (total < MAX_READ) {
+        for (int i = 0; i < READ_BATCH; i++) {
+            iovs[i].iov_base = stage + (size_t)i * MAX_FRAME;
+            iovs[i].iov_len = MAX_FRAME;
+            memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
+            msgs[i].msg_hdr.msg_iov = &iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = ctrl[i];
+            msgs[i].msg_hdr.msg_controllen = sizeof ctrl[i];
+        }
+        int want = (int)(MAX_READ - total < READ_BATCH ? MAX_READ - total : READ_BATCH);
+        int n = recvmmsg(d->io.in_fd, msgs, (unsigned)want, MSG_DONTWAIT, NULL);
+        if (n <= 0) break;
+        int64_t now = mono();
+        int64_t offset = real() - now;
+        for (int i = 0; i < n; i++) {
+            uint8_t *f = stage + (size_t)i * MAX_FRAME;
+            uint32_t len = msgs[i].msg_len;
+            int64_t t_arr = now;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                    struct timespec ts;
+                    memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                    t_arr = ts.tv_sec * 1000000000LL + ts.tv_nsec - offset;
+                    if (t_arr > now) t_arr = now;
+                }
+            }
+            if (t_arr < last) t_arr = last;
+            last = t_arr;
+            int64_t t;
+            int v = tb_arrive(e, k, t_arr, len, &t);
+            pend p;
+            tb_parse_key(f, len, &p.rec);
+            p.rec.t_arrival = t_arr; p.rec.t_read = now; p.rec.t_sched = t; p.rec.t_sent = 0;
+            p.rec.length = (uint16_t)len;
+            if (v == TB_DELIVER) {
+                p.buf = buf_get(len);
+                p.t = t;
+                p.n = ++d->n;
+                if (!p.buf || heap_push(d, &p) < 0) {  /* out of memory: an unintended drop */
+                    if (p.buf) buf_put(p.buf, len);
+                    d->st.oom_drops++; d->st.send_errors++;
+                    p.rec.verdict = V_SEND_ERROR;
+                    log_add(d, &p.rec);
+                    continue;
+                }
+                memcpy(p.buf, f, len);
+            } else {
+                p.rec.verdict = v == TB_DROP_LOSS ? V_LOSS : v == TB_DROP_QUEUE ? V_QUEUE : V_SEND_ERROR;
+                log_add(d, &p.rec);
+            }
+        }
+        total += n;
+        d->last_arrival = last;
+        if (n < want) break;
+        if (total >= MIN_READ && mono() >= deadline) break;
+    }
+    d->last_arrival = last;
+}
+
+/* Run until SIGTERM/SIGINT.  Returns 0, or -errno of a failed setup call. */
+int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats *io_out, tb_run_stats *out) {
+    int nd = e->n_dirs, ret = 0;
+    io_dir *dirs = calloc((size_t)nd, sizeof *dirs);
+    stage = malloc((size_t)READ_BATCH * MAX_FRAME);
+    int ep = -1, tfd = -1, sfd = -1;
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    if (!dirs || !stage) { ret = -ENOMEM; goto out; }
+    for (int k = 0; k < nd; k++) {
+        dirs[k].io = io[k];
+        dirs[k].log = malloc(LOG_CHUNK * sizeof(tb_rec));
+        if (!dirs[k].log) { ret = -ENOMEM; goto out; }
+    }
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    pthread_sigmask(SIG_BLOCK, &mask, &old);
+    sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    if (sfd < 0 || tfd < 0 || ep < 0) { ret = -errno; goto out; }
+    struct epoll_event ev;
+    for (int k = 0; k < nd; k++) {
+        ev.events = EPOLLIN; ev.data.u32 = (uint32_t)k;
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, io[k].in_fd, &ev) < 0) { ret = -errno; goto out; }
+    }
+    ev.events = EPOLLIN; ev.data.u32 = 1000000;
+    epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+    ev.events = EPOLLIN; ev.data.u32 = 1000001;
+    epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+
+    int64_t armed = -1, spin = rc->spin_ns, early = rc->early_ns;
+    int stopping = 0;
+    struct epoll_event evs[64];
+    while (!stopping) {
+        out->iterations++;
+        int64_t now = mono() + early, nxt = INT64_MAX;
+        for (int k = 0; k < nd; k++) {
+            int64_t t = send_due(&dirs[k], now);
+            if (t < nxt) nxt = t;
+        }
+        int timeout;
+        if (nxt == INT64_MAX) timeout = -1;
+        else if (nxt - early - mono() <= spin) timeout = 0;
+        else {
+            int64_t at = nxt - early - spin;
+            if (at < 1) at = 1;
+            if (armed != at) {
+                struct itimerspec its = {{0, 0}, {at / 1000000000LL, at % 1000000000LL}};
+                timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+                armed = at;
+            }
+            timeout = -1;
+        }
+        int64_t t_poll = timeout == 0 ? mono() : 0;
+        int n = epoll_wait(ep, evs, 64, timeout);
+        if (timeout == 0 && n == 0) out->poll_idle_ns += mono() - t_poll;
+        for (int i = 0; i < n; i++) {
+            uint32_t id = evs[i].data.u32;
+            if (id < (uint32_t)nd) drain(e, (int)id, &dirs[id], nxt == INT64_MAX ? INT64_MAX : nxt - early);
+            else if (id == 1000000) {
+                uint64_t x;
+                if (read(tfd, &x, 8) == 8) out->timer_wakeups++;
+                armed = -1;
+            } else {
+                struct signalfd_siginfo si;
+                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopping = 1;
+            }
+        }
+    }
+    for (int k = 0; k < nd; k++) {  /* frames still in flight */
+        pend p;
+        while (dirs[k].heap_len) {
+            heap_pop(&dirs[k], &p);
+            p.rec.verdict = V_PENDING_AT_EXIT; p.rec.t_sent = 0;
+            buf_put(p.buf, p.rec.length);
+            log_add(&dirs[k], &p.rec);
+        }
+        log_flush(&dirs[k]);
+    }
+out:
+    if (ep >= 0) close(ep);
+    if (tfd >= 0) close(tfd);
+    if (sfd >= 0) {
+        close(sfd);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    if (dirs) {
+        for (int k = 0; k < nd; k++) {
+            io_out[k] = dirs[k].st;
+            free(dirs[k].log);
+            free(dirs[k].heap);
+        }
+        free(dirs);
+    }
+    free(stage); stage = NULL;
+    while (free_len) free(free_small[--free_len]);
+    free(free_small); free_small = NULL; free_cap = 0;
+    return ret;
+}
