@@ -71,6 +71,10 @@ def diagnose() -> dict[str, Any]:
         report["netem_uml"] = {"available": ok, "reason": reason}
     except ImportError:
         report["netem_uml"] = {"available": False, "reason": "testbed.uml not installed"}
+    from .emulator.native import available as native_available
+    native_ok, native_where = native_available()
+    report["emulator_engines"] = ["native", "python"] if native_ok else ["python"]
+    report["native_engine"] = native_where
     report["problems"] = problems
     report["ok"] = not problems
     return report
@@ -88,7 +92,8 @@ def run(args) -> int:
             ("netem qdisc", report["netem"]), ("htb qdisc", report["htb"]),
             ("congestion control", " ".join(report["congestion_control"])), ("MPTCP", report["mptcp"]),
             ("netem in a UML guest", report["netem_uml"]["available"]),
-            ("backend for --backend auto", report["backend"])]
+            ("backend for --backend auto", report["backend"]),
+            ("userspace emulator engines", " ".join(report["emulator_engines"]))]
     for label, value in rows:
         print(f"{label:<28} {mark(value)}")
     if report.get("backend_note"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from .backends import BACKEND_CHOICES
+from .emulator.config import ENGINES, EngineOption
 
 
 def register(sub) -> None:
@@ -28,6 +29,8 @@ def add_topology_args(p) -> None:
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
                    help="link backend (auto: netem where the kernel has it, else userspace; netem-uml: run the command in a User-Mode Linux guest with netem)")
     p.add_argument("--seed", type=int, default=1, help="seed of the loss and jitter generators")
+    p.add_argument("--engine", choices=ENGINES, action=EngineOption,
+                   help="userspace emulator engine (default: native where built, else python)")
     p.add_argument("--results", default="results", help="directory for run results (default: results)")
 
 

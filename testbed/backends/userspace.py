@@ -39,7 +39,7 @@ from typing import Any
 from mininet.link import Link
 from mininet.util import makeIntfPair
 
-from ..emulator.config import ENGINES
+from ..emulator.config import ENGINE_ENV, ENGINES
 from ..hosts import ns_argv, offloads_off, run_in, set_sysctls
 from ..linkspec import LinkSpec
 
@@ -48,7 +48,6 @@ EMU_NODE = "tbemu"
 # wake-up (30-200 µs late from an idle vCPU); in C the polling costs no more than this much CPU
 # per departure.
 NATIVE_SPIN_NS = 50_000
-ENGINE_ENV = "TESTBED_ENGINE"
 EMU_MTU = 65535
 READY_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0

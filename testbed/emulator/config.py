@@ -6,7 +6,9 @@ Directions whose ``medium`` names the same entry of ``media`` share one air inte
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +17,16 @@ from ..linkspec import LinkSpec
 
 IFNAMSIZ = 15  # longest Linux interface name
 ENGINES = ("native", "python")
+ENGINE_ENV = "TESTBED_ENGINE"  # the userspace backend's engine when none is given
+
+
+class EngineOption(argparse.Action):
+    """``--engine native|python``: sets ``$TESTBED_ENGINE`` for the userspace backend (and for
+    child processes), so every command that brings up a topology accepts it unchanged."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        os.environ[ENGINE_ENV] = values
+        setattr(namespace, self.dest, values)
 
 
 @dataclass(frozen=True)
