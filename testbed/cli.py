@@ -14,6 +14,8 @@ COMMAND_MODULES = [
     "testbed.apps.cli",
     "analysis.cli",
     "testbed.demo",
+    "testbed.experiment_cli",
+    "testbed.model_cli",
 ]
 
 

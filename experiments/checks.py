@@ -1,0 +1,186 @@
+"""Per-run verification: did the factor take effect (manipulation check), and can the run be
+trusted (fidelity rule)?  Both read only ``RunResult.checks`` / ``RunResult.fidelity``.
+
+Manipulation checks are a registry keyed by the factor's RunSpec path (shell-style patterns
+allowed): ``check(level, result) -> None`` when the factor demonstrably took effect, else the
+reason the run is invalid.  A read-back that is missing makes the run invalid too (a factor that
+cannot be verified is not counted as applied).  A new factor adds one :class:`Check` here.
+
+Fidelity rule (:func:`fidelity_reason`, :data:`FIDELITY_RULE`), applied to every run.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from scipy import stats as sps
+
+from testbed.units import parse_probability, parse_size
+
+LOSS_P = 0.001
+FIDELITY_RULE = (
+    "a run is excluded when, in this order: (1) it failed; (2) the link backend's fidelity verdict "
+    "is degraded or overloaded (verdict unknown, e.g. kernel netem without a frame log, is kept and "
+    "counted as not verified); (3) the emulator counted unintended drops (socket or interface "
+    "drops, send errors); (4) a link direction's measured random loss is implausible under its "
+    f"configured probability (two-sided exact binomial test, p < {LOSS_P}, over the frames it carried).")
+
+
+@dataclass(frozen=True)
+class Check:
+    factor: str                                  # RunSpec path or pattern
+    needs: tuple[str, ...]                       # keys of RunResult.checks it reads
+    rule: str                                    # the rule in words, printed in reports
+    fn: Callable[[Any, dict], str | None]        # (level value, checks) -> reason or None
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def register_check(c: Check) -> Check:
+    CHECKS[c.factor] = c
+    return c
+
+
+def check_for(factor: str) -> Check | None:
+    if factor in CHECKS:
+        return CHECKS[factor]
+    return next((c for pat, c in CHECKS.items() if fnmatch.fnmatchcase(factor, pat)), None)
+
+
+def _mode(level, ch):
+    syn = float(ch["syn_per_request"])
+    if level == "new" and syn < 0.99:
+        return f"mode new but {syn:.2f} SYNs per request (want >= 1)"
+    if level == "reuse" and syn >= 0.5:
+        return f"mode reuse but {syn:.2f} SYNs per request (want < 0.5)"
+    return None
+
+
+def _cc(level, ch):
+    seen = sorted(set(ch["cc"]))
+    return None if seen == [level] else f"cc {level} but read back {', '.join(seen) or 'nothing'}"
+
+
+def _window(level, ch):
+    adv = int(ch["max_adv_window"])
+    if level in (None, "default"):
+        return None
+    w = parse_size(level)
+    # 1.3: the kernel's window_clamp recomputation (64,000 -> ~78,000, see apps/tcpopts.py)
+    return None if adv <= 1.3 * w else f"window {level} but largest advertised window {adv} B"
+
+
+def _ack(level, ch):
+    spa = float(ch["data_segments_per_ack"])
+    if level == "quick" and spa > 1.05:
+        return f"ack quick but {spa:.2f} data segments per ACK (want <= 1.05)"
+    if level != "quick" and spa <= 1.05:
+        return f"ack {level} but {spa:.2f} data segments per ACK (want > 1.05: ACKs delayed)"
+    return None
+
+
+def _initcwnd(level, ch):
+    first = int(ch["first_flight_segments"])
+    n = int(level)
+    return None if n / 2 < first <= n else f"initcwnd {n} but first flight {first} segments (want ({n / 2:g}, {n}])"
+
+
+def _path(level, ch):
+    path = ch["path"]
+    hosts = set(path if isinstance(path, (list, tuple)) else path.get("hosts", []))
+    relayed = bool(hosts & {"cgw", "sgw"})
+    if (level == "relay") != relayed:
+        return f"path {level} but packets seen on {', '.join(sorted(hosts)) or 'no host'}"
+    return None
+
+
+def _norm(v):
+    """1/True/"1"/"true" compare equal; anything else as its string."""
+    text = str(v).lower()
+    return {"true": "1", "false": "0"}.get(text, text)
+
+
+def _readback(key):
+    def fn(level, ch):
+        got = ch[key]
+        vals = set(map(_norm, got if isinstance(got, (list, tuple)) else [got]))
+        return None if vals == {_norm(level)} else f"{key} {level} but read back {got}"
+    return fn
+
+
+def _tls_resume(level, ch):
+    resumed = float(ch["tls_resumed"])
+    want = bool(level)
+    if want and resumed < 0.99 or not want and resumed > 0:
+        return f"tls resumption {level} but {resumed:.2f} of handshakes resumed"
+    return None
+
+
+
+
+def _repair(level, ch):
+    n = int(ch["repair_packets"])
+    return None if (n > 0) == (str(level) not in ("0", "0%", "off", "none")) else \
+        f"fec {level} but {n} repair packets on the wire"
+
+
+for c in (
+    Check("params.mode", ("syn_per_request",), "new: >= 1 SYN per request; reuse: < 0.5", _mode),
+    Check("socket.cc", ("cc",), "every socket's TCP_INFO congestion control equals the level", _cc),
+    Check("socket.window", ("max_adv_window",),
+          "largest advertised window <= 1.3 x the level (default: unchecked)", _window),
+    Check("host.ack", ("data_segments_per_ack",),
+          "quick: <= 1.05 data segments per ACK; delayed / max:T: > 1.05", _ack),
+    Check("host.initcwnd", ("first_flight_segments",), "first flight in (N/2, N] segments", _initcwnd),
+    Check("params.path", ("path",), "relay: packets crossed cgw/sgw; direct: they did not", _path),
+    Check("host.slow_start_after_idle", ("slow_start_after_idle",),
+          "sysctl read back in the namespaces equals the level", _readback("slow_start_after_idle")),
+    Check("params.resume", ("tls_resumed",), "on: every timed handshake resumed; off: none", _tls_resume),
+    Check("links.*.*.queue", ("queue_limit",), "the link's applied queue limit equals the level",
+          _readback("queue_limit")),
+    Check("params.redundancy", ("repair_packets",), "repair packets on the wire iff FEC is on", _repair),
+):
+    register_check(c)
+
+
+def manipulation_reason(factor: str, level, checks: dict) -> str | None:
+    c = check_for(factor)
+    if c is None:
+        return f"no manipulation check registered for factor {factor}"
+    missing = [k for k in c.needs if checks.get(k) is None]
+    if missing:
+        return f"no read-back {', '.join(missing)} in the run's checks"
+    return c.fn(level, checks)
+
+
+def _loss_reason(link: dict) -> str | None:
+    frames, lost = int(link.get("frames", 0)), int(link.get("lost", 0))
+    p = parse_probability(link.get("configured_loss", 0))
+    if frames == 0:
+        return None
+    if p == 0:
+        return f"{link.get('name', 'link')}: {lost} random losses on a lossless link" if lost else None
+    pv = sps.binomtest(lost, frames, p).pvalue
+    if pv < LOSS_P:
+        return (f"{link.get('name', 'link')}: measured loss {lost / frames:.4f} over {frames} frames "
+                f"vs configured {p:.4f} (binomial p={pv:.1e})")
+    return None
+
+
+def fidelity_reason(status: str, error: str | None, fidelity: dict) -> str | None:
+    if status != "complete":
+        return f"run failed: {error or 'no error recorded'}"
+    verdict = fidelity.get("verdict", "unknown")
+    if verdict in ("degraded", "overloaded"):
+        why = "; ".join(map(str, fidelity.get("warnings", []))) or "no detail"
+        return f"link fidelity {verdict}: {why}"
+    drops = int(fidelity.get("unintended_drops", 0) or 0)
+    if drops:
+        return f"{drops} unintended drops in the emulator"
+    for link in fidelity.get("links", []) or []:
+        reason = _loss_reason(link)
+        if reason:
+            return reason
+    return None

@@ -1,0 +1,141 @@
+"""An experiment's figures (PNG + SVG via analysis.plots' ``_save``), from summary.json and the
+representative runs' captures:
+
+* ``<metric>-levels``: per level a box plot (median, quartiles, whiskers at 1.5 IQR) with every
+  valid run as a jittered point, and next to it the ECDF of the same values, one curve per level;
+* ``<metric>-by-run``: the metric against the run index (execution order), colour by level,
+  excluded runs as grey crosses — drift and order effects show here;
+* ``representative``: for the valid run closest to each level's median of the primary metric,
+  bytes in flight (outstanding = SND.MAX − SND.UNA of every data direction, from the capture
+  nearest the client) above a swimlane (one lane per request: handshake, request sent, server
+  time, response) — all rows on one time axis, seconds from the run's first packet.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from analysis.plots import _plt, _save
+
+PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", "request_last", "tab:blue"),
+          ("server", "request_last", "response_first", "tab:orange"),
+          ("response", "response_first", "response_last", "tab:green"))
+
+
+def _unit(metric: str) -> str:
+    return "ms" if metric.endswith(("_ms", "_ms_median")) else "Mbit/s" if metric.endswith("mbps") else \
+        "bytes" if metric.endswith("bytes") else "count"
+
+
+def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
+    plt = _plt()
+    labels = summary["levels"]
+    data = [[r["metrics"][metric] for r in summary["runs"] if r["valid"] and r["level"] == lab
+             and r["metrics"].get(metric) is not None] for lab in labels]
+    fig, (box, ecdf) = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
+    rng = np.random.default_rng(0)
+    box.boxplot([d or [np.nan] for d in data], showfliers=False)
+    box.set_xticks(range(1, len(labels) + 1), [f"{lab}\n(n={len(d)})" for lab, d in zip(labels, data)])
+    for i, d in enumerate(data, start=1):
+        box.plot(i + rng.uniform(-0.12, 0.12, len(d)), d, "o", ms=4, alpha=0.7)
+        if d:
+            ecdf.step(np.sort(d), np.arange(1, len(d) + 1) / len(d), where="post", label=labels[i - 1])
+    box.set_ylabel(f"{metric} ({_unit(metric)})")
+    box.set_title("per level (valid runs)")
+    ecdf.set_xlabel(f"{metric} ({_unit(metric)})")
+    ecdf.set_ylabel("fraction of runs ≤ x")
+    ecdf.set_ylim(0, 1.02)
+    ecdf.set_title("ECDF")
+    if any(data):
+        ecdf.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{summary['experiment']}: {summary['factor']}")
+    return _save(fig, base)
+
+
+def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    runs = [r for r in summary["runs"] if r["status"] != "missing" and not r["warmup"]
+            and r.get("metrics", {}).get(metric) is not None]
+    for lab in summary["levels"]:
+        rs = [r for r in runs if r["level"] == lab and r["valid"]]
+        ax.plot([r["index"] for r in rs], [r["metrics"][metric] for r in rs], "o-", ms=4, lw=0.6, label=lab)
+    bad = [r for r in runs if not r["valid"]]
+    if bad:
+        ax.plot([r["index"] for r in bad], [r["metrics"][metric] for r in bad], "x", color="grey",
+                label="excluded")
+    ax.set_xlabel("run index (execution order)")
+    ax.set_ylabel(f"{metric} ({_unit(metric)})")
+    ax.set_title(f"{summary['experiment']}: {metric} by run")
+    ax.legend(fontsize=8, loc="upper right")
+    return _save(fig, base)
+
+
+def _client_capture(run_dir: Path):
+    """The analysed capture nearest the client of a run (None if it kept no pcap)."""
+    from analysis.applog import load
+    from analysis.report import analyze_file
+    from testbed.runresult import load_run
+    r = load_run(run_dir)
+    client = r.spec.roles[0] if r.spec.topology != "loopback" else None
+    pcaps = [(f, run_dir / f["path"]) for f in r.files if f["kind"] == "pcap"]
+    pcaps = [(f, p) for f, p in pcaps if p.exists()]
+    if not pcaps:
+        return None
+    f, p = next(((f, p) for f, p in pcaps if f.get("host") == client), pcaps[0])
+    logs = [run_dir / x["path"] for x in r.files if x["kind"] == "eventlog" and x.get("host") == f.get("host")]
+    events = load(logs[0]) if logs else None
+    return analyze_file(p, events=events, keep=True)
+
+
+def representative_figure(out: Path, summary: dict, base: Path) -> list[str]:
+    arms = [(lab, lv["representative"]) for lab, lv in summary["by_level"].items() if lv["representative"]]
+    analysed = [(lab, d, _client_capture(out / d)) for lab, d in arms]
+    analysed = [a for a in analysed if a[2] is not None and a[2]["flows"]]
+    if not analysed:
+        return []
+    plt = _plt()
+    nreq = [sum(len(o.get("exchanges", [])) for o in a[2]["_objects"]["flows"]) or 1 for a in analysed]
+    fig, axes = plt.subplots(2 * len(analysed), 1, sharex=True, figsize=(11, sum(2.2 + 0.25 * n for n in nreq)),
+                             gridspec_kw={"height_ratios": [h for n in nreq for h in (2.0, 0.6 + 0.2 * n)]})
+    for k, (lab, d, res) in enumerate(analysed):
+        t0 = min(fl["t0_ns"] for fl in res["flows"])
+        fl_ax, sw = axes[2 * k], axes[2 * k + 1]
+        lane, seen = 0, set()
+        for obj in res["_objects"]["flows"]:
+            for dname, direction in obj.get("directions", {}).items():
+                if dname == obj.get("main"):
+                    tr = direction.tracker
+                    fl_ax.step((np.asarray(tr.series_t, np.int64) - t0) / 1e9, tr.series_outstanding,
+                               where="post", lw=0.8, color="tab:blue")
+            hs = obj.get("handshake", {})
+            for i, ex in enumerate(obj.get("exchanges", [])):
+                ev = {**ex, **({"syn": hs.get("syn"), "ack": hs.get("ack")} if i == 0 else {})}
+                for name, a, b, color in PHASES:
+                    if ev.get(a) is not None and ev.get(b) is not None:
+                        sw.barh(lane, (ev[b] - ev[a]) / 1e9, left=(ev[a] - t0) / 1e9, color=color,
+                                height=0.7, label=name if name not in seen else None)
+                        seen.add(name)
+                lane += 1
+        fl_ax.set_ylabel("in flight (bytes)")
+        fl_ax.set_title(f"{lab}: {d} (run closest to the median of {summary['primary']})", fontsize=9)
+        sw.set_ylabel("request")
+        sw.set_ylim(-0.5, max(lane, 1) - 0.5)
+        sw.invert_yaxis()
+    axes[1].legend(fontsize=7, loc="upper right", ncol=4)
+    axes[-1].set_xlabel("time since the run's first packet (s)")
+    return _save(fig, base)
+
+
+def write(out: str | Path, summary: dict | None = None) -> list[str]:
+    out = Path(out)
+    summary = summary or json.loads((out / "summary.json").read_text())
+    pdir = out / "plots"
+    written: list[str] = []
+    for m in summary["metrics"]:
+        written += levels_figure(summary, m, pdir / f"{m}-levels")
+        written += drift_figure(summary, m, pdir / f"{m}-by-run")
+    written += representative_figure(out, summary, pdir / "representative")
+    return written

@@ -1,0 +1,139 @@
+"""``report.md`` and the terminal summary of an experiment, rendered from ``summary.json`` only;
+:func:`write_all` (summary → plots → report → pcap pruning) is what ``run`` and ``report`` call."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testbed.runresult import load_run
+
+from .summary import summarize
+
+REPORT = "report.md"
+
+
+def _num(v, digits=1) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.{digits}f}" if abs(v) < 1e5 else f"{v:.3g}"
+
+
+def _ci(ci, digits=1) -> str:
+    return f"[{_num(ci[0], digits)}, {_num(ci[1], digits)}]" if ci else "[–]"
+
+
+def _verif(v: dict) -> str:
+    parts = []
+    for k, s in v.items():
+        if "median" in s:
+            parts.append(f"{k} {_num(s['min'], 2)}–{_num(s['max'], 2)}")
+        else:
+            parts.append(f"{k} {', '.join(s['values'])}")
+    return "; ".join(parts) or "–"
+
+
+def text(summary: dict, metric: str | None = None) -> str:
+    """The lines ``testbed experiment run`` prints: per level n valid, median with CI, the
+    verification; the ratio of medians with CI; excluded runs."""
+    m = metric or summary["primary"]
+    lines = [f"experiment {summary['experiment']}: factor {summary['factor']}, order {summary['order']}, "
+             f"seed {summary['seed']}, metric {m}"]
+    for lab, lv in summary["by_level"].items():
+        s = lv["metrics"][m]
+        lines.append(f"  {lab:>12}: n valid {lv['n_valid']}/{lv['n_runs']}  median {_num(s['median'])} "
+                     f"95% CI {_ci(s['median_ci'])}  p10/p90 {_num(s['p10'])}/{_num(s['p90'])}  "
+                     f"check: {_verif(lv['verification'])}")
+    for c in summary["comparisons"]:
+        if c["metric"] != m:
+            continue
+        mw = c["mann_whitney"]
+        p = "–" if mw is None else f"{mw['p']:.2g}"
+        lines.append(f"  {c['a']}/{c['b']}: ratio of medians {_num(c['ratio'], 3)} 95% CI "
+                     f"{_ci(c['ratio_ci'], 3)}; difference {_num(c['difference'])} {_ci(c['difference_ci'])}; "
+                     f"paired {_num(c['paired_difference']['median'])} {_ci(c['paired_difference']['ci'])} "
+                     f"(n={c['paired_difference']['n_pairs']}); Mann-Whitney p "
+                     f"{p}; Cliff's delta {_num(c['cliffs_delta'], 2)}")
+    for e in summary["excluded"]:
+        lines.append(f"  excluded {e['dir']}: {e['reason']}")
+    if not summary["complete"]:
+        lines.append("  INCOMPLETE: some runs have not run yet (rerun with --resume)")
+    return "\n".join(lines)
+
+
+def markdown(summary: dict, plots: list[str], out: Path) -> str:
+    ov = summary["overhead"]
+    md = [f"# Experiment `{summary['experiment']}`", "",
+          f"Factor `{summary['factor']}`, levels {', '.join(f'`{x}`' for x in summary['levels'])}; "
+          f"{summary['reps']} repetitions per level after {summary['warmup']} warm-up run(s) per level, "
+          f"order `{summary['order']}`, experiment seed {summary['seed']} (each repetition's link seed "
+          "derives from it; both arms of a repetition share it).", "",
+          f"Manipulation check: {summary['check_rule']}.", "",
+          f"Fidelity rule: {summary['fidelity_rule']}", "",
+          "Statistics over valid runs only; a run's value of a list metric is its median; 95 % "
+          f"percentile-bootstrap CIs. A = `{summary['levels'][0]}` (reference).", ""]
+    for m in summary["metrics"]:
+        if all(lv["metrics"][m]["n"] == 0 for lv in summary["by_level"].values()):
+            md += [f"## {m}", "", "No valid run recorded this metric.", ""]
+            continue
+        md += [f"## {m}", "", "| level | n valid / runs | median | 95 % CI | p10 | p90 | p99 |",
+               "|---|---|---|---|---|---|---|"]
+        for lab, lv in summary["by_level"].items():
+            s = lv["metrics"][m]
+            md.append(f"| {lab} | {lv['n_valid']} / {lv['n_runs']} | {_num(s['median'])} | "
+                      f"{_ci(s['median_ci'])} | {_num(s['p10'])} | {_num(s['p90'])} | {_num(s['p99'])} |")
+        md += ["", "| A / B | ratio of medians [CI] | difference [CI] | paired difference [CI] (pairs) "
+               "| Mann–Whitney U, p | Cliff's δ |", "|---|---|---|---|---|---|"]
+        for c in (c for c in summary["comparisons"] if c["metric"] == m):
+            mw = c["mann_whitney"] or {}
+            pd = c["paired_difference"]
+            md.append(f"| {c['a']} / {c['b']} | {_num(c['ratio'], 3)} {_ci(c['ratio_ci'], 3)} | "
+                      f"{_num(c['difference'])} {_ci(c['difference_ci'])} | {_num(pd['median'])} "
+                      f"{_ci(pd['ci'])} ({pd['n_pairs']}) | {_num(mw.get('u'))}, {mw.get('p', float('nan')):.3g} | "
+                      f"{_num(c['cliffs_delta'], 2)} |")
+        md.append("")
+    md += ["## Verification", "", "| level | read-backs (min–max over completed runs) | representative run |",
+           "|---|---|---|"]
+    for lab, lv in summary["by_level"].items():
+        md.append(f"| {lab} | {_verif(lv['verification'])} | {lv['representative'] or '–'} |")
+    md += ["", "## Excluded runs", ""]
+    md += [f"- `{e['dir']}`: {e['reason']}" for e in summary["excluded"]] or ["none"]
+    md += ["", f"Valid runs whose link fidelity could not be verified (verdict `unknown`): "
+               f"{summary['fidelity_unverified']}.", "", "## Cost", "",
+           f"- median wall-clock per run {_num(ov['wall_s_per_run_median'], 2)} s over {ov['runs']} runs; "
+           f"topology kept up across the runs of a repetition: {'yes' if ov['kept_topology'] else 'no'}"
+           + (f" ({ov['bringups']} bring-ups, median {_num(ov['bringup_s_median'], 2)} s each)"
+              if ov['bringups'] else ""),
+           f"- disk per run (median) {_num(ov['disk_mb_per_run_median'], 2)} MB; tcpdump CPU in total "
+           f"{_num(ov['capture_cpu_s_total'], 2)} s", ""]
+    if plots:
+        md += ["## Plots", ""] + [f"![{Path(p).stem}]({Path(p).relative_to(out)})" for p in plots
+                                  if p.endswith(".png")] + [""]
+    return "\n".join(md)
+
+
+def prune_pcaps(out: Path, summary: dict, keep: str) -> list[str]:
+    """keep_pcaps = representative: delete the pcaps of every run but each level's representative."""
+    if keep != "representative":
+        return []
+    reps = {lv["representative"] for lv in summary["by_level"].values()}
+    gone = []
+    for r in summary["runs"]:
+        if r["status"] == "missing" or r["dir"] in reps:
+            continue
+        for p in load_run(out / r["dir"]).files_of("pcap"):
+            if p.exists():
+                p.unlink()
+                gone.append(str(p.relative_to(out)))
+    return gone
+
+
+def write_all(out: str | Path, plots: bool = True) -> dict:
+    from . import plots as pl
+    out = Path(out)
+    summary = summarize(out)
+    written = pl.write(out, summary) if plots else []
+    (out / REPORT).write_text(markdown(summary, written, out))
+    keep = json.loads((out / "manifest.json").read_text())["definition"]["keep_pcaps"]
+    if summary["complete"]:
+        prune_pcaps(out, summary, keep)
+    return summary

@@ -1,0 +1,141 @@
+"""Run an experiment: every slot of :func:`experiments.order.schedule`, each into its own run
+directory, resumable.
+
+Layout of ``OUT`` (``results/<name>-<YYYYmmdd-HHMMSS>/`` by default)::
+
+    manifest.json    schema, definition, environment (testbed.provenance), schedule, runner facts
+    runs/NNN-LEVEL/  one [core] run directory per run (manifest.json from execute) plus
+                     experiment.json (slot, wall-clock seconds, topology bring-up seconds)
+    summary.json, report.md, plots/   written by experiments.summary / report / plots
+
+A run is executed into ``runs/.partial-NNN-LEVEL`` and renamed to ``runs/NNN-LEVEL`` once its
+manifest and experiment.json are written, so a run directory that exists is finished: a crash or
+Ctrl-C loses at most the run in progress, and ``resume=True`` skips every finished run (a failed
+run is finished too: it is recorded, listed and excluded, not retried).
+
+The executor is any callable ``(spec, out_dir, **kw) -> RunResult`` (``testbed.execute.execute``
+by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.keeps_topology`)
+and a ``keep_up(spec)`` context manager is given, the topology is brought up once per
+repetition block (the arms of one repetition share its link seed) and passed to the executor as
+``testbed=``; its bring-up time is recorded so the report can state the per-run overhead.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Callable
+
+from testbed.errors import TestbedError, UsageError
+from testbed.runresult import MANIFEST, load_run
+
+from .definition import Experiment
+from .order import Slot, schedule
+
+SCHEMA = 1
+RUN_INFO = "experiment.json"
+
+
+def default_out(exp: Experiment, root: str | Path = "results") -> Path:
+    return Path(root) / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _environment() -> dict:
+    from testbed.provenance import provenance
+    return provenance()
+
+
+def start(exp: Experiment, out: Path, resume: bool) -> dict:
+    """Create ``out`` with its manifest, or (resume) check that it holds this experiment."""
+    path = out / MANIFEST
+    if resume:
+        if not path.is_file():
+            raise UsageError(f"--resume: {out} has no {MANIFEST}; nothing to resume")
+        manifest = json.loads(path.read_text())
+        if manifest.get("definition") != exp.to_dict():
+            raise UsageError(f"--resume: the experiment in {out} differs from this one "
+                             "(definition, levels, reps, seed or --set); resume with the same options")
+        return manifest
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} exists and is not empty; choose another --out or add --resume")
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    manifest = {"schema": SCHEMA, "kind": "experiment", "definition": exp.to_dict(),
+                "source": exp.source, "environment": _environment(),
+                "keeps_topology": exp.keeps_topology(),
+                "schedule": [s.to_dict() for s in schedule(exp)]}
+    _write_json(path, manifest)
+    return manifest
+
+
+def finished(out: Path, slot: Slot) -> bool:
+    d = out / "runs" / slot.dirname
+    return (d / MANIFEST).is_file() and (d / RUN_INFO).is_file()
+
+
+def _run_one(exp: Experiment, out: Path, slot: Slot, executor: Callable, tb, setup_s: float):
+    final = out / "runs" / slot.dirname
+    tmp = out / "runs" / f".partial-{slot.dirname}"
+    shutil.rmtree(tmp, ignore_errors=True)          # a run a crash interrupted: redo it
+    spec = exp.spec(exp.level(slot.level), slot.seed)
+    if exp.keep_pcaps == "none":
+        spec = spec.set("capture.keep", False)
+    kw = {"testbed": tb} if tb is not None else {}
+    t0 = time.monotonic()
+    try:
+        result = executor(spec, tmp, **kw)
+    except TestbedError as exc:
+        result = getattr(exc, "result", None)
+        if result is None:                          # nothing recorded: setup is broken, stop
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    info = {**slot.to_dict(), "wall_s": round(time.monotonic() - t0, 4), "setup_s": setup_s,
+            "kept_topology": tb is not None}
+    _write_json(tmp / RUN_INFO, info)
+    tmp.rename(final)
+    return load_run(final)
+
+
+def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | None = None,
+                   keep_up: Callable | None = None, resume: bool = False, quiet: bool = False,
+                   on_run: Callable | None = None) -> Path:
+    """Run (or continue) ``exp`` into ``out``; return ``out``.  ``on_run(slot, result)`` is
+    called after each new run.  Summary, report and plots are written by
+    :func:`experiments.report.write_all` afterwards."""
+    from tqdm import tqdm
+    out = Path(out)
+    exp.validate()
+    if executor is None:
+        from testbed.execute import execute as executor
+    start(exp, out, resume)
+    slots = schedule(exp)
+    todo = [s for s in slots if not finished(out, s)]
+    keep = keep_up if (keep_up is not None and exp.keeps_topology()) else None
+    bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
+               desc=exp.name, dynamic_ncols=True)
+    try:
+        for key in dict.fromkeys((s.warmup, s.rep) for s in todo):   # repetition blocks, in order
+            block = [s for s in todo if (s.warmup, s.rep) == key]
+            t0 = time.monotonic()
+            spec0 = exp.spec(exp.level(block[0].level), block[0].seed)
+            with (keep(spec0) if keep else nullcontext()) as tb:
+                setup_s = round(time.monotonic() - t0, 4) if keep else None
+                for slot in block:
+                    result = _run_one(exp, out, slot, executor, tb, setup_s)
+                    bar.set_postfix_str(f"{slot.dirname} {result.status}")
+                    bar.update(1)
+                    if on_run:
+                        on_run(slot, result)
+    finally:
+        bar.close()
+    return out

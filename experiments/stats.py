@@ -1,0 +1,98 @@
+"""Statistics of an experiment: small pure functions over plain sequences of per-run values.
+
+The unit of analysis is the run (each with its own link seed), never the request inside a run.
+
+* :func:`describe`: n, median, p10/p90/p99 (numpy's linear interpolation), and the 95 %
+  bootstrap confidence interval of the median (percentile method, ``B`` resamples from a
+  generator seeded by ``seed``; None with fewer than 2 values).
+* :func:`compare`: level A (the reference, the definition's first level) against level B:
+  ratio ``median(A) / median(B)`` and difference ``median(A) - median(B)``, each with a 95 %
+  bootstrap CI (A and B resampled independently); the paired difference over alternated pairs
+  (runs of A and B in the same repetition, hence with the same link seed): median of
+  ``A_rep - B_rep`` with its bootstrap CI; the two-sided Mann–Whitney U test
+  (``scipy.stats.mannwhitneyu``: exact p for small samples without ties, normal approximation with
+  tie correction otherwise; U is A's statistic); Cliff's delta ``P(A > B) - P(A < B)`` in [-1, 1].
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+B = 9999
+LEVEL = 0.95
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed), 7]))
+
+
+def bootstrap_ci(samples: tuple, statistic: Callable, seed: int, paired: bool = False):
+    """Percentile bootstrap 95 % CI of ``statistic(*samples, axis=-1)``; None if any sample has
+    fewer than 2 values or the interval is undefined."""
+    if any(len(s) < 2 for s in samples):
+        return None
+    res = sps.bootstrap(tuple(np.asarray(s, float) for s in samples), statistic, paired=paired,
+                        vectorized=True, n_resamples=B, confidence_level=LEVEL,
+                        method="percentile", random_state=_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return None if np.isnan(lo) or np.isnan(hi) else [lo, hi]
+
+
+def _median(x, axis=-1):
+    return np.median(x, axis=axis)
+
+
+def _ratio(a, b, axis=-1):
+    return np.median(a, axis=axis) / np.median(b, axis=axis)
+
+
+def _difference(a, b, axis=-1):
+    return np.median(a, axis=axis) - np.median(b, axis=axis)
+
+
+def describe(values: Sequence[float], seed: int = 1) -> dict:
+    x = np.asarray(values, float)
+    if not len(x):
+        return {"n": 0, "median": None, "median_ci": None, "p10": None, "p90": None, "p99": None}
+    p10, p50, p90, p99 = np.percentile(x, [10, 50, 90, 99])
+    return {"n": int(len(x)), "median": float(p50), "median_ci": bootstrap_ci((x,), _median, seed),
+            "p10": float(p10), "p90": float(p90), "p99": float(p99)}
+
+
+def cliffs_delta(a: Sequence[float], b: Sequence[float]) -> float | None:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if not len(a) or not len(b):
+        return None
+    sign = np.sign(a[:, None] - b[None, :])
+    return float(sign.sum() / sign.size)
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict | None:
+    if not len(a) or not len(b):
+        return None
+    res = sps.mannwhitneyu(np.asarray(a, float), np.asarray(b, float), alternative="two-sided")
+    return {"u": float(res.statistic), "p": float(res.pvalue)}
+
+
+def paired_difference(pairs: Sequence[tuple[float, float]], seed: int = 1) -> dict:
+    d = np.asarray([x - y for x, y in pairs], float)
+    return {"n_pairs": int(len(d)), "median": float(np.median(d)) if len(d) else None,
+            "ci": bootstrap_ci((d,), _median, seed)}
+
+
+def compare(a: Sequence[float], b: Sequence[float], pairs: Sequence[tuple[float, float]] = (),
+            seed: int = 1) -> dict:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    both = len(a) > 0 and len(b) > 0
+    mb = float(np.median(b)) if len(b) else None
+    return {
+        "ratio": float(np.median(a) / mb) if both and mb else None,
+        "ratio_ci": bootstrap_ci((a, b), _ratio, seed) if both and mb else None,
+        "difference": float(np.median(a) - mb) if both else None,
+        "difference_ci": bootstrap_ci((a, b), _difference, seed) if both else None,
+        "paired_difference": paired_difference(pairs, seed),
+        "mann_whitney": mann_whitney(a, b),
+        "cliffs_delta": cliffs_delta(a, b),
+    }

@@ -1,0 +1,136 @@
+"""``summary.json`` of an experiment directory, computed from its files alone (so
+``testbed experiment report DIR`` can redo it): per run its status, validity and reason, metric
+values and read-backs; per level and metric the statistics of the VALID runs; comparisons of the
+first level (the reference, A) against every other (B); the excluded runs with their reasons;
+the runner's overhead and disk use.
+
+A metric's per-run value is the metric itself when it is a number, or the median of its values
+when the run has a list (``completion_ms``: one per timed request); runs without the metric are
+left out of that metric's statistics.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from testbed.runresult import MANIFEST, load_run
+
+from . import checks as ck
+from . import stats
+from .definition import Experiment
+from .runner import RUN_INFO
+
+SCHEMA = 1
+SUMMARY = "summary.json"
+
+
+def run_value(v):
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (list, tuple)):
+        xs = [float(x) for x in v if x is not None]
+        return float(np.median(xs)) if xs else None
+    return float(v)
+
+
+def _dir_mb(d: Path) -> float:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) / 1e6
+
+
+def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
+    d = out / slot["dir"]
+    rec = dict(slot)
+    if not ((d / MANIFEST).is_file() and (d / RUN_INFO).is_file()):
+        return {**rec, "status": "missing", "valid": False, "reason": "not run yet"}
+    r = load_run(d)
+    info = json.loads((d / RUN_INFO).read_text())
+    check = ck.check_for(exp.factor)
+    reason = ck.fidelity_reason(r.status, r.error, r.fidelity)
+    if reason is None:
+        reason = ck.manipulation_reason(exp.factor, exp.level(slot["level"]), r.checks)
+    return {**rec, "status": r.status, "error": r.error, "valid": reason is None and not slot["warmup"],
+            "reason": reason, "fidelity": r.fidelity.get("verdict", "unknown"),
+            "metrics": {m: run_value(r.metrics.get(m)) for m in exp.metrics},
+            "checks": {k: r.checks.get(k) for k in (check.needs if check else ())},
+            "wall_s": info.get("wall_s"), "setup_s": info.get("setup_s"),
+            "kept_topology": info.get("kept_topology", False),
+            "capture": r.capture, "disk_mb": round(_dir_mb(d), 3)}
+
+
+def _verification(runs: list[dict], keys) -> dict:
+    out = {}
+    for k in keys:
+        vals = [r["checks"].get(k) for r in runs if r.get("checks", {}).get(k) is not None]
+        nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if vals and len(nums) == len(vals):
+            out[k] = {"min": min(nums), "median": float(np.median(nums)), "max": max(nums), "n": len(nums)}
+        else:
+            out[k] = {"values": sorted({json.dumps(v, sort_keys=True) for v in vals}), "n": len(vals)}
+    return out
+
+
+def _closest(runs: list[dict], metric: str, median) -> str | None:
+    cands = [r for r in runs if r["valid"] and r["metrics"].get(metric) is not None]
+    if not cands or median is None:
+        return None
+    return min(cands, key=lambda r: (abs(r["metrics"][metric] - median), r["index"]))["dir"]
+
+
+def summarize(out: str | Path) -> dict:
+    out = Path(out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    exp = Experiment.from_dict(manifest["definition"])
+    check = ck.check_for(exp.factor)
+    runs = [_run_record(exp, out, s) for s in manifest["schedule"]]
+    main = [r for r in runs if not r["warmup"]]
+    primary = exp.metrics[0]
+    levels = {}
+    for lab in exp.labels:
+        mine = [r for r in main if r["level"] == lab]
+        valid = [r for r in mine if r["valid"]]
+        mstats = {m: stats.describe([r["metrics"][m] for r in valid if r["metrics"].get(m) is not None],
+                                    seed=exp.seed) for m in exp.metrics}
+        levels[lab] = {"n_runs": sum(r["status"] != "missing" for r in mine), "n_valid": len(valid),
+                       "n_excluded": sum(r["status"] != "missing" and not r["valid"] for r in mine),
+                       "metrics": mstats,
+                       "verification": _verification([r for r in mine if r["status"] == "complete"],
+                                                     check.needs if check else ()),
+                       "representative": _closest(valid, primary, mstats[primary]["median"])}
+    comparisons = []
+    ref = exp.labels[0]
+    for other in exp.labels[1:]:
+        for m in exp.metrics:
+            def vals(lab):
+                return [r["metrics"][m] for r in main if r["level"] == lab and r["valid"]
+                        and r["metrics"].get(m) is not None]
+            by_rep = {}
+            for r in main:
+                if r["valid"] and r["metrics"].get(m) is not None and r["level"] in (ref, other):
+                    by_rep.setdefault(r["rep"], {})[r["level"]] = r["metrics"][m]
+            pairs = [(p[ref], p[other]) for _, p in sorted(by_rep.items()) if len(p) == 2]
+            comparisons.append({"a": ref, "b": other, "metric": m,
+                                **stats.compare(vals(ref), vals(other), pairs, seed=exp.seed)})
+    done = [r for r in runs if r["status"] != "missing"]
+    walls = [r["wall_s"] for r in done if r.get("wall_s") is not None]
+    setups = list({(r["warmup"], r["rep"]): r["setup_s"] for r in done if r.get("setup_s") is not None}.values())
+    summary = {
+        "schema": SCHEMA, "experiment": exp.name, "factor": exp.factor,
+        "levels": list(exp.labels), "metrics": list(exp.metrics), "primary": primary,
+        "reps": exp.reps, "warmup": exp.warmup, "order": exp.order, "seed": exp.seed,
+        "complete": all(r["status"] != "missing" for r in runs),
+        "check_rule": check.rule if check else None, "fidelity_rule": ck.FIDELITY_RULE,
+        "by_level": levels, "comparisons": comparisons,
+        "excluded": [{"dir": r["dir"], "level": r["level"], "reason": r["reason"]}
+                     for r in main if r["status"] != "missing" and not r["valid"]],
+        "fidelity_unverified": sum(r.get("fidelity") == "unknown" for r in main if r["valid"]),
+        "overhead": {"runs": len(done), "wall_s_per_run_median": float(np.median(walls)) if walls else None,
+                     "kept_topology": any(r.get("kept_topology") for r in done),
+                     "bringups": len(setups), "bringup_s_median": float(np.median(setups)) if setups else None,
+                     "disk_mb_per_run_median": float(np.median([r["disk_mb"] for r in done])) if done else None,
+                     "capture_cpu_s_total": sum(float((r.get("capture") or {}).get("cpu_s", 0) or 0) for r in done)},
+        "runs": runs,
+    }
+    (out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    return summary

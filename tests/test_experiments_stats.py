@@ -1,0 +1,102 @@
+"""experiments.stats against values computed independently (by hand or by brute force)."""
+import itertools
+
+import numpy as np
+import pytest
+
+from experiments import stats
+
+
+def test_describe_percentiles_by_hand():
+    d = stats.describe(list(range(1, 11)), seed=3)
+    # linear interpolation: p10 at rank 0.9 -> 1 + 0.9 = 1.9; p90 at rank 8.1 -> 9.1; p99 -> 9.91
+    assert (d["n"], d["median"], d["p10"], d["p90"]) == (10, 5.5, pytest.approx(1.9), pytest.approx(9.1))
+    assert d["p99"] == pytest.approx(9.91)
+    lo, hi = d["median_ci"]
+    assert lo <= 5.5 <= hi and 1 <= lo and hi <= 10
+
+
+def test_describe_empty_and_single():
+    assert stats.describe([])["n"] == 0 and stats.describe([])["median"] is None
+    one = stats.describe([4.0])
+    assert one["median"] == 4.0 and one["median_ci"] is None
+
+
+def test_cliffs_delta_by_hand_and_brute_force():
+    # a=[1,2,3], b=[2,3,4]: a>b once (3>2), a<b six times, two ties -> (1-6)/9
+    assert stats.cliffs_delta([1, 2, 3], [2, 3, 4]) == pytest.approx(-5 / 9)
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 6, 13), rng.integers(0, 6, 9)
+    gt = sum(x > y for x in a for y in b)
+    lt = sum(x < y for x in a for y in b)
+    assert stats.cliffs_delta(a, b) == pytest.approx((gt - lt) / (len(a) * len(b)))
+
+
+def _exact_mwu(a, b):
+    """U of a and the two-sided exact p by enumerating every split of the pooled sample."""
+    def u(x, y):
+        return sum((p > q) + 0.5 * (p == q) for p in x for q in y)
+    pooled = list(a) + list(b)
+    u_obs = u(a, b)
+    us = []
+    for idx in itertools.combinations(range(len(pooled)), len(a)):
+        x = [pooled[i] for i in idx]
+        y = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        us.append(u(x, y))
+    us = np.asarray(us)
+    p = 2 * min((us <= u_obs).mean(), (us >= u_obs).mean())
+    return u_obs, min(p, 1.0)
+
+
+@pytest.mark.parametrize("a,b", [([1.2, 3.4, 5.0, 7.7], [2.1, 8.8, 9.0, 9.5, 10.1]),
+                                 ([10, 11, 12, 13, 14], [2, 3, 2.5, 3.1, 2.9])])
+def test_mann_whitney_matches_exact_enumeration(a, b):
+    u, p = _exact_mwu(a, b)
+    got = stats.mann_whitney(a, b)
+    assert got["u"] == pytest.approx(u)
+    assert got["p"] == pytest.approx(p, rel=1e-9)
+
+
+def _manual_bootstrap_median_ci(x, n=20000, seed=11):
+    rng = np.random.default_rng(seed)
+    meds = np.median(rng.choice(x, size=(n, len(x)), replace=True), axis=1)
+    return np.percentile(meds, [2.5, 97.5])
+
+
+def test_bootstrap_median_ci_agrees_with_an_independent_bootstrap():
+    x = np.random.default_rng(2).lognormal(5, 0.4, 31)
+    lo, hi = stats.describe(x, seed=9)["median_ci"]
+    mlo, mhi = _manual_bootstrap_median_ci(x)
+    s = np.sort(x)
+    # a percentile CI of the median lands on (or between) order statistics: same or adjacent ones
+    rank = lambda v: np.searchsorted(s, v - 1e-9)
+    assert abs(rank(lo) - rank(mlo)) <= 1 and abs(rank(hi) - rank(mhi)) <= 1
+
+
+def test_bootstrap_is_seeded():
+    x = np.random.default_rng(4).normal(10, 1, 20)
+    y = np.random.default_rng(5).normal(5, 1, 20)
+    assert stats.describe(x, seed=1)["median_ci"] == stats.describe(x, seed=1)["median_ci"]
+    assert stats.compare(x, y, seed=1)["ratio_ci"] == stats.compare(x, y, seed=1)["ratio_ci"]
+    assert stats.compare(x, y, seed=1)["ratio_ci"] != stats.compare(x, y, seed=2)["ratio_ci"]
+
+
+def test_compare_ratio_difference_and_pairs():
+    rng = np.random.default_rng(8)
+    a = 1185 * np.exp(rng.normal(0, 0.1, 8))
+    b = 240 * np.exp(rng.normal(0, 0.1, 8))
+    c = stats.compare(a, b, list(zip(a, b)), seed=1)
+    assert c["ratio"] == pytest.approx(np.median(a) / np.median(b))
+    assert c["difference"] == pytest.approx(np.median(a) - np.median(b))
+    assert c["ratio_ci"][0] > 1 and c["ratio_ci"][0] <= c["ratio"] <= c["ratio_ci"][1]
+    assert c["paired_difference"]["median"] == pytest.approx(np.median(a - b))
+    assert c["paired_difference"]["n_pairs"] == 8
+    assert c["cliffs_delta"] == 1.0
+
+
+def test_compare_same_distribution_ratio_ci_contains_one():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(100, 10, 15), rng.normal(100, 10, 15)
+    c = stats.compare(a, b, seed=1)
+    assert c["ratio_ci"][0] < 1 < c["ratio_ci"][1]
+    assert c["paired_difference"]["n_pairs"] == 0 and c["paired_difference"]["ci"] is None
