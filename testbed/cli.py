@@ -15,7 +15,6 @@ COMMAND_MODULES = [
     "analysis.cli",
     "testbed.demo",
     "testbed.experiment_cli",
-    "testbed.model_cli",
 ]
 
 
