@@ -182,17 +182,19 @@ def _host_popen(tb, host: str, intf: str) -> Callable:
 
 
 @contextlib.contextmanager
-def capture_hosts(tb, hosts: list[str] | None = None, **kwargs) -> Iterator[list[Capture]]:
+def capture_hosts(tb, hosts: list[str] | None = None, directory: Path | str | None = None,
+                  **kwargs) -> Iterator[list[Capture]]:
     """Capture on every non-loopback interface of ``hosts`` (default: all hosts of ``tb``),
-    started before the block and stopped (flushed, counters read) after it.  ``kwargs`` go to
-    :class:`Capture`.  Each result is in ``capture.result``; kernel drops are warnings there."""
+    started before the block and stopped (flushed, counters read) after it, into
+    ``<directory>/pcap/`` (default ``tb.dir``).  ``kwargs`` go to :class:`Capture`.  Each
+    result is in ``capture.result``; kernel drops are warnings there."""
     caps = []
     try:
         for name in hosts or sorted(tb.hosts):
             for intf in tb.host(name).intfList():
                 if intf.name == "lo":
                     continue
-                path = Path(tb.dir) / "pcap" / f"{name}-{intf.name}.pcap"
+                path = Path(directory or tb.dir) / "pcap" / f"{name}-{intf.name}.pcap"
                 caps.append(Capture(path, intf.name, popen=_host_popen(tb, name, intf.name),
                                     **kwargs).start())
         yield caps

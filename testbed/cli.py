@@ -1,10 +1,19 @@
 """The ``testbed`` command line. Each subcommand lives in its own module, which exposes
-``register(subparsers)``; modules import their heavy dependencies inside ``run``."""
+``register(subparsers)``; modules import their heavy dependencies inside ``run``.
+
+Errors are handled here, once: ``testbed.errors.UsageError`` (and ValueError) → exit 2,
+SetupError / RunError → exit 1, each as one line ``testbed: error: <what failed: why>`` with the
+run directory when there is one; no traceback for an expected failure.  Library code logs with
+``logging``; ``-v`` shows progress (INFO), ``-vv`` debug, ``-q`` errors only.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
+
+from .errors import TestbedError
 
 COMMAND_MODULES = [
     "testbed.doctor",
@@ -23,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="testbed",
         description="Packet-level transport research testbed: topologies with emulated links, "
                     "real stacks, captures and analysis.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more output: -v progress, -vv debug (before the command)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="errors only (before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -30,17 +42,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str, limit: int = 600) -> str:
+    """A message on one line: its lines joined with ' | ', cut at ``limit`` characters."""
+    line = " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("testbed: %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.addLevelName(logging.WARNING, "warning")
+    logging.addLevelName(logging.INFO, "info")
+    logging.addLevelName(logging.ERROR, "error")
+    logging.addLevelName(logging.DEBUG, "debug")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    setup_logging(args.verbose, args.quiet)
     if getattr(args, "backend", None) == "netem-uml":
         from .uml import run_cli_in_guest
         return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
                                 results_root=getattr(args, "results", "results"))
     try:
         return int(args.func(args) or 0)
+    except TestbedError as exc:
+        where = f" (run directory: {exc.run_dir})" if exc.run_dir else ""
+        print(f"testbed: error: {one_line(exc)}{where}", file=sys.stderr)
+        return exc.exit_code
     except ValueError as exc:
-        print(f"testbed: error: {exc}", file=sys.stderr)
+        print(f"testbed: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("testbed: interrupted; everything the run created was removed", file=sys.stderr)

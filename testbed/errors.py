@@ -19,6 +19,7 @@ class TestbedError(Exception):
     """Base of the testbed's expected failures; ``exit_code`` is the CLI's exit status."""
     __test__ = False  # not a pytest test class
     exit_code = 1
+    result: Any = None    # the RunResult of the failed run, when there is one
 
     def __init__(self, message: str, *, run_dir: Path | str | None = None):
         super().__init__(message)

@@ -133,7 +133,7 @@ for _f in (
     Factor("initrwnd", "host", _segments, "route option initrwnd towards the peer (segments)",
            readback="initrwnd", host_fields=lambda v: {"initrwnd": v}),
     Factor("slow_start_after_idle", "host", _bool, "net.ipv4.tcp_slow_start_after_idle (0/1) in "
-           "both namespaces (default: the topology's, 1)", readback="slow_start_after_idle",
+           "both namespaces", default=True, readback="slow_start_after_idle",
            host_fields=lambda v: {"slow_start_after_idle": v}),
     Factor("keep_metrics", "host", _bool, "do not flush tcp_metrics before the run", default=False,
            readback="tcp_metrics_flushed", host_fields=lambda v: {"flush_metrics": not v}, flag=True),
@@ -161,6 +161,16 @@ def resolved(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Canonical values with defaults filled in (factors without a default left out)."""
     out = {n: f.default for n, f in FACTORS.items() if f.where == where and f.default is not None}
     out.update(parse_all(values, where))
+    return out
+
+
+def namespace_effects(host: Mapping[str, Any]) -> list[str]:
+    """The host factors in ``host`` that change a namespace (not only sockets, as ``ack max:T``)."""
+    out = []
+    for name, value in parse_all(host, "host").items():
+        f = FACTORS[name]
+        if f.host_fields(value) != (f.host_fields(f.default) if f.default is not None else {}):
+            out.append(name)
     return out
 
 

@@ -86,10 +86,15 @@ def new_run_id() -> str:
 class Run:
     """One testbed run. Use as a context manager; see the module docstring."""
 
-    def __init__(self, results_root: Path | str | None = "results", run_id: str | None = None):
-        """``results_root`` None: a run that writes no results of its own (only records)."""
+    def __init__(self, results_root: Path | str | None = "results", run_id: str | None = None,
+                 run_dir: Path | str | None = None):
+        """``results_root`` None: a run that writes no results of its own (only records);
+        ``run_dir``: the results directory itself (instead of ``results_root/<id>``)."""
         self.id = run_id or new_run_id()
-        self.dir = Path(results_root).resolve() / self.id if results_root is not None else None
+        if run_dir is not None:
+            self.dir = Path(run_dir).resolve()
+        else:
+            self.dir = Path(results_root).resolve() / self.id if results_root is not None else None
         self.state_path = STATE_DIR / f"{self.id}.json"
         self.state = RunState(self.id, os.getpid(), proc_start_time(os.getpid()) or 0,
                               str(self.dir or ""))

@@ -13,34 +13,41 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from .errors import SetupError, TestbedError, UsageError
 from .hosts import DEFAULT_SYSCTLS, configure_host, ns_argv, read_sysctls, static_arp
 from .lifecycle import Run
 from .provenance import provenance
 
+log = logging.getLogger(__name__)
+
 
 class Testbed:
     def __init__(self, topo: Any, backend: str = "auto", overrides: dict[str, Any] | None = None,
-                 results_root: Path | str = "results", seed: int = 1, sysctls: dict[str, str] | None = None):
+                 results_root: Path | str = "results", seed: int = 1, sysctls: dict[str, str] | None = None,
+                 links: dict[str, str] | None = None, run_dir: Path | str | None = None):
+        """``overrides``: the topology's parameters (``--set``); ``links``: named-link overrides
+        ``{"LINK.DIR.FIELD": "VALUE"}`` (``--link``); ``run_dir``: the results directory
+        (default ``results_root/<run id>``)."""
         from topologies import topology_class
         from topologies.base import TestbedTopo
         if isinstance(topo, str):
-            topo = topology_class(topo)(**(overrides or {}))
-        elif overrides:
-            raise ValueError("overrides apply to a topology given by name")
+            topo = topology_class(topo)(links=links, **(overrides or {}))
+        elif overrides or links:
+            raise ValueError("overrides and links apply to a topology given by name")
         if not isinstance(topo, TestbedTopo):
             raise TypeError(f"topology must be a name or a TestbedTopo, not {type(topo).__name__}")
         self.topo = topo
         self.backend_name = backend
         self.seed = seed
         self.sysctls = dict(sysctls or {})
-        self.run_ = Run(results_root)
+        self.run_ = Run(results_root, run_dir=run_dir)
         self.net = None
         self.backend = None
         self.metadata: dict[str, Any] = {}
@@ -122,8 +129,15 @@ class Testbed:
             self.backend.setup(self.net, self.run_)
             self.metadata = self._metadata()
             (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
-        except BaseException:
+        except BaseException as exc:
             self.run_.close()
+            if isinstance(exc, TestbedError):
+                raise
+            if isinstance(exc, ValueError):
+                raise UsageError(f"topology {self.topo.name!r}: {exc}") from exc
+            if isinstance(exc, (RuntimeError, OSError, subprocess.SubprocessError, LookupError)):
+                raise SetupError(f"bringing up topology {self.topo.name!r} with backend "
+                                 f"{self.backend_name!r} failed: {exc}", run_dir=self.dir) from exc
             raise
         return self
 
@@ -139,7 +153,7 @@ class Testbed:
             summary = self.backend.summary()
             self.metadata["backend_summary"] = summary
             for warning in summary.get("warnings", []):
-                print(f"testbed: warning: {self.backend.name} backend: {warning}", file=sys.stderr)
+                log.warning("%s backend: %s", self.backend.name, warning)
             if self.dir.exists():
                 (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
         if self.net is not None:

@@ -42,6 +42,8 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)   # phase → seconds
     capture: dict[str, Any] = field(default_factory=dict)     # cpu_s, dropped_by_kernel, ...
     environment: dict[str, Any] = field(default_factory=dict) # provenance: git, kernel, tools
+    roles: dict[str, str] = field(default_factory=dict)       # "client"/"server" → host
+    apps: dict[str, list] = field(default_factory=dict)       # role → argv of the app started
 
     def __post_init__(self):
         self.dir = Path(self.dir)

@@ -123,9 +123,10 @@ class RunSpec:
         if self.topology == LOOPBACK:
             if self.topology_params or self.links:
                 raise UsageError("topology 'loopback' has no parameters or links")
-            if self.host:
+            namespaced = factors.namespace_effects(self.host)
+            if namespaced:
                 raise UsageError(f"topology 'loopback' has no namespaces: host factors "
-                                 f"({', '.join(self.host)}) need a topology")
+                                 f"({', '.join(namespaced)}) need a topology")
             if isinstance(self.capture.hosts, tuple):
                 raise UsageError("topology 'loopback' has no hosts to capture on; use capture 'none'")
             return

@@ -62,7 +62,8 @@ class ReqRespParams(Common):
                       choices=("new", "reuse"))
     requests: int = param(1, "timed requests K")
     think: str = param("0", "pause between requests", unit="time")
-    warmup: int = param(1, "untimed requests on the reused connection (mode reuse)")
+    warmup: int = param(10, "at most this many untimed requests to warm the reused connection "
+                        "(mode reuse)")
     size: str = param("354640", "request body N (the fixed generated file)", unit="size")
     reply_size: str = param("1000", "reply size M", unit="size")
     process: str = param("30ms", "server processing time T", unit="time")
@@ -101,7 +102,7 @@ class BulkParams(Common):
 
     def validate(self) -> None:
         if (self.size is None) == (self.duration is None):
-            raise ValueError("bulk needs exactly one of size or duration")
+            raise ValueError("bulk needs exactly one of --size or --duration")
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ def test_cli_run_on_loopback(tmp_path, monkeypatch, capsys):
     assert _testbed_run(tmp_path, monkeypatch, "reqresp", "--topo", "loopback", "--mode", "reuse",
                         "--requests", "2", "--cc", "reno", "--ack", "max:10ms") == 0
     (run_dir,) = (tmp_path / "results").iterdir()
-    assert {"client.jsonl", "server.jsonl", "apps.json"} <= {p.name for p in run_dir.iterdir()}
+    assert {"client.jsonl", "server.jsonl", "manifest.json"} <= {p.name for p in run_dir.iterdir()}
     assert events(run_dir / "client.jsonl", ev.SUMMARY)[0]["requests"] == 2
     readback = [f["readback"] for f in events(run_dir / "server.jsonl", ev.FACTORS) if f.get("conn") is not None]
     assert readback and all(r["cc"] == "reno" and r["delack_max_us"] == 12_000 for r in readback)

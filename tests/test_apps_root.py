@@ -10,6 +10,7 @@ import pytest
 from apps_helpers import events
 from testbed.apps import cli as apps_cli
 from testbed.apps import eventlog as ev
+from testbed.runresult import load_run
 
 pytestmark = pytest.mark.root
 PATH = ["--backend", "userspace", "--set", "delay=10ms", "--set", "loss_down=0%",
@@ -97,7 +98,7 @@ def test_ack_policy_segments_per_ack(tmp_path):
                               "--capture", "server")
         acks = data_per_ack(run_dir, "server-server-eth0.pcap", 5001)
         ratios[policy] = acks["data_per_ack"]
-        hf = json.loads((run_dir / "apps.json").read_text())["host_factors"]["server"]
+        hf = load_run(run_dir).checks["host_factors"]["server"]
         assert hf["quickack"] == (1 if policy == "quick" else 0)
         delack = {f["readback"]["delack_max_us"] for f in events(run_dir / "server.jsonl", ev.FACTORS)}
         assert delack == ({12_000} if policy == "max:10ms" else {200_000})   # 10 ms → 3 ticks
@@ -122,7 +123,7 @@ def test_relay_socks5_on_local_leg_and_one_tunnel(tmp_path):
     assert 7000 in tcp_ports and 5000 not in tcp_ports                    # only the tunnel crosses
     assert len(events(run_dir / "sgw.jsonl", ev.TUNNEL_UP)) == 1
     assert len(events(run_dir / "client.jsonl", ev.SOCKS_DONE)) == 3
-    hf = json.loads((run_dir / "apps.json").read_text())["host_factors"]
+    hf = load_run(run_dir).checks["host_factors"]
     assert hf["cgw"]["initcwnd"] == 256 and hf["sgw"]["slow_start_after_idle"] == 0
 
 
@@ -155,7 +156,7 @@ def test_initcwnd_sets_the_first_flight(tmp_path):
         run_dir = run_testbed(tmp_path, "reqresp", "--topo", "longhaul", "--cc", "cubic",
                               "--capture", "client", *extra)
         flights[iw] = first_flight(run_dir, "client-client-eth0.pcap", 5000)
-        hf = json.loads((run_dir / "apps.json").read_text())["host_factors"]["client"]
+        hf = load_run(run_dir).checks["host_factors"]["client"]
         assert hf["initcwnd"] == iw
     print(f"\nfirst flight (segments) by route initcwnd: {flights}")
     assert flights[None] == 10 and flights[40] == 40

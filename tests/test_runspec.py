@@ -91,7 +91,7 @@ def test_validate_names_what_is_wrong(change, message):
 
 
 def test_bulk_needs_size_or_duration():
-    with pytest.raises(UsageError, match="exactly one of size or duration"):
+    with pytest.raises(UsageError, match="exactly one of --size or --duration"):
         RunSpec(workload="bulk").validate()
 
 

@@ -71,15 +71,18 @@ class TestbedTopo(Topo):
             raise ValueError(f"link override {key}={value!r}: {exc}") from None
 
     def link_table(self) -> list[dict[str, Any]]:
-        """Every named link: ends, roles of its directions, both specs (None: unimpaired)."""
+        """Every named link: its ends, and per direction (``up``: client side → server side,
+        ``down``) the hosts, the spec (None: unimpaired) and its description."""
         out = []
         for name, info in self.named.items():
-            specs = {d: info.get(k) for d, k in DIRECTIONS.items()}
-            out.append({"name": name, "up": f"{info['node1']}→{info['node2']}",
-                        "down": f"{info['node2']}→{info['node1']}",
-                        **{d: (s.to_dict() if s else None) for d, s in specs.items()},
-                        "describe": {d: (s.describe() if s else "unimpaired") for d, s in specs.items()},
-                        "medium": info["medium"].to_dict() if info.get("medium") is not None else None})
+            a, b = info["node1"], info["node2"]
+            rec: dict[str, Any] = {"name": name, "a": a, "b": b}
+            for d, (src, dst) in (("up", (a, b)), ("down", (b, a))):
+                s = info.get(DIRECTIONS[d])
+                rec[d] = {"from": src, "to": dst, "spec": s.to_dict() if s else None,
+                          "describe": s.describe() if s else "unimpaired"}
+            rec["medium"] = info["medium"].to_dict() if info.get("medium") is not None else None
+            out.append(rec)
         return out
 
     @classmethod

@@ -1,0 +1,125 @@
+"""Named metrics and manipulation checks of one run directory (what ``RunResult.metrics`` and
+``testbed analyze RUN_DIR`` report, computed by this one function).
+
+Inputs, by the run directory's layout: the client app's event log ``client.jsonl`` (all logs
+``*.jsonl`` for the checks), and the captures of the client host ``pcap/<client>-<iface>.pcap``
+(the client host comes from ``manifest.json``'s ``roles`` unless given).  Each capture is read by
+``analysis.report.analyze_file`` joined with the client's events; vantage point: the client's
+own interfaces, i.e. the sender side of request data and the receiver side of response data.
+
+Metrics (absent when the run has no such thing; times in ms, rates in Mbit/s):
+
+* ``completion_ms``: per timed request (event ``req`` 0..K-1, or agent round), in request
+  order: ``last_response_byte.t − request_issued.t`` on the client's clock (CLOCK_MONOTONIC).
+  ``completion_ms_median``: their median.
+* ``first_byte_ms``: per timed request, ``first_response_byte.t − request_issued.t``.
+* ``handshake_ms``: per TCP connection the client opened, in order of its SYN: SYN sent → the
+  client's ACK of the SYN/ACK (the capture's timestamps).
+* ``goodput_mbps``: bulk: the client's summary (8 × bytes / (bulk_end − bulk_start)).
+* ``retransmissions``: data segments sent again (``analysis.tcpsender``; fast, RTO, probe, and
+  spurious ones all count), summed over the connections' data directions;
+  ``retransmitted_bytes``: their sequence-space bytes.
+* ``max_in_flight_bytes``: largest *outstanding* (highest seq sent − highest cumulative ACK)
+  of any connection's data direction.
+* ``data_per_ack``: data segments ÷ pure ACKs over the connections' data directions
+  (Σ data segments / Σ pure ACKs).
+* ``stalls``, ``stall_ms``: audio: per player and initial buffer (``"wait@40ms"``), the
+  playback model's stall count and total stall time.
+
+Checks (read-backs that show a factor took effect):
+
+* ``syn_per_request``: SYNs the client sent ÷ requests it sent (timed and warm-up).
+* ``cc``: the congestion controls read back from the sockets (``factors`` events), sorted.
+* ``data_segments_per_ack``: as ``data_per_ack``.
+* ``path``: capture file → TCP packets of the client's connections seen there.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from . import applog, report
+
+CLIENT_LOG = "client.jsonl"
+
+
+def client_host(run_dir: Path) -> str | None:
+    manifest = run_dir / "manifest.json"
+    if manifest.is_file():
+        return json.loads(manifest.read_text()).get("roles", {}).get("client")
+    return None
+
+
+def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dict[str, Any]]:
+    """``{"metrics": {...}, "checks": {...}}`` of a run directory (see the module docstring)."""
+    run_dir = Path(run_dir)
+    client = client or client_host(run_dir) or "client"
+    log = run_dir / CLIENT_LOG
+    events = applog.load(log) if log.is_file() else []
+    metrics: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    _from_events(events, metrics)
+    cc = sorted({e["readback"]["cc"] for f in sorted(run_dir.glob("*.jsonl"))
+                 for e in applog.load(f) if e["event"] == "factors" and e.get("readback")})
+    if cc:
+        checks["cc"] = cc
+    pcaps = sorted((run_dir / "pcap").glob(f"{client}-*.pcap"))
+    if pcaps:
+        _from_captures(pcaps, events, metrics, checks)
+    sent = sum(e["event"] == "first_request_byte_sent" for e in events)
+    if pcaps and sent:
+        checks["syn_per_request"] = len(metrics.get("handshake_ms", [])) / sent
+    return {"metrics": metrics, "checks": checks}
+
+
+def _from_events(events: list[dict], metrics: dict) -> None:
+    issued = {e["req"]: e["t"] for e in events
+              if e["event"] == "request_issued" and isinstance(e.get("req"), int)}
+    firsts = {e["req"]: e["t"] for e in events if e["event"] == "first_response_byte" and e.get("req") in issued}
+    lasts = {e["req"]: e["t"] for e in events if e["event"] == "last_response_byte" and e.get("req") in issued}
+    done = sorted(r for r in issued if r in lasts)
+    if done:
+        metrics["completion_ms"] = [(lasts[r] - issued[r]) / 1e6 for r in done]
+        metrics["completion_ms_median"] = statistics.median(metrics["completion_ms"])
+        metrics["first_byte_ms"] = [(firsts[r] - issued[r]) / 1e6 for r in done if r in firsts]
+    for e in events:
+        if e["event"] == "summary" and "goodput_bps" in e:
+            metrics["goodput_mbps"] = e["goodput_bps"] / 1e6
+        if e["event"] == "playback":
+            key = f"{e['player']}@{e['buffer_ms']:g}ms"
+            metrics.setdefault("stalls", {})[key] = e["stalls"]
+            metrics.setdefault("stall_ms", {})[key] = e["stall_total"]
+
+
+def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict) -> None:
+    handshakes: list[tuple[int, float]] = []
+    rtx = rtx_bytes = in_flight = data = acks = 0
+    path = {}
+    for pcap in pcaps:
+        res = report.analyze_file(pcap, events=events, keep=True)
+        packets = 0
+        for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
+            if rec["proto"] != "tcp":
+                continue
+            packets += rec["packets"]
+            hs = rec["handshake"]
+            if hs.get("syn") is not None and hs.get("ack") is not None:
+                handshakes.append((rec["t0_ns"], (hs["ack"] - hs["syn"]) * 1e3))
+            main = rec.get("data_direction")
+            if main is None:
+                continue
+            d = obj["directions"][main]
+            rtx += len(d.tracker.retransmissions)
+            rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
+            in_flight = max(in_flight, rec["in_flight"]["max"])
+            data += rec["acks"]["data_segments"]
+            acks += rec["acks"]["pure_acks"]
+        path[pcap.name] = packets
+    if handshakes:
+        metrics["handshake_ms"] = [ms for _, ms in sorted(handshakes)]
+    metrics.update(retransmissions=rtx, retransmitted_bytes=rtx_bytes, max_in_flight_bytes=in_flight)
+    if acks:
+        metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
+    checks["path"] = path
