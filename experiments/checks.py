@@ -14,8 +14,6 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from scipy import stats as sps
-
 from testbed.units import parse_probability, parse_size
 
 LOSS_P = 0.001
@@ -162,7 +160,8 @@ def _loss_reason(link: dict) -> str | None:
         return None
     if p == 0:
         return f"{link.get('name', 'link')}: {lost} random losses on a lossless link" if lost else None
-    pv = sps.binomtest(lost, frames, p).pvalue
+    from scipy.stats import binomtest
+    pv = binomtest(lost, frames, p).pvalue
     if pv < LOSS_P:
         return (f"{link.get('name', 'link')}: measured loss {lost / frames:.4f} over {frames} frames "
                 f"vs configured {p:.4f} (binomial p={pv:.1e})")

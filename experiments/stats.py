@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 B = 9999
 LEVEL = 0.95
@@ -33,7 +32,8 @@ def bootstrap_ci(samples: tuple, statistic: Callable, seed: int, paired: bool = 
     fewer than 2 values or the interval is undefined."""
     if any(len(s) < 2 for s in samples):
         return None
-    res = sps.bootstrap(tuple(np.asarray(s, float) for s in samples), statistic, paired=paired,
+    from scipy.stats import bootstrap
+    res = bootstrap(tuple(np.asarray(s, float) for s in samples), statistic, paired=paired,
                         vectorized=True, n_resamples=B, confidence_level=LEVEL,
                         method="percentile", random_state=_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -72,7 +72,8 @@ def cliffs_delta(a: Sequence[float], b: Sequence[float]) -> float | None:
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict | None:
     if not len(a) or not len(b):
         return None
-    res = sps.mannwhitneyu(np.asarray(a, float), np.asarray(b, float), alternative="two-sided")
+    from scipy.stats import mannwhitneyu
+    res = mannwhitneyu(np.asarray(a, float), np.asarray(b, float), alternative="two-sided")
     return {"u": float(res.statistic), "p": float(res.pvalue)}
 
 
