@@ -47,27 +47,29 @@ def split(pk: Packets, protos=(TCP, UDP)) -> list[Flow]:
     sel = np.nonzero(np.isin(pk.proto, protos))[0]
     if len(sel) == 0:
         return []
-    port = lambda v: v[sel, None].astype(">u2").view(np.uint8).reshape(-1, 2)
-    a = np.concatenate([pk.src[sel], port(pk.sport)], axis=1)
-    b = np.concatenate([pk.dst[sel], port(pk.dport)], axis=1)
-    key = np.ascontiguousarray(np.concatenate([pk.proto[sel, None], _order(a, b)], axis=1))
-    kv = key.view(np.dtype((np.void, key.shape[1]))).ravel()
+    a, b = pk.src[sel].view(">u8"), pk.dst[sel].view(">u8")    # (n, 2) each
+    ap, bp = pk.sport[sel].astype(np.uint64), pk.dport[sel].astype(np.uint64)
+    # both directions share one key: the two endpoints (address, port) in ascending order
+    a_first = (a[:, 0] < b[:, 0]) | ((a[:, 0] == b[:, 0]) & (
+        (a[:, 1] < b[:, 1]) | ((a[:, 1] == b[:, 1]) & (ap <= bp))))
+    lo = lambda x, y: np.where(a_first, x, y)  # noqa: E731
+    key = np.column_stack([lo(a[:, 0], b[:, 0]), lo(a[:, 1], b[:, 1]), lo(b[:, 0], a[:, 0]),
+                           lo(b[:, 1], a[:, 1]),
+                           pk.proto[sel].astype(np.uint64) << 32 | lo(ap, bp) << 16 | lo(bp, ap)])
+    # sort only the first key of each run of packets with the same key (a capture's
+    # packets come in runs of one flow)
+    head = np.zeros(len(sel), bool)
+    head[0] = True
+    for c in range(key.shape[1]):
+        head[1:] |= key[1:, c] != key[:-1, c]
+    heads = np.nonzero(head)[0]
+    kv = np.ascontiguousarray(key[heads]).view(np.dtype((np.void, 8 * key.shape[1]))).ravel()
     _, first, inverse = np.unique(kv, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
+    first = heads[first]
+    inverse = inverse.ravel()[np.cumsum(head) - 1]
     order = np.argsort(inverse, kind="stable")
     groups = np.split(sel[order], np.cumsum(np.bincount(inverse))[:-1])
     return [_make(pk, groups[g]) for g in np.argsort(first, kind="stable")]
-
-
-def _order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rows [min(a,b), max(a,b)] in lexicographic byte order, so both directions share a key."""
-    diff = a != b
-    first = np.argmax(diff, axis=1)
-    rows = np.arange(len(a))
-    a_first = a[rows, first] <= b[rows, first]
-    lo = np.where(a_first[:, None], a, b)
-    hi = np.where(a_first[:, None], b, a)
-    return np.concatenate([lo, hi], axis=1)
 
 
 def _make(pk: Packets, idx: np.ndarray) -> Flow:
@@ -76,7 +78,9 @@ def _make(pk: Packets, idx: np.ndarray) -> Flow:
         c = idx[np.argmax(syn)]
     else:
         c = idx[0]
-    fwd = (pk.sport[idx] == pk.sport[c]) & (pk.src[idx] == pk.src[c]).all(axis=1)
+    src = pk.src[idx].view(">u8")
+    mine = pk.src[c].view(">u8")
+    fwd = (pk.sport[idx] == pk.sport[c]) & (src[:, 0] == mine[0]) & (src[:, 1] == mine[1])
     key = FlowKey(int(pk.proto[c]), format_addr(pk.src[c]), int(pk.sport[c]),
                   format_addr(pk.dst[c]), int(pk.dport[c]))
     return Flow(key, idx, fwd)

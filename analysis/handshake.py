@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from .flows import Flow
 from .pcap import ACK, FIN, RST, SYN, Packets
 from .tcp import unwrap32
@@ -83,11 +84,22 @@ def timeline(pk: Packets, flow: Flow) -> dict:
     return ev
 
 
-def exchanges(pk: Packets, flow: Flow) -> list[dict]:
-    """Request/response runs with first/last byte times (see module docstring)."""
+def exchanges(pk: Packets, flow: Flow, engine: str | None = None) -> list[dict]:
+    """Request/response runs with first/last byte times (see module docstring): for all
+    packets at once with numpy, or (``engine="python"``, :func:`analysis.native.engine`)
+    packet by packet, the reference."""
     idx, fwd = flow.index, flow.fwd
     t = pk.ts_ns[idx]
     plen = pk.payload_len[idx].astype(np.int64)
+    ends = _ends(pk, flow, plen)
+    if native.engine(engine) == "python":
+        return _exchanges_loop(t, fwd, plen, ends)
+    return _exchanges_vec(t, fwd, plen, ends)
+
+
+def _ends(pk: Packets, flow: Flow, plen: np.ndarray) -> dict:
+    """Per side ("c", "s"): (seq, end, ack of the other side) relative to its first byte."""
+    idx, fwd = flow.index, flow.fwd
     fl = pk.flags[idx]
     ends = {}
     for side, m in (("c", fwd), ("s", ~fwd)):
@@ -103,6 +115,50 @@ def exchanges(pk: Packets, flow: Flow) -> list[dict]:
         am = ~m & ((fl & ACK) != 0)
         ack[am] = unwrap32(pk.ack[idx][am], ref)
         ends[side] = (seq, seq + plen, ack)
+    return ends
+
+
+def _exchanges_vec(t, fwd, plen, ends) -> list[dict]:
+    data = np.nonzero(plen > 0)[0]
+    end = np.zeros(len(t), np.int64)
+    for side, m in (("c", fwd), ("s", ~fwd)):
+        if ends[side] is not None:
+            end[m] = ends[side][1][m]
+    rows, before = [], []
+    for m in (fwd[data], ~fwd[data]):          # bytes beyond the side's highest so far
+        r = data[m]
+        hi = np.maximum(np.maximum.accumulate(np.concatenate([[0], end[r]]))[:-1], 0)
+        rows.append(r[end[r] > hi])
+        before.append(hi[end[r] > hi])
+    order = np.argsort(np.concatenate(rows), kind="stable")
+    new = np.concatenate(rows)[order]
+    start = np.concatenate(before)[order]
+    client = fwd[new]
+    run = np.nonzero(np.concatenate([[True], client[1:] != client[:-1]]))[0]
+    last = np.concatenate([run[1:], [len(new)]]) - 1
+    out = []
+    for a, b in zip(run.tolist(), last.tolist()):
+        key = "request" if client[a] else "response"
+        if key == "request":
+            out.append({"request": len(out)})
+        elif not out:
+            continue
+        out[-1].update({f"{key}_first": int(t[new[a]]), f"{key}_last": int(t[new[b]]),
+                        f"{key}_bytes": int(end[new[b]] - start[a]), f"_{key}_end": int(end[new[b]])})
+    if ends["s"] is not None and out:
+        acked = np.maximum.accumulate(np.where(fwd, ends["s"][2], -1))
+        for ex in out:
+            if "_response_end" in ex:
+                k = int(np.searchsorted(acked, ex["_response_end"]))
+                if k < len(acked):
+                    ex["response_acked"] = int(t[k])
+    for ex in out:
+        ex.pop("_request_end", None)
+        ex.pop("_response_end", None)
+    return out
+
+
+def _exchanges_loop(t, fwd, plen, ends) -> list[dict]:
     data = plen > 0
     order = np.nonzero(data)[0]
     out, cur, last_side = [], None, None

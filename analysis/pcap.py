@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import native
+
 LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW = 0, 1, 101
 LINKTYPE_SLL, LINKTYPE_SLL2 = 113, 276
 LINKTYPE_IPV4, LINKTYPE_IPV6 = 228, 229
@@ -87,20 +89,89 @@ class Packets:
         return Packets(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
-def read(path: str | Path) -> Packets:
-    """Read a pcap or pcapng file (format detected from its magic number)."""
+def read(path: str | Path, engine: str | None = None) -> Packets:
+    """Read a pcap or pcapng file (format detected from its magic number).
+
+    ``engine`` (see :func:`analysis.native.engine`): ``native`` walks and decodes the
+    records in C, a pcap file in chunks of ``CHUNK`` bytes (memory: the arrays, about 140
+    bytes per packet, plus one chunk; pcapng is read whole); ``python`` is the reference
+    below."""
+    fast = native.engine(engine) == "native"
+    with open(path, "rb") as f:
+        magic = f.read(4)
+        if len(magic) < 4:
+            raise ValueError(f"{path}: not a capture file (too short)")
+        if fast and magic in _PCAP_MAGIC:
+            return _read_pcap_native(f, path, magic)
     data = Path(path).read_bytes()
-    if len(data) < 4:
-        raise ValueError(f"{path}: not a capture file (too short)")
-    magic = data[:4]
     raw = np.frombuffer(data + bytes(_PAD), np.uint8)
     if magic == b"\x0a\x0d\x0d\x0a":
         ts, iface, off, cap, wire, links = _walk_pcapng(data, raw)
-    elif magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"):
+    elif magic in _PCAP_MAGIC:
         ts, iface, off, cap, wire, links = _walk_pcap(data, raw)
     else:
         raise ValueError(f"{path}: not a pcap or pcapng file (magic {magic.hex()})")
-    return decode(raw, ts, iface, off, cap, wire, links)
+    if not fast:
+        return decode(raw, ts, iface, off, cap, wire, links)
+    out = native.empty_fields(len(off))
+    native.decode(raw, off, cap, _link_types(links, iface), out)
+    out.update(ts_ns=np.asarray(ts, np.int64), iface=iface, caplen=cap.astype(np.uint32),
+               wirelen=wire.astype(np.uint32))
+    return Packets(**out)
+
+
+_PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+CHUNK = 1 << 20     # reused read buffer: a larger one only adds page faults
+
+
+def _read_pcap_native(f, path, magic: bytes) -> Packets:
+    """Two passes over the records through one reused buffer: count, then decode into
+    arrays of that size (see :func:`read`)."""
+    rest = f.read(20)
+    if len(rest) < 20:
+        raise ValueError(f"{path}: pcap file header cut short")
+    le = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    linktype = struct.unpack_from("<I" if le else ">I", rest, 16)[0] & 0x0FFFFFFF
+    count = [0]
+
+    def counted(buf, have):
+        k, used = native.pcap_records(buf, have, le, nano, linktype)
+        count[0] += k
+        return used
+    _chunks(f, counted)
+    n = count[0]
+    out = native.empty_fields(n)
+    done = [0]
+
+    def decoded(buf, have):
+        k, used = native.pcap_records(buf, have, le, nano, linktype, out, done[0], n - done[0])
+        done[0] += k
+        return used
+    f.seek(24)
+    _chunks(f, decoded)
+    return Packets(**out) if done[0] == n else Packets(**out).select(slice(0, done[0]))
+
+
+def _chunks(f, consume) -> None:
+    """Feed the rest of file ``f`` to ``consume(buf, have) -> bytes used`` in chunks; what
+    is not used (a record cut by the chunk's end) is carried into the next chunk."""
+    buf = np.empty(CHUNK, np.uint8)
+    have = 0
+    while True:
+        got = f.readinto(memoryview(buf)[have:])
+        have += got
+        used = consume(buf, have)
+        if got == 0:
+            return
+        buf[:have - used] = buf[used:have]
+        have -= used
+        if have == len(buf):           # one record larger than the buffer
+            buf = np.concatenate([buf, np.empty(len(buf), np.uint8)])
+
+
+def _link_types(links, iface) -> np.ndarray:
+    return np.asarray(links)[iface] if len(links) > 1 else np.full(len(iface), links[0])
 
 
 def _walk_pcap(data: bytes, raw: np.ndarray):
@@ -203,7 +274,7 @@ def decode(raw: np.ndarray, ts, iface, off, cap, wire, links) -> Packets:
         b = grab(p, 4, sel).astype(np.uint32)
         return (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
 
-    lt = np.asarray(links)[iface] if len(links) > 1 else np.full(n, links[0])
+    lt = _link_types(links, iface)
     net = off.copy()
     ethertype = np.zeros(n, np.uint16)
     m = lt == LINKTYPE_ETHERNET

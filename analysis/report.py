@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import applog, clock, flows as flowmod, handshake, linkjoin, pcap, tcp
+from . import applog, clock, flows as flowmod, handshake, linkjoin, native, pcap, tcp
 
 
 SAMPLES = ("tcp_info",)   # periodic samples: joined to the flow, not listed per request
@@ -48,17 +48,22 @@ def _vantage(ev: dict) -> str:
 
 def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: float = 0.1,
                  gap_s: float | None = None, keep: bool = False,
-                 link_logs: list[tuple[dict, np.ndarray]] = ()) -> dict:
-    """Summary of one capture.  ``keep=True`` also returns the internal objects
+                 link_logs: list[tuple[dict, np.ndarray]] = (), engine: str | None = None,
+                 samples: int = 1000) -> dict:
+    """Summary of one capture.  ``engine``: the implementation that runs (``native`` or
+    ``python``, see :func:`analysis.native.engine`; named in the result as ``engine``);
+    ``samples``: RTT samples listed per kind (see :mod:`analysis.tcp`).  ``keep=True``
+    also returns the internal objects
     (packets, flows, directions) under ``"_objects"`` for plotting.  ``link_logs``:
     (header, records) of emulator frame logs (``testbed.emulator.linklog.read_log``);
     each flow then gets ``link``: per log, packets per verdict and the dropped ones."""
-    pk = pcap.read(path)
+    engine = native.engine(engine)
+    pk = pcap.read(path, engine)
     pk.ts_ns, clk = clock.monotonic(pk.ts_ns, path, applog.clock_offset(events or []))
     fl = flowmod.split(pk)
     spans = [(f.key, int(pk.ts_ns[f.index[0]]), int(pk.ts_ns[f.index[-1]])) for f in fl]
     joined, unmatched = applog.assign(events or [], spans) if events else ({}, [])
-    out = {"file": str(path), "packets": len(pk), **clk, "flows": []}
+    out = {"file": str(path), "packets": len(pk), "engine": engine, **clk, "flows": []}
     joins = [(h.get("direction", f"log{k}"), linkjoin.join(pk, r, h.get("verdicts")))
              for k, (h, r) in enumerate(link_logs)]
     objects = []
@@ -73,7 +78,7 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
         obj = {"flow": f, "events": evs}
         if f.key.proto == pcap.TCP:
             _tcp(pk, f, rec, obj, evs, t0, int(bin_s * 1e9),
-                 None if gap_s is None else int(gap_s * 1e9))
+                 None if gap_s is None else int(gap_s * 1e9), engine, samples)
         else:
             rec["bytes"] = {"c2s": int(pk.payload_len[f.index][f.fwd].sum()),
                             "s2c": int(pk.payload_len[f.index][~f.fwd].sum())}
@@ -101,12 +106,12 @@ def _link(j, pk, f, t0, limit: int = 200) -> dict:
     }
 
 
-def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns):
+def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples):
     ev = handshake.timeline(pk, f)
     irtt = ev.pop("initial_rtt", None)
     rec["handshake"] = {k: _rel(v, t0) for k, v in ev.items()}
     rec["initial_rtt_ms"] = None if irtt is None else irtt / 1e6
-    ex = handshake.exchanges(pk, f)
+    ex = handshake.exchanges(pk, f, engine)
     groups = applog.by_exchange(evs, ex) if evs else [[] for _ in ex]
     rec["completion"] = []
     for e, g in zip(ex, groups):
@@ -121,7 +126,7 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns):
         gap_ns = irtt // 2
     dirs = {}
     for name, from_client in (("c2s", True), ("s2c", False)):
-        d = tcp.analyze_direction(pk, f, from_client, bin_ns=bin_ns, gap_ns=gap_ns)
+        d = tcp.analyze_direction(pk, f, from_client, bin_ns=bin_ns, gap_ns=gap_ns, engine=engine)
         if d.payload_bytes:
             dirs[name] = d
     obj["directions"] = dirs
@@ -133,7 +138,7 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns):
                 c[f"{part}_flights"] = sum(fl["start"] <= e[f"{part}_last"] and
                                            fl["end"] >= e[f"{part}_first"]
                                            for fl in dirs[d].flights)
-    rec["directions"] = {k: d.summary() for k, d in dirs.items()}
+    rec["directions"] = {k: d.summary(samples) for k, d in dirs.items()}
     near = _vantage(ev)
     main = max(dirs, key=lambda k: dirs[k].payload_bytes) if dirs else None
     rec["vantage"] = {"capture_near": near,

@@ -24,6 +24,11 @@ than ``gap_ns`` with no segment sent (default: half the handshake's initial
 RTT when :mod:`analysis.report` knows it, else half the minimum Karn sample,
 else 1 ms); a slow-start round is one flight when the sender is
 window-limited and the path delay dominates the flight's duration.
+*retransmissions.bytes*: sequence space sent again: per retransmission (see
+:mod:`analysis.tcpsender`) its part below SND.MAX at the time (a SYN or FIN counts one).
+*rtt_ms*: per kind (``karn``, ``ts``) n, min, mean, median, max of all samples in ms, and
+the first ``samples`` of them; ``truncated`` is true when that list is shorter than n.
+``engine``: which implementation of the sender model ran (:mod:`analysis.senderrun`).
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ import numpy as np
 
 from .flows import Flow
 from .pcap import ACK, FIN, RST, SYN, Packets
-from .tcpsender import KINDS, SenderTracker
+from . import senderrun
+from .tcpsender import KINDS
 
 TWO32 = 1 << 32
 
@@ -56,7 +62,7 @@ class Direction:
     t0: int                      # ns, first packet of the flow
     bin_ns: int
     gap_ns: int
-    tracker: SenderTracker
+    tracker: senderrun.SenderResult
     payload_bytes: int
     data_segments: int
     pure_acks: int
@@ -67,7 +73,7 @@ class Direction:
     throughput_bps: np.ndarray   # per bin
     goodput_bps: np.ndarray
     flights: list                # dicts: start, end (ns), segments, bytes (new), cum_bytes
-    data_events: list            # (series index, packet index) recorded at each data segment
+    data_events: np.ndarray      # (n, 2): series index, packet index at each data segment
     trace: dict                  # per-packet arrays for plots: t, fwd, seq, end, ack, win, sack
 
     @property
@@ -77,33 +83,36 @@ class Direction:
         dt = self.last_advance_t - self.first_data_t
         return self.acked_bytes * 8 / dt * 1e3 if dt > 0 else None
 
-    def summary(self) -> dict:
+    def summary(self, samples: int = 1000) -> dict:
+        """JSON-ready metrics; at most ``samples`` RTT samples are listed per kind (``truncated``
+        says when the list is shorter than ``n``)."""
         tr = self.tracker
-        kinds = {k: sum(r.kind == k for r in tr.retransmissions) for k in KINDS}
-        sent_idx = np.asarray([i for i, _ in self.data_events], dtype=np.int64)
-        series = np.asarray(tr.series_outstanding, np.int64)
-        at_data = series[sent_idx] if len(sent_idx) else series[:0]
-        karn = np.array([s for _, s in tr.rtt_karn], float) / 1e6
-        ts = np.array([s for _, s in tr.rtt_ts], float) / 1e6
+        rtx = tr.retransmissions
+        kinds = {k: sum(r.kind == k for r in rtx) for k in KINDS}
+        series = tr.series_outstanding
+        at_data = series[tr.data_events[:, 0]]
         return {
             "sender": self.sender,
+            "engine": tr.engine,
             "payload_bytes": self.payload_bytes,
             "in_flight": {
                 "definition": "outstanding = highest seq sent - highest cumulative ACK, bytes; "
                               "median over data segments",
                 "max": int(series.max()) if len(series) else 0,
                 "median": float(np.median(at_data)) if len(at_data) else None,
-                "pipe_max": int(max(tr.series_pipe)) if tr.series_pipe else 0,
+                "pipe_max": int(tr.series_pipe.max()) if len(tr.series_pipe) else 0,
                 "path": None,
             },
             "retransmissions": {
-                "total": len(tr.retransmissions), **kinds,
-                "spurious_dsack": sum(r.spurious for r in tr.retransmissions),
-                "acked_before": sum(r.acked_before for r in tr.retransmissions),
+                "total": len(rtx), **kinds,
+                "bytes": sum(r.end - r.seq for r in rtx),
+                "spurious_dsack": sum(r.spurious for r in rtx),
+                "acked_before": sum(r.acked_before for r in rtx),
                 "dupacks": tr.dupack_count,
             },
             "rtt_ms": {
-                "karn": _stats(karn), "ts": _stats(ts),
+                "karn": _stats(tr.rtt_karn[:, 1] / 1e6, samples),
+                "ts": _stats(tr.rtt_ts[:, 1] / 1e6, samples),
             },
             "goodput_mbps": self.goodput_mbps,
             "throughput_mbps_mean": float(self.throughput_bps.mean() / 1e6)
@@ -117,20 +126,25 @@ class Direction:
             "flights": {
                 "gap_ms": self.gap_ns / 1e6, "count": len(self.flights),
                 "bytes": [f["bytes"] for f in self.flights[:50]],
+                "truncated": len(self.flights) > 50,
             },
         }
 
 
-def _stats(a: np.ndarray) -> dict:
+def _stats(a: np.ndarray, samples: int = 1000) -> dict:
+    """n, min, mean, median, max (ms) and the first ``samples`` samples."""
     if len(a) == 0:
-        return {"n": 0, "min": None, "median": None, "samples": []}
-    return {"n": int(len(a)), "min": float(a.min()), "median": float(np.median(a)),
-            "samples": [round(float(x), 4) for x in a[:1000]]}
+        return {"n": 0, "min": None, "mean": None, "median": None, "max": None, "samples": [],
+                "truncated": False}
+    return {"n": int(len(a)), "min": float(a.min()), "mean": float(a.mean()),
+            "median": float(np.median(a)), "max": float(a.max()),
+            "samples": [round(float(x), 4) for x in a[:samples]], "truncated": len(a) > samples}
 
 
 def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int = 100_000_000,
-                      gap_ns: int | None = None) -> Direction:
-    """Run the sender model over the data ``from_client`` (or from the server) and its ACKs."""
+                      gap_ns: int | None = None, engine: str | None = None) -> Direction:
+    """Run the sender model over the data ``from_client`` (or from the server) and its ACKs
+    (``engine``: see :func:`analysis.native.engine`)."""
     idx = flow.index
     fwd = flow.fwd if from_client else ~flow.fwd
     t = pk.ts_ns[idx]
@@ -155,41 +169,16 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     scale = int(syn_ws_recv[0]) if len(syn_ws_recv) and len(syn_ws_send) and syn_ws_recv[0] >= 0 \
         and syn_ws_send[0] >= 0 else 0
     win = pk.win[idx].astype(np.int64) << np.where(syn, 0, scale)
-    nsack = pk.nsack[idx]
-    sack = pk.sack[idx].astype(np.int64)
-    has_ts = pk.has_ts[idx]
-    tsval, tsecr = pk.tsval[idx], pk.tsecr[idx]
     mss_opt = pk.mss[idx][~fwd & syn]   # the receiver's MSS limits what the sender sends
     smss = int(plen[fwd].max()) if (fwd & (plen > 0)).any() else 1460
     if len(mss_opt) and mss_opt[0]:
         smss = min(smss, int(mss_opt[0]))
 
-    tr = SenderTracker(smss=smss)
-    data_events = []
-    sack_marks = []
-    T, F, S, E, A = t.tolist(), fwd.tolist(), seq.tolist(), end.tolist(), ack.tolist()
-    FL, PL, W, NS = flags.tolist(), plen.tolist(), win.tolist(), nsack.tolist()
-    HT, TV, TE = has_ts.tolist(), tsval.tolist(), tsecr.tolist()
-    for i in range(len(idx)):
-        if F[i]:
-            before = len(tr.series_t)
-            tr.segment(T[i], S[i], E[i], syn=bool(FL[i] & SYN), fin=bool(FL[i] & FIN),
-                       tsval=TV[i] if HT[i] else None, packet=int(idx[i]))
-            if PL[i] > 0 and len(tr.series_t) > before:
-                data_events.append((len(tr.series_t) - 1, int(idx[i])))
-        elif FL[i] & ACK and not FL[i] & RST:
-            blocks = []
-            if NS[i]:
-                a32 = int(ack_raw[i])
-                for b in range(NS[i]):
-                    l, r = int(sack[i, b, 0]), int(sack[i, b, 1])
-                    blocks.append((A[i] + _s32(l - a32), A[i] + _s32(r - a32)))
-                sack_marks.extend((T[i], bl, br) for bl, br in blocks)
-            una = tr.una
-            tr.ack(T[i], A[i], win=W[i], sacks=blocks,
-                   pure=PL[i] == 0 and not FL[i] & (SYN | FIN))
-            if tr.una > una and HT[i]:
-                tr.ts_echo(T[i], TE[i])
+    rows = _rows(pk, idx, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win)
+    tr = senderrun.run(rows, smss, engine)
+    data_events = tr.data_events
+    sack_marks = np.column_stack([np.repeat(rows.t, np.where(rows.kind == senderrun.ACKROW,
+                                                             rows.nsack, 0)), rows.sack])
 
     data = fwd & (plen > 0)
     first_data_t = int(t[data][0]) if data.any() else None
@@ -210,7 +199,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     newly = np.diff(acked_now, prepend=base) * advancing
     good = np.bincount((t - start) // bin_ns, weights=np.maximum(newly, 0), minlength=nb)
     gap = gap_ns if gap_ns is not None else (
-        int(min(s for _, s in tr.rtt_karn) // 2) if tr.rtt_karn else 1_000_000)
+        int(tr.rtt_karn[:, 1].min() // 2) if len(tr.rtt_karn) else 1_000_000)
     return Direction(
         sender="client" if from_client else "server", t0=start, bin_ns=bin_ns, gap_ns=gap,
         tracker=tr, payload_bytes=int(plen[fwd].sum()), data_segments=int(data.sum()),
@@ -221,14 +210,28 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         flights=_flights(t[data], seq[data], end[data], gap), data_events=data_events,
         trace={"t": t, "fwd": fwd, "seq": seq, "end": end, "ack": ack, "has_ack": rev_ack,
                "win": win, "payload": plen,
-               "sack": np.asarray(sack_marks, np.int64).reshape(-1, 3),
+               "sack": sack_marks.astype(np.int64),
                "rtx_packets": np.asarray([r.packet for r in tr.retransmissions], np.int64),
                "index": idx})
 
 
-def _s32(x: int) -> int:
-    x &= TWO32 - 1
-    return x - TWO32 if x >= TWO32 // 2 else x
+def _rows(pk, idx, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win) -> senderrun.Rows:
+    """The flow's packets as the sender model's input (:class:`analysis.senderrun.Rows`);
+    SACK edges are unwrapped relative to the ACK number that carries them."""
+    kind = np.where(fwd, senderrun.SEGMENT,
+                    np.where(rev_ack & ((flags & RST) == 0), senderrun.ACKROW, 0)).astype(np.uint8)
+    nsack = pk.nsack[idx]
+    has = np.nonzero((kind == senderrun.ACKROW) & (nsack > 0))[0]
+    nb = nsack[has].astype(np.int64)
+    blocks = pk.sack[idx[has]][np.arange(4)[None, :] < nb[:, None]].astype(np.int64)   # (k, 2)
+    a32 = np.repeat(ack_raw[has].astype(np.int64), nb)[:, None]
+    d = (blocks - a32) & (TWO32 - 1)
+    sack = np.repeat(ack[has], nb)[:, None] + np.where(d >= TWO32 // 2, d - TWO32, d)
+    fl = (((flags & SYN) != 0) * senderrun.SYNB + ((flags & FIN) != 0) * senderrun.FINB
+          + ((plen == 0) & ((flags & (SYN | FIN)) == 0)) * senderrun.PUREB).astype(np.uint8)
+    return senderrun.Rows(kind=kind, t=t, val=np.where(fwd, seq, ack), end=end, fl=fl, win=win,
+                          nsack=nsack, sack=sack.reshape(-1, 2), has_ts=pk.has_ts[idx],
+                          tsval=pk.tsval[idx], tsecr=pk.tsecr[idx], payload=plen, packet=idx)
 
 
 def _flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> list:
@@ -237,12 +240,10 @@ def _flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> li
         return []
     new_end = np.maximum.accumulate(end)
     new_bytes = np.diff(new_end, prepend=seq[0])
-    cut = np.nonzero(np.diff(t) > gap_ns)[0] + 1
-    bounds = np.concatenate([[0], cut, [len(t)]])
-    out, cum = [], 0
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        nbytes = int(new_bytes[a:b].sum())
-        cum += nbytes
-        out.append({"start": int(t[a]), "end": int(t[b - 1]), "segments": int(b - a),
-                    "bytes": nbytes, "cum_bytes": cum})
-    return out
+    first = np.concatenate([[0], np.nonzero(np.diff(t) > gap_ns)[0] + 1])
+    last = np.concatenate([first[1:], [len(t)]]) - 1
+    nbytes = np.add.reduceat(new_bytes, first)
+    return [{"start": a, "end": b, "segments": n, "bytes": x, "cum_bytes": c}
+            for a, b, n, x, c in zip(t[first].tolist(), t[last].tolist(),
+                                     (last - first + 1).tolist(), nbytes.tolist(),
+                                     np.cumsum(nbytes).tolist())]
