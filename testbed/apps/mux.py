@@ -9,8 +9,9 @@ Frame = 9-byte header ``!BII`` (type, stream id, payload length) + payload.
 * ``EOF``    either way: the sender's side of the stream is finished (TCP half-close).
 * ``RESET``  either way: abort the stream; both sides forget it.
 
-Stream ids are chosen by the client gateway (1, 2, ...); a stream is forgotten once both
-directions saw EOF, or on RESET/REFUSED.  There is no per-stream flow control: the tunnel's TCP
+Stream ids are chosen by the client gateway (1, 2, ...) and never reused; a stream is
+forgotten once both directions saw EOF, or on RESET/REFUSED.  Frames that cross a RESET in
+flight (OPENED, DATA, EOF for a stream already forgotten) are ignored, never a protocol error.  There is no per-stream flow control: the tunnel's TCP
 window is shared, and a slow application stalls the others (head-of-line blocking, as HTTP/2
 over TCP).
 """
@@ -142,8 +143,10 @@ class Mux:
                     raise ProtocolError(f"unexpected OPEN for stream {f.stream}")
                 self.streams[f.stream] = set()
             elif f.type in (FrameType.OPENED, FrameType.REFUSED):
-                if self.role != "client" or not known:
+                if self.role != "client" or f.stream >= self._next:
                     raise ProtocolError(f"unexpected {f.type.name} for stream {f.stream}")
+                if not known:
+                    continue       # crossed our RESET: the stream is gone here, nothing to do
                 if f.type is FrameType.OPENED:
                     self.streams[f.stream].add("open")
                 else:
