@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PACKAGES="mininet tcpdump tshark iperf3 ethtool iproute2 nftables iptables procps kmod
-python3 python3-venv python3-pip python3-dev gcc user-mode-linux iputils-ping"
+python3 python3-venv python3-pip python3-dev gcc user-mode-linux iputils-ping tcptrace make"
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (it installs Debian packages and the testbed needs root to run)" >&2
@@ -38,5 +38,6 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$sta
   touch "$stamp"
 fi
 "$VENV/bin/python" -m testbed.emulator.native.build  # native emulator engine (gcc, idempotent)
+make -s -C analysis/native  # analysis fast path (gcc; rebuilt when its source changes)
 "$VENV/bin/python" -c "import mininet.net, numpy, scapy, testbed" \
   || { echo "install.sh: the virtualenv cannot import mininet/numpy/scapy/testbed" >&2; exit 1; }
