@@ -1,4 +1,8 @@
-"""``testbed analyze PCAP... [--app-log F] [--link-log F] [--json] [--plots DIR]``."""
+"""``testbed analyze PCAP... [--app-log F] [--link-log F] [--json] [--plots DIR]`` and
+``testbed analyze RUN_DIR [--json] [--plots DIR]``: a run directory's captures (``pcap/*.pcap``)
+joined with all its event logs (``*.jsonl``) and emulator frame logs (``emulator/*.frames``),
+plus the run's named metrics and checks (``analysis.runmetrics``, the same code as
+``RunResult.metrics``)."""
 from __future__ import annotations
 
 
@@ -9,7 +13,8 @@ def register(sub) -> None:
                     "handshake and completion timelines, bytes in flight, retransmissions by "
                     "kind, RTT samples, goodput and ACK ratio. Metrics are as seen at the "
                     "capture point (see 'vantage' in the output).")
-    p.add_argument("files", nargs="+", metavar="PCAP", help="capture (.pcap/.pcapng) or .qlog file")
+    p.add_argument("files", nargs="+", metavar="PCAP|RUN_DIR",
+                   help="capture (.pcap/.pcapng) or .qlog file, or one run directory")
     p.add_argument("--app-log", action="append", default=[], metavar="F",
                    help="application JSONL event log to join (repeatable)")
     p.add_argument("--link-log", action="append", default=[], metavar="F",
@@ -33,6 +38,14 @@ def run(args) -> int:
 
     if args.bin <= 0 or (args.gap is not None and args.gap < 0):
         raise ValueError("--bin must be > 0 and --gap >= 0 seconds")
+    run_info = None
+    if len(args.files) == 1 and Path(args.files[0]).is_dir():
+        from .runmetrics import run_metrics
+        run_dir = Path(args.files[0])
+        run_info = {"run": str(run_dir), **run_metrics(run_dir)}
+        args.files = [str(p) for p in sorted((run_dir / "pcap").glob("*.pcap"))]
+        args.app_log = [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
+        args.link_log = [str(p) for p in sorted((run_dir / "emulator").glob("*.frames"))]
     events = []
     for f in args.app_log:
         events += applog.load(f)
@@ -63,6 +76,18 @@ def run(args) -> int:
             for rec in res["flows"]:
                 _trim(rec, args.samples)
         results.append(res)
+    if run_info is not None:
+        if args.json:
+            print(json.dumps({**run_info, "captures": results}, indent=1))
+        else:
+            print(f"{run_info['run']}:")
+            for kind in ("metrics", "checks"):
+                for k, v in run_info[kind].items():
+                    if k != "host_factors":
+                        print(f"  {k:<24} {v}")
+            for res in results:
+                print(_table(res))
+        return 0
     if args.json:
         print(json.dumps(results if len(results) > 1 else results[0], indent=1))
     else:

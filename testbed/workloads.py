@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -262,9 +263,22 @@ WORKLOADS: dict[str, Workload] = {}
 PLUGINS: tuple[str, ...] = ()   # modules that call register_workload when imported
 
 
+# ``testbed run`` options every workload shares (testbed/apps/cli.py); factor names are taken too
+RESERVED = ("topo", "overrides", "link", "backend", "seed", "engine", "results", "client_host",
+            "server_host", "capture", "full_payload", "discard_pcaps", "timeout", "json",
+            "workload", "func", "command", "verbose", "quiet")
+
+
 def register_workload(w: Workload) -> Workload:
+    """Add ``w``; its parameter names must not collide with ``testbed run``'s own options
+    (``RESERVED``) or a factor name (``testbed.factors.FACTORS``)."""
+    from .factors import FACTORS
     if w.name in WORKLOADS:
         raise ValueError(f"workload {w.name!r} is already registered")
+    taken = sorted({f.name for f in dataclasses.fields(w.params)} & (set(RESERVED) | set(FACTORS)))
+    if taken:
+        raise ValueError(f"workload {w.name!r}: parameter name(s) {', '.join(taken)} collide with "
+                         "`testbed run` options or factor names; rename them (e.g. request_timeout)")
     WORKLOADS[w.name] = w
     return w
 
@@ -283,8 +297,12 @@ def all_workloads() -> dict[str, Workload]:
 
 
 def _load_plugins() -> None:
+    """Import the plugin modules; one that fails to register is reported and left out."""
     for module in PLUGINS:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except (ValueError, ImportError) as exc:
+            logging.getLogger(__name__).error("workload plugin %s left out: %s", module, exc)
 
 
 def _check_reqresp(p: ReqRespParams, spec: Any, topo: Any) -> None:

@@ -1,0 +1,98 @@
+"""execute(RunSpec) -> RunResult: manifests, failures, one-factor differences, C7 from Python,
+named-link overrides in effect, and `testbed analyze RUN_DIR` = RunResult.metrics."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import REPO, TESTBED
+from testbed import lifecycle
+from testbed.errors import RunError, UsageError
+from testbed.execute import execute
+from testbed.runresult import MANIFEST_SCHEMA, load_run
+from testbed.runspec import CaptureSpec, RunSpec
+
+LOOP = RunSpec(topology="loopback", capture=CaptureSpec("none"),
+               params={"requests": 2, "size": "20000", "process": "1ms"})
+# a scaled-down C7 path: 10 ms one way, no loss, so a run takes a few seconds
+SMALL = {"delay": "10ms", "loss_down": "0%", "rate_up": "50mbit", "rate_down": "50mbit"}
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
+    yield
+    assert not list((tmp_path / "state").glob("*.json"))        # every run was torn down
+
+
+def analyze_json(run_dir):
+    out = subprocess.run([*TESTBED, "analyze", str(run_dir), "--json"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_two_specs_differing_in_one_factor_differ_in_exactly_that_field(tmp_path):
+    a = execute(LOOP.set("socket.cc", "reno"), tmp_path / "a")
+    b = execute(LOOP.set("socket.cc", "cubic"), tmp_path / "b")
+    ma, mb = (json.loads((r.dir / "manifest.json").read_text()) for r in (a, b))
+    assert ma["schema"] == mb["schema"] == MANIFEST_SCHEMA
+    assert ma["status"] == mb["status"] == "complete"
+    diff = RunSpec.from_dict(ma["spec"]).diff(RunSpec.from_dict(mb["spec"]))
+    assert diff == {"socket.cc": ("reno", "cubic")}
+    assert a.checks["cc"] == ["reno"] and b.checks["cc"] == ["cubic"]     # and it took effect
+    assert len(a.metrics["completion_ms"]) == 2 and a.metrics["completion_ms_median"] > 0
+    assert load_run(a.dir).metrics == a.metrics
+    kinds = {f["path"]: f["kind"] for f in a.files}
+    assert kinds["client.jsonl"] == "eventlog" and kinds["server.jsonl"] == "eventlog"
+
+
+def test_a_failed_run_leaves_a_manifest_with_status_failed(tmp_path):
+    spec = LOOP.set("params.think", "3s").set("params.requests", 3).set("timeout", 1.0)
+    with pytest.raises(RunError, match="did not finish within 1 s") as err:
+        execute(spec, tmp_path / "f")
+    result = load_run(tmp_path / "f")
+    assert result.status == "failed" and "did not finish" in result.error
+    assert err.value.result.dir == result.dir and result.metrics == {}
+
+
+def test_bad_spec_creates_nothing(tmp_path):
+    with pytest.raises(UsageError, match="allowed"):
+        execute(LOOP.set("params.colour", "red"), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("")
+    with pytest.raises(UsageError, match="not empty"):
+        execute(LOOP, tmp_path / "full")
+
+
+@pytest.mark.root
+def test_c7_relay_from_python_and_analyze_gives_the_same_metrics(tmp_path):
+    spec = RunSpec(topology="relay", topology_params=SMALL, backend="userspace", workload="reqresp",
+                   params={"path": "relay", "requests": 2, "size": "100000"})
+    r = execute(spec, tmp_path / "c7")
+    assert r.status == "complete" and r.roles == {"client": "client", "server": "server"}
+    assert len(r.metrics["completion_ms"]) == 2
+    assert all(c > 20 for c in r.metrics["completion_ms"])      # at least the 20 ms RTT
+    assert r.checks["syn_per_request"] == 1.0                    # mode new: a SYN per request
+    assert r.checks["host_factors"]["cgw"]["initcwnd"] == 256    # the tuned tunnel
+    pcaps = [f for f in r.files if f["kind"] == "pcap"]
+    assert {("client", "client-eth0"), ("sgw", "sgw-eth1")} <= {(f["host"], f["interface"]) for f in pcaps}
+    assert any(f["kind"] == "framelog" for f in r.files)
+    assert analyze_json(r.dir)["metrics"] == r.metrics
+
+
+@pytest.mark.root
+def test_link_override_on_dualpath_reaches_the_emulator(tmp_path):
+    out = subprocess.run([*TESTBED, "run", "reqresp", "--topo", "dualpath", "--backend", "userspace",
+                          "--link", "access2.up.queue=50", "--link", "access1.up.queue=20",
+                          "--capture", "none", "--json", "--results", str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    summary = json.loads((tmp_path / printed["run_id"] / "emulator" / "summary.json").read_text())
+    queues = {name: d["spec"]["queue_packets"] for name, d in summary["directions"].items()}
+    assert sorted(q for q in queues.values() if q is not None) == [20, 50]
+    up1 = next(d for d in summary["directions"].values() if d["spec"]["queue_packets"] == 20)
+    assert up1["model"]["queue_max_packets"] <= 20                # the limit held
+    assert printed["metrics"]["completion_ms"]
