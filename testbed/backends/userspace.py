@@ -16,7 +16,8 @@ interfaces limit frame sizes.
 
 Accounting: ``summary()`` is the forwarder's ``summary.json`` (see ``emulator.forwarder``) plus
 the drop counters of the hosts' ends of emulated links over the run, which are added to
-``unintended_drops``.  The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
+``unintended_drops``, and the run's ``fidelity`` verdict (``emulator.fidelity``): ``warnings``
+are the verdict's, worded by severity (the engine's own are kept as ``engine_warnings``).  The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
 
 Engines: the forwarder runs the ``native`` C loop (``emulator.native``) where it is built,
 else the ``python`` one; ``engine=`` or ``$TESTBED_ENGINE`` (``--engine``) chooses.  Both apply
@@ -273,4 +274,10 @@ class UserspaceBackend:
             out["seeds"] = {d.name: d.seed for d in self.config.directions}
             out["log_dir"] = str(self.log_dir)
         out.update(self._summary)
+        if self._summary:   # warnings worded by the run's fidelity verdict (emulator.fidelity)
+            from ..emulator.fidelity import verdict
+            v = verdict(out)
+            out["engine_warnings"] = out.get("warnings", [])
+            out["fidelity"] = {k: v[k] for k in ("verdict", "reasons", "notes", "path_rtt_ms")}
+            out["warnings"] = v["warnings"]
         return out
