@@ -188,8 +188,8 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     advancing = rev_ack & (np.diff(una_series, prepend=never) > 0)
     last_adv = int(t[advancing][-1]) if advancing.any() else None
     window = (t >= (first_data_t or 0)) & (t <= (last_adv or 0))
-    start = int(t[0])
-    nb = max(int((int(t[-1]) - start) // bin_ns) + 1, 1)
+    start = int(t.min())      # the first packet, unless capture timestamps go backwards
+    nb = max(int((int(t.max()) - start) // bin_ns) + 1, 1)
     thr = np.bincount((t[fwd] - start) // bin_ns, weights=pk.ip_len[idx][fwd], minlength=nb)
     base = int(seq[ref_i]) + (1 if len(sender_syn) else 0)
     acked_now = np.clip(una_series, base, None) if advancing.any() else np.zeros(len(t), np.int64)

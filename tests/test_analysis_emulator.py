@@ -87,3 +87,13 @@ def test_client_side_completion(run_dir):
         # a request needs at least one round trip before its response starts arriving
         assert c["response_first"] - c["request_first"] >= 2 * DELAY_MS / 1e3
         assert c["response_last"] <= c["app"]["request_done"]
+
+
+def test_native_engine_agrees_with_reference(run_dir):
+    """The fast path (analysis/native) and the Python reference on both hosts' captures."""
+    from analysis import native
+    if native.engine("auto") != "native":
+        pytest.skip("analysis/native not built")
+    from test_analysis_native import assert_engines_agree
+    for f in sorted((run_dir / "pcap").glob("*.pcap")):
+        assert assert_engines_agree(f) > 100, f

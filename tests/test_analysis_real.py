@@ -123,3 +123,13 @@ def test_completion_joined_with_app_log(captures):
         # the app's own clock brackets what the client-side capture saw on the wire
         assert app["request_start"] <= c["request_first"] < c["response_first"]
         assert c["response_first"] <= c["response_last"] <= app["request_done"]
+
+
+def test_native_engine_agrees_with_reference(captures):
+    """The fast path (analysis/native) and the Python reference, series by series."""
+    from analysis import native
+    if native.engine("auto") != "native":
+        pytest.skip("analysis/native not built")
+    from test_analysis_native import assert_engines_agree
+    for name in ("loss", "rr"):
+        assert assert_engines_agree(captures[name]) > 1000
