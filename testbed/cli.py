@@ -24,6 +24,8 @@ COMMAND_MODULES = [
     "analysis.cli",
     "testbed.demo",
     "testbed.experiment_cli",
+    "testbed.model_cli",
+    "testbed.reproduce_cli",
 ]
 
 

@@ -57,7 +57,8 @@ def _check(name: str, value: Any, meta: dict) -> None:
                 or (meta["positive"] and v <= 0):
             rng = f"{'>' if meta['positive'] else '>='} {low}" if low is not None else ""
             rng += f"{' and ' if rng else ''}<= {high}" if high is not None else ""
-            raise ValueError(f"--{name.replace('_', '-')} {v!r} out of range; must be {rng} ({unit})")
+            raise ValueError(f"--{name.replace('_', '-')} {v!r} out of range; must be {rng}"
+                             + (f" ({unit})" if unit != "1" else ""))
 
 
 @dataclass(frozen=True)

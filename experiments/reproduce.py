@@ -1,0 +1,439 @@
+"""The reproduce table as data: one :class:`Row` per quantity of CHAPTER12.md.
+
+Each row holds the chapter's value (as printed), a call into :mod:`analysis.models` (``model``),
+how the testbed measures it with packets (``measure``: an experiment, a level, a metric and a
+statistic — ``None`` where no experiment exists yet, with ``unmeasured`` saying why), a relative
+tolerance, and the explanation hooks used when the measurement misses the chapter.
+
+Measured values come only from experiment runs (``experiments.runner`` + ``experiments.summary``,
+real packets on the emulated topologies); a chapter value is never copied into the model or the
+measured column.  ``ok`` compares measured with the chapter (|measured − chapter| ≤ tolerance ×
+|chapter|); where the model disagrees with the chapter, both are shown and ``note`` says why.
+
+Built-in experiments (``experiments/*.toml``) are used by name; the few this table needs beyond
+them are defined in :data:`EXPERIMENTS` (same schema).  ``--quick`` runs every experiment with
+``QUICK_REPS`` repetitions, no warm-up, and the row's ``quick_sets`` scaling (stated in the note).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from analysis.models import evaluate
+
+QUICK_REPS = 2
+FULL_REPS = 10
+
+#: Experiments this table needs that are not built-in definitions (the TOML schema as dicts).
+EXPERIMENTS: dict[str, dict] = {
+    # C1/C2: the image request on an open connection, immediate vs stretch ACKs.  Linux has no
+    # "ACK every packet": quick (route quickack) is the closest, max:10ms the chapter's rule.
+    "c1-image": {
+        "name": "c1-image", "factor": "host.ack", "levels": ["quick", "max:10ms"],
+        "description": "C1/C2: 30 MB up, 0.3 s processing, 5 MB down on a warm connection, image path",
+        "metrics": ["completion_ms_median", "data_per_ack", "retransmissions", "max_in_flight_bytes"],
+        "reps": FULL_REPS, "warmup": 1, "keep_pcaps": "none",
+        "base": {"topology": "image", "workload": "reqresp",
+                 "params": {"mode": "reuse", "requests": 1, "size": "30MB", "reply_size": "5MB",
+                            "process": "300ms"},
+                 "capture": {"hosts": ["client"]}}},
+    # C12: the agent's rounds on the cloud path, a new TLS connection per round vs one kept alive.
+    "c12-agent": {
+        "name": "c12-agent", "factor": "params.reuse", "levels": [False, True],
+        "description": "C12/C13: screenshot agent on the cloud path, TLS, reconnect every round vs reuse",
+        "metrics": ["completion_ms_median", "handshake_ms"], "reps": FULL_REPS, "warmup": 1,
+        "keep_pcaps": "none",
+        "base": {"topology": "edgecloud", "workload": "agent", "server_host": "cloud",
+                 "params": {"rounds": 5, "tls": True}, "capture": {"hosts": ["device"]}}},
+}
+
+#: the chapter's packet size (1168 B payload + 60 B headers) as a LinkSpec MTU on both directions
+CHAPTER_MTU = {"links.bottleneck.up.mtu": "1228", "links.bottleneck.down.mtu": "1228"}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A value of the model column: ``evaluate(name, **params)[output] × scale``."""
+    name: str
+    output: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    scale: float = 1.0
+    index: int | None = None      # for a list output: which element
+
+    def value(self) -> float:
+        v = evaluate(self.name, **dict(self.params))[self.output].value
+        return float((v if self.index is None else v[self.index]) * self.scale)
+
+    def describe(self) -> str:
+        args = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.params.items())
+        return f"testbed model {self.name} {args}".rstrip() + f" → {self.output}"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How packets measure a row: experiment (built-in or :data:`EXPERIMENTS`), RunSpec ``sets``
+    (applied with ``--set``), the level, the metric (``RunResult.metrics`` name, or a check name
+    with ``source="verification"``) and the statistic: ``median`` of one level (CI: bootstrap
+    95 % of the median), or ``ratio``/``difference`` of the medians of ``levels`` (a, b) = a/b,
+    a − b (bootstrap CI).  ``scale`` converts the metric's unit to the row's."""
+    experiment: str
+    metric: str
+    level: str | None = None
+    statistic: str = "median"
+    levels: tuple = ()
+    sets: Mapping[str, str] = field(default_factory=dict)
+    scale: float = 1.0
+    source: str = "metrics"
+    full_only: bool = False
+
+    @property
+    def key(self) -> tuple:
+        return (self.experiment, tuple(sorted(self.sets.items())))
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    quantity: str
+    unit: str
+    chapter: float
+    model: ModelRef | None
+    measure: Measure | None = None
+    tolerance: float = 0.10
+    unmeasured: str = ""     # why measure is None: "not yet measured: ..." or "model-only: ..."
+    note: str = ""           # the model's assumption, or why model and chapter differ
+    cause: str = ""          # the expected cause of a miss, named in the note with evidence
+    explain: tuple = ()      # (metric, label): numbers of the same runs quoted as evidence
+
+    @property
+    def case(self) -> str:
+        return self.id.split(".")[0]
+
+
+def M(name, output, scale=1.0, **params) -> ModelRef:
+    return ModelRef(name, output, params, scale)
+
+
+_IMG = "c1-image"
+_IMG_EXPLAIN = (("retransmissions", "retransmitted segments"), ("data_per_ack", "data segments per ACK"),
+                ("max_in_flight_bytes", "max bytes in flight"))
+_NO_WORKLOAD = "not yet measured: "
+
+ROWS: tuple[Row, ...] = (
+    # ---- C1
+    Row("C1.serial_total", "serial completion Su/Bu+R+Tc+Sd/Bd", "s", 12.8, M("serial", "total"),
+        Measure(_IMG, "completion_ms_median", "quick", sets=CHAPTER_MTU, scale=1e-3), 0.05,
+        note="a lower bound: no headers, ACKs, handshake or slow start",
+        cause="headers, ACKs and window growth the serial model leaves out (see C1.full_response)",
+        explain=_IMG_EXPLAIN),
+    Row("C1.process_10x", "serial completion, 10x faster processing", "s", 12.53,
+        M("serial", "total", process=0.03),
+        Measure(_IMG, "completion_ms_median", "quick", sets={**CHAPTER_MTU, "params.process": "30ms"},
+                scale=1e-3, full_only=True), 0.05,
+        cause="as C1.serial_total", explain=_IMG_EXPLAIN),
+    Row("C1.uplink_100", "serial completion, uplink 100 Mbit/s", "s", 3.2,
+        M("serial", "total", uplink=100e6),
+        Measure(_IMG, "completion_ms_median", "quick",
+                sets={**CHAPTER_MTU, "topology_params.rate_up": "100mbit"}, scale=1e-3, full_only=True),
+        0.10, cause="slow start and window growth weigh more on a 3 s transfer", explain=_IMG_EXPLAIN),
+    Row("C1.compressed", "serial completion, 2x lossless compression, 0.15 s codec", "s", 7.0,
+        M("serial", "total", compression=0.5), None,
+        unmeasured=_NO_WORKLOAD + "the workload has no codec step",
+        note="model: compression of the upload only, codec 0.15 s once (6 + 0.15 + 0.1 + 0.3 + 0.4)"),
+    Row("C1.break_even", "compression break-even uplink", "Mbit/s", 800,
+        M("serial", "break_even_uplink", compression=0.5), None,
+        unmeasured="model-only: a rate where two model terms are equal, not an event on the wire"),
+    Row("C1.blocks", "completion, three independent blocks", "s", 12.36, M("blocks", "total"), None,
+        unmeasured=_NO_WORKLOAD + "needs a block-pipelined request workload"),
+    Row("C1.blocks_dependent", "completion, three blocks with a global dependency", "s", 12.8,
+        M("blocks", "total", dependent=True), None,
+        unmeasured=_NO_WORKLOAD + "needs a block-pipelined request workload"),
+    Row("C1.packets_up", "data packets up (1168 B payload)", "packets", 25685, M("packets", "packets_up"),
+        None, unmeasured=_NO_WORKLOAD + "RunResult has no packet-count metric yet",
+        note="Linux's 1448 B MSS sends 20,718 segments up (testbed model packets --payload 1448)"),
+    Row("C1.packets_down", "data packets down (1168 B payload)", "packets", 4281,
+        M("packets", "packets_down"), None,
+        unmeasured=_NO_WORKLOAD + "RunResult has no packet-count metric yet"),
+    Row("C1.wire_bytes", "bytes on the wire, one ACK per packet", "B", 39554832,
+        M("packets", "wire_bytes"), None,
+        unmeasured=_NO_WORKLOAD + "RunResult has no wire-byte metric yet"),
+    Row("C1.full_response", "full response, packet level, 1228 B packets (LinkSpec MTU 1228)", "s",
+        14.36, M("packets", "full_response"),
+        Measure(_IMG, "completion_ms_median", "quick", sets=CHAPTER_MTU, scale=1e-3), 0.05,
+        note="model reproduces 14.36 s only with each transfer's ACKs serialized on its data's "
+             "channel and the download without overhead (analysis/models/transfer.py); full "
+             "duplex gives 13.44 s.  Run with MTU 1228 on the bottleneck: Linux's payload is "
+             "1176 B (52 B of IP+TCP headers with timestamps), not 1168",
+        cause="slow start and the receive window's growth in the first rounds; full-duplex ACKs",
+        explain=_IMG_EXPLAIN),
+    Row("C1.full_response_linux", "full response, Linux default MTU 1500 (1448 B MSS)", "s", 14.36,
+        M("packets", "full_response", payload=1448, header=52, ack=52),
+        Measure(_IMG, "completion_ms_median", "quick", scale=1e-3), 0.10,
+        note="the chapter's number is for 1228 B packets; model with 1448 B payload, 52 B headers",
+        cause="fewer, larger packets than the chapter's (1448 B vs 1168 B payload)",
+        explain=_IMG_EXPLAIN),
+    # ---- C2
+    Row("C2.ack_immediate_bytes", "bytes on the wire, immediate ACK", "B", 39555120,
+        M("packets", "wire_bytes"), None,
+        unmeasured=_NO_WORKLOAD + "RunResult has no wire-byte metric yet",
+        note="model 288 B fewer: the chapter's simulator also counts connection control packets"),
+    Row("C2.ack_delayed_bytes", "bytes on the wire, ACK every 2 packets or 10 ms", "B", 38177328,
+        M("packets", "wire_bytes", ack_every=2), None,
+        unmeasured=_NO_WORKLOAD + "RunResult has no wire-byte metric yet",
+        note="model 840 B fewer: 288 B of control packets and 6 timer-driven ACKs"),
+    Row("C2.ack_immediate_time", "full response, immediate ACK (NewReno)", "s", 14.521,
+        M("packets", "full_response"),
+        Measure(_IMG, "completion_ms_median", "quick", sets=CHAPTER_MTU, scale=1e-3), 0.05,
+        note="chapter: its own NewReno simulation; model: the packet-level lower bound (no window)",
+        cause="Linux ACKs: quickack still sends >1 data segment per ACK; CUBIC, not NewReno",
+        explain=_IMG_EXPLAIN),
+    Row("C2.ack_delayed_time", "full response, ACK every 2 packets or 10 ms", "s", 14.564,
+        M("packets", "full_response", ack_every=2),
+        Measure(_IMG, "completion_ms_median", "max-10ms", sets=CHAPTER_MTU, scale=1e-3), 0.05,
+        note="the model's lower bound gets shorter with fewer ACKs (they free the link); the "
+             "chapter's window stall (+43 ms) is not in a model without a window",
+        cause="stretch ACKs and the 12 ms delayed-ACK tick (TCP_DELACK_MAX_US at HZ=250)",
+        explain=_IMG_EXPLAIN),
+    Row("C2.data_per_ack_quick", "data packets per ACK, immediate ACK", "packets", 1,
+        None, Measure("ack", "data_per_ack", "quick"), 0.10,
+        note="no model: the chapter's policy (one ACK per data packet) is the value",
+        cause="Linux never ACKs strictly every packet (README: 1.00-1.20)"),
+    Row("C2.data_per_ack_delayed", "data packets per ACK, every 2 packets or 10 ms", "packets", 2,
+        None, Measure("ack", "data_per_ack", "max-10ms"), 0.10,
+        note="no model: the chapter's policy is the value",
+        cause="Linux ACKs at most every 2 full segments and sooner on PSH, window updates and "
+              "quickack mode after idle"),
+    # ---- C3
+    Row("C3.bdp", "bytes in flight to fill 20 Mbit/s x 100 ms", "B", 250e3, M("window", "bdp"),
+        Measure("window", "max_in_flight_bytes", "default"), 0.20,
+        note="measured: the largest in-flight of an autotuned 3 MB upload, which also fills the "
+             "bottleneck buffer (one BDP by default) — an upper side of the BDP",
+        cause="the bottleneck buffer: a loss-based sender fills the BDP plus the queue"),
+    Row("C3.window_cap", "throughput cap W/R, 64 KB window", "Mbit/s", 5.12,
+        M("window", "window_bound"), Measure("window", "goodput_mbps", "64KB"), 0.15,
+        note="a bound; with one batch ACK per window the cycle model gives 4.08 Mbit/s",
+        cause="the kernel's window clamp (64,000 → ~78,000 B after the first segment, README) "
+              "and ACK clocking within the window",
+        explain=(("max_in_flight_bytes", "max bytes in flight"),)),
+    Row("C3.batch_cycle", "batch-ACK cycle with a 64 KB window", "ms", 125.6, M("window", "batch_cycle"),
+        None, unmeasured=_NO_WORKLOAD + "needs the flight period (analysis.tcpsender flights) in RunResult"),
+    # ---- C4
+    Row("C4.first_round", "first round (initial window)", "segments", 10, None,
+        Measure("initcwnd", "first_flight_segments", "10", source="verification"), 0.0,
+        note="no model: the initial window is the chapter's setting (10 x 1460 B)",
+        cause="the first flight is limited by the request size or the peer's receive window"),
+    Row("C4.rounds", "slow-start rounds for 354,640 B", "rounds", 5, M("slowstart", "rounds"), None,
+        unmeasured=_NO_WORKLOAD + "needs the flight count (analysis.tcpsender flights) in RunResult",
+        note="with Linux's 1448 B MSS also 5 rounds (448,880 B after round 5)"),
+    Row("C4.cumulative_5", "cumulative bytes after 5 rounds", "B", 452600,
+        ModelRef("slowstart", "cumulative", index=4), None,
+        unmeasured=_NO_WORKLOAD + "needs per-flight bytes in RunResult"),
+    # ---- C5
+    Row("C5.rtt_min", "long-haul RTT, minimum (Queqiao records)", "ms", 199, None, None,
+        unmeasured=_NO_WORKLOAD + "`testbed calibrate` measures the RTT; not yet wired into this table",
+        note="the testbed's path is configured at 200 ms (longhaul topology)"),
+    Row("C5.rtt_max", "long-haul RTT, maximum", "ms", 207, None, None,
+        unmeasured=_NO_WORKLOAD + "`testbed calibrate` measures the RTT; not yet wired into this table"),
+    Row("C5.loss_down", "loss Irvine→Guiyang", "1", 0.14, None, None,
+        unmeasured=_NO_WORKLOAD + "`testbed calibrate` measures it; not yet wired into this table",
+        note="an input of the path (longhaul: 14% down)"),
+    Row("C5.lost_up", "packets lost Guiyang→Irvine (of 41,663)", "packets", 0, None, None,
+        unmeasured=_NO_WORKLOAD + "`testbed calibrate` measures it; not yet wired into this table"),
+    Row("C5.overflow_loss", "loss at 600 Mbit/s through the 333 Mbit/s knee", "1", 0.44,
+        M("longhaul", "overflow_loss"), None,
+        unmeasured=_NO_WORKLOAD + "a 600 Mbit/s probe exceeds the userspace emulator here (≤ 400 Mbit/s)",
+        note="model: queue overflow alone, 1 − 333/600 = 0.445"),
+    Row("C5.mathis", "Mathis bound at p = 0.14 (C = 1)", "Mbit/s", 0.155, M("longhaul", "mathis"),
+        Measure("cc", "goodput_mbps", "reno"), 0.5,
+        note="measured: NewReno's goodput down the lossy direction (10 s bulk); Mathis is an "
+             "approximation, hence the wide tolerance",
+        cause="retransmission timeouts dominate at 14% loss (Mathis assumes fast recovery)",
+        explain=(("retransmissions", "retransmitted segments"),)),
+    Row("C5.mathis_c122", "Mathis bound, C = 1.22", "Mbit/s", 0.189, M("longhaul", "mathis", mathis_c=1.22),
+        unmeasured="model-only: the same bound with another constant; C5.mathis is measured"),
+    Row("C5.mathis_time", "354,640 B at the Mathis rate", "s", 18.3, M("longhaul", "mathis_transfer"),
+        unmeasured="model-only: a time at the model's rate; C5.mathis measures the rate"),
+    Row("C5.bdp", "BDP 333 Mbit/s x 0.2 s", "MB", 8.325, M("longhaul", "bdp"),
+        unmeasured="model-only: the product of the path's rate and RTT (both inputs)"),
+    Row("C5.bbr_cap", "BBR in-flight cap, cwnd_gain 2", "MB", 16.65, M("longhaul", "bbr_inflight_cap"),
+        Measure("cc", "max_in_flight_bytes", "bbr", scale=1e-6), 0.25,
+        cause="BBR's cwnd is 2·BtlBw·RTprop only once both are estimated; 10 s runs and the "
+              "emulator's rate limit it", explain=(("goodput_mbps", "goodput Mbit/s"),)),
+    Row("C5.bbr_goodput", "BBR ideal goodput (1 − p)·333", "Mbit/s", 286, M("longhaul", "bbr_goodput"),
+        Measure("cc", "goodput_mbps", "bbr"), 0.15,
+        cause="the userspace emulator tops out near 333 Mbit/s for one direction plus ACKs here "
+              "(README); overloaded runs are excluded",
+        explain=(("retransmissions", "retransmitted segments"),)),
+    # ---- C6
+    Row("C6.packets", "packets of 1448 B", "packets", 245, M("fec", "packets"), None,
+        unmeasured="model-only: ceil(354,640/1448), a count fixed by the input"),
+    Row("C6.expected_lost", "expected packets lost", "packets", 34.3, M("fec", "expected_lost"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment (first-round losses)"),
+    Row("C6.serial_budget", "serial budget RTT + model + sending", "ms", 238.5, M("fec", "serial_budget"),
+        Measure("reuse", "completion_ms_median", "reuse"), 0.10,
+        note="measured: the kept-alive request on the long-haul path (C7's direct, kept alive)",
+        cause="the request burst overflows the bottleneck buffer after idle (README: the emulator "
+              "drops ~80 frames)", explain=(("retransmissions", "retransmitted segments"),)),
+    Row("C6.arq_mean", "expected completion, ideal selective repeat", "s", 0.756, M("fec", "arq_mean"),
+        None, unmeasured=_NO_WORKLOAD + "needs the [fec] experiment (ARQ arm)"),
+    Row("C6.arq_p99", "p99 completion, ideal selective repeat", "s", 1.24, M("fec", "arq_quantile"),
+        None, unmeasured=_NO_WORKLOAD + "needs the [fec] experiment (ARQ arm)"),
+    Row("C6.arq_p99_rounds", "rounds at p99", "rounds", 6, M("fec", "arq_quantile_rounds"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment (ARQ arm)"),
+    Row("C6.fec_repair", "FEC repair symbols for P ≥ 0.999", "symbols", 63, M("fec", "fec_repair"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment (repair_packets check)"),
+    Row("C6.fec_redundancy", "FEC redundancy", "1", 0.257, M("fec", "fec_redundancy"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment"),
+    Row("C6.fec_send", "sending 308 symbols", "ms", 10.7, M("fec", "fec_send"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment"),
+    Row("C6.fec_completion", "FEC completion", "ms", 241, M("fec", "fec_completion"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment"),
+    # ---- C7 (the chapter's values are its author's measurements)
+    Row("C7.direct_new", "direct, new connection per request (median)", "ms", 1185.3,
+        M("connections", "direct_new"), Measure("relay", "completion_ms_median", "direct"), 0.15,
+        note="model: lower bound, 1 handshake RTT + 4 slow-start RTTs + 238.5 ms; the chapter's "
+             "1185 ms is below it (its path's initial window or loss pattern differ)",
+        cause="handshake and slow start on the 200 ms path, plus loss recovery of ACK-path losses",
+        explain=(("handshake_ms", "handshake ms"), ("retransmissions", "retransmitted segments"))),
+    Row("C7.relay_new", "relay, new connection per request (median)", "ms", 301.6,
+        M("connections", "relay_new"), Measure("relay", "completion_ms_median", "relay"), 0.15,
+        note="model: handshake, SOCKS5 and slow start on the LAN, the tunnel already open",
+        cause="the SOCKS5 CONNECT waits for the far gateway's connect (connect_mode confirmed)",
+        explain=(("handshake_ms", "handshake ms"), ("first_byte_ms", "first byte ms"))),
+    Row("C7.ratio_new", "direct / relay, new connections", "1", 3.93, M("connections", "ratio_new"),
+        Measure("relay", "completion_ms_median", statistic="ratio", levels=("direct", "relay")), 0.15,
+        cause="see C7.direct_new and C7.relay_new"),
+    Row("C7.direct_keepalive", "direct, kept alive (median)", "ms", 240.9,
+        M("connections", "direct_keepalive"), Measure("reuse", "completion_ms_median", "reuse"), 0.10,
+        cause="the request burst after idle overflows the bottleneck buffer",
+        explain=(("retransmissions", "retransmitted segments"),)),
+    Row("C7.relay_keepalive", "relay, kept alive (median)", "ms", 236.5,
+        M("connections", "relay_keepalive"),
+        Measure("relay", "completion_ms_median", "relay", sets={"params.mode": "reuse"}), 0.10,
+        explain=(("retransmissions", "retransmitted segments"),)),
+    Row("C7.ratio_keepalive", "direct / relay, kept alive", "1", 1.019,
+        M("connections", "ratio_keepalive"),
+        Measure("relay", "completion_ms_median", statistic="ratio", levels=("direct", "relay"),
+                sets={"params.mode": "reuse"}), 0.10),
+    # ---- C8
+    Row("C8.fifo_audio", "FIFO: audio sent at", "s", 6, M("streams", "fifo_audio_done"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload"),
+    Row("C8.prio_audio", "audio first: audio sent at", "s", 3, M("streams", "prio_audio_done"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload"),
+    Row("C8.prio_image", "audio first: image sent at", "s", 6, M("streams", "prio_image_done"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload"),
+    Row("C8.hol_audio", "HTTP/2 over TCP: audio delivered at", "s", 7, M("streams", "hol_audio_delivery"),
+        None, unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload"),
+    Row("C8.quic_audio", "QUIC per stream: audio delivered at", "s", 3,
+        M("streams", "per_stream_audio_delivery"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload"),
+    Row("C8.fifo_usable", "FIFO: usable audio of 8 chunks", "s", 0, M("deadlines", "fifo_usable"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload",
+        note="model assumes the C1 image (30 MB) queued at 0 on a 20 Mbit/s link, 50 ms one way"),
+    Row("C8.prio_usable", "media priority: usable audio", "s", 0.16, M("deadlines", "priority_usable"),
+        None, unmeasured=_NO_WORKLOAD + "needs the [streams-paths] stream workload"),
+    # ---- C9
+    Row("C9.first_play", "first chunk plays at (J = 40 ms)", "ms", 78, M("audio", "first_play"), None,
+        unmeasured=_NO_WORKLOAD + "needs per-chunk delay injection (chunk 2 at 50 ms)"),
+    Row("C9.late_arrival", "late chunk 2 arrives at", "ms", 123, M("audio", "late_arrival"), None,
+        unmeasured=_NO_WORKLOAD + "needs per-chunk delay injection"),
+    Row("C9.stall", "stall with J = 40 ms", "ms", 5, M("audio", "stall_total"), None,
+        unmeasured=_NO_WORKLOAD + "needs per-chunk delay injection"),
+    Row("C9.min_j", "start delay J that avoids the stall", "ms", 45, M("audio", "min_start_delay"), None,
+        unmeasured=_NO_WORKLOAD + "needs per-chunk delay injection"),
+    Row("C9.deficit_lasts", "60 ms of audio at 130 of 256 kbit/s lasts", "s", 0.12,
+        M("audio-deficit", "lasts"), None,
+        unmeasured=_NO_WORKLOAD + "needs the audio workload's first-underrun time at an "
+                                  "application rate ([workloads])"),
+    Row("C9.real_stall_max", "real path: total playback stall, worst of 8 receptions", "ms", 1440,
+        None, None, unmeasured=_NO_WORKLOAD + "needs the audio experiment on the long-haul path",
+        note="no model: the chapter's own measurement (360-1440 ms)"),
+    # ---- C10
+    Row("C10.data_exchange", "data exchange, 1228 B packet", "µs", 302, M("airtime", "data_exchange"),
+        None, unmeasured="model-only: the emulated air (testbed/emulator/airtime.py) is this same "
+                         "model; packets cannot check it independently",
+        note="a full 1500 B IP packet (Linux default) costs 342 µs (testbed model airtime)"),
+    Row("C10.ack_exchange", "exchange carrying an end-to-end ACK", "µs", 134, M("airtime", "ack_exchange"),
+        None, unmeasured="model-only: as C10.data_exchange",
+        note="holds for the 92 B ACK: a 128 B MAC frame (92 + 36 B MAC header/LLC/FCS)"),
+    Row("C10.exchange_reduction", "exchange shorter by", "1", 0.56, M("airtime", "exchange_reduction"),
+        None, unmeasured="model-only: as C10.data_exchange"),
+    Row("C10.image_airtime", "image airtime, data + feedback exchanges", "s", 13.4,
+        M("airtime", "image_airtime"), None,
+        unmeasured=_NO_WORKLOAD + "needs the wifi-ack experiment (air busy time from the emulator)",
+        note="model 13.07 s: C1's 1168 B payloads give 29,966 exchanges each way; the chapter's "
+             "30,800 (= 35 MB / 1136 B) gives 13.43 s"),
+    # ---- C11
+    Row("C11.split", "split 20 MB + 10 MB over 20 and 10 Mbit/s", "s", 8, M("split", "split_time"), None,
+        unmeasured=_NO_WORKLOAD + "needs the [streams-paths] multipath workload (dualpath topology)"),
+    Row("C11.fast_only", "fast path alone", "s", 12, M("split", "fast_path_only"), None,
+        unmeasured=_NO_WORKLOAD + "needs a bulk run on one access path of dualpath"),
+    Row("C11.p_fail", "duplicate: failure probability", "1", 0.025, M("duplicate", "p_fail"), None,
+        unmeasured=_NO_WORKLOAD + "needs path-failure injection"),
+    Row("C11.dup_bytes", "duplicate: bytes of 8 x 640 B chunks", "B", 10240, M("duplicate", "bytes"),
+        None, unmeasured=_NO_WORKLOAD + "needs the [streams-paths] multipath workload"),
+    # ---- C12
+    Row("C12.extra_once", "extra time of one new connection (2 RTTs)", "s", 0.4,
+        M("setup", "extra_once"),
+        Measure("c12-agent", "completion_ms_median", statistic="difference", levels=("false", "true"),
+                scale=1e-3), 0.25,
+        note="measured: per-round completion, new TLS connection every round minus reuse",
+        cause="slow start on every new connection adds rounds beyond the 2 handshake RTTs",
+        explain=(("handshake_ms", "handshake ms"),)),
+    Row("C12.total_reuse", "30 rounds, one connection", "s", 105.4, M("setup", "total_reuse"), None,
+        unmeasured=_NO_WORKLOAD + "30 rounds = 105 s per run; the per-round difference is C12.extra_once"),
+    Row("C12.total_reconnect", "30 rounds, reconnect every round", "s", 117, M("setup", "total_reconnect"),
+        None, unmeasured=_NO_WORKLOAD + "as C12.total_reuse"),
+    # ---- C13
+    Row("C13.total", "30 rounds of 3.5 s", "s", 105, M("agent", "total"), None,
+        unmeasured=_NO_WORKLOAD + "the agent workload's completion excludes terminal work; "
+                                  "a whole-run time metric is needed"),
+    Row("C13.compressed_total", "30 rounds, compressed screenshots", "s", 83, M("agent", "compressed_total"),
+        None, unmeasured=_NO_WORKLOAD + "the workload has no encoding step"),
+    Row("C13.break_even", "compression faster while rounds N' <", "rounds", 37.8,
+        M("agent", "break_even_rounds"), None,
+        unmeasured="model-only: a break-even count of rounds, not an event on the wire"),
+    # ---- C14
+    Row("C14.phone", "20 rounds on the phone", "s", 64.0, M("placement", "total_phone"), None,
+        unmeasured="model-only: no network involved (the model runs on the phone)"),
+    Row("C14.workstation", "20 rounds on the nearby workstation", "s", 11.0,
+        M("placement", "total_workstation"), None,
+        unmeasured=_NO_WORKLOAD + "agent on edgecloud's edge with per-place model times"),
+    Row("C14.cloud", "20 rounds in the cloud region", "s", 31.6, M("placement", "total_cloud"), None,
+        unmeasured=_NO_WORKLOAD + "agent on edgecloud's cloud with per-place model times"),
+    Row("C14.min_uplink", "cloud meets 45 s from uplink", "Mbit/s", 3.8, M("placement", "cloud_min_uplink"),
+        None, unmeasured="model-only: a break-even rate"),
+    Row("C14.disconnect_keep", "one disconnect, 9 committed rounds kept", "s", 34.2,
+        M("placement", "disconnect_keep"), None,
+        unmeasured=_NO_WORKLOAD + "needs link-down injection in the agent run"),
+    Row("C14.disconnect_lose", "one disconnect, all 10 rounds lost", "s", 48.3,
+        M("placement", "disconnect_lose"), None,
+        unmeasured=_NO_WORKLOAD + "needs link-down injection in the agent run"),
+    # ---- C15
+    Row("C15.cost", "migration cost M (64 MiB at 80 Mbit/s + 1 s)", "s", 7.7, M("migration", "cost"), None,
+        unmeasured=_NO_WORKLOAD + "a 64 MiB bulk transfer on the edge path would measure the transfer part"),
+    Row("C15.break_even", "migration pays off from round", "round", 20, M("migration", "break_even_round"),
+        None, unmeasured="model-only: a break-even count of rounds"),
+    Row("C15.break_even_2s", "pays off from round, 2 s restore", "round", 22,
+        M("migration", "break_even_round", restore=2.0), None,
+        unmeasured="model-only: a break-even count of rounds"),
+)
+
+
+def select(ids: list[str] | None) -> list[Row]:
+    """Rows of the given cases (C1, C7) or row ids (C7.ratio_new); all when empty or 'all'."""
+    if not ids or ids == ["all"]:
+        return list(ROWS)
+    cases = {r.case for r in ROWS}
+    unknown = [i for i in ids if i not in cases and i not in {r.id for r in ROWS}]
+    if unknown:
+        raise ValueError(f"unknown case(s) {', '.join(unknown)}; valid: all, "
+                         f"{', '.join(sorted(cases, key=lambda c: int(c[1:])))} or a row id")
+    return [r for r in ROWS if r.case in ids or r.id in ids]
+
+
+def within(measured: float | None, chapter: float, tolerance: float) -> bool | None:
+    if measured is None or not math.isfinite(measured):
+        return None
+    return abs(measured - chapter) <= tolerance * abs(chapter) + 1e-12

@@ -1,0 +1,185 @@
+"""``testbed reproduce``'s engine: evaluate each row's model, run the experiments the rows need
+(once per experiment and ``sets``), read their ``summary.json``, and compose the result rows.
+
+The measurement hook is :func:`measure_all`: it takes the rows and an ``executor`` (default
+``testbed.execute.execute``) and returns, per experiment key, the experiment directory and its
+summary (``experiments.summary``), or the one-line reason it could not run.  A row's measured
+value is read from that summary by :func:`measured_value` — nothing else feeds the column.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+from .reproduce import EXPERIMENTS, FULL_REPS, QUICK_REPS, Measure, Row, within
+
+
+def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
+    """The Experiment a measure runs: its definition, only the levels the rows read, the reps and
+    the row's RunSpec ``sets`` (and --backend)."""
+    from .definition import Experiment, load_definition
+    exp = (Experiment.from_dict(EXPERIMENTS[measure.experiment], source="experiments/reproduce.py")
+           if measure.experiment in EXPERIMENTS else load_definition(measure.experiment))
+    keep = [lab for lab in exp.labels if lab in levels] or None
+    sets = dict(measure.sets)
+    if backend:
+        sets["backend"] = backend
+    exp = exp.with_overrides(levels=keep if keep and len(keep) >= 2 else None, reps=reps, sets=sets)
+    return exp.replace(warmup=0) if quick else exp
+
+
+def _dirname(measure: Measure) -> str:
+    if not measure.sets:
+        return measure.experiment
+    digest = hashlib.sha1(json.dumps(sorted(measure.sets.items())).encode()).hexdigest()[:6]
+    return f"{measure.experiment}-{digest}"
+
+
+def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = None,
+                backend: str | None = None, executor: Callable | None = None,
+                keep_up: Callable | None = None, progress: Callable = lambda msg: None) -> dict:
+    """Run every experiment the rows need; ``{key: {"dir", "summary"} | {"error"}}``."""
+    from .report import write_all
+    from .runner import run_experiment
+    reps = reps or (QUICK_REPS if quick else FULL_REPS)
+    wanted: dict[tuple, tuple[Measure, set]] = {}
+    for row in rows:
+        m = row.measure
+        if m is None or (quick and m.full_only):
+            continue
+        levels = wanted.setdefault(m.key, (m, set()))[1]
+        levels.update(m.levels or (m.level,))
+    results = {}
+    for key, (m, levels) in wanted.items():
+        d = out / "experiments" / _dirname(m)
+        try:
+            exp = experiment_for(m, levels, reps, quick, backend)
+            exp.validate()
+            progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
+            run_experiment(exp, d, executor=executor, keep_up=keep_up, quiet=True,
+                           resume=(d / "manifest.json").is_file())
+            results[key] = {"dir": str(d), "summary": write_all(d, plots=False)}
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            results[key] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+        except Exception as exc:   # a TestbedError (setup/run) from the runner: recorded per row
+            results[key] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    return results
+
+
+def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
+    lev = summary.get("by_level", {}).get(level)
+    if lev is None:
+        return None
+    if m.source == "verification":
+        v = lev.get("verification", {}).get(m.metric) or {}
+        return {"n": v.get("n", 0), "median": v.get("median"), "median_ci": None}
+    return lev.get("metrics", {}).get(m.metric)
+
+
+def measured_value(summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
+    """(value, ci95, n, reason if None) of a measure in an experiment summary, in the row's unit."""
+    def scaled(x):
+        return None if x is None else x * m.scale
+    if m.statistic == "median":
+        st = _level_stat(summary, m.level, m)
+        if not st or not st.get("n") or st.get("median") is None:
+            return None, None, 0, f"no valid run of level {m.level} ({_excluded(summary, m.level)})"
+        ci = st.get("median_ci")
+        return scaled(st["median"]), [scaled(c) for c in ci] if ci else None, st["n"], ""
+    a, b = m.levels
+    for comp in summary.get("comparisons", []):
+        if comp["a"] == a and comp["b"] == b and comp["metric"] == m.metric:
+            value, ci = comp.get(m.statistic), comp.get(f"{m.statistic}_ci")
+            na = (_level_stat(summary, a, m) or {}).get("n", 0)
+            nb = (_level_stat(summary, b, m) or {}).get("n", 0)
+            if value is None:
+                return None, None, 0, f"no valid runs to compare ({_excluded(summary, a)}; {_excluded(summary, b)})"
+            s = m.scale if m.statistic == "difference" else 1.0
+            return value * s, [c * s for c in ci] if ci else None, min(na, nb), ""
+    return None, None, 0, f"summary has no {a}/{b} comparison of {m.metric}"
+
+
+def _excluded(summary: dict, level: str) -> str:
+    reasons = [e["reason"] for e in summary.get("excluded", []) if e.get("level") == level and e.get("reason")]
+    return f"excluded: {reasons[0]}" if reasons else "no runs"
+
+
+def _evidence(row: Row, summary: dict) -> list[str]:
+    m = row.measure
+    out = []
+    for metric, label in row.explain:
+        for level in (m.levels or (m.level,)):
+            st = (summary.get("by_level", {}).get(level, {}).get("metrics", {}) or {}).get(metric)
+            if st and st.get("median") is not None:
+                out.append(f"{label} {st['median']:.4g} (median of {st['n']}, {level})")
+    return out
+
+
+def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: str | None = None) -> list[dict]:
+    """One result dict per row (the table's columns plus how each value was obtained);
+    ``measured`` None: no experiment ran (``skipped`` says why)."""
+    out = []
+    for row in rows:
+        model = row.model.value() if row.model else None
+        rec = {"id": row.id, "case": row.case, "quantity": row.quantity, "unit": row.unit,
+               "chapter": row.chapter, "model": model, "measured": None, "ci95": None, "n": 0,
+               "tolerance": row.tolerance if row.measure else None, "ok": None, "note": "",
+               "experiment_dir": None, "model_call": row.model.describe() if row.model else None,
+               "measure": _describe(row.measure)}
+        notes = []
+        m = row.measure
+        if m is None:
+            notes.append(row.unmeasured)
+        elif quick and m.full_only:
+            notes.append("not measured with --quick (full run only)")
+        elif measured is None:
+            notes.append(f"not measured in this run: {skipped or 'measurement skipped'}")
+        else:
+            res = measured.get(m.key)
+            if res is None:
+                notes.append("not measured in this run: its experiment was not run")
+            elif "error" in res:
+                notes.append(f"not measured: the experiment failed: {res['error']}")
+            else:
+                rec["experiment_dir"] = res["dir"]
+                value, ci, n, why = measured_value(res["summary"], m)
+                rec.update(measured=value, ci95=ci, n=n)
+                if value is None:
+                    notes.append(f"not measured: {why}")
+                else:
+                    rec["ok"] = within(value, row.chapter, row.tolerance)
+                    if not rec["ok"]:
+                        ev = _evidence(row, res["summary"])
+                        cause = row.cause or "unexplained"
+                        notes.append(f"miss: {cause}" + (f"; measured {'; '.join(ev)}" if ev else ""))
+        if row.note:
+            notes.append(row.note)
+        if model is not None and math.isfinite(model) and row.chapter and \
+                abs(model - row.chapter) > 0.01 * abs(row.chapter) and not row.note:
+            notes.append("model differs from the chapter by more than 1%")
+        rec["note"] = "; ".join(n for n in notes if n)
+        out.append(rec)
+    return out
+
+
+def _describe(m: Measure | None) -> dict | None:
+    if m is None:
+        return None
+    return {"experiment": m.experiment, "level": m.level, "levels": list(m.levels), "metric": m.metric,
+            "statistic": m.statistic, "sets": dict(m.sets), "source": m.source, "scale": m.scale,
+            "full_only": m.full_only}
+
+
+def can_measure() -> str | None:
+    """None when packets can be measured here, else the reason."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    try:
+        import testbed.execute  # noqa: F401
+    except ImportError as exc:
+        return f"testbed.execute is not available ({exc})"
+    return None
