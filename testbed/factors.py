@@ -219,7 +219,7 @@ def add_arguments(parser: argparse.ArgumentParser, where: str, title: str | None
     for f in FACTORS.values():
         if f.where != where:
             continue
-        default = "" if f.default is None else f" (default: {f.default})"
+        default = "" if f.default in (None, False) else f" (default: {f.default})"
         if f.flag:
             g.add_argument(f.option, dest=f.name, action="store_true", default=None,
                            help=f.help + default)

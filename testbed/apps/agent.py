@@ -22,6 +22,7 @@ from . import payload, tcpopts
 from .appmain import guarded, parse_hostport
 from .reqresp import Client, add_common
 from ..units import parse_size, parse_time
+from ..workloads import AgentParams, add_params
 
 
 def run_client(args) -> int:
@@ -60,13 +61,8 @@ def run_client(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m testbed.apps.agent", description=__doc__.split("\n\n")[0])
     p.add_argument("--server", required=True, help="HOST:PORT of a reqresp server")
-    p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--screenshot", default="0.8MB", help="upload size S per round")
-    p.add_argument("--model", default="2s", help="server think time T per round")
-    p.add_argument("--action", default="200", help="action size A")
-    p.add_argument("--terminal", default="0.3s", help="terminal work W between rounds")
-    p.add_argument("--reuse", action="store_true", help="one connection for all rounds")
-    p.add_argument("--timeout", default="10s")
+    p.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
+    add_params(p, AgentParams, ("client", "both"))   # one default each: testbed.workloads
     add_common(p)
     args = p.parse_args(argv)
     return run_client(args)

@@ -27,6 +27,7 @@ from . import payload, sockets, tcpinfo, tcpopts
 from .appmain import guarded, parse_hostport
 from .playback import Playback, chunk_bytes
 from ..units import parse_time
+from ..workloads import AudioParams, add_params
 
 REQUEST = struct.Struct("!4sIIII")
 MAGIC = b"AU01"
@@ -174,22 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m testbed.apps.audio", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5002")
-    s.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval while streaming (TCP)")
+    s.add_argument("--listen", default=":5002", help="HOST:PORT to listen on (default: :5002)")
     s.set_defaults(func=run_server)
     c = sub.add_parser("client")
     c.add_argument("--server", required=True)
-    c.add_argument("--rate", type=int, default=24000, help="sample rate, Hz")
-    c.add_argument("--sample-bytes", type=int, default=2, help="bytes per sample (mono)")
-    c.add_argument("--chunk", default="20ms", help="chunk duration τ")
-    c.add_argument("--duration", default="2s", help="stream length")
-    c.add_argument("--process", default="12ms", help="server processing time per chunk m")
-    c.add_argument("--buffer", default="40ms,45ms", help="initial buffer(s) J, comma-separated")
-    c.add_argument("--timeout", default="10s")
+    c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     c.set_defaults(func=run_client)
-    for q in (s, c):
-        q.add_argument("--transport", choices=("tcp", "udp"), default="tcp")
-        q.add_argument("--log", default="-")
+    for q, side in ((s, "server"), (c, "client")):   # one default each: testbed.workloads
+        add_params(q, AudioParams, (side, "both"))
+        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
         tcpopts.add_socket_arguments(q)
     args = p.parse_args(argv)
     return args.func(args)

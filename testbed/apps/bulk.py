@@ -23,6 +23,7 @@ from . import eventlog as ev
 from . import sockets, tcpinfo, tcpopts
 from .appmain import AppError, guarded, parse_hostport
 from ..units import parse_size, parse_time
+from ..workloads import BulkParams, add_params
 
 HEADER = struct.Struct("!4sBQI")
 MAGIC = b"BK01"
@@ -132,18 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m testbed.apps.bulk", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5001")
+    s.add_argument("--listen", default=":5001", help="HOST:PORT to listen on (default: :5001)")
     s.set_defaults(func=run_server)
     c = sub.add_parser("client")
     c.add_argument("--server", required=True)
-    c.add_argument("--direction", choices=("up", "down"), default="up")
-    c.add_argument("--size", help="bytes to transfer, e.g. 30MB")
-    c.add_argument("--duration", help="or: transfer for this long, e.g. 10s")
-    c.add_argument("--timeout", default="10s", help="connect timeout")
+    c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     c.set_defaults(func=run_client)
-    for q in (s, c):
-        q.add_argument("--log", default="-")
-        q.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval")
+    for q, side in ((s, "server"), (c, "client")):   # one default each: testbed.workloads
+        add_params(q, BulkParams, (side, "both"))
+        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
         tcpopts.add_socket_arguments(q)
     args = p.parse_args(argv)
     return args.func(args)

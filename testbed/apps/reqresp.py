@@ -306,34 +306,25 @@ def run_client(args: argparse.Namespace) -> int:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout)")
-    p.add_argument("--tls", action="store_true", help="TLS 1.3 (self-signed certificate made at run time)")
-    p.add_argument("--sample", default="10ms", help="TCP_INFO sampling interval during transfers (0 = start/end only)")
+    p.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
     tcpopts.add_socket_arguments(p)
 
 
 def build_parser(prog: str = "python -m testbed.apps.reqresp") -> argparse.ArgumentParser:
+    """Options of each side from ``testbed.workloads.ReqRespParams`` (one default each)."""
+    from ..workloads import ReqRespParams, add_params
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5000", help="HOST:PORT to listen on")
+    s.add_argument("--listen", default=":5000", help="HOST:PORT to listen on (default: :5000)")
+    add_params(s, ReqRespParams, ("server", "both"))
     add_common(s)
     s.set_defaults(func=run_server)
     c = sub.add_parser("client")
     c.add_argument("--server", required=True, help="HOST:PORT of the server")
-    c.add_argument("--size", default=str(payload.DEFAULT_SIZE), help="request body size (default 354640 B)")
-    c.add_argument("--reply-size", default="1000", help="reply size M")
-    c.add_argument("--process", default="30ms", help="server processing time T")
-    c.add_argument("--mode", choices=("new", "reuse"), default="new")
-    c.add_argument("--requests", type=int, default=1, help="timed requests K")
-    c.add_argument("--think", default="0", help="pause between requests")
-    c.add_argument("--warmup", type=int, default=10,
-                   help="at most this many untimed requests to warm the reused connection")
-    c.add_argument("--resume", action="store_true", help="TLS session resumption in mode new")
-    c.add_argument("--timeout", default="10s", help="connect timeout")
+    c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     c.add_argument("--socks", help="connect through this SOCKS5 proxy HOST:PORT (path = relay)")
-    c.add_argument("--write", choices=WRITE_PATTERNS, default="one",
-                   help="request write pattern: one send() (default) or 64 KiB blocks")
+    add_params(c, ReqRespParams, ("client", "both"))
     add_common(c)
     c.set_defaults(func=run_client)
     return p

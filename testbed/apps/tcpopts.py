@@ -42,7 +42,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..units import parse_size, parse_time
+from ..units import parse_time
 
 TCP_DELACK_MAX_US = getattr(socket, "TCP_DELACK_MAX_US", 46)
 CC_PATH = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
@@ -147,42 +147,15 @@ def parse_ack(text: str) -> tuple[bool, int | None]:
 
 
 def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("TCP socket factors (set before listen/connect)")
-    g.add_argument("--cc", default="cubic",
-                   help="TCP_CONGESTION: reno, cubic or bbr (default cubic, Linux's default; set on "
-                        "every socket so results never depend on the namespace's default)")
-    g.add_argument("--window", help="shorthand: SO_SNDBUF = SO_RCVBUF = TCP_WINDOW_CLAMP = this size")
-    g.add_argument("--sndbuf", help="SO_SNDBUF size, e.g. 4MB")
-    g.add_argument("--rcvbuf", help="SO_RCVBUF size")
-    g.add_argument("--window-clamp", help="TCP_WINDOW_CLAMP size")
-    g.add_argument("--nodelay", action="store_true", help="TCP_NODELAY (disable Nagle)")
-    g.add_argument("--delack-max", help="TCP_DELACK_MAX_US as a time, e.g. 10ms")
+    """One option per socket factor of the registry (``testbed/factors.py``)."""
+    from .. import factors
+    factors.add_arguments(parser, "socket", "TCP socket factors (set before listen/connect)")
 
 
 def socket_factors(args: argparse.Namespace) -> SocketFactors:
-    def size(value):
-        return None if value is None else parse_size(value)
-    window = size(args.window)
-    return SocketFactors(
-        cc=args.cc, nodelay=args.nodelay,
-        sndbuf=size(args.sndbuf) or window, rcvbuf=size(args.rcvbuf) or window,
-        window_clamp=size(args.window_clamp) or window,
-        delack_max_us=None if args.delack_max is None else int(round(parse_time(args.delack_max) * 1e6)))
-
-
-def socket_argv(f: SocketFactors) -> list[str]:
-    """The command-line flags that reproduce ``f`` (for starting apps in hosts)."""
-    argv = []
-    if f.cc:
-        argv += ["--cc", f.cc]
-    for name in ("sndbuf", "rcvbuf", "window_clamp"):
-        if getattr(f, name) is not None:
-            argv += [f"--{name.replace('_', '-')}", str(getattr(f, name))]
-    if f.nodelay:
-        argv.append("--nodelay")
-    if f.delack_max_us is not None:
-        argv += ["--delack-max", f"{f.delack_max_us}us"]
-    return argv
+    """The SocketFactors of an app's command line (registry defaults for what was not given)."""
+    from .. import factors
+    return SocketFactors(**factors.socket_fields(factors.from_args(args, "socket")))
 
 
 @dataclass(frozen=True)
@@ -245,10 +218,11 @@ def _ip_json(argv: list[str]) -> list[dict]:
 def apply_host(h: HostFactors) -> dict:
     """Apply ``h`` in the current network namespace; return what reads back."""
     route = _ip_json(["ip", "-j", "route", "get", h.peer])[0]
-    if route.get("dev") == "lo" and h.route_options():
-        raise ValueError(f"peer {h.peer} is local (dev lo): route options need a real path; "
-                         "run inside a topology host")
-    if h.route_options():
+    if route.get("dev") == "lo":
+        if h.route_options():
+            raise ValueError(f"peer {h.peer} is local (dev lo): route options need a real path; "
+                             "run inside a topology host")
+    else:   # always replaced, so options of an earlier run on the same hosts are gone
         subprocess.run(route_argv(h.peer, route, h.route_options()), check=True,
                        capture_output=True, text=True)
     if h.slow_start_after_idle is not None:
