@@ -24,10 +24,11 @@ Rule (the first that matches):
   or p99 read lag > 10 % of R; or more than 25 % of the delivered frames late.  The emulator
   could not keep up: delays and losses are not the configured ones; discard the run.
 * ``degraded``: any unintended drop; or p99 lateness > 2 % of R; or p99 read lag > 2 % of R;
-  or more than 5 % of the delivered frames late; or the frame accounting does not add up.
-  Timing figures carry an error of the stated size; compare with care or repeat.
-* ``ok``: otherwise.  A handful of late frames (≤ 5 %, p99 within 2 % of R) is noted, not
-  warned about.
+  or one frame later than 25 % of R (enough to shift one exchange visibly); or the frame
+  accounting does not add up.  Timing figures carry an error of the stated size; compare with
+  care or repeat.
+* ``ok``: otherwise.  Late frames (> 1 ms) alone do not degrade a run: what matters is their
+  lateness against R, so a few ms on a 200 ms path are noted, not warned about.
 
 ``warnings`` are worded by that severity; ``notes`` hold what is worth knowing in an ok run.
 ``links`` gives per direction the frames, the model's random losses and the configured loss
@@ -39,7 +40,7 @@ from typing import Any, Iterable
 
 RTT_FLOOR_MS = 10.0
 OVERLOAD = {"drop_fraction": 0.001, "late_p99_rtt": 0.10, "lag_p99_rtt": 0.10, "late_fraction": 0.25}
-DEGRADE = {"late_p99_rtt": 0.02, "lag_p99_rtt": 0.02, "late_fraction": 0.05}
+DEGRADE = {"late_p99_rtt": 0.02, "lag_p99_rtt": 0.02, "late_max_rtt": 0.25}
 VERDICTS = ("ok", "degraded", "overloaded", "unknown")
 
 
@@ -89,6 +90,7 @@ def verdict(summary: dict | None, links: Iterable[dict] | None = None) -> dict[s
          "lag_max_ms": _ms(summary.get("read_lag_us"), "max")}
     f["late_p99_rtt"] = max(f["late_p99_ms"] or 0.0, 0.0) / rtt
     f["lag_p99_rtt"] = (f["lag_p99_ms"] or 0.0) / rtt
+    f["late_max_rtt"] = max(f["late_max_ms"] or 0.0, 0.0) / rtt
     words = {
         "drop_fraction": lambda: f"{drops} frames ({f['drop_fraction']:.2%}) lost by the emulator "
                                  "itself (socket buffer, send errors or interface drops)",
@@ -99,6 +101,8 @@ def verdict(summary: dict | None, links: Iterable[dict] | None = None) -> dict[s
         "late_fraction": lambda: f"{late} of {delivered} frames ({f['late_fraction']:.1%}) left more "
                                  f"than {summary.get('late_ns', 1_000_000) / 1e6:g} ms late "
                                  f"(up to {f['late_max_ms'] or 0:.1f} ms)",
+        "late_max_rtt": lambda: f"a frame left {f['late_max_ms']:.1f} ms later than scheduled "
+                                f"({f['late_max_rtt']:.1%} of the {rtt:.0f} ms path RTT)",
     }
     over = [k for k, lim in OVERLOAD.items() if f[k] > lim]
     degraded = [k for k, lim in DEGRADE.items() if f[k] > lim]
