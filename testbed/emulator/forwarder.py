@@ -309,6 +309,7 @@ class Forwarder:
         self.iterations = 0
         self.timer_wakeups = 0
         self.poll_idle_ns = 0
+        self.send_read_ns = (0, 0)
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -410,6 +411,7 @@ class Forwarder:
             d.log.flush_max_ns = st.flush_max_ns
         self.iterations, self.timer_wakeups = run_stats.iterations, run_stats.timer_wakeups
         self.poll_idle_ns = run_stats.poll_idle_ns
+        self.send_read_ns = (run_stats.send_ns, run_stats.read_ns)
         self.stopping = True
 
     def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
@@ -489,6 +491,7 @@ class Forwarder:
             "cpu_percent": round(100 * cpu / wall, 2) if wall > 0 else None,
             "loop_iterations": self.iterations, "timer_wakeups": self.timer_wakeups,
             "poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
+            "send_s": round(self.send_read_ns[0] / 1e9, 6), "read_s": round(self.send_read_ns[1] / 1e9, 6),
             "realtime_minus_monotonic_ns": offset0,
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
             "realtime": cfg.realtime, "engine": cfg.engine,

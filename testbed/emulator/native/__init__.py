@@ -67,7 +67,8 @@ class IoStats(ctypes.Structure):
 
 
 class RunStats(ctypes.Structure):
-    _fields_ = [("iterations", _i64), ("timer_wakeups", _i64), ("poll_idle_ns", _i64)]
+    _fields_ = [("iterations", _i64), ("timer_wakeups", _i64), ("poll_idle_ns", _i64),
+                ("send_ns", _i64), ("read_ns", _i64)]
 
 
 class Rec(ctypes.Structure):  # linklog.RECORD
