@@ -8,6 +8,10 @@ Frame = 9-byte header ``!BII`` (type, stream id, payload length) + payload.
 * ``DATA``   either way: payload bytes of the stream (at most ``MAX_PAYLOAD`` per frame).
 * ``EOF``    either way: the sender's side of the stream is finished (TCP half-close).
 * ``RESET``  either way: abort the stream; both sides forget it.
+* ``HELLO``  server gw → client gw once, stream 0, right after the tunnel was accepted.  It makes
+  the tunnel really up: a SYN/ACK's window field is never scaled, so until the server sends a
+  segment the client believes the peer's window is at most 64 KB and its first burst (the first
+  stream's request) would wait a round trip after 64 KB.
 
 Stream ids are chosen by the client gateway (1, 2, ...) and never reused; a stream is
 forgotten once both directions saw EOF, or on RESET/REFUSED.  Frames that cross a RESET in
@@ -32,6 +36,7 @@ class FrameType(IntEnum):
     DATA = 4
     EOF = 5
     RESET = 6
+    HELLO = 7
 
 
 class ProtocolError(Exception):
@@ -151,6 +156,9 @@ class Mux:
                     self.streams[f.stream].add("open")
                 else:
                     del self.streams[f.stream]
+            elif f.type is FrameType.HELLO:
+                if self.role != "client" or f.stream != 0:
+                    raise ProtocolError("unexpected HELLO")
             elif f.type is FrameType.EOF:
                 self._flag(f.stream, "eof_in")
             elif f.type is FrameType.RESET:

@@ -62,6 +62,7 @@ class _Side:
         self.pending: dict[int, asyncio.Future] = {}
         self.counts: dict[int, dict] = {}
         self.early: dict[int, list] = {}   # DATA (and EOF) that arrived before the stream's socket
+        self.hello = asyncio.Event()      # the server gateway's HELLO arrived (client side)
 
     async def read_tunnel(self, on_open=None) -> None:
         while data := await self.reader.read(256 * 1024):
@@ -90,7 +91,9 @@ class _Side:
 
     async def _frame(self, f: mux.Frame, on_open) -> None:
         T = mux.FrameType
-        if f.type is T.OPEN:
+        if f.type is T.HELLO:
+            self.hello.set()
+        elif f.type is T.OPEN:
             asyncio.ensure_future(on_open(f.stream, *mux.decode_open(f.payload)))
         elif f.type in (T.OPENED, T.REFUSED):
             fut = self.pending.pop(f.stream, None)
@@ -188,10 +191,16 @@ async def client_gateway(log, socks_addr, tunnel_addr, factors, timeout,
     if connect not in CONNECT_MODES:
         raise ValueError(f"relay connect mode {connect!r}; allowed: {', '.join(CONNECT_MODES)}")
     tsock = await _tuned_connect(tunnel_addr, factors, timeout)
-    log.emit(ev.TUNNEL_UP, side="client-gw", connect=connect)
-    sockets.log_connection(log, tsock, 0, "tunnel-client", factors)
     treader, twriter = await asyncio.open_connection(sock=tsock)
     side = _Side(log, "client", treader, twriter)
+    tunnel = asyncio.ensure_future(side.read_tunnel())
+    try:                                   # up = the server's HELLO arrived (see mux.HELLO)
+        await asyncio.wait_for(side.hello.wait(), timeout)
+    except asyncio.TimeoutError:
+        tunnel.cancel()
+        raise AppError("the server gateway accepted the tunnel but sent no HELLO") from None
+    log.emit(ev.TUNNEL_UP, side="client-gw", connect=connect)
+    sockets.log_connection(log, tsock, 0, "tunnel-client", factors)
 
     async def on_app(reader, writer):
         box: dict = {}
@@ -251,13 +260,14 @@ async def client_gateway(log, socks_addr, tunnel_addr, factors, timeout,
     server = await asyncio.start_server(on_app, sock=listener)
     sockets.announce_ready(log, listener, role="client-gw", connect=connect)
     async with server:
-        await side.read_tunnel()
+        await tunnel
     raise AppError("the tunnel to the server gateway closed")
 
 
 async def server_gateway(log, listen_addr, factors, timeout) -> None:
     async def on_tunnel(treader, twriter):
         tsock = twriter.get_extra_info("socket")
+        twriter.write(mux.encode(mux.FrameType.HELLO, 0))
         log.emit(ev.TUNNEL_UP, side="server-gw")
         sockets.log_connection(log, tsock, 0, "tunnel-server", factors)
         side = _Side(log, "server", treader, twriter)
