@@ -19,16 +19,18 @@ from testbed.units import parse_probability, parse_size
 LOSS_P = 0.001
 FIDELITY_RULE = (
     "a run is excluded when, in this order: (1) it failed; (2) the link backend's fidelity verdict "
-    "is degraded or overloaded (verdict unknown, e.g. kernel netem without a frame log, is kept and "
-    "counted as not verified); (3) the emulator counted unintended drops (socket or interface "
-    "drops, send errors); (4) a link direction's measured random loss is implausible under its "
-    f"configured probability (two-sided exact binomial test, p < {LOSS_P}, over the frames it carried).")
+    "(testbed/emulator/fidelity.py) is overloaded, or degraded when the definition sets "
+    "accept_degraded = false (kept degraded runs are counted and listed; verdict unknown, e.g. "
+    "kernel netem, is kept and counted as not verified); (3) the emulator lost frames itself "
+    "(unintended drops > 0); (4) a link direction's measured random loss is implausible under its "
+    f"configured Bernoulli probability (two-sided exact binomial test, p < {LOSS_P}, over the "
+    "frames it carried).")
 
 
 @dataclass(frozen=True)
 class Check:
     factor: str                                  # RunSpec path or pattern
-    needs: tuple[str, ...]                       # keys of RunResult.checks it reads
+    needs: tuple[str, ...]                       # keys of RunResult.checks it reads (one suffices)
     rule: str                                    # the rule in words, printed in reports
     fn: Callable[[Any, dict], str | None]        # (level value, checks) -> reason or None
 
@@ -80,18 +82,34 @@ def _ack(level, ch):
 
 
 def _initcwnd(level, ch):
-    first = int(ch["first_flight_segments"])
     n = int(level)
+    if ch.get("first_flight_segments") is None:
+        got = _host_values(ch, "initcwnd")
+        return None if got and all(v == n for v in got) else f"initcwnd {n} but routes read back {got}"
+    first = int(ch["first_flight_segments"])
     return None if n / 2 < first <= n else f"initcwnd {n} but first flight {first} segments (want ({n / 2:g}, {n}])"
 
 
 def _path(level, ch):
-    path = ch["path"]
-    hosts = set(path if isinstance(path, (list, tuple)) else path.get("hosts", []))
-    relayed = bool(hosts & {"cgw", "sgw"})
-    if (level == "relay") != relayed:
-        return f"path {level} but packets seen on {', '.join(sorted(hosts)) or 'no host'}"
+    """``path``: capture file (``<host>-<iface>.pcap``) -> packets of the client's connections.
+    Relayed, the client's connections end at the client gateway: none reach the server host."""
+    seen: dict[str, int] = {}
+    for name, packets in ch["path"].items():
+        host = name.split("-")[0]
+        seen[host] = seen.get(host, 0) + int(packets)
+    if "server" not in seen:
+        return "path not verifiable: no capture on the server host (capture hosts must include it)"
+    at_server = seen["server"]
+    if level == "relay" and (at_server or not seen.get("cgw")):
+        return f"path relay but the client's connections were seen on the server ({at_server} packets)" \
+            if at_server else "path relay but no packets of the client's connections at cgw"
+    if level == "direct" and not at_server:
+        return "path direct but none of the client's packets reached the server host"
     return None
+
+
+def _host_values(ch, key):
+    return [h.get(key) for h in (ch.get("host_factors") or {}).values() if isinstance(h, dict)]
 
 
 def _norm(v):
@@ -100,9 +118,9 @@ def _norm(v):
     return {"true": "1", "false": "0"}.get(text, text)
 
 
-def _readback(key):
+def _readback(key, host_factor=False):
     def fn(level, ch):
-        got = ch[key]
+        got = _host_values(ch, key) if host_factor else ch[key]
         vals = set(map(_norm, got if isinstance(got, (list, tuple)) else [got]))
         return None if vals == {_norm(level)} else f"{key} {level} but read back {got}"
     return fn
@@ -131,10 +149,14 @@ for c in (
           "largest advertised window <= 1.3 x the level (default: unchecked)", _window),
     Check("host.ack", ("data_segments_per_ack",),
           "quick: <= 1.05 data segments per ACK; delayed / max:T: > 1.05", _ack),
-    Check("host.initcwnd", ("first_flight_segments",), "first flight in (N/2, N] segments", _initcwnd),
-    Check("params.path", ("path",), "relay: packets crossed cgw/sgw; direct: they did not", _path),
-    Check("host.slow_start_after_idle", ("slow_start_after_idle",),
-          "sysctl read back in the namespaces equals the level", _readback("slow_start_after_idle")),
+    Check("host.initcwnd", ("first_flight_segments", "host_factors"),
+          "first flight in (N/2, N] segments (without a first-flight measurement: the route's "
+          "initcwnd read back on both hosts equals N)", _initcwnd),
+    Check("params.path", ("path",), "relay: the client's connections reach cgw and never the server "
+          "host; direct: they reach the server host (captures on client, cgw and server)", _path),
+    Check("host.slow_start_after_idle", ("host_factors",),
+          "net.ipv4.tcp_slow_start_after_idle read back in both hosts' namespaces equals the level",
+          _readback("slow_start_after_idle", host_factor=True)),
     Check("params.resume", ("tls_resumed",), "on: every timed handshake resumed; off: none", _tls_resume),
     Check("links.*.*.queue", ("queue_limit",), "the link's applied queue limit equals the level",
           _readback("queue_limit")),
@@ -147,17 +169,16 @@ def manipulation_reason(factor: str, level, checks: dict) -> str | None:
     c = check_for(factor)
     if c is None:
         return f"no manipulation check registered for factor {factor}"
-    missing = [k for k in c.needs if checks.get(k) is None]
-    if missing:
-        return f"no read-back {', '.join(missing)} in the run's checks"
+    if all(checks.get(k) is None for k in c.needs):
+        return f"no read-back {' or '.join(c.needs)} in the run's checks"
     return c.fn(level, checks)
 
 
 def _loss_reason(link: dict) -> str | None:
-    frames, lost = int(link.get("frames", 0)), int(link.get("lost", 0))
-    p = parse_probability(link.get("configured_loss", 0))
-    if frames == 0:
+    frames, lost = int(link.get("frames") or 0), int(link.get("lost") or 0)
+    if frames == 0 or link.get("configured_loss") is None:      # no traffic, or not Bernoulli
         return None
+    p = parse_probability(link["configured_loss"])
     if p == 0:
         return f"{link.get('name', 'link')}: {lost} random losses on a lossless link" if lost else None
     from scipy.stats import binomtest
@@ -168,12 +189,13 @@ def _loss_reason(link: dict) -> str | None:
     return None
 
 
-def fidelity_reason(status: str, error: str | None, fidelity: dict) -> str | None:
+def fidelity_reason(status: str, error: str | None, fidelity: dict,
+                    accept_degraded: bool = True) -> str | None:
     if status != "complete":
         return f"run failed: {error or 'no error recorded'}"
     verdict = fidelity.get("verdict", "unknown")
-    if verdict in ("degraded", "overloaded"):
-        why = "; ".join(map(str, fidelity.get("warnings", []))) or "no detail"
+    if verdict == "overloaded" or verdict == "degraded" and not accept_degraded:
+        why = "; ".join(map(str, fidelity.get("reasons", []))) or "no detail"
         return f"link fidelity {verdict}: {why}"
     drops = int(fidelity.get("unintended_drops", 0) or 0)
     if drops:

@@ -10,6 +10,7 @@
     order = "alternate"                # alternate (A B A B) | abba | random (randomized blocks)
     seed = 1                           # experiment seed: every repetition's link seed derives from it
     keep_pcaps = "representative"      # all | representative (run closest to each median) | none
+    accept_degraded = true             # keep runs the emulator rated "degraded" (listed in the report)
     [base]                             # RunSpec.from_dict(base), see testbed/runspec.py
     topology = "longhaul"
     [base.params]
@@ -68,6 +69,7 @@ class Experiment:
     order: str = "alternate"
     seed: int = 1
     keep_pcaps: str = "representative"
+    accept_degraded: bool = True
     source: str = field(default="", compare=False)
 
     def __post_init__(self):

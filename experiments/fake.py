@@ -17,8 +17,10 @@ _READBACK = {"params.mode": lambda v: {"syn_per_request": 1.0 if v == "new" else
              "socket.cc": lambda v: {"cc": [v, v]},
              "host.ack": lambda v: {"data_segments_per_ack": 1.0 if v == "quick" else 1.17},
              "host.initcwnd": lambda v: {"first_flight_segments": int(v)},
-             "params.path": lambda v: {"path": ["client", "cgw", "sgw", "server"] if v == "relay"
-                                       else ["client", "server"]}}
+             "params.path": lambda v: {"path": {"client-client-eth0.pcap": 900, "cgw-cgw-eth0.pcap": 900,
+                                                "server-server-eth0.pcap": 0 if v == "relay" else 900}},
+             "host.slow_start_after_idle": lambda v: {"host_factors": {
+                 h: {"slow_start_after_idle": int(v)} for h in ("client", "server")}}}
 
 
 class FakeExecutor:

@@ -6,9 +6,11 @@ representative runs' captures:
 * ``<metric>-by-run``: the metric against the run index (execution order), colour by level,
   excluded runs as grey crosses — drift and order effects show here;
 * ``representative``: for the valid run closest to each level's median of the primary metric,
-  bytes in flight (outstanding = SND.MAX − SND.UNA of every data direction, from the capture
-  nearest the client) above a swimlane (one lane per request: handshake, request sent, server
-  time, response) — all rows on one time axis, seconds from the run's first packet.
+  bytes in flight (outstanding = SND.MAX − SND.UNA of every connection's main data direction,
+  from the capture on the client host) above a swimlane (one lane per request, packet times at
+  the client: handshake SYN → ACK, request first → last payload byte, wait from the request's
+  last to the response's first byte = server time + propagation, response first → last byte)
+  — all rows on one time axis, seconds from the run's first packet.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import numpy as np
 from analysis.plots import _plt, _save
 
 PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", "request_last", "tab:blue"),
-          ("server", "request_last", "response_first", "tab:orange"),
+          ("wait (server + propagation)", "request_last", "response_first", "tab:orange"),
           ("response", "response_first", "response_last", "tab:green"))
 
 

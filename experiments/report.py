@@ -55,6 +55,8 @@ def text(summary: dict, metric: str | None = None) -> str:
                      f"{p}; Cliff's delta {_num(c['cliffs_delta'], 2)}")
     for e in summary["excluded"]:
         lines.append(f"  excluded {e['dir']}: {e['reason']}")
+    if summary["degraded_kept"]:
+        lines.append(f"  kept, fidelity degraded: {', '.join(summary['degraded_kept'])}")
     if not summary["complete"]:
         lines.append("  INCOMPLETE: some runs have not run yet (rerun with --resume)")
     return "\n".join(lines)
@@ -98,11 +100,16 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
     md += ["", "## Excluded runs", ""]
     md += [f"- `{e['dir']}`: {e['reason']}" for e in summary["excluded"]] or ["none"]
     md += ["", f"Valid runs whose link fidelity could not be verified (verdict `unknown`): "
-               f"{summary['fidelity_unverified']}.", "", "## Cost", "",
+               f"{summary['fidelity_unverified']}.", "",
+           f"Valid runs the emulator rated `degraded` (kept; timing error stated in each run's "
+           f"manifest): {', '.join(f'`{d}`' for d in summary['degraded_kept']) or 'none'}.", "",
+           "## Cost", "",
            f"- median wall-clock per run {_num(ov['wall_s_per_run_median'], 2)} s over {ov['runs']} runs; "
            f"topology kept up across the runs of a repetition: {'yes' if ov['kept_topology'] else 'no'}"
            + (f" ({ov['bringups']} bring-ups, median {_num(ov['bringup_s_median'], 2)} s each)"
               if ov['bringups'] else ""),
+           f"- per run, the topology's own bring-up + teardown (median; 0 when kept up): "
+           f"{_num(ov['topology_s_per_run_median'], 2)} s",
            f"- disk per run (median) {_num(ov['disk_mb_per_run_median'], 2)} MB; tcpdump CPU in total "
            f"{_num(ov['capture_cpu_s_total'], 2)} s", ""]
     if plots:
@@ -127,13 +134,15 @@ def prune_pcaps(out: Path, summary: dict, keep: str) -> list[str]:
     return gone
 
 
-def write_all(out: str | Path, plots: bool = True) -> dict:
+def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:
+    """summary.json, plots/, report.md; with ``prune`` (at the end of ``run``, never in
+    ``report``) and a complete experiment, the pcaps ``keep_pcaps`` does not keep are deleted."""
     from . import plots as pl
-    out = Path(out)
+    out = Path(out).resolve()
     summary = summarize(out)
     written = pl.write(out, summary) if plots else []
     (out / REPORT).write_text(markdown(summary, written, out))
     keep = json.loads((out / "manifest.json").read_text())["definition"]["keep_pcaps"]
-    if summary["complete"]:
+    if prune and summary["complete"]:
         prune_pcaps(out, summary, keep)
     return summary

@@ -15,16 +15,18 @@ run is finished too: it is recorded, listed and excluded, not retried).
 
 The executor is any callable ``(spec, out_dir, **kw) -> RunResult`` (``testbed.execute.execute``
 by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.keeps_topology`)
-and a ``keep_up(spec)`` context manager is given, the topology is brought up once per
-repetition block (the arms of one repetition share its link seed) and passed to the executor as
-``testbed=``; its bring-up time is recorded so the report can state the per-run overhead.
+and a ``keep_up(spec)`` context manager is given (:func:`topology_keeper`), the topology is
+brought up once per repetition block (the arms of one repetition share its link seed) and passed
+to the executor as ``testbed=``; its bring-up time is recorded so the report can state the
+per-run overhead.  The price: the link backend's summary then covers the whole block, so runs
+get no per-run fidelity verdict (``unknown``) — hence off by default (``--keep-topology``).
 """
 from __future__ import annotations
 
 import json
 import shutil
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -73,6 +75,23 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
                 "schedule": [s.to_dict() for s in schedule(exp)]}
     _write_json(path, manifest)
     return manifest
+
+
+def topology_keeper(out: Path) -> Callable:
+    """``keep_up(spec)``: a Testbed (testbed.network) up for one repetition block, its results
+    (metadata, emulator logs) in ``OUT/topology/rep-…``."""
+    @contextmanager
+    def keep_up(spec):
+        import tempfile
+
+        from testbed.network import Testbed
+        root = out / "topology"
+        root.mkdir(exist_ok=True)
+        d = tempfile.mkdtemp(dir=root, prefix=f"seed{spec.seed}-")
+        with Testbed(spec.topology, backend=spec.backend, seed=spec.seed,
+                     overrides=dict(spec.topology_params), links=dict(spec.links), run_dir=d) as tb:
+            yield tb
+    return keep_up
 
 
 def finished(out: Path, slot: Slot) -> bool:

@@ -47,7 +47,7 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
     r = load_run(d)
     info = json.loads((d / RUN_INFO).read_text())
     check = ck.check_for(exp.factor)
-    reason = ck.fidelity_reason(r.status, r.error, r.fidelity)
+    reason = ck.fidelity_reason(r.status, r.error, r.fidelity, exp.accept_degraded)
     if reason is None:
         reason = ck.manipulation_reason(exp.factor, exp.level(slot["level"]), r.checks)
     return {**rec, "status": r.status, "error": r.error, "valid": reason is None and not slot["warmup"],
@@ -55,8 +55,16 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
             "metrics": {m: run_value(r.metrics.get(m)) for m in exp.metrics},
             "checks": {k: r.checks.get(k) for k in (check.needs if check else ())},
             "wall_s": info.get("wall_s"), "setup_s": info.get("setup_s"),
+            "topology_s": _topology_s(r.timings),
             "kept_topology": info.get("kept_topology", False),
             "capture": r.capture, "disk_mb": round(_dir_mb(d), 3)}
+
+
+def _topology_s(timings: dict):
+    """Seconds this run spent bringing its own topology up and tearing it down (None if kept up)."""
+    if not timings or "bring_up_s" not in timings:
+        return None
+    return round(timings["bring_up_s"] + timings.get("teardown_s", 0.0), 4)
 
 
 def _verification(runs: list[dict], keys) -> dict:
@@ -76,6 +84,11 @@ def _closest(runs: list[dict], metric: str, median) -> str | None:
     if not cands or median is None:
         return None
     return min(cands, key=lambda r: (abs(r["metrics"][metric] - median), r["index"]))["dir"]
+
+
+def _med(xs):
+    xs = [x for x in xs if x is not None]
+    return float(np.median(xs)) if xs else None
 
 
 def summarize(out: str | Path) -> dict:
@@ -125,9 +138,11 @@ def summarize(out: str | Path) -> dict:
         "excluded": [{"dir": r["dir"], "level": r["level"], "reason": r["reason"]}
                      for r in main if r["status"] != "missing" and not r["valid"]],
         "fidelity_unverified": sum(r.get("fidelity") == "unknown" for r in main if r["valid"]),
+        "degraded_kept": [r["dir"] for r in main if r["valid"] and r.get("fidelity") == "degraded"],
         "overhead": {"runs": len(done), "wall_s_per_run_median": float(np.median(walls)) if walls else None,
                      "kept_topology": any(r.get("kept_topology") for r in done),
                      "bringups": len(setups), "bringup_s_median": float(np.median(setups)) if setups else None,
+                     "topology_s_per_run_median": _med([r.get("topology_s") for r in done]),
                      "disk_mb_per_run_median": float(np.median([r["disk_mb"] for r in done])) if done else None,
                      "capture_cpu_s_total": sum(float((r.get("capture") or {}).get("cpu_s", 0) or 0) for r in done)},
         "runs": runs,

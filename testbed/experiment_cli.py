@@ -3,7 +3,8 @@
     testbed experiment list [--json]
     testbed experiment show NAME|FILE
     testbed experiment run NAME|FILE [--levels A,B] [--reps N] [--seed S] [--backend B]
-        [--link LINK.DIR.FIELD=VALUE ...] [--set PATH=VALUE ...] [--out DIR] [--resume] [--json] [--quiet]
+        [--link LINK.DIR.FIELD=VALUE ...] [--set PATH=VALUE ...] [--out DIR] [--resume]
+        [--keep-topology] [--json] [--quiet]
     testbed experiment report DIR [--json]
 
 ``--set`` takes any RunSpec path (``params.requests=5``, ``topology_params.loss_down=0%``,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from .errors import UsageError
 
@@ -43,6 +45,9 @@ def register(sub) -> None:
     r.add_argument("--out", help="experiment directory (default results/NAME-YYYYmmdd-HHMMSS)")
     r.add_argument("--results", default="results", help="root of the default --out")
     r.add_argument("--resume", action="store_true", help="continue the experiment in --out")
+    r.add_argument("--keep-topology", action="store_true",
+                   help="keep the topology up across the runs of a repetition when the factor allows "
+                        "(saves the bring-up per run; runs then get no per-run fidelity verdict)")
     r.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=run_run)
@@ -94,7 +99,7 @@ def run_show(args) -> int:
 def run_run(args) -> int:
     from experiments import load_definition, run_experiment, write_all
     from experiments.report import text
-    from experiments.runner import default_out
+    from experiments.runner import default_out, topology_keeper
     sets = {**_pairs(args.set, "", "--set"), **_pairs(args.link, "links.", "--link")}
     if args.backend:
         sets["backend"] = args.backend
@@ -107,27 +112,16 @@ def run_run(args) -> int:
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
     out = args.out or default_out(exp, args.results)
-    keep_up = _keep_up()
-    run_experiment(exp, out, keep_up=keep_up, resume=args.resume, quiet=args.quiet)
-    summary = write_all(out)
+    keep_up = topology_keeper(Path(out)) if args.keep_topology else None
+    run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet)
+    summary = write_all(out, prune=True)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))
     if not args.json:
         print(f"results in {out} (report.md, summary.json, plots/)", file=sys.stderr)
     return 0
 
 
-def _keep_up():
-    """The core's context manager that brings a topology up for several runs, if it has one."""
-    try:
-        from . import execute
-    except ImportError:
-        return None
-    return getattr(execute, "bring_up", None)
-
-
 def run_report(args) -> int:
-    from pathlib import Path
-
     from experiments import write_all
     from experiments.report import text
     if not (Path(args.dir) / "manifest.json").is_file():

@@ -200,3 +200,50 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
         load_definition("nope")
     with pytest.raises(UsageError, match="unknown level 'x'; levels: new, reuse"):
         reuse().with_overrides(levels=["new", "x"])
+
+
+@pytest.mark.parametrize("factor,level,checks,ok", [
+    ("params.mode", "new", {"syn_per_request": 1.0}, True),
+    ("params.mode", "reuse", {"syn_per_request": 1 / 11}, True),
+    ("params.mode", "reuse", {"syn_per_request": 1.0}, False),
+    ("socket.cc", "bbr", {"cc": ["bbr"]}, True),
+    ("socket.cc", "bbr", {"cc": ["bbr", "cubic"]}, False),
+    ("socket.window", "64KB", {"max_adv_window": 78000}, True),
+    ("socket.window", "64KB", {"max_adv_window": 3_000_000}, False),
+    ("host.ack", "quick", {"data_segments_per_ack": 1.0}, True),
+    ("host.ack", "quick", {"data_segments_per_ack": 1.31}, False),
+    ("host.ack", "max:10ms", {"data_segments_per_ack": 1.17}, True),
+    ("host.initcwnd", 40, {"first_flight_segments": 40}, True),
+    ("host.initcwnd", 40, {"first_flight_segments": 10}, False),
+    ("host.initcwnd", 40, {"host_factors": {"client": {"initcwnd": 40}, "server": {"initcwnd": 40}}}, True),
+    ("host.slow_start_after_idle", False,
+     {"host_factors": {"client": {"slow_start_after_idle": 0}, "server": {"slow_start_after_idle": 0}}}, True),
+    ("host.slow_start_after_idle", False,
+     {"host_factors": {"client": {"slow_start_after_idle": 1}, "server": {"slow_start_after_idle": 0}}}, False),
+    ("params.path", "relay", {"path": {"client-client-eth0.pcap": 10, "cgw-cgw-eth0.pcap": 10,
+                                       "server-server-eth0.pcap": 0}}, True),
+    ("params.path", "relay", {"path": {"client-client-eth0.pcap": 10, "cgw-cgw-eth0.pcap": 10,
+                                       "server-server-eth0.pcap": 10}}, False),
+    ("params.path", "direct", {"path": {"client-client-eth0.pcap": 10}}, False),
+    ("links.bottleneck.up.queue", "20", {"queue_limit": 20}, True),
+    ("params.mode", "new", {}, False),
+])
+def test_manipulation_checks(factor, level, checks, ok):
+    from experiments.checks import manipulation_reason
+    reason = manipulation_reason(factor, level, checks)
+    assert (reason is None) == ok, reason
+
+
+def test_fidelity_rule():
+    from experiments.checks import fidelity_reason
+    assert fidelity_reason("complete", None, {"verdict": "ok"}) is None
+    assert fidelity_reason("complete", None, {"verdict": "unknown"}) is None
+    assert "overloaded: late" in fidelity_reason("complete", None, {"verdict": "overloaded", "reasons": ["late"]})
+    assert fidelity_reason("complete", None, {"verdict": "degraded"}) is None
+    assert "degraded" in fidelity_reason("complete", None, {"verdict": "degraded"}, accept_degraded=False)
+    assert fidelity_reason("complete", None, {"links": [{"frames": 10, "lost": 5, "configured_loss": None}]}) is None
+    assert "3 unintended" in fidelity_reason("complete", None, {"verdict": "ok", "unintended_drops": 3})
+    assert "failed" in fidelity_reason("failed", "boom", {})
+    link = {"name": "bottleneck.down", "configured_loss": "14%", "frames": 2000}
+    assert fidelity_reason("complete", None, {"links": [{**link, "lost": 281}]}) is None
+    assert "measured loss 0.0500" in fidelity_reason("complete", None, {"links": [{**link, "lost": 100}]})
