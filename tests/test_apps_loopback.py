@@ -112,6 +112,23 @@ def test_bulk_both_directions(tmp_path):
     assert d["bytes"] > 0 and d["seconds"] >= 0.3
 
 
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_bulk_duration_goodput_over_the_window_drain_apart(tmp_path, direction):
+    """A 64 KB receive window caps what is read per window; the sender's 4 MB send buffer then
+    drains after the window, and the goodput counts only the window's bytes."""
+    with server("testbed.apps.bulk", "--log", str(tmp_path / "s.jsonl"), "--rcvbuf", "64KB") as (_, port):
+        r = run("testbed.apps.bulk", "client", "--server", f"127.0.0.1:{port}", "--duration", "0.5s",
+                "--direction", direction, "--sndbuf", "4MB", "--rcvbuf", "64KB",
+                "--log", str(tmp_path / "c.jsonl"))
+    assert r.returncode == 0, r.stderr
+    s = events(tmp_path / "c.jsonl", ev.SUMMARY)[0]
+    assert s["window_s"] == 0.5 and 0 < s["window_bytes"] <= s["bytes"]
+    assert s["goodput_bps"] == pytest.approx(8 * s["window_bytes"] / 0.5)
+    assert s["drain_bytes"] == s["bytes"] - s["window_bytes"]
+    assert s["drain_s"] == pytest.approx(s["seconds"] - 0.5, abs=1e-3)
+    assert "window" in r.stdout and "drained" in r.stdout
+
+
 @pytest.mark.parametrize("transport", ["tcp", "udp"])
 def test_audio_stream_on_c9_schedule(tmp_path, transport):
     with server("testbed.apps.audio", "--transport", transport, "--log", str(tmp_path / "s.jsonl")) as (_, port):

@@ -4,11 +4,19 @@ cross-check; this one logs on the testbed's clock and with its TCP_INFO samples)
 Wire: the client sends a 17-byte header ``!4sBQI`` = (b"BK01", direction 0 = up (client
 sends) / 1 = down (server sends), size in bytes (0 = by duration), duration in ms).  The
 sender writes zeros; up: the client half-closes after the data and the server answers with
-the 8-byte count it received; down: the server closes after the data.
+``!QQ`` = (bytes received, bytes received in the window); down: the server closes after the data.
+
+The window (duration mode): the D seconds the user asked for, measured at the receiving
+application from its first payload byte.  Writing stops after D at the sender, but what is
+still queued in its send buffer and in flight then drains, for as long as the path needs (at
+the Mathis bound of a lossy path, tens of seconds); that drain is reported apart.
 
 Client events: ``bulk_start`` (before the first byte is sent/requested) and ``bulk_end``
 (up: the server's count arrived; down: EOF after the last byte), and ``summary`` with
-``goodput_bps`` = 8 × bytes / (bulk_end − bulk_start).
+``goodput_bps`` = 8 × window_bytes / D in duration mode (window_bytes = payload bytes the
+receiving application read in the window), 8 × bytes / (bulk_end − bulk_start) in size mode;
+``drain_s`` = bulk_end − (bulk_start + D) and ``drain_bytes`` = bytes − window_bytes (duration
+mode); ``total_goodput_bps`` = 8 × bytes / (bulk_end − bulk_start) either way.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from ..units import parse_size, parse_time
 from ..workloads import BulkParams, add_params
 
 HEADER = struct.Struct("!4sBQI")
+COUNTS = struct.Struct("!QQ")
 MAGIC = b"BK01"
 BLOCK = bytes(256 * 1024)
 
@@ -47,6 +56,31 @@ def drain(sock: socket.socket) -> int:
     return got
 
 
+def receive(sock: socket.socket, window: float, after_first=None) -> tuple[int, int | None]:
+    """Read to EOF; returns (bytes, bytes read within ``window`` seconds of the first payload
+    byte, or None when ``window`` is 0).  recv() is woken at the window's end;
+    ``after_first()`` runs once the first bytes are in."""
+    first = sock.recv(sockets.RECV_BLOCK)
+    got = len(first)
+    if after_first is not None:
+        after_first()
+    if not first or window <= 0:
+        return got + (drain(sock) if first else 0), None
+    end = time.monotonic() + window
+    while (left := end - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(sockets.RECV_BLOCK)
+        except TimeoutError:
+            break
+        if not chunk:
+            sock.settimeout(None)
+            return got, got
+        got += len(chunk)
+    sock.settimeout(None)
+    return got + drain(sock), got
+
+
 def _serve(sock: socket.socket, log: ev.EventLog, conn: int, interval: float,
            factors: tcpopts.SocketFactors) -> None:
     with sock:
@@ -58,8 +92,8 @@ def _serve(sock: socket.socket, log: ev.EventLog, conn: int, interval: float,
         log.emit(ev.BULK_START, conn=conn, direction="up" if direction == 0 else "down", size=size)
         with tcpinfo.Sampler(log, sock, conn, interval):
             if direction == 0:
-                got = drain(sock)
-                sock.sendall(struct.pack("!Q", got))
+                got, in_window = receive(sock, duration_ms / 1e3)
+                sock.sendall(COUNTS.pack(got, got if in_window is None else in_window))
             else:
                 got = send_for(sock, size, duration_ms / 1e3)
                 sock.shutdown(socket.SHUT_WR)
@@ -112,19 +146,28 @@ def run_client(args) -> int:
                 if up:
                     send_for(sock, size, duration)
                     sock.shutdown(socket.SHUT_WR)
-                    reply = sockets.recv_exact(sock, 8, keep=True)
-                    got = struct.unpack("!Q", reply)[0]
+                    got, in_window = COUNTS.unpack(sockets.recv_exact(sock, COUNTS.size, keep=True))
                 else:
-                    got = len(sock.recv(sockets.RECV_BLOCK))
-                    sockets.reassert_clamp(sock, factors, log, 0)
-                    got += drain(sock)
+                    got, in_window = receive(sock, duration,
+                                             lambda: sockets.reassert_clamp(sock, factors, log, 0))
             t1 = log.emit(ev.BULK_END, conn=0, bytes=got)["t"]
         if size and got != size:
             raise AppError(f"transfer incomplete: {got} of {size} bytes")
-        goodput = 8 * got / ((t1 - t0) / 1e9)
-        log.emit(ev.SUMMARY, direction=args.direction, bytes=got, seconds=(t1 - t0) / 1e9,
-                 goodput_bps=goodput)
-        print(f"{args.direction}: {got} B in {(t1 - t0) / 1e9:.3f} s = {goodput / 1e6:.2f} Mbit/s", flush=True)
+        total_s = (t1 - t0) / 1e9
+        total = 8 * got / total_s
+        fields = {"goodput_bps": total}
+        if duration:
+            fields = {"goodput_bps": 8 * in_window / duration, "window_s": duration,
+                      "window_bytes": in_window, "drain_s": round(total_s - duration, 6),
+                      "drain_bytes": got - in_window}
+        log.emit(ev.SUMMARY, direction=args.direction, bytes=got, seconds=total_s,
+                 total_goodput_bps=total, **fields)
+        line = f"{args.direction}: {got} B in {total_s:.3f} s = {total / 1e6:.2f} Mbit/s"
+        if duration:
+            line = (f"{args.direction}: {fields['goodput_bps'] / 1e6:.2f} Mbit/s over the {duration:g} s "
+                    f"window ({in_window} B); then {got - in_window} B drained in "
+                    f"{fields['drain_s']:.3f} s more")
+        print(line, flush=True)
         return 0
     return guarded(run, log)
 
