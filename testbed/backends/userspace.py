@@ -278,6 +278,6 @@ class UserspaceBackend:
             from ..emulator.fidelity import verdict
             v = verdict(out)
             out["engine_warnings"] = out.get("warnings", [])
-            out["fidelity"] = {k: v[k] for k in ("verdict", "reasons", "notes", "path_rtt_ms")}
+            out["fidelity"] = {k: v.get(k) for k in ("verdict", "reasons", "notes", "path_rtt_ms")}
             out["warnings"] = v["warnings"]
         return out
