@@ -44,6 +44,8 @@ Event names (analysis joins on these; all times are when the app observed the ev
   (client gateway) is when the far gateway's OPENED/REFUSED arrived — after ``socks_reply`` in
   optimistic mode, before it in confirmed mode.  ``stream_reset``: one stream aborted
   (``reason``), the gateway keeps serving the others.
+* ``transport_stats``: the UDP transport's counters of one connection (``testbed.transport``:
+  packets, source/repair, retransmitted, lost, malformed, ACKs, RTT, loss estimate).
 * ``summary``: per-run figures computed by the app from its own events.
 * ``error``: what went wrong (the process then exits non-zero).
 """
@@ -94,6 +96,7 @@ STREAM_OPEN = "stream_open"
 STREAM_CLOSE = "stream_close"
 STREAM_CONNECTED = "stream_connected"
 STREAM_RESET = "stream_reset"
+TRANSPORT_STATS = "transport_stats"
 SUMMARY = "summary"
 ERROR = "error"
 

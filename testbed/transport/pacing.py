@@ -95,10 +95,13 @@ class DeliveryRate:
             self._check_full()
         interval = max(now - (ptime if ptime else sent_time), 1)
         rate = (self.delivered - pdelivered) * 1e9 / interval
-        self._samples.append((self.round, rate))
-        while self._samples and self._samples[0][0] <= self.round - self.window_rounds:
-            self._samples.popleft()
-        self.max_rate = max(r for _, r in self._samples)
+        samples = self._samples            # monotonic: rates decrease from left to right
+        while samples and samples[-1][1] <= rate:
+            samples.pop()
+        samples.append((self.round, rate))
+        while samples[0][0] <= self.round - self.window_rounds:
+            samples.popleft()
+        self.max_rate = samples[0][1]
 
     def _check_full(self) -> None:
         if self.full or self.max_rate is None:

@@ -4,13 +4,15 @@ Common header, 6 bytes: ``magic`` (0xFC), ``type|flags`` (low 4 bits: SOURCE=1, 
 bit 0x80 ACK_NOW asks the receiver to ACK at once), ``pn`` (uint32 packet number, one space per
 direction, never reused: a retransmitted symbol gets a new number).
 
-SOURCE / REPAIR (symbol packets), then 9 bytes: ``msg`` (uint32 message id), ``length`` (uint32
-message length in bytes), ``round`` (uint8: 0 = first transmission, n = sent because a packet of
-round n-1 was lost), followed by RaptorQ's 4-byte payload id (source block number 0, 24-bit
+SOURCE / REPAIR (symbol packets), then 9 bytes: ``round`` (uint8: 0 = first transmission, n =
+sent because a packet of round n-1 was lost or a probe timer expired), ``msg`` (uint32 message
+id), ``length`` (uint32 message length in bytes), followed by RaptorQ's 4-byte payload id (source block number 0, 24-bit
 encoding symbol id, ESI) and one symbol of ``SYMBOL`` bytes (the last source symbol zero-padded).
 ESI < k = ceil(length / SYMBOL) is a source symbol (the message bytes themselves, the code is
 systematic), ESI >= k a repair symbol; the type says which, so pcaps count repair packets from
-the header alone.  1448 B symbols make 1467 B of UDP payload, a 1495 B IP packet.
+the header alone.  1448 B symbols make 1467 B of UDP payload, a 1495 B IP packet.  The first 8
+payload bytes (what a headers-only capture and ``analysis.pcap`` keep) hold magic, type, packet
+number and round.
 
 ACK, then: ``ack_delay_us`` (uint32: time the receiver held the ACK), ``n_status`` (uint8) times
 (``msg`` uint32, ``need`` uint16: symbols the receiver still needs for that message, 0 = delivered),
@@ -33,7 +35,7 @@ MAX_RANGES = 64
 MAX_STATUS = 16
 
 HEADER = struct.Struct("!BBI")
-SYMHDR = struct.Struct("!IIB")
+SYMHDR = struct.Struct("!BII")
 PAYLOAD_ID = struct.Struct("!I")          # SBN (8 bits) | ESI (24 bits), RFC 6330 section 3.2
 ACKHDR = struct.Struct("!IB")
 STATUS = struct.Struct("!IH")
@@ -77,7 +79,7 @@ def k_of(length: int) -> int:
 
 def encode_symbol(p: SymbolPacket) -> bytes:
     kind = (REPAIR if p.repair else SOURCE) | (ACK_NOW if p.ack_now else 0)
-    return (HEADER.pack(MAGIC, kind, p.pn) + SYMHDR.pack(p.msg, p.length, p.round)
+    return (HEADER.pack(MAGIC, kind, p.pn) + SYMHDR.pack(p.round, p.msg, p.length)
             + PAYLOAD_ID.pack(p.esi) + p.symbol)
 
 
@@ -101,7 +103,7 @@ def parse(data: bytes) -> SymbolPacket | AckPacket:
     if ptype in (SOURCE, REPAIR):
         if len(data) != SYMBOL_OVERHEAD + SYMBOL:
             raise Malformed(f"symbol packet of {len(data)} B, expected {SYMBOL_OVERHEAD + SYMBOL}")
-        msg, length, rnd = SYMHDR.unpack_from(data, HEADER.size)
+        rnd, msg, length = SYMHDR.unpack_from(data, HEADER.size)
         (pid,) = PAYLOAD_ID.unpack_from(data, HEADER.size + SYMHDR.size)
         if pid >> 24:
             raise Malformed(f"source block number {pid >> 24}, only block 0 is used")

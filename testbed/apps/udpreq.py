@@ -1,0 +1,239 @@
+"""Request/response over the testbed's UDP transport (``testbed.transport``): the same fixed
+354,640 B body as ``reqresp``, server processing time T, reply of M bytes.
+
+Messages: a request is ``!4sQII`` = (b"UQ01", body length N, reply length M, processing time T
+in µs) + N body bytes; a response is ``!4sI`` = (b"UR01", the request's message id) + M bytes.
+Mode ``new``: a new socket (source port) and transport endpoint per request; ``reuse``: one,
+with ``--warmup`` untimed requests first (so adaptive FEC starts from a measured loss rate).
+
+Events (``eventlog``, one clock): client ``request_issued`` (timing starts), ``first_request_
+byte_sent`` (first datagram of the request handed to the kernel), ``first_response_byte`` (first
+symbol of the response arrived), ``last_response_byte`` (response complete); server
+``request_received`` (first symbol of the request arrived), ``request_complete`` (request
+complete: sha256, symbols, ``decoded``, ``decode_ms``), ``response_first_byte_sent``;
+``transport_stats`` per connection (the endpoint's counters, RTT, loss estimate).  Per-request
+completion = last_response_byte.t − request_issued.t, as for reqresp.  Malformed datagrams are
+counted (``malformed`` in transport_stats) and dropped.
+
+    python -m testbed.apps.udpreq server --listen :5003 --log server.jsonl --fec adaptive
+    python -m testbed.apps.udpreq client --server 10.0.0.2:5003 --log client.jsonl --fec adaptive
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import struct
+import sys
+import time
+
+from . import eventlog as ev
+from . import payload
+from .appmain import AppError, guarded, parse_hostport
+from .sockets import announce_ready
+from ..transport.workload import UdpReqParams
+from ..units import parse_size, parse_time
+from ..workloads import add_params
+
+REQUEST = struct.Struct("!4sQII")
+RESPONSE = struct.Struct("!4sI")
+REQ_MAGIC, RESP_MAGIC = b"UQ01", b"UR01"
+REPLY_SEED = b"testbed-reply-v1"
+
+
+def transport_config(args):
+    from ..transport.config import TransportConfig
+    return TransportConfig.from_factors(args.fec, args.ack_policy, args.pacing, args.loss_prior, args.backoff)
+
+
+def log_stats(log: ev.EventLog, conn, ep, **fields) -> None:
+    log.emit(ev.TRANSPORT_STATS, conn=conn, **ep.stats, srtt_ms=(ep.rtt.srtt or 0) / 1e6,
+             min_rtt_ms=(ep.rtt.min_rtt or 0) / 1e6, loss_estimate=round(ep.loss.p, 5),
+             loss_samples=ep.loss.samples, **fields)
+
+
+# ------------------------------------------------------------------ server
+
+def run_server(args: argparse.Namespace) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        from ..transport.endpoint import MessageDelivered, MessageReceived
+        from ..transport.udploop import UdpLoop, udp_socket
+        log.emit(ev.START, role="server", argv=sys.argv[1:])
+        config = transport_config(args)
+        log.emit(ev.FACTORS, side="server", requested=config.describe(), transport=config.describe())
+        sock = udp_socket(parse_hostport(args.listen))
+        loop = UdpLoop(sock, config, accept=True)
+        conns: dict = {}
+        first: dict = {}
+
+        def on_event(addr, e):
+            conn = conns.setdefault(addr, len(conns))
+            ep = loop.endpoints[addr]
+            if isinstance(e, MessageReceived):
+                if len(e.data) < REQUEST.size or e.data[:4] != REQ_MAGIC:
+                    log.emit(ev.ERROR, conn=conn, message=f"message {e.msg} is not a request")
+                    return
+                _, n, m, process_us = REQUEST.unpack_from(e.data)
+                body = e.data[REQUEST.size:]
+                log.emit(ev.REQUEST_RECEIVED, t=e.first_t, conn=conn, req=e.msg, body=n, reply=m,
+                         process_us=process_us)
+                log.emit(ev.REQUEST_COMPLETE, t=e.t, conn=conn, req=e.msg, bytes=len(body),
+                         sha256=payload.digest(body), symbols=e.symbols, decoded=e.decoded,
+                         decode_ms=e.decode_ns / 1e6)
+
+                def reply(addr=addr, msg=e.msg, m=m, conn=conn):
+                    t = time.monotonic_ns()
+                    loop.endpoints[addr].send_message(t, RESPONSE.pack(RESP_MAGIC, msg)
+                                                      + payload.body(m, REPLY_SEED))
+                    first[addr] = (conn, msg)
+                loop.call_at(e.t + process_us * 1000, reply)
+            elif isinstance(e, MessageDelivered):
+                log_stats(log, conn, ep, role="server")
+        with sock:
+            announce_ready(log, sock, transport="udp")
+
+            def note_first_send():
+                # logged at the start of the loop turn after the one whose flush sent it
+                for addr, (conn, msg) in list(first.items()):
+                    log.emit(ev.RESPONSE_FIRST_BYTE_SENT, conn=conn, req=msg)
+                    del first[addr]
+                return False
+            loop.run(on_event, note_first_send)
+        return 0
+    return guarded(run, log)
+
+
+# ------------------------------------------------------------------ client
+
+class Client:
+    def __init__(self, log: ev.EventLog, server: tuple[str, int], config, request: bytes,
+                 timeout_s: float):
+        self.log, self.server, self.config = log, server, config
+        self.request, self.timeout_ns = request, int(timeout_s * 1e9)
+        self.loop = None
+        self.sock = None
+        self.conn = -1
+
+    def open(self) -> None:
+        from ..transport.udploop import UdpLoop, udp_socket
+        self.sock = udp_socket()
+        self.loop = UdpLoop(self.sock, self.config)
+        self.conn += 1
+        src = self.sock.getsockname()
+        self.log.emit(ev.CONN, conn=self.conn, proto="udp", src=src[0], sport=src[1],
+                      dst=self.server[0], dport=self.server[1])
+
+    def close(self) -> None:
+        if self.sock is not None:
+            ep = self.loop.endpoints.get(self.server)
+            if ep is not None:
+                log_stats(self.log, self.conn, ep, role="client", **self.loop.stats)
+            self.sock.close()
+            self.sock = None
+
+    def exchange(self, req, t0: int, **fields) -> int:
+        from ..transport.endpoint import MessageReceived
+        ep = self.loop.endpoint(self.server)
+        mid = ep.send_message(t0, self.request)
+        got: dict = {}
+        state = {"sent": False}
+
+        def on_event(addr, e):
+            if isinstance(e, MessageReceived) and e.data[:4] == RESP_MAGIC:
+                (_, of) = RESPONSE.unpack_from(e.data)
+                if of == mid:
+                    got["e"] = e
+
+        def stop():
+            if not state["sent"] and ep.stats["packets_sent"]:
+                state["sent"] = True
+                self.log.emit(ev.FIRST_REQUEST_BYTE_SENT, conn=self.conn, req=req, **fields)
+            return "e" in got
+        if not self.loop.run(on_event, stop, t0 + self.timeout_ns):
+            raise AppError(f"request {req} got no complete response within {self.timeout_ns / 1e9:g} s "
+                           f"({ep.stats['packets_sent']} packets sent, {ep.stats['acks_received']} ACKs "
+                           "received); is the udpreq server running?")
+        e = got["e"]
+        self.log.emit(ev.FIRST_RESPONSE_BYTE, t=e.first_t, conn=self.conn, req=req, **fields)
+        self.log.emit(ev.LAST_RESPONSE_BYTE, t=e.t, conn=self.conn, req=req,
+                      bytes=len(e.data) - RESPONSE.size, decoded=e.decoded, **fields)
+        return e.t - t0
+
+    def run(self, mode: str, requests: int, think: float, warmup: int) -> list[int]:
+        times = []
+        try:
+            if mode == "reuse":
+                self.open()
+                for w in range(warmup):
+                    self.exchange(f"warmup{w}", ev.now(), warmup=True)
+            for k in range(requests):
+                if k:
+                    time.sleep(think)
+                if mode == "new":
+                    self.close()
+                    self.open()
+                t0 = self.log.emit(ev.REQUEST_ISSUED, req=k, mode=mode, conn=self.conn)["t"]
+                times.append(self.exchange(k, t0))
+        finally:
+            self.close()
+        return times
+
+
+def summarize(times_ns: list[int]) -> dict:
+    ms = [t / 1e6 for t in times_ns]
+    return {"requests": len(ms), "completion_ms": [round(x, 3) for x in ms],
+            "median_ms": round(statistics.median(ms), 3), "min_ms": round(min(ms), 3),
+            "max_ms": round(max(ms), 3)}
+
+
+def run_client(args: argparse.Namespace) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="client", argv=sys.argv[1:])
+        params = UdpReqParams(**{k: getattr(args, k) for k in UdpReqParams.__dataclass_fields__})
+        params.validate()
+        config = transport_config(args)
+        log.emit(ev.FACTORS, side="client", requested=config.describe(), transport=config.describe())
+        size = parse_size(args.size)
+        if size < 0:
+            raise ValueError(f"request size {args.size!r} is negative")
+        body = payload.body(size)
+        log.emit(ev.REQUEST_BODY, bytes=size, sha256=payload.digest(body))
+        process_us = int(round(parse_time(args.process) * 1e6))
+        request = REQUEST.pack(REQ_MAGIC, size, parse_size(args.reply_size), process_us) + body
+        client = Client(log, parse_hostport(args.server, "127.0.0.1"), config, request,
+                        parse_time(args.request_timeout))
+        times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)
+        summary = summarize(times)
+        log.emit(ev.SUMMARY, mode=args.mode, transport="udp", fec=args.fec, **summary)
+        print(f"udp {args.mode} fec {args.fec}: median {summary['median_ms']} ms over "
+              f"{summary['requests']} requests", flush=True)
+        return 0
+    return guarded(run, log)
+
+
+def build_parser(prog: str = "python -m testbed.apps.udpreq") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="role", required=True)
+    s = sub.add_parser("server")
+    s.add_argument("--listen", default=":5003", help="HOST:PORT to listen on (UDP)")
+    s.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout)")
+    add_params(s, UdpReqParams, ("server", "both"))
+    s.set_defaults(func=run_server)
+    c = sub.add_parser("client")
+    c.add_argument("--server", required=True, help="HOST:PORT of the server")
+    c.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout)")
+    add_params(c, UdpReqParams, ("client", "both"))
+    c.set_defaults(func=run_client)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
