@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PACKAGES="mininet tcpdump tshark iperf3 ethtool iproute2 nftables iptables procps kmod
-python3 python3-venv python3-pip python3-dev gcc user-mode-linux iputils-ping tcptrace make"
+python3 python3-venv python3-pip python3-dev gcc user-mode-linux iputils-ping tcptrace make curl"
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (it installs Debian packages and the testbed needs root to run)" >&2
