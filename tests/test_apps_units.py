@@ -157,3 +157,21 @@ def test_socks5_parser_rejections():
     assert out[-10:-8] == bytes([5, socks5.COMMAND_NOT_SUPPORTED]) and p.state == "failed"
     p = socks5.Socks5Server()
     assert p.feed(bytes([4, 1])) == b"" and p.state == "failed"                 # SOCKS4
+
+
+def test_cc_used_parses_ss_and_compares_with_the_namespace_default(tmp_path):
+    import json
+    from testbed.apps import ccusage
+    ss = ("ESTAB 0      0      127.0.0.1:45629 127.0.0.1:56506\n"
+          "\t bbr wscale:9,9 rto:208 rtt:0.019/0.009 ato:40 mss:22016 bbr:(bw:0bps,mrtt:0.019)\n"
+          "ESTAB 0      0      127.0.0.1:56506 127.0.0.1:45629\n"
+          "\t reno wscale:9,9 rto:204 rtt:0.025/0.014 mss:23296 cwnd:10\n")
+    socks = ccusage.parse_ss(ss)
+    assert [(s["local"], s["cc"]) for s in socks] == [("127.0.0.1:45629", "bbr"), ("127.0.0.1:56506", "reno")]
+    (tmp_path / "client.jsonl").write_text(json.dumps(
+        {"t": 1, "event": "factors", "conn": 0, "side": "client", "readback": {"cc": "cubic"}}) + "\n")
+    (tmp_path / "metadata.json").write_text(json.dumps(
+        {"hosts": {"client": {"sysctls": {"net.ipv4.tcp_congestion_control": "bbr"}}}}))
+    used = ccusage.cc_used(tmp_path)
+    assert used["apps"] == {"client": ["cubic"]} and used["namespace_default"] == {"client": "bbr"}
+    assert used["differs"] == ["client: outside programs would use bbr; the testbed's apps used cubic"]

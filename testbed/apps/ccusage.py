@@ -1,0 +1,74 @@
+"""Which congestion control did every process of a run actually use?
+
+The testbed's apps set TCP_CONGESTION on every socket and log what the kernel read back
+(``factors`` events, ``readback.cc``); any other program in a namespace (iperf3, curl, a
+browser) gets the namespace's default, ``net.ipv4.tcp_congestion_control`` (recorded for every
+host in ``metadata.json``), unless it sets its own — which ``ss -ti`` run inside the namespace
+while it is connected shows (:func:`ss_sockets`).
+
+:func:`cc_used` puts both together for a run directory::
+
+    {"apps": {"client": ["cubic"], "cgw": ["bbr", "cubic"], ...},     # per event log
+     "namespace_default": {"client": "bbr", "server": "bbr", ...},    # per host
+     "sockets": {"client": [{"local": ..., "peer": ..., "cc": "bbr"}, ...]},  # ss snapshots, if any
+     "differs": ["client: outside programs would use bbr; the testbed's apps used cubic", ...]}
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+SS_FILE = "ss.json"            # {host: [socket, ...]} written by whoever took the snapshots
+_CC_WORDS = ("reno", "cubic", "bbr", "bbr2", "bbr3", "htcp", "vegas", "westwood", "dctcp",
+             "bic", "highspeed", "hybla", "illinois", "lp", "nv", "scalable", "veno", "yeah", "cdg")
+
+
+def parse_ss(text: str) -> list[dict]:
+    """``ss -tinH`` output → [{"state", "local", "peer", "cc"}] (cc None when ss shows none)."""
+    out, cur = [], None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            fields = line.split()
+            if len(fields) >= 5:
+                cur = {"state": fields[0], "local": fields[3], "peer": fields[4], "cc": None}
+                out.append(cur)
+            continue
+        if cur is not None and cur["cc"] is None:
+            words = re.findall(r"(?<![\w:])([a-z0-9]+)(?=\s|$)", line)
+            cur["cc"] = next((w for w in words if w in _CC_WORDS), None)
+    return out
+
+
+def ss_sockets(run: Callable[[list[str]], str]) -> list[dict]:
+    """TCP sockets of one namespace with their congestion control; ``run(argv)`` runs a
+    command there and returns its stdout (e.g. ``lambda a: tb.run(host, a).stdout``)."""
+    return parse_ss(run(["ss", "-tinH"]))
+
+
+def cc_used(run_dir: str | Path) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    apps: dict[str, list[str]] = {}
+    for log in sorted(run_dir.glob("*.jsonl")):
+        seen = set()
+        for line in log.read_text(errors="replace").splitlines():
+            if '"factors"' not in line:
+                continue
+            e = json.loads(line)
+            cc = (e.get("readback") or {}).get("cc")
+            if e.get("event") == "factors" and cc and e.get("side") != "listener":
+                seen.add(cc)
+        if seen:
+            apps[log.stem] = sorted(seen)
+    meta = run_dir / "metadata.json"
+    hosts = json.loads(meta.read_text()).get("hosts", {}) if meta.exists() else {}
+    default = {h: (v.get("sysctls") or {}).get("net.ipv4.tcp_congestion_control")
+               for h, v in hosts.items()}
+    ss = run_dir / SS_FILE
+    sockets = json.loads(ss.read_text()) if ss.exists() else {}
+    differs = [f"{h}: outside programs would use {d}; the testbed's apps used {', '.join(apps[h])}"
+               for h, d in sorted(default.items()) if d and h in apps and apps[h] != [d]]
+    return {"apps": apps, "namespace_default": default, "sockets": sockets, "differs": differs}
