@@ -14,7 +14,9 @@
    received − rx_drops is 0.  ``fps``: frames delivered per second of the train.  CPU: the
    forwarder's user+system time over the train's duration (100% = one core; it includes the
    idle seconds around the train) and per frame read; ``cpu_us_work`` excludes the native
-   loop's polling before departures (``poll_idle_s``: CPU spent waiting on purpose, not work).
+   loop's polling before departures (``poll_idle_s``: CPU spent waiting on purpose, not work);
+   ``cpu_us_no_send`` also excludes the time inside send(), most of which is the receiving
+   host's kernel stack run in the forwarder's context on a veth (native engine only).
 2. TCP (``tcp`` rows): iperf3 ``--bidir`` (full-rate TCP both ways at once, data and ACKs in
    each direction) over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for cubic
    and bbr, per engine; goodput per direction over the test after ``--omit`` seconds of
@@ -90,7 +92,9 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
     return {"p50_us": err.get("p50"), "p99_us": err.get("p99"), "max_us": err.get("max"),
             "cpu_pct": round(100 * emu["cpu_s"] / seconds, 1),
             "cpu_us_per_frame": round(emu["cpu_s"] / frames * 1e6, 2),
-            "cpu_us_work": round((emu["cpu_s"] - emu.get("poll_idle_s", 0)) / frames * 1e6, 2),
+            "cpu_us_work": round((emu["cpu_s"] - (emu.get("poll_idle_s") or 0)) / frames * 1e6, 2),
+            "cpu_us_no_send": (round((emu["cpu_s"] - emu["poll_idle_s"] - emu["send_s"]) / frames * 1e6, 2)
+                               if emu.get("send_s") is not None else None),
             "unintended": emu.get("unintended_drops"), "late": emu["totals"].get("late"),
             "steal_pct": host.get("steal_percent"), "host_busy_pct": host.get("busy_percent"),
             "warnings": len(emu.get("warnings", []))}
@@ -184,7 +188,7 @@ def main(argv=None) -> int:
     print()
     if rows:
         _print_table(rows, ["path", "offered_mbps", "sent_mbps", "fps", "rx_drops", "p50_us", "p99_us",
-                            "max_us", "cpu_pct", "cpu_us_per_frame", "cpu_us_work", "unintended",
+                            "max_us", "cpu_pct", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "unintended",
                             "silent", "steal_pct", "load", "ok"])
         print()
         for label in dict.fromkeys(r["path"] for r in rows):

@@ -414,6 +414,17 @@ class Forwarder:
         self.send_read_ns = (run_stats.send_ns, run_stats.read_ns)
         self.stopping = True
 
+    def _loop_times(self) -> dict[str, float | None]:
+        """Where the native loop's time went (None for the Python loop, which does not measure
+        it): ``poll_idle_s`` polling before a departure with nothing to do (CPU spent waiting on
+        purpose), ``send_s`` inside send() (including the receiving host's kernel work, done in
+        the sender's context on a veth), ``read_s`` reading frames and applying the model."""
+        if self.native is None:
+            return {"poll_idle_s": None, "send_s": None, "read_s": None}
+        return {"poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
+                "send_s": round(self.send_read_ns[0] / 1e9, 6),
+                "read_s": round(self.send_read_ns[1] / 1e9, 6)}
+
     def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
         if self.native is not None:
             return self.native.stats(i)
@@ -490,8 +501,7 @@ class Forwarder:
             "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
             "cpu_percent": round(100 * cpu / wall, 2) if wall > 0 else None,
             "loop_iterations": self.iterations, "timer_wakeups": self.timer_wakeups,
-            "poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
-            "send_s": round(self.send_read_ns[0] / 1e9, 6), "read_s": round(self.send_read_ns[1] / 1e9, 6),
+            **self._loop_times(),
             "realtime_minus_monotonic_ns": offset0,
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
             "realtime": cfg.realtime, "engine": cfg.engine,
