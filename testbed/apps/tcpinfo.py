@@ -14,7 +14,12 @@ retransmitted over the connection); ``rtt``, ``rttvar``, ``min_rtt`` (µs, smoot
 ``snd_wnd``/``rcv_wnd`` (peer's / our advertised receive window in bytes, after scaling);
 ``bytes_acked``, ``bytes_received``, ``bytes_sent``, ``bytes_retrans``;
 ``data_segs_in``/``data_segs_out``; ``segs_in``/``segs_out``; ``snd_mss``, ``rcv_mss``;
-``snd_wscale``/``rcv_wscale``; ``pacing_rate`` (B/s); ``notsent_bytes``.
+``snd_wscale``/``rcv_wscale``; ``pacing_rate`` (B/s); ``notsent_bytes``; ``busy_time``,
+``rwnd_limited``, ``sndbuf_limited`` (µs the connection had data in flight / was limited by
+the peer's window / by its own send buffer, cumulative); ``rcv_ooopack`` (segments that
+arrived out of order at this receiver, cumulative), ``rcv_space`` and ``rcv_ssthresh`` (the
+receive-buffer autotuning's estimate and the window ceiling it allows, bytes); ``reord_seen``,
+``dsack_dups``; ``delivery_rate_app_limited``.
 """
 from __future__ import annotations
 
@@ -58,7 +63,9 @@ SAMPLE_FIELDS = ("state", "ca_state", "snd_cwnd", "unacked", "sacked", "lost", "
                  "total_retrans", "rtt", "rttvar", "min_rtt", "snd_ssthresh", "delivery_rate",
                  "snd_wnd", "rcv_wnd", "bytes_acked", "bytes_received", "bytes_sent",
                  "bytes_retrans", "data_segs_in", "data_segs_out", "segs_in", "segs_out",
-                 "snd_mss", "rcv_mss", "snd_wscale", "rcv_wscale", "pacing_rate", "notsent_bytes")
+                 "snd_mss", "rcv_mss", "snd_wscale", "rcv_wscale", "pacing_rate", "notsent_bytes",
+                 "busy_time", "rwnd_limited", "sndbuf_limited", "rcv_ooopack", "rcv_space",
+                 "rcv_ssthresh", "reord_seen", "dsack_dups", "delivery_rate_app_limited")
 
 
 def decode(raw: bytes) -> dict:
