@@ -71,7 +71,7 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
         (_a, _b, up, down), = tb.topo.link_specs()
         wait = 1 + 2 * up.delay
         echo = tb.popen("server", probe_argv("echo", "--port", 5700), name="echo", text=True)
-        echo.stdout.readline()  # {"listening": 5700}
+        echo.stdout.readline()  # ready 0.0.0.0:5700
         ping = last_json(tb.run("client", probe_argv("ping", "--dst", s, "--port", 5700,
                                                      "--count", 200, "--interval", 0.01,
                                                      "--wait", wait),

@@ -11,7 +11,7 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   catch up), so no datagram meets a full bottleneck buffer; loss = (sent − received) / sent,
   with its Wilson 99% interval.  Check: the configured probability lies inside the interval
   (configured 0: none lost).
-- Bottleneck rate per direction: a train of 1514 B frames, 0.5 s worth, sent at 1.05 × the rate
+- Bottleneck rate per direction (``testbed.pathprobe``, the sequence the benchmarks share): a train of 1514 B frames, 0.5 s worth, sent at 1.05 × the rate
   after a head start of up to 100 ms of frames, so a standing queue keeps the bottleneck busy
   through stalls of the sender (SCHED_FIFO, below the emulator); head start and queue growth
   stay within 40% of the buffer, so nothing overflows.  Rate = least-squares slope of sequence
@@ -29,15 +29,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 from typing import Any
 
 from .backends import BACKEND_CHOICES
-from .probe import last_json, probe_argv
 
 RTT_PROBES = 200
 PROBE_PAYLOAD = 64
-TRAIN_PAYLOAD = 1472
 OVERDRIVE = 1.05
 TRAIN_S = 0.5  # s of frames at the rate
 HEAD_START = 0.1  # s of frames sent ahead of the pacing: a standing queue absorbs sender stalls
@@ -57,11 +54,11 @@ def register(sub) -> None:
     p.add_argument("--delay", default="100ms", help="one-way delay, each direction (default 100ms)")
     p.add_argument("--loss-up", default="0%", help="client→server loss (default 0%%)")
     p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
-    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES)
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES, help="link backend (default: auto)")
     p.add_argument("--packets", type=int, default=10000,
                    help="datagrams per direction for the loss measurement (>= 10000 by default)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--results", default="results")
+    p.add_argument("--seed", type=int, default=1, help="seed of the loss generators (default: 1)")
+    p.add_argument("--results", default="results", help="directory for run results (default: results)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -77,93 +74,39 @@ def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
     return (max(0.0, mid - half), min(1.0, mid + half))
 
 
-def _start_listener(tb, host: str, argv: list[str], name: str):
-    """Start a probe that prints ``{"listening": port}`` once bound; return it when it has."""
-    proc = tb.popen(host, argv, name=name, text=True)
-    line = proc.stdout.readline()
-    if "listening" not in line:
-        raise RuntimeError(f"{name} on {host} did not start: {line!r} "
-                           f"{proc.stderr.read() if proc.poll() is not None else ''}")
-    return proc
-
-
-class _Receiver:
-    def __init__(self, tb, host: str, port: int, idle: float):
-        self.proc = _start_listener(tb, host, probe_argv("recv", "--port", port, "--idle", idle,
-                                                         "--timeout", 600), f"probe-recv {port}")
-
-    def result(self, timeout: float) -> dict:
-        out, err = self.proc.communicate(timeout=timeout)
-        if self.proc.returncode:
-            raise RuntimeError(f"probe receiver failed: {err.strip()}")
-        return last_json(out)["streams"]
-
-
 def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, backend: str,
             packets: int, seed: int, results: str, specs: tuple) -> dict:
+    """The probe sequence (``testbed.pathprobe``) on a longhaul topology with these specs."""
+    from . import pathprobe
     from .network import Testbed
     fmt = (lambda r: "unshaped" if r is None else f"{r:.0f}bit")
     overrides = {"rate_up": fmt(rate), "rate_down": fmt(rate), "delay": f"{delay}s",
                  "loss_up": loss_up, "loss_down": loss_down}
     idle = 1.0 + 2 * delay
-    m: dict[str, Any] = {"reordered": 0}
+    m: dict[str, Any] = {}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results, seed=seed) as tb:
-        c, s = tb.ip("client"), tb.ip("server")
-        # RTT
-        echo = _start_listener(tb, "server", probe_argv("echo", "--port", 5700), "probe-echo")
-        ping = last_json(tb.run("client", probe_argv("ping", "--dst", s, "--port", 5700, "--count",
-                                                     RTT_PROBES, "--interval", 0.01, "--size",
-                                                     PROBE_PAYLOAD, "--wait", 1 + 2 * delay),
-                                timeout=60, check=True).stdout)
-        echo.kill()
-        rtts = sorted(ping["rtt_ms"])
-        m["rtt_ms"] = {"min": rtts[0] if rtts else None,
-                       "median": statistics.median(rtts) if rtts else None, "probes": ping["sent"],
-                       "echoed": ping["received"]}
-        # loss, both directions at once
+        m["rtt_ms"] = pathprobe.rtt(tb, "client", "server", RTT_PROBES, 0.01, PROBE_PAYLOAD, 1 + 2 * delay)
         probe_bits = (PROBE_PAYLOAD + 42) * 8
         loss_rate = min(LOSS_PPS * probe_bits, rate / 4) if rate else LOSS_PPS * probe_bits
-        rx_up, rx_down = _Receiver(tb, "server", 5701, idle), _Receiver(tb, "client", 5702, idle)
-        send = lambda host, dst, port, n, r, size, stream: tb.popen(  # noqa: E731
-            host, probe_argv("send", "--dst", dst, "--port", port, "--count", n, "--rate", r,
-                             "--size", size, "--stream", stream, "--no-catch-up"), name="probe-send",
-            text=True)
-        tx = [send("client", s, 5701, packets, loss_rate, PROBE_PAYLOAD, 1),
-              send("server", c, 5702, packets, loss_rate, PROBE_PAYLOAD, 2)]
-        sent = [last_json(p.communicate(timeout=600)[0]) for p in tx]
-        got = {"up": rx_up.result(600).get("1"), "down": rx_down.result(600).get("2")}
-        m["loss"], m["loss_ci99"], m["loss_sent"] = {}, {}, {}
-        for (d, g), snt in zip(got.items(), sent):
-            n = snt["sent"]
-            lost = n - (g["received"] if g else 0)
-            m["loss"][d], m["loss_ci99"][d], m["loss_sent"][d] = lost / n, wilson(lost, n), n
-            m["reordered"] += g["reordered"] if g else 0
-        # bottleneck rate per direction
+        lost = pathprobe.loss(tb, "client", "server", packets, loss_rate, PROBE_PAYLOAD, idle)
+        m["loss"] = {d: (x["sent"] - x["received"]) / x["sent"] for d, x in lost.items()}
+        m["loss_ci99"] = {d: wilson(x["sent"] - x["received"], x["sent"]) for d, x in lost.items()}
+        m["loss_sent"] = {d: x["sent"] for d, x in lost.items()}
+        m["reordered"] = sum(x["reordered"] for x in lost.values())
         m["rate_mbps"], m["train"] = {}, {}
-        for d, src, dst, dst_ip, port, spec in (("up", "client", "server", s, 5703, specs[0]),
-                                                ("down", "server", "client", c, 5704, specs[1])):
+        for d, src, dst, spec in (("up", "client", "server", specs[0]),
+                                  ("down", "server", "client", specs[1])):
             if spec.rate is None:
                 m["rate_mbps"][d] = None
                 continue
-            frame_bits = (TRAIN_PAYLOAD + 42 + spec.overhead) * 8
-            queue = spec.queue_limit_packets or (spec.queue_bytes // spec.frame_bytes)
-            head = min(HEAD_START, 0.4 * queue * frame_bits / spec.rate)
-            count = int(min(TRAIN_S * spec.rate / frame_bits, 0.4 * queue / (1 - 1 / OVERDRIVE)))
-            rx = _Receiver(tb, dst, port, idle)
-            snt = last_json(tb.run(src, probe_argv("send", "--dst", dst_ip, "--port", port,
-                                                   "--count", count, "--rate", OVERDRIVE * spec.rate,
-                                                   "--size", TRAIN_PAYLOAD, "--stream", 3,
-                                                   "--burst", head, "--realtime"),
-                                   timeout=600, check=True).stdout)
-            g = rx.result(600).get("3")
-            m["reordered"] += g["reordered"] if g else 0
             # netem drops a lost frame before htb (it never used the rate); the emulator after
             # serialization (it did): count lost frames in the rate only for the latter.
-            key = "rate_delivered_bps" if tb.backend.name == "netem" else "rate_bps"
-            m["rate_mbps"][d] = g[key] * (frame_bits / 8) / g["frame_bytes"] / 1e6 \
-                if g and g[key] else None
-            m["train"][d] = {"frames": count, "send_rate_mbps": snt["send_rate_bps"] / 1e6,
-                             "received": g["received"] if g else 0}
+            r = pathprobe.rate(tb, src, dst, spec, d, seconds=TRAIN_S, overdrive=OVERDRIVE,
+                               head_start=HEAD_START, idle=idle,
+                               delivered=tb.backend.name == "netem")
+            m["reordered"] += r.pop("reordered")
+            m["rate_mbps"][d] = r.pop("rate_mbps")
+            m["train"][d] = r
     emu = tb.metadata.get("backend_summary", {})
     dirs = emu.get("directions", {})
     queue_drops = {d: dirs[name]["dropped_queue"] if name in dirs else None

@@ -333,16 +333,11 @@ def _finish(result: RunResult, bed, phases: dict, workload, compute: bool) -> No
 
 
 def _fidelity(metadata: dict) -> dict:
-    """The link backend's verdict on this run (``testbed.emulator.fidelity``), else unknown."""
+    """The link backend's verdict on this run (``testbed.emulator.fidelity.verdict``; unknown
+    without a summary: loopback, a testbed shared between runs, or a backend without one)."""
+    from .emulator import fidelity
     summary = metadata.get("backend_summary")
-    backend = metadata.get("backend")
-    try:
-        from .emulator import fidelity
-    except ImportError:
-        return {"verdict": "unknown", "backend": backend}
-    if summary is None:
-        return {"verdict": "unknown", "backend": backend, "reason": "no backend summary"}
-    return {"backend": backend, **fidelity.verdict(summary)}
+    return {"backend": metadata.get("backend"), **fidelity.verdict(summary, metadata.get("links"))}
 
 
 KINDS = (("manifest.json", "manifest"), ("metadata.json", "metadata"), (".pcap", "pcap"),

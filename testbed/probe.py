@@ -9,7 +9,8 @@ Every datagram starts with ``HEADER``: stream id, datagram count of the stream, 
 (0-based), sender's clock in ns (CLOCK_REALTIME for ``ping``, CLOCK_MONOTONIC for ``send``).
 ``--size`` is the UDP payload; the Ethernet frame is
 ``size + FRAME_OVERHEAD`` bytes.  ``--rate`` is the frame rate in bit/s (Ethernet header
-included, no preamble/FCS), the unit of LinkSpec rates.  Each command prints one JSON object.
+included, no preamble/FCS), the unit of LinkSpec rates.  Each command prints one JSON object
+(its last line); listeners (echo, recv) first print `ready 0.0.0.0:PORT` once bound.
 
 Definitions (``recv``), per stream: ``received`` datagrams (duplicates excluded), ``lost`` =
 count − received, ``reordered`` = datagrams arriving after one with a higher sequence number
@@ -55,7 +56,7 @@ def _payload(size: int) -> bytearray:
 def echo(port: int, duration: float) -> dict:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("0.0.0.0", port))
-    print(json.dumps({"listening": port}), flush=True)
+    print(f"ready 0.0.0.0:{port}", flush=True)   # the readiness line (testbed.ready)
     sock.settimeout(0.2)
     n, end = 0, time.monotonic() + duration
     while time.monotonic() < end:
@@ -156,7 +157,7 @@ def receive(port: int, idle: float, timeout: float) -> dict:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(("0.0.0.0", port))
-    print(json.dumps({"listening": port}), flush=True)
+    print(f"ready 0.0.0.0:{port}", flush=True)   # the readiness line (testbed.ready)
     streams: dict[int, dict] = {}
     start = time.monotonic()
     last = None

@@ -184,7 +184,7 @@ def test_every_frame_is_accounted_for_even_under_overload(results_root):
         fwd = tb.backend.proc.pid
         rx = tb.popen("client", _probe("recv", "--port", 5600, "--idle", 2, "--timeout", 60),
                       name="recv", text=True)
-        assert "listening" in rx.stdout.readline()
+        assert rx.stdout.readline().startswith("ready")
         os.kill(fwd, signal.SIGSTOP)
         try:
             sent = json.loads(tb.run("server", _probe("send", "--dst", tb.ip("client"), "--port", 5600,

@@ -51,7 +51,7 @@ def measure(popen, run, ips: dict, count: int, wait: float) -> dict:
     ``probe recv``, ``count`` datagrams each way at once).  ``popen(host, argv)`` returns a
     text Popen with stdout piped, ``run(host, argv)`` the stdout; hosts: client, server."""
     echo = popen("server", probe_argv("echo", "--port", PORT))
-    assert "listening" in echo.stdout.readline()
+    assert echo.stdout.readline().startswith("ready")
     ping = last_json(run("client", probe_argv("ping", "--dst", ips["server"], "--port", PORT,
                                               "--count", 200, "--interval", 0.01, "--wait", wait)))
     echo.kill()
@@ -62,7 +62,7 @@ def measure(popen, run, ips: dict, count: int, wait: float) -> dict:
     rx = {d: popen(dst, probe_argv("recv", "--port", port, "--idle", wait, "--timeout", 600))
           for d, _src, dst, port in pairs}
     for r in rx.values():
-        assert "listening" in r.stdout.readline()
+        assert r.stdout.readline().startswith("ready")
     tx = {d: popen(src, probe_argv("send", "--dst", ips[dst], "--port", port, "--count", count,
                                    "--rate", LOSS_PPS * 106 * 8, "--stream", 1))
           for d, src, dst, port in pairs}

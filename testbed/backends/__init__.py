@@ -6,11 +6,28 @@
 ``netem-uml``: the kernel backend inside a User-Mode Linux guest (testbed/uml.py), for machines
 whose own kernel has no netem.
 
-A backend object has ``name``, ``link_class()`` (a Mininet Link factory taking ``spec_ab`` and
-``spec_ba``), ``setup(net, run)`` after the network is built, ``teardown()`` (idempotent) and
-``summary()`` (a dict recorded with every result).
+A backend is anything that satisfies ``Backend`` below.
 """
 from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+
+class Backend(Protocol):
+    """How a topology's LinkSpecs become impairments."""
+    name: str
+
+    def link_class(self) -> Callable[..., Any]:
+        """A Mininet Link factory ``(node1, node2, spec_ab=, spec_ba=, medium=, **params)``."""
+
+    def setup(self, net: Any, run: Any) -> None:
+        """After the network is built: start what the backend needs, record it in ``run``."""
+
+    def teardown(self) -> None:
+        """Stop what ``setup`` started; idempotent."""
+
+    def summary(self) -> dict[str, Any]:
+        """What the run records about the backend (``fidelity.verdict`` reads it)."""
 
 BACKENDS = ("auto", "netem", "userspace")
 # What commands accept: ``netem-uml`` re-runs the whole command inside a User-Mode Linux guest
@@ -18,7 +35,7 @@ BACKENDS = ("auto", "netem", "userspace")
 BACKEND_CHOICES = BACKENDS + ("netem-uml",)
 
 
-def select_backend(name: str, seed: int = 1):
+def select_backend(name: str, seed: int = 1) -> Backend:
     """The backend object for ``name``; ``auto`` probes the kernel for netem and htb."""
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
