@@ -18,6 +18,8 @@ whether the whole TCP header, options included, was captured.
 """
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -93,9 +95,9 @@ def read(path: str | Path, engine: str | None = None) -> Packets:
     """Read a pcap or pcapng file (format detected from its magic number).
 
     ``engine`` (see :func:`analysis.native.engine`): ``native`` walks and decodes the
-    records in C, a pcap file in chunks of ``CHUNK`` bytes (memory: the arrays, about 140
-    bytes per packet, plus one chunk; pcapng is read whole); ``python`` is the reference
-    below."""
+    records in C, a pcap file through a memory map, ``WINDOW`` bytes resident at a time
+    (memory: the arrays, about 140 bytes per packet; pcapng is read whole); ``python`` is
+    the reference below."""
     fast = native.engine(engine) == "native"
     with open(path, "rb") as f:
         magic = f.read(4)
@@ -121,53 +123,55 @@ def read(path: str | Path, engine: str | None = None) -> Packets:
 
 
 _PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-CHUNK = 1 << 20     # reused read buffer: a larger one only adds page faults
+WINDOW = 64 << 20     # bytes of the mapped file resident at a time (native reader)
 
 
 def _read_pcap_native(f, path, magic: bytes) -> Packets:
-    """Two passes over the records through one reused buffer: count, then decode into
-    arrays of that size (see :func:`read`)."""
+    """Two passes over the memory-mapped records, ``WINDOW`` bytes at a time, each window
+    released once walked (so a large file does not stay resident): count, then decode
+    into arrays of that size (see :func:`read`)."""
     rest = f.read(20)
     if len(rest) < 20:
         raise ValueError(f"{path}: pcap file header cut short")
     le = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
     nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
     linktype = struct.unpack_from("<I" if le else ">I", rest, 16)[0] & 0x0FFFFFFF
-    count = [0]
-
-    def counted(buf, have):
-        k, used = native.pcap_records(buf, have, le, nano, linktype)
-        count[0] += k
-        return used
-    _chunks(f, counted)
-    n = count[0]
-    out = native.empty_fields(n)
-    done = [0]
-
-    def decoded(buf, have):
-        k, used = native.pcap_records(buf, have, le, nano, linktype, out, done[0], n - done[0])
-        done[0] += k
-        return used
-    f.seek(24)
-    _chunks(f, decoded)
-    return Packets(**out) if done[0] == n else Packets(**out).select(slice(0, done[0]))
+    size = os.fstat(f.fileno()).st_size
+    if size <= 24:
+        return Packets(**native.empty_fields(0))
+    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
+        buf = np.frombuffer(mm, np.uint8)
+        try:
+            n = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(b, len(b), le, nano,
+                                                                         linktype))
+            out = native.empty_fields(n)
+            done = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
+                b, len(b), le, nano, linktype, out, k0, n - k0))
+        finally:
+            del buf                     # the map closes only without views on it
+    return Packets(**out) if done == n else Packets(**out).select(slice(0, done))
 
 
-def _chunks(f, consume) -> None:
-    """Feed the rest of file ``f`` to ``consume(buf, have) -> bytes used`` in chunks; what
-    is not used (a record cut by the chunk's end) is carried into the next chunk."""
-    buf = np.empty(CHUNK, np.uint8)
-    have = 0
-    while True:
-        got = f.readinto(memoryview(buf)[have:])
-        have += got
-        used = consume(buf, have)
-        if got == 0:
-            return
-        buf[:have - used] = buf[used:have]
-        have -= used
-        if have == len(buf):           # one record larger than the buffer
-            buf = np.concatenate([buf, np.empty(len(buf), np.uint8)])
+def _walk_windows(mm: mmap.mmap, buf: np.ndarray, walk) -> int:
+    """``walk(window, records so far) -> (records, bytes used)`` over buf[24:], one window
+    at a time (a record cut by a window's end starts the next window); returns the number
+    of records."""
+    pos, k, page = 24, 0, mmap.PAGESIZE
+    while pos < len(buf):
+        width = WINDOW
+        while True:
+            got, used = walk(buf[pos:pos + width], k)
+            if used or pos + width >= len(buf):
+                break
+            width *= 2                  # one record larger than the window
+        if used == 0:
+            break
+        lo, hi = pos // page * page, (pos + used) // page * page
+        if hi > lo:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        pos += used
+        k += got
+    return k
 
 
 def _link_types(links, iface) -> np.ndarray:

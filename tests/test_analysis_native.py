@@ -257,12 +257,12 @@ def test_snaplen_and_cut_last_record(tmp_path):
     assert len(pcap.read(path, engine="native")) == len(pk)
 
 
-def test_chunked_reading(tmp_path, monkeypatch):
-    """Records cut by the read buffer's end are carried over; one record larger than the
-    buffer grows it."""
+def test_windowed_reading(tmp_path, monkeypatch):
+    """Records cut by a window's end start the next window; a record larger than the window
+    widens it."""
     path = write_pcap(tmp_path / "c.pcap", random_trace(3, n=300))
     whole = pcap.read(path, engine="native")
-    monkeypatch.setattr(pcap, "CHUNK", 100)
+    monkeypatch.setattr(pcap, "WINDOW", 100)
     cut = pcap.read(path, engine="native")
     for f in fields(pcap.Packets):
         assert np.array_equal(getattr(whole, f.name), getattr(cut, f.name)), f.name

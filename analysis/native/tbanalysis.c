@@ -164,38 +164,42 @@ int64_t tb_pcap_records(const uint8_t *buf, int64_t len, int le, int nano, int l
 enum { K_FAST = 0, K_RTO = 1, K_PROBE = 2 };
 #define NONE INT64_MIN
 
-typedef struct { int64_t *key, *id; int64_t n, cap; } heap_t;
+typedef struct { int64_t key, id; } hent_t;
+typedef struct { hent_t *e; int64_t n, cap; } heap_t;
+
+static inline int hless(hent_t a, hent_t b) {   /* tuples (key, id) compared like Python's heapq */
+    return a.key < b.key || (a.key == b.key && a.id < b.id);
+}
 
 static int heap_push(heap_t *h, int64_t key, int64_t id) {
     if (h->n == h->cap) {
         int64_t c = h->cap ? 2 * h->cap : 1024;
-        int64_t *k = realloc(h->key, c * sizeof *k), *d;
-        if (!k) return -1;
-        h->key = k;
-        d = realloc(h->id, c * sizeof *d);
-        if (!d) return -1;
-        h->id = d; h->cap = c;
+        hent_t *e = realloc(h->e, c * sizeof *e);
+        if (!e) return -1;
+        h->e = e; h->cap = c;
     }
+    hent_t x = { key, id };
     int64_t i = h->n++;
-    while (i > 0) {               /* tuples (key, id) compared like Python's heapq */
+    while (i > 0) {
         int64_t p = (i - 1) / 2;
-        if (h->key[p] < key || (h->key[p] == key && h->id[p] <= id)) break;
-        h->key[i] = h->key[p]; h->id[i] = h->id[p]; i = p;
+        if (!hless(x, h->e[p])) break;
+        h->e[i] = h->e[p]; i = p;
     }
-    h->key[i] = key; h->id[i] = id;
+    h->e[i] = x;
     return 0;
 }
 
 static void heap_pop(heap_t *h) {
-    int64_t key = h->key[--h->n], id = h->id[h->n], i = 0;
+    hent_t x = h->e[--h->n];
+    int64_t i = 0;
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= h->n) break;
-        if (c + 1 < h->n && (h->key[c + 1] < h->key[c] || (h->key[c + 1] == h->key[c] && h->id[c + 1] < h->id[c]))) c++;
-        if (key < h->key[c] || (key == h->key[c] && id <= h->id[c])) break;
-        h->key[i] = h->key[c]; h->id[i] = h->id[c]; i = c;
+        if (c + 1 < h->n && hless(h->e[c + 1], h->e[c])) c++;
+        if (!hless(h->e[c], x)) break;
+        h->e[i] = h->e[c]; i = c;
     }
-    if (h->n) { h->key[i] = key; h->id[i] = id; }
+    if (h->n) h->e[i] = x;
 }
 
 typedef struct {
@@ -208,10 +212,10 @@ typedef struct {
     int64_t *sl, *sr, nsacked, capsacked;   /* merged SACK scoreboard */
     int64_t last_sack_sum;
     /* Wireshark's list */
-    int64_t *w_start, *w_end, w_next, w_live;
+    int64_t *w_start, w_next, w_live, w_top;
     uint8_t *w_alive;
     int w_valid;
-    heap_t by_end, by_start, by_top;
+    heap_t by_end, by_start;
     /* outputs */
     int64_t *rx, nrx, *karn, nkarn;
 } st_t;
@@ -270,30 +274,37 @@ static int64_t pipe_now(st_t *s) {
     return total;
 }
 
+/* The highest end in the list is only deleted together with every other entry (an ACK
+ * deletes the entries ending at or below it), so the top is the highest end added since
+ * the list was last empty: Python's third heap (_by_top) is not needed here. */
 static int64_t ws_value(st_t *s) {
     if (!s->w_live) return 0;
-    heap_t *b = &s->by_start, *t = &s->by_top;
-    while (!(s->w_alive[b->id[0]] && s->w_start[b->id[0]] == b->key[0])) heap_pop(b);
-    while (!s->w_alive[t->id[0]]) heap_pop(t);
-    return -t->key[0] - b->key[0] - s->last_sack_sum;
+    heap_t *b = &s->by_start;
+    while (!(s->w_alive[b->e[0].id] && s->w_start[b->e[0].id] == b->e[0].key)) heap_pop(b);
+    return s->w_top - b->e[0].key - s->last_sack_sum;
 }
 
 static int ws_add(st_t *s, int64_t seq, int64_t end) {
     if (s->w_live >= WS_MAX_SEGMENTS) return 0;
     int64_t i = s->w_next++;
-    s->w_start[i] = seq; s->w_end[i] = end; s->w_alive[i] = 1; s->w_live++;
-    return heap_push(&s->by_end, end, i) | heap_push(&s->by_start, seq, i) | heap_push(&s->by_top, -end, i);
+    if (!s->w_live || end > s->w_top) s->w_top = end;
+    s->w_start[i] = seq; s->w_alive[i] = 1; s->w_live++;
+    return heap_push(&s->by_end, end, i) | heap_push(&s->by_start, seq, i);
 }
 
 static int ws_ack(st_t *s, int64_t ack) {
     heap_t *e = &s->by_end, *b = &s->by_start;
-    while (e->n && e->key[0] <= ack) {
-        int64_t i = e->id[0];
+    while (e->n && e->e[0].key <= ack) {
+        int64_t i = e->e[0].id;
         heap_pop(e);
         if (s->w_alive[i]) { s->w_alive[i] = 0; s->w_live--; }
     }
-    while (b->n && b->key[0] < ack) {
-        int64_t start = b->key[0], i = b->id[0];
+    if (!s->w_live) {                     /* drop what the lazy heap still holds */
+        b->n = 0;
+        return 0;
+    }
+    while (b->n && b->e[0].key < ack) {
+        int64_t start = b->e[0].key, i = b->e[0].id;
         heap_pop(b);
         if (s->w_alive[i] && s->w_start[i] == start) {
             s->w_start[i] = ack;
@@ -425,9 +436,9 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
     int64_t cap = m > 0 ? m : 1, ns = 0, rc = 0, cur = 0;
     s.s_start = malloc(cap * 8); s.s_end = malloc(cap * 8); s.s_t = malloc(cap * 8);
     s.s_ep = malloc(cap * 8); s.s_rt = malloc(cap * 8); s.rtx_segs = malloc(cap * 8);
-    s.w_start = malloc(cap * 8); s.w_end = malloc(cap * 8); s.w_alive = calloc(cap, 1);
+    s.w_start = malloc(cap * 8); s.w_alive = calloc(cap, 1);
     if (!s.s_start || !s.s_end || !s.s_t || !s.s_ep || !s.s_rt || !s.rtx_segs || !s.w_start
-        || !s.w_end || !s.w_alive) { rc = -1; goto done; }
+        || !s.w_alive) { rc = -1; goto done; }
     for (int64_t i = 0; i < m; i++) {
         int64_t t = tv[i], seq = seqv[i], end = endv[i];
         int syn = flv[i] & 1, fin = (flv[i] >> 1) & 1;
@@ -495,8 +506,6 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
     *nrx = s.nrx; *nkarn = s.nkarn;
 done:
     free(s.s_start); free(s.s_end); free(s.s_t); free(s.s_ep); free(s.s_rt); free(s.rtx_segs);
-    free(s.w_start); free(s.w_end); free(s.w_alive); free(s.sl); free(s.sr);
-    free(s.by_end.key); free(s.by_end.id); free(s.by_start.key); free(s.by_start.id);
-    free(s.by_top.key); free(s.by_top.id);
+    free(s.w_start); free(s.w_alive); free(s.sl); free(s.sr); free(s.by_end.e); free(s.by_start.e);
     return rc;
 }
