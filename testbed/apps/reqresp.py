@@ -45,6 +45,7 @@ REPLY_SEED = b"testbed-reply-v1"
 KEEP_LIMIT = 64 * 1000 * 1000  # bodies up to this size are hashed by the server
 SEND_QUEUE_POLL = 0.001        # TCP_INFO poll interval of the send-queue watch (s)
 WRITE_PATTERNS = ("one", "blocks")
+INFINITE_SSTHRESH = 0x7FFFFFFF   # Linux's snd_ssthresh before the first loss (slow start)
 
 
 def write_request(sock: socket.socket, data: bytes, pattern: str = "one") -> int:
@@ -236,23 +237,28 @@ class Client:
     def warm_up(self, limit: int) -> None:
         """Untimed requests back to back until the connection is warm, at most ``limit``.
 
-        Warm: TCP_INFO's snd_cwnd ≥ 2 × the request's segments (⌈request / snd_mss⌉).  In slow
+        Warm: slow start no longer limits a request — TCP_INFO's snd_cwnd ≥ 2 × the request's
+        segments (⌈request / snd_mss⌉), or slow start has ended (a loss set snd_ssthresh, from
+        then on congestion avoidance governs cwnd as it will for the timed requests).  In slow
         start Linux grows cwnd only while cwnd-limited, up to twice the segments in flight, so
-        back-to-back requests reach exactly this; and Linux's restart after an idle period
+        back-to-back requests reach exactly 2 × request; Linux's restart after an idle period
         longer than the RTO (``tcp_slow_start_after_idle`` = 1, e.g. a think time + RTT above
         the RTO) halves cwnd once per RTO, which then still leaves one request's worth.  A
         connection approaching it from below instead (cwnd/2 + request per request) never gets
         there and pays one more round trip per request.  Logged as ``warmup_done``."""
         need = info = None
+        done = 0
         for w in range(limit):
             self.exchange(f"warmup{w}", warmup=True)
-            info = tcpinfo.read(self.sock)
+            done, info = w + 1, tcpinfo.read(self.sock)
             need = 2 * -(-(HEADER.size + len(self.body)) // max(info["snd_mss"], 1))
-            if info["snd_cwnd"] >= need:
+            if info["snd_cwnd"] >= need or info["snd_ssthresh"] < INFINITE_SSTHRESH:
                 break
-        self.log.emit(ev.WARMUP_DONE, conn=self.conn, requests=min(w + 1, limit) if limit else 0,
+        self.log.emit(ev.WARMUP_DONE, conn=self.conn, requests=done,
                       snd_cwnd=info["snd_cwnd"] if info else None, cwnd_wanted=need,
-                      warm=bool(info and info["snd_cwnd"] >= need))
+                      snd_ssthresh=info["snd_ssthresh"] if info else None,
+                      warm=bool(info and (info["snd_cwnd"] >= need
+                                          or info["snd_ssthresh"] < INFINITE_SSTHRESH)))
 
     def run(self, mode: str, requests: int, think: float, warmup: int) -> list[int]:
         if mode == "reuse":
