@@ -41,10 +41,11 @@ def _dirname(measure: Measure) -> str:
 
 def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = None,
                 backend: str | None = None, executor: Callable | None = None,
-                keep_up: Callable | None = None, progress: Callable = lambda msg: None) -> dict:
-    """Run every experiment the rows need; ``{key: {"dir", "summary"} | {"error"}}``."""
+                keep_topology: bool = False, progress: Callable = lambda msg: None) -> dict:
+    """Run every experiment the rows need; ``{key: {"dir", "summary"} | {"error"}}``.
+    ``keep_topology``: one topology bring-up per repetition block (experiments.runner)."""
     from .report import write_all
-    from .runner import run_experiment
+    from .runner import run_experiment, topology_keeper
     reps = reps or (QUICK_REPS if quick else FULL_REPS)
     wanted: dict[tuple, tuple[Measure, set]] = {}
     for row in rows:
@@ -60,7 +61,8 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             exp = experiment_for(m, levels, reps, quick, backend)
             exp.validate()
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
-            run_experiment(exp, d, executor=executor, keep_up=keep_up, quiet=True,
+            run_experiment(exp, d, executor=executor, quiet=True,
+                           keep_up=topology_keeper(d) if keep_topology else None,
                            resume=(d / "manifest.json").is_file())
             results[key] = {"dir": str(d), "summary": write_all(d, plots=False)}
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
@@ -86,6 +88,8 @@ def measured_value(summary: dict, m: Measure) -> tuple[float | None, list | None
         return None if x is None else x * m.scale
     if m.statistic == "median":
         st = _level_stat(summary, m.level, m)
+        if m.source == "verification" and (not st or st.get("median") is None):
+            return None, None, 0, f"the runs of level {m.level} carry no {m.metric} read-back"
         if not st or not st.get("n") or st.get("median") is None:
             return None, None, 0, f"no valid run of level {m.level} ({_excluded(summary, m.level)})"
         ci = st.get("median_ci")

@@ -25,6 +25,8 @@ def register(sub) -> None:
     p.add_argument("--reps", type=int, help="repetitions per level (default: 2 with --quick, else 10)")
     p.add_argument("--model-only", action="store_true", help="do not run experiments")
     p.add_argument("--backend", choices=("auto", "netem", "userspace"), help="backend of every run")
+    p.add_argument("--keep-topology", action="store_true",
+                   help="keep each experiment's topology up across the runs of a repetition")
     p.add_argument("--json", action="store_true", help="print summary.json's rows")
     p.add_argument("--out", help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
     p.add_argument("--results", default="results", help="root of the default --out")
@@ -85,9 +87,8 @@ def run(args) -> int:
     skipped = "--model-only" if args.model_only else can_measure()
     measured = None
     if skipped is None:
-        from .experiment_cli import _keep_up
         measured = measure_all(rows, out, quick=args.quick, reps=args.reps, backend=args.backend,
-                               keep_up=_keep_up(),
+                               keep_topology=args.keep_topology,
                                progress=lambda msg: print(f"testbed reproduce: {msg}", file=sys.stderr))
     results = result_rows(rows, measured, args.quick, skipped=skipped)
     reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
