@@ -6,6 +6,7 @@
 ``{host}`` in an argument becomes that host's address, e.g. ``{server}``); every program's
 output goes to ``<run dir>/exec-<n>-<host>.stdout``/``.stderr``; all but the last run in the
 background (servers), the last in the foreground; the exit status is the last one's.
+``--exec`` options come last (everything after the first one belongs to the programs).
 
     testbed topo up longhaul --set loss_down=0% --exec server iperf3 -s \
         --exec client iperf3 -c {server} -t 5
@@ -13,6 +14,7 @@ background (servers), the last in the foreground; the exit status is the last on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import time
@@ -143,8 +145,8 @@ def run_up(args) -> int:
         log.info("topo up took %.3f s", time.monotonic() - t0)
         print(f"{tb.topo.name} up with backend {tb.backend.name}; results in {tb.dir}")
         for link in tb.metadata["links"]:
-            print(f"  {link['a']} → {link['b']}: {link['describe'][0]}")
-            print(f"  {link['b']} → {link['a']}: {link['describe'][1]}")
+            print(f"  {link['name']} up   {link['a']} → {link['b']}: {link['describe'][0]}")
+            print(f"  {link['name']} down {link['b']} → {link['a']}: {link['describe'][1]}")
         for name, info in tb.metadata["hosts"].items():
             print(f"  {name}: {', '.join(f'{i} {ip}' for i, ip in info['ips'].items())}")
         status = 0
@@ -159,12 +161,27 @@ def run_up(args) -> int:
     return status
 
 
+def split_execs(execs: list[list[str]]) -> list[list[str]]:
+    """argparse gives the first ``--exec`` everything after it: split at each ``--exec``."""
+    out: list[list[str]] = []
+    for group in execs:
+        current: list[str] = []
+        for token in group:
+            if token == "--exec":
+                out.append(current)
+                current = []
+            else:
+                current.append(token)
+        out.append(current)
+    return out
+
+
 def run_execs(tb, execs: list[list[str]]) -> int:
     """Run each ``[HOST, CMD, ARG...]`` in its host; the last in the foreground."""
     import subprocess
     hosts = set(tb.hosts)
     commands = []
-    for item in execs:
+    for item in split_execs(execs):
         if len(item) < 2 or item[0] not in hosts:
             raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
                              f"of {', '.join(sorted(hosts))}")
@@ -191,6 +208,9 @@ def run_execs(tb, execs: list[list[str]]) -> int:
                                f"see {stem}.stderr")
         else:
             status = proc.wait()
+    for proc in background:          # a server that ends with its client (iperf3 -s -1) flushes
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)
     for n, (host, argv) in enumerate(commands):
         text = (tb.dir / f"exec-{n}-{host}.stdout").read_text(errors="replace")
         print(f"--- {host}: {' '.join(argv)}\n{text}", end="" if text.endswith("\n") else "\n")
