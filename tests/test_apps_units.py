@@ -175,3 +175,21 @@ def test_cc_used_parses_ss_and_compares_with_the_namespace_default(tmp_path):
     used = ccusage.cc_used(tmp_path)
     assert used["apps"] == {"client": ["cubic"]} and used["namespace_default"] == {"client": "bbr"}
     assert used["differs"] == ["client: outside programs would use bbr; the testbed's apps used cubic"]
+
+
+def test_bbr_model_read_with_tcp_cc_info():
+    import socket
+    from testbed.apps import tcpinfo, tcpopts
+    if "bbr" not in tcpopts.available_cc():
+        pytest.skip("no bbr in this kernel")
+    with socket.create_server(("127.0.0.1", 0)) as lst, \
+            socket.create_connection(lst.getsockname()) as c:
+        a, _ = lst.accept()
+        with a:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"bbr")
+            c.sendall(b"x" * 100_000)
+            a.recv(200_000)
+            info = tcpinfo.sample(c, bbr=True)
+            assert info["bbr_pacing_gain"] > 0 and info["bbr_bw"] > 0 and "snd_cwnd" in info
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"reno")
+            assert tcpinfo.bbr_info(c) == {}

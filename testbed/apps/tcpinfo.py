@@ -19,7 +19,7 @@ retransmitted over the connection); ``rtt``, ``rttvar``, ``min_rtt`` (µs, smoot
 the peer's window / by its own send buffer, cumulative); ``rcv_ooopack`` (segments that
 arrived out of order at this receiver, cumulative), ``rcv_space`` and ``rcv_ssthresh`` (the
 receive-buffer autotuning's estimate and the window ceiling it allows, bytes); ``reord_seen``,
-``dsack_dups``; ``delivery_rate_app_limited``.
+``dsack_dups``; ``delivery_rate_app_limited``; with bbr also BBR's own model (``bbr_info``).
 """
 from __future__ import annotations
 
@@ -91,9 +91,30 @@ def read(sock: socket.socket) -> dict:
     return decode(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, STRUCT_SIZE))
 
 
-def sample(sock: socket.socket) -> dict:
+TCP_CC_INFO = getattr(socket, "TCP_CC_INFO", 26)
+_BBR_INFO = struct.Struct("=IIIII")   # struct tcp_bbr_info (include/uapi/linux/inet_diag.h)
+
+
+def bbr_info(sock: socket.socket) -> dict:
+    """BBR's model (TCP_CC_INFO of a socket running bbr): ``bbr_bw`` (its bandwidth estimate,
+    B/s), ``bbr_min_rtt`` (µs), ``bbr_pacing_gain`` and ``bbr_cwnd_gain`` (as factors; the
+    pacing gain names the mode: 2.89 startup, 0.35 drain, 1.25/0.75/1 probe_bw cycle, 1 with
+    cwnd 4 probe_rtt).  Empty for other congestion controls."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, TCP_CC_INFO, _BBR_INFO.size)
+    if len(raw) < _BBR_INFO.size:
+        return {}
+    lo, hi, min_rtt, pacing, cwnd = _BBR_INFO.unpack(raw)
+    return {"bbr_bw": (hi << 32) | lo, "bbr_min_rtt": min_rtt,
+            "bbr_pacing_gain": round(pacing / 256, 3), "bbr_cwnd_gain": round(cwnd / 256, 3)}
+
+
+def sample(sock: socket.socket, bbr: bool = False) -> dict:
+    """The ``SAMPLE_FIELDS`` of TCP_INFO, plus ``bbr_info`` when ``bbr``."""
     info = read(sock)
-    return {k: info[k] for k in SAMPLE_FIELDS if k in info}
+    out = {k: info[k] for k in SAMPLE_FIELDS if k in info}
+    if bbr:
+        out.update(bbr_info(sock))
+    return out
 
 
 class Sampler:
@@ -104,10 +125,15 @@ class Sampler:
         self.log, self.sock, self.conn, self.interval = log, sock, conn, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        try:
+            cc = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+        except OSError:
+            cc = b""
+        self.bbr = cc.rstrip(b"\0") == b"bbr"
 
     def _emit(self) -> None:
         try:
-            self.log.emit(TCP_INFO, conn=self.conn, **sample(self.sock))
+            self.log.emit(TCP_INFO, conn=self.conn, **sample(self.sock, self.bbr))
         except OSError:  # socket closed under us
             self._stop.set()
 
