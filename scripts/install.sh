@@ -34,7 +34,7 @@ fi
 stamp="$VENV/.installed"
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e .
+  "$VENV/bin/python" -m pip install -q -e ".[test]"   # runtime deps + test tools (setup.cfg)
   touch "$stamp"
 fi
 "$VENV/bin/python" -m testbed.emulator.native.build  # native emulator engine (gcc, idempotent)
