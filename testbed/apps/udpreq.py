@@ -99,7 +99,12 @@ def run_server(args: argparse.Namespace) -> int:
                     log.emit(ev.RESPONSE_FIRST_BYTE_SENT, conn=conn, req=msg)
                     del first[addr]
                 return False
-            loop.run(on_event, note_first_send)
+            try:
+                loop.run(on_event, note_first_send)
+            finally:                                # SIGTERM ends the server: its counts first
+                log.emit(ev.TRANSPORT_STATS, conn=None, role="server", connections=len(loop.endpoints),
+                         malformed=sum(e.stats["malformed"] for e in loop.endpoints.values()),
+                         **loop.stats)
         return 0
     return guarded(run, log)
 

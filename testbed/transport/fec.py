@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import raptorq
-from scipy.stats import binom
+from scipy.special import bdtr            # binomial CDF: bdtr(r, n, p) = P(Binomial(n, p) <= r)
 
 from .wire import PAYLOAD_ID, SYMBOL, k_of
 
@@ -78,13 +78,13 @@ def adaptive_repair(k: int, p: float, target: float = 0.999) -> int:
     if p <= 0.0:
         return 0
     lo, hi = 0, 1
-    while binom.cdf(hi, k + hi, p) < target:       # exponential search, then bisection
+    while bdtr(hi, k + hi, p) < target:       # exponential search, then bisection
         lo, hi = hi, hi * 2
         if hi >= MAX_REPAIR:
             return MAX_REPAIR
     while lo < hi:
         mid = (lo + hi) // 2
-        if binom.cdf(mid, k + mid, p) >= target:
+        if bdtr(mid, k + mid, p) >= target:
             hi = mid
         else:
             lo = mid + 1

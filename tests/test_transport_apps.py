@@ -1,0 +1,81 @@
+"""udpreq over loopback (no root): execute() runs it like any workload; a live server survives
+random datagrams; bad factor values are refused with one line."""
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from testbed import lifecycle, workloads
+from testbed.errors import UsageError
+from testbed.execute import execute
+from testbed.runspec import CaptureSpec, RunSpec
+
+from apps_helpers import events
+
+SPEC = RunSpec(topology="loopback", workload="udpreq", capture=CaptureSpec("none"),
+               params={"requests": 2, "fec": "fixed:8", "process": "1ms"})
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
+
+
+def test_udpreq_through_execute_on_loopback(tmp_path):
+    r = execute(SPEC, tmp_path / "run")
+    assert r.status == "complete"
+    assert len(r.metrics["completion_ms"]) == 2
+    assert r.checks["repair_packets"] == 2 * 8 and r.checks["source_packets"] == 2 * 245
+    done = events(r.dir / "server.jsonl", "request_complete")
+    assert {e["sha256"] for e in done} == {events(r.dir / "client.jsonl", "request_body")[0]["sha256"]}
+
+
+def test_tcp_socket_factors_and_bad_levels_are_refused(tmp_path):
+    with pytest.raises(UsageError, match="socket factors"):      # checked with a topology
+        workloads.get("udpreq").validate_spec(SPEC.set("socket.cc", "bbr"), None)
+    with pytest.raises(UsageError, match="fixed:R"):
+        execute(SPEC.set("params.fec", "fixed"), tmp_path / "b")
+    with pytest.raises(UsageError, match="ACK policy"):
+        execute(SPEC.set("params.ack_policy", "sometimes"), tmp_path / "c")
+
+
+def test_server_counts_random_datagrams_and_still_answers(tmp_path):
+    port = 5943
+    log = tmp_path / "server.jsonl"
+    server = subprocess.Popen([sys.executable, "-m", "testbed.apps.udpreq", "server", "--listen",
+                               f"127.0.0.1:{port}", "--log", str(log), "--fec", "adaptive"],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert server.stdout.readline().startswith(b"ready")
+        rng = random.Random(3)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _ in range(2000):
+                d = rng.randbytes(rng.randrange(0, 1500))
+                if rng.random() < 0.3 and d:
+                    d = b"\xfc" + bytes([rng.choice((1, 2, 3))]) + d[2:]     # valid-looking header
+                s.sendto(d, ("127.0.0.1", port))
+            time.sleep(0.5)
+        client = subprocess.run([sys.executable, "-m", "testbed.apps.udpreq", "client", "--server",
+                                 f"127.0.0.1:{port}", "--log", str(tmp_path / "client.jsonl"),
+                                 "--fec", "adaptive", "--requests", "2", "--process", "1ms"],
+                                cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert client.returncode == 0, client.stderr
+        assert server.poll() is None                                  # still running
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert len(events(log, "request_complete")) == 2
+    final = [e for e in events(log, "transport_stats") if e["conn"] is None]
+    assert final and final[0]["unknown_peer_junk"] + final[0]["malformed"] >= 2000
+
+
+def test_bad_argument_is_one_line_and_exit_2(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "testbed.apps.udpreq", "client", "--server",
+                          "127.0.0.1:9", "--log", str(tmp_path / "c.jsonl"), "--pacing", "fast"],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "pacing" in out.stderr
