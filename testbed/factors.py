@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import UsageError
@@ -78,8 +79,25 @@ def _size(value: Any) -> int:
     return n
 
 
+CC_PATH = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def available_cc() -> list[str]:
+    return CC_PATH.read_text().split()
+
+
+def parse_ack(text: str) -> tuple[bool, int | None]:
+    """ACK policy → (route quickack, TCP_DELACK_MAX_US or None)."""
+    if text == "delayed":
+        return False, None
+    if text in ("quick", "quickack", "immediate"):
+        return True, None
+    if text.startswith("max:"):
+        return False, int(round(parse_time(text[4:]) * 1e6))
+    raise ValueError(f"unknown ACK policy {text!r}; allowed: delayed, quick, max:<time> (e.g. max:10ms)")
+
+
 def _cc(value: Any) -> str:
-    from .apps.tcpopts import available_cc
     name = str(value)
     if name not in available_cc():
         raise ValueError(f"congestion control {name!r} is not available on this kernel; "
@@ -95,13 +113,11 @@ def _delack_us(value: Any) -> int:
 
 
 def _ack(value: Any) -> str:
-    from .apps.tcpopts import parse_ack
     parse_ack(str(value))
     return str(value)
 
 
 def _ack_socket(value: str) -> dict:
-    from .apps.tcpopts import parse_ack
     delack = parse_ack(value)[1]
     return {} if delack is None else {"delack_max_us": delack}
 

@@ -42,18 +42,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..units import parse_time
+from .. import factors
+from ..factors import available_cc, parse_ack  # noqa: F401  (parse_ack: part of this module's API)
 
 TCP_DELACK_MAX_US = getattr(socket, "TCP_DELACK_MAX_US", 46)
-CC_PATH = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 ALLOWED_CC_PATH = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SSAI_PATH = Path("/proc/sys/net/ipv4/tcp_slow_start_after_idle")
 
 
-def available_cc() -> list[str]:
-    return CC_PATH.read_text().split()
 
 
 @dataclass(frozen=True)
@@ -135,26 +133,13 @@ def read_back(sock: socket.socket) -> dict:
     return out
 
 
-def parse_ack(text: str) -> tuple[bool, int | None]:
-    """ACK policy → (route quickack, TCP_DELACK_MAX_US or None)."""
-    if text == "delayed":
-        return False, None
-    if text in ("quick", "quickack", "immediate"):
-        return True, None
-    if text.startswith("max:"):
-        return False, int(round(parse_time(text[4:]) * 1e6))
-    raise ValueError(f"unknown ACK policy {text!r}; allowed: delayed, quick, max:<time> (e.g. max:10ms)")
-
-
 def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
     """One option per socket factor of the registry (``testbed/factors.py``)."""
-    from .. import factors
     factors.add_arguments(parser, "socket", "TCP socket factors (set before listen/connect)")
 
 
 def socket_factors(args: argparse.Namespace) -> SocketFactors:
     """The SocketFactors of an app's command line (registry defaults for what was not given)."""
-    from .. import factors
     return SocketFactors(**factors.socket_fields(factors.from_args(args, "socket")))
 
 
