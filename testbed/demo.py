@@ -1,4 +1,5 @@
-"""``testbed demo``: the main job of `make demo` — for now, calibrate the long-haul path."""
+"""``testbed demo``: the main job of `make demo` — calibrate the long-haul path, then the
+headline reproduction (``testbed reproduce C7 --quick``: connection setup vs transport)."""
 from __future__ import annotations
 
 from .backends import BACKEND_CHOICES
@@ -16,4 +17,7 @@ def run(args) -> int:
     print(f"testbed demo: backend {report['backend']}, kernel congestion controls "
           f"{' '.join(report['congestion_control'])}")
     from .cli import main
-    return main(["calibrate", "--backend", args.backend])
+    rc = main(["calibrate", "--backend", args.backend])
+    print("testbed demo: the headline reproduction, C7 (new connection vs kept alive, direct vs relay)")
+    return max(rc, main(["reproduce", "C7", "--quick"]
+                        + ([] if args.backend == "auto" else ["--backend", args.backend])))
