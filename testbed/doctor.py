@@ -16,6 +16,8 @@ FIX_PACKAGES = {"mnexec": "mininet", "tcpdump": "tcpdump", "tshark": "tshark", "
 def register(sub) -> None:
     p = sub.add_parser("doctor", help="check what this machine supports and how to fix problems")
     p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.add_argument("--refresh", action="store_true",
+                   help="boot the UML guest again instead of using the cached boot check")
     p.set_defaults(func=run)
 
 
@@ -26,7 +28,7 @@ def _read(path: str) -> str | None:
         return None
 
 
-def diagnose() -> dict[str, Any]:
+def diagnose(refresh: bool = False) -> dict[str, Any]:
     problems: list[str] = []
     report: dict[str, Any] = {"root": os.geteuid() == 0, "python": sys.version.split()[0]}
     if not report["root"]:
@@ -65,12 +67,8 @@ def diagnose() -> dict[str, Any]:
     if report["backend"] == "userspace":
         report["backend_note"] = ("no netem/htb in this kernel: links use the userspace emulator "
                                   "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
-    try:
-        from .uml import availability
-        ok, reason = availability()
-        report["netem_uml"] = {"available": ok, "reason": reason}
-    except ImportError:
-        report["netem_uml"] = {"available": False, "reason": "testbed.uml not installed"}
+    from .uml_builds import doctor_report
+    report["netem_uml"] = doctor_report(refresh)
     from .emulator.native import available as native_available
     native_ok, native_where = native_available()
     report["emulator_engines"] = ["native", "python"] if native_ok else ["python"]
@@ -81,7 +79,7 @@ def diagnose() -> dict[str, Any]:
 
 
 def run(args) -> int:
-    report = diagnose()
+    report = diagnose(getattr(args, "refresh", False))
     if args.json:
         print(json.dumps(report, indent=1))
         return 0 if report["ok"] else 1
@@ -96,6 +94,8 @@ def run(args) -> int:
             ("userspace emulator engines", " ".join(report["emulator_engines"]))]
     for label, value in rows:
         print(f"{label:<28} {mark(value)}")
+    for line in report["netem_uml"]["lines"]:
+        print(f"  UML: {line}")
     if report.get("backend_note"):
         print(f"note: {report['backend_note']}")
     for problem in report["problems"]:

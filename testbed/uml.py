@@ -1,10 +1,12 @@
 """Run one command inside a User-Mode Linux guest, to get real sch_netem/sch_htb on a host without them.
 
-Debian's ``user-mode-linux`` kernel (``/usr/bin/linux.uml``) runs as an ordinary process.  The
+A UML kernel runs as an ordinary process; which one (Debian's ``user-mode-linux`` as installed,
+or one provisioned from Debian's packages) and in which mode (seccomp or ptrace) is decided by
+``testbed/uml_builds.py``, after a guest really booted with it.  The
 guest boots with the host's root filesystem over hostfs, **read-only**; the guest's init
 (``testbed/uml_init.py``) gives it its own proc/sys/dev and tmpfs on /tmp, /run, /var/tmp,
 /dev/shm (so ``ip netns`` and Mininet write nothing to the host), loads sch_htb, sch_netem, veth,
-tcp_bbr and ipv6 (built-in on usual kernels) from ``/usr/lib/uml/modules/<version>``, mounts ``results_dir`` read-write at the same
+tcp_bbr and ipv6 (those not built in) from the build's modules directory, mounts ``results_dir`` read-write at the same
 path, runs the command (an argv list, handed over as JSON, never through a shell) with the same
 Python interpreter and repository as the caller, and powers off.
 
@@ -13,7 +15,8 @@ Files written: ``results_dir`` (the command's own output plus ``uml-stdout.txt``
 ``tb*`` (in /dev/shm, where UML also keeps the guest's memory file), removed on return.
 Processes: ``linux.uml`` starts in a new session; it and its helper processes share that
 process group, which is ended (SIGTERM, then SIGKILL) on timeout, on any exception and checked
-to be empty before returning.
+to be empty before returning.  A guest that fails raises ``GuestError`` (a ``SetupError``) with
+one line: what failed, the console's reason line and where the full console log is.
 
 The guest has one virtual CPU and HZ=100; see the README section on User-Mode Linux for what the
 guest itself adds to RTT and where its throughput ceiling is.  If the calling process is killed
@@ -34,14 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import RunError, SetupError
+from .uml_builds import MODES, MODULES, UMLBuild, UMLUnavailable, check, choose
+
 if TYPE_CHECKING:
     from .lifecycle import Run
 
-KERNEL = Path("/usr/bin/linux.uml")
-MODULES_ROOT = Path("/usr/lib/uml/modules")
-GUEST_PYTHON = Path("/usr/bin/python3")  # interpreter of the guest's init (host's system Python)
-MODULES = ("sch_htb", "sch_netem", "veth", "tcp_bbr", "ipv6")
-INSTALL_HINT = "install it with `apt-get install user-mode-linux`"
 REPO = Path(__file__).resolve().parent.parent
 INIT_SCRIPT = Path(__file__).resolve().with_name("uml_init.py")
 # Guest paths that the init covers with its own filesystems; host paths under them must be
@@ -52,20 +53,38 @@ TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process g
 BACKEND = "netem-uml"  # the CLI's --backend value that re-runs a command in a guest with netem
 
 
-class UMLUnavailable(RuntimeError):
-    """linux.uml, its modules or the guest's init interpreter is missing."""
+class GuestError(SetupError):
+    """The guest did not run the command (boot or setup failed).  The message is one line; the
+    console's reason line is ``reason``, the full console log ``console``."""
+
+    def __init__(self, message: str, *, reason: str, console: Path):
+        super().__init__(message)
+        self.reason, self.console = reason, console
 
 
-class GuestError(RuntimeError):
-    """The guest did not run the command (boot or setup failed); the message has the details."""
-
-
-class GuestTimeout(TimeoutError):
+class GuestTimeout(RunError):
     """The guest did not finish within the timeout; it was killed and cleaned up."""
 
-    def __init__(self, message: str, result: "GuestResult"):
-        super().__init__(message)
-        self.result = result
+    def __init__(self, message: str, result: "GuestResult", *, reason: str, console: Path):
+        super().__init__(message, result=result)
+        self.reason, self.console = reason, console
+
+
+# Console lines that every UML guest prints and that explain nothing when it fails.
+BENIGN = re.compile(r"ubd device|find_iomem|SELinux|checkreqprot|reboot: System halted|^\s*$")
+
+
+def console_reason(text: str) -> str:
+    """The line of a guest's console that says why it failed: the last informative line before
+    the first kernel panic (e.g. "userspace - ptrace set fp regs failed, errno = 14"), else the
+    panic line, else the last informative line."""
+    lines = [line.strip() for line in text.splitlines()]
+    informative = [i for i, line in enumerate(lines) if not BENIGN.search(line)]
+    panic = next((i for i in informative if lines[i].startswith("Kernel panic")), None)
+    if panic is not None:
+        before = [i for i in informative if i < panic and "Kernel panic" not in lines[i]]
+        return lines[before[-1]] if before else lines[panic]
+    return lines[informative[-1]] if informative else "the console is empty"
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,8 @@ class GuestResult:
 
     returncode: the command's exit status (negative: killed by that signal), None on timeout.
     stdout, stderr: the command's output, decoded as UTF-8 (invalid bytes replaced).
+    uml: the build and mode that ran it (``Guest.describe()``: source, kernel, package, release,
+        mode).
     duration: host wall time in seconds from starting linux.uml until it exited (boot, module
         loading, the command, shutdown).
     command_time: guest wall time in seconds of the command alone (None if it did not finish).
@@ -83,49 +104,20 @@ class GuestResult:
     stderr: str
     duration: float
     command_time: float | None = None
+    uml: dict | None = None
 
 
-def kernel_version(kernel: Path = KERNEL) -> str:
-    """The UML kernel's release (``linux.uml --version``, which does not boot)."""
-    out = subprocess.run([str(kernel), "--version"], capture_output=True, text=True, timeout=10,
-                         stdin=subprocess.DEVNULL)
-    version = out.stdout.strip()
-    if out.returncode != 0 or not re.fullmatch(r"[\w.+-]+", version):
-        raise UMLUnavailable(f"{kernel} --version did not print a kernel release "
-                             f"(exit {out.returncode}: {out.stdout!r} {out.stderr!r})")
-    return version
-
-
-def check(kernel: Path = KERNEL, modules_root: Path = MODULES_ROOT) -> str:
-    """Raise UMLUnavailable naming what is missing; return the kernel release."""
-    if not (kernel.is_file() and os.access(kernel, os.X_OK)):
-        raise UMLUnavailable(f"UML kernel {kernel} not found (or not executable); {INSTALL_HINT}")
-    if not os.access(GUEST_PYTHON, os.X_OK):
-        raise UMLUnavailable(f"{GUEST_PYTHON} (the guest's init interpreter) not found; "
-                             "install it with `apt-get install python3`")
-    version = kernel_version(kernel)
-    dep = modules_root / version / "modules.dep"
-    if not dep.is_file():
-        raise UMLUnavailable(f"no modules for UML kernel {version}: {dep} is missing; {INSTALL_HINT}")
-    # names as in modules.dep: kernel/net/sched/sch_netem.ko (or .ko.xz, .ko.zst, ...)
-    listed = {Path(line.split(":", 1)[0]).name.split(".ko")[0]
-              for line in dep.read_text().splitlines()}
-    missing = [m for m in MODULES if m not in listed]
-    if missing:
-        raise UMLUnavailable(f"UML kernel {version} lacks module(s) {', '.join(missing)} in "
-                             f"{modules_root / version}; {INSTALL_HINT}")
-    return version
-
-
-def availability(kernel: Path = KERNEL) -> tuple[bool, str]:
-    """Cheap check for ``testbed doctor`` (does not boot a guest): (ok, reason)."""
-    try:
-        version = check(kernel)
-    except (UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
-        return False, str(exc)
+def availability(refresh: bool = False) -> tuple[bool, str]:
+    """(ok, reason) for ``testbed doctor`` and the tests: does a guest boot here (boot checks
+    are cached, see ``testbed.uml_builds``)?"""
     if os.geteuid() != 0:
         return False, "needs root (the guest's network namespaces and qdiscs are set up as root)"
-    return True, f"User-Mode Linux {version} with {', '.join(MODULES)}"
+    try:
+        guest = choose(refresh)
+    except (UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
+        return False, str(exc)
+    return True, (f"{guest.build.source} User-Mode Linux {guest.release} ({guest.mode}) boots in "
+                  f"{guest.boot_seconds:.1f} s, with {', '.join(MODULES)}")
 
 
 def _guest_env(extra: dict[str, str] | None) -> dict[str, str]:
@@ -135,7 +127,7 @@ def _guest_env(extra: dict[str, str] | None) -> dict[str, str]:
         "HOME": "/root", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
         "PYTHONDONTWRITEBYTECODE": "1",   # the root is read-only anyway
         "PYTHONPATH": str(REPO),
-        "TESTBED_IN_UML": "1",
+        "TESTBED_IN_UML": "1",  # TESTBED_UML_GUEST: the build and mode, as GuestResult.uml
     }
     env.update(extra or {})
     return env
@@ -198,18 +190,20 @@ def _read(path: Path) -> str:
 
 
 def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeout: float = 300.0,
-                 kernel: Path = KERNEL, cwd: Path | None = None,
+                 build: UMLBuild | None = None, mode: str | None = None, cwd: Path | None = None,
                  env: dict[str, str] | None = None, run: Run | None = None) -> GuestResult:
     """Boot a UML guest, run ``argv`` in it as root with the kernel modules loaded, power off.
 
     results_dir: existing host directory, read-write in the guest at the same path; receives
         uml-stdout.txt, uml-stderr.txt, uml-status.json, uml-console.log (overwritten).
     mem: guest memory as UML's ``mem=`` (e.g. '768M').  timeout: seconds for the whole guest.
+    build, mode: the UML build and 'seccomp' or 'ptrace'; default: ``uml_builds.choose()`` (a
+        build that boots here, booting it once per host and build to find out).
     cwd: the command's working directory (default: the caller's); env: extra environment
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
     run: a ``testbed.lifecycle.Run`` to record the guest's process group and private directory
         in, so that ``testbed clean`` ends a guest whose caller was killed.
-    Raises UMLUnavailable, GuestError (setup failed), GuestTimeout (guest killed).
+    Raises UMLUnavailable, GuestError (boot or setup failed), GuestTimeout (guest killed).
     """
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
@@ -220,8 +214,15 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     results_dir = Path(results_dir).resolve()
     if not results_dir.is_dir():
         raise ValueError(f"results_dir {results_dir} is not an existing directory")
+    if mode not in (None, *MODES):
+        raise ValueError(f"mode {mode!r}: allowed {', '.join(MODES)}")
     cwd = Path(cwd or os.getcwd()).resolve()
-    check(kernel)
+    if build is None:
+        guest = choose()
+        build, mode = guest.build, mode or guest.mode
+    release, modules = check(build)
+    mode = mode or "ptrace"
+    uml = {**build.describe(), "release": release, "mode": mode}
     for name in RESULT_FILES:
         (results_dir / name).unlink(missing_ok=True)
 
@@ -235,14 +236,15 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         init.chmod(0o755)
         job = private / "job.json"
         job.write_text(json.dumps({
-            "argv": list(argv), "cwd": str(cwd), "env": _guest_env(env),
+            "argv": list(argv), "cwd": str(cwd),
+            "env": {**_guest_env(env), "TESTBED_UML_GUEST": json.dumps(uml)},
             "results_dir": str(results_dir), "host_paths": _host_paths(results_dir, cwd),
-            "modules_root": str(MODULES_ROOT), "modules": list(MODULES),
+            "modules_root": str(build.modules_root), "modules": modules,
         }))
-        cmdline = [str(kernel), f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/",
+        cmdline = [str(build.kernel), f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/",
                    "ro", f"init={init}", "devtmpfs.mount=0", "con=null", "con0=null,fd:1",
                    "ssl=null", f"uml_dir={private}", f"umid={private.name}", "quiet",
-                   f"tbjob={job}"]
+                   f"tbjob={job}", *(["seccomp=on"] if mode == "seccomp" else [])]
         host_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": str(private)}
         start = time.monotonic()
         with open(results_dir / "uml-console.log", "wb") as console:
@@ -263,19 +265,26 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         shutil.rmtree(private, ignore_errors=True)
 
     stdout, stderr = _read(results_dir / "uml-stdout.txt"), _read(results_dir / "uml-stderr.txt")
+    console = results_dir / "uml-console.log"
+    what = f"{build.source} UML {release} ({mode}, {build.kernel})"
     if timed_out:
-        raise GuestTimeout(f"UML guest did not finish within {timeout:g} s; killed "
-                           f"(console: {results_dir / 'uml-console.log'})",
-                           GuestResult(None, stdout, stderr, duration))
+        reason = f"no exit within {timeout:g} s"
+        raise GuestTimeout(f"{what} did not finish within {timeout:g} s and was killed; "
+                           f"console log: {console}", GuestResult(None, stdout, stderr, duration,
+                                                                   uml=uml),
+                           reason=reason, console=console)
     try:
         status = json.loads((results_dir / "uml-status.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
-        tail = _read(results_dir / "uml-console.log")[-2000:]
-        raise GuestError(f"UML guest exited ({proc.returncode}) without a status; console tail:\n{tail}")
+        reason = console_reason(_read(console))
+        raise GuestError(f"{what} died before running the command (exit {proc.returncode}): "
+                         f"{reason}; console log: {console}", reason=reason, console=console)
     if status.get("error"):
-        raise GuestError(f"UML guest setup failed:\n{status['error']}")
+        reason = status["error"].strip().splitlines()[-1]
+        raise GuestError(f"{what}: guest setup failed: {reason}; traceback in {console}",
+                         reason=reason, console=console)
     command_time = (status["done_ns"] - status["ready_ns"]) / 1e9
-    return GuestResult(status["returncode"], stdout, stderr, duration, command_time)
+    return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml)
 
 
 def guest_cli_argv(argv: list[str]) -> list[str]:

@@ -221,26 +221,136 @@ def _check_qdisc_case(r: dict, up, down) -> None:
             assert goodput >= 0.85 * bound, (direction, goodput, bound)
 
 
+FAKE_PANIC = ("Checking that ptrace can change system call numbers...OK\n"
+              "Failed to initialize ubd device 0 :Couldn't determine size of device's file\n"
+              "userspace - ptrace set fp regs failed, errno = 14\n"
+              "Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n"
+              "reboot: System halted\n")
+
+
+def fake_build(tmp_path: Path, console: str = FAKE_PANIC, dep: str | None = None):
+    """A UMLBuild whose 'kernel' is a script: ``--version`` prints 6.1.176, booting prints
+    ``console`` and exits 1 (as Linux 6.1 does on a host with AMX)."""
+    from testbed.uml_builds import UMLBuild
+    kernel = tmp_path / "bin" / "linux.uml"
+    kernel.parent.mkdir()
+    (tmp_path / "console.txt").write_text(console)
+    kernel.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 6.1.176; exit 0; }}\n"
+                      f"cat {tmp_path / 'console.txt'}\nexit 1\n")
+    kernel.chmod(0o755)
+    mods = tmp_path / "modules" / "6.1.176"
+    mods.mkdir(parents=True)
+    (mods / "modules.dep").write_text(dep if dep is not None else "".join(
+        f"kernel/net/{m}.ko:\n" for m in ("sch_htb", "sch_netem", "veth", "tcp_bbr", "ipv6")))
+    return UMLBuild("system", kernel, tmp_path / "modules")
+
+
 def test_missing_kernel_is_reported(tmp_path):
     from testbed import uml
-    ok, reason = uml.availability(kernel=tmp_path / "linux.uml")
-    assert not ok and "apt-get install user-mode-linux" in reason
-    assert str(tmp_path / "linux.uml") in reason
+    from testbed.uml_builds import UMLBuild, check
+    build = UMLBuild("system", tmp_path / "linux.uml", tmp_path)
+    with pytest.raises(uml.UMLUnavailable, match="apt-get install user-mode-linux") as info:
+        check(build)
+    assert str(tmp_path / "linux.uml") in str(info.value)
     with pytest.raises(uml.UMLUnavailable, match="apt-get install user-mode-linux"):
-        uml.run_in_guest(["true"], results_dir=tmp_path, kernel=tmp_path / "linux.uml")
+        uml.run_in_guest(["true"], results_dir=tmp_path, build=build)
+    with pytest.raises(uml.UMLUnavailable, match="TESTBED_UML=provision make install"):
+        check(UMLBuild("provisioned", tmp_path / "linux.uml", tmp_path))
 
 
-def test_missing_modules_are_reported(tmp_path):
+def test_missing_and_builtin_modules(tmp_path):
+    """Required modules come from modules.dep or are built in (modules.builtin, or — for options
+    that are no longer tristate, like ipv6 in 7.x — modules.builtin.modinfo); only the former
+    are loaded."""
+    from testbed.uml_builds import UMLUnavailable, check
+    build = fake_build(tmp_path, dep="kernel/drivers/net/veth.ko:\n")
+    with pytest.raises(UMLUnavailable, match="lacks module.*sch_htb, sch_netem, tcp_bbr, ipv6"):
+        check(build)
+    mods = tmp_path / "modules" / "6.1.176"
+    (mods / "modules.dep").write_text("kernel/net/sched/sch_htb.ko:\nkernel/net/sched/sch_netem.ko.xz:"
+                                      "\nkernel/drivers/net/veth.ko: kernel/x.ko\n")
+    (mods / "modules.builtin").write_text("kernel/net/ipv4/tcp_bbr.ko\n")
+    with pytest.raises(UMLUnavailable, match="lacks module.*ipv6"):
+        check(build)
+    (mods / "modules.builtin.modinfo").write_bytes(b"ipv6.parm=autoconf:x\0af_packet.alias=y\0")
+    assert check(build) == ("6.1.176", ["sch_htb", "sch_netem", "veth"])
+    (mods / "modules.dep").unlink()
+    with pytest.raises(UMLUnavailable, match=r"modules\.dep is missing"):
+        check(build)
+
+
+def test_console_reason():
+    from testbed.uml import console_reason
+    assert console_reason(FAKE_PANIC) == "userspace - ptrace set fp regs failed, errno = 14"
+    assert console_reason("Kernel panic - not syncing: VFS\n") == "Kernel panic - not syncing: VFS"
+    glibc = "./linux.uml: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found\n"
+    assert console_reason(glibc) == glibc.strip()
+    assert console_reason("") == "the console is empty"
+
+
+def test_guest_that_does_not_boot_is_one_line_error(tmp_path):
+    """What failed, the console's reason line and where the full console is, in one line; the
+    private directory is gone and no process is left."""
     from testbed import uml
-    if not uml.KERNEL.exists():
-        pytest.skip("user-mode-linux not installed")
-    with pytest.raises(uml.UMLUnavailable, match=r"modules\.dep is missing.*apt-get install"):
-        uml.check(modules_root=tmp_path)
-    version = uml.kernel_version()
-    (tmp_path / version).mkdir()
-    (tmp_path / version / "modules.dep").write_text("kernel/drivers/net/veth.ko:\n")
-    with pytest.raises(uml.UMLUnavailable, match="lacks module.*sch_htb, sch_netem"):
-        uml.check(modules_root=tmp_path)
+    from testbed.errors import SetupError
+    build = fake_build(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    before = _tb_private_dirs()
+    with pytest.raises(SetupError) as info:
+        uml.run_in_guest(["true"], results_dir=out, build=build, mode="ptrace")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "ptrace set fp regs failed, errno = 14" in message
+    assert f"console log: {out / 'uml-console.log'}" in message
+    assert "6.1.176" in message and str(build.kernel) in message
+    assert info.value.reason == "userspace - ptrace set fp regs failed, errno = 14"
+    assert (out / "uml-console.log").read_text() == FAKE_PANIC
+    assert _tb_private_dirs() <= before
+
+
+def test_choice_follows_testbed_uml(tmp_path, monkeypatch):
+    from testbed import uml_builds
+    monkeypatch.setattr(uml_builds, "STATE_DIR", tmp_path)
+    monkeypatch.setenv("TESTBED_UML", "provision")
+    with pytest.raises(uml_builds.UMLUnavailable, match="no provisioned UML.*TESTBED_UML=provision"):
+        uml_builds.candidates()
+    (tmp_path / "build.json").write_text(json.dumps(
+        {"kernel": "/k/linux.uml", "modules_root": "/k/modules", "package": "user-mode-linux 7"}))
+    assert [b.source for b in uml_builds.candidates()] == ["provisioned"]
+    monkeypatch.setenv("TESTBED_UML", "auto")
+    assert [b.source for b in uml_builds.candidates()] == ["system", "provisioned"]
+    monkeypatch.setenv("TESTBED_UML", "system")
+    assert [b.source for b in uml_builds.candidates()] == ["system"]
+    monkeypatch.setenv("TESTBED_UML", "newest")
+    with pytest.raises(uml_builds.UMLUnavailable, match="allowed auto, system"):
+        uml_builds.candidates()
+
+
+def test_boot_check_is_cached_and_reports_the_reason(tmp_path, monkeypatch):
+    from testbed import uml_builds
+    monkeypatch.setattr(uml_builds, "STATE_DIR", tmp_path / "state")
+    build = fake_build(tmp_path)
+    first = uml_builds.boot_check(build, "ptrace")
+    assert not first["booted"] and not first["cached"]
+    assert first["reason"] == "userspace - ptrace set fp regs failed, errno = 14"
+    assert Path(first["console"]).read_text() == FAKE_PANIC
+    second = uml_builds.boot_check(build, "ptrace")
+    assert second["cached"] and second["reason"] == first["reason"]
+    assert not uml_builds.boot_check(build, "ptrace", refresh=True)["cached"]
+
+
+def test_provision_finds_files_through_symlinks(tmp_path):
+    from testbed.uml_provision import ProvisionError, _inside
+    lib = tmp_path / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "ld-linux-x86-64.so.2").write_text("loader")
+    (tmp_path / "usr" / "lib64").mkdir()
+    (tmp_path / "usr" / "lib64" / "ld-linux-x86-64.so.2").symlink_to(
+        "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+    assert _inside(tmp_path, "/lib64/ld-linux-x86-64.so.2") == lib / "ld-linux-x86-64.so.2"
+    with pytest.raises(ProvisionError, match="not in the unpacked"):
+        _inside(tmp_path, "/lib/ld-musl-x86_64.so.1")
 
 
 @pytest.mark.parametrize("kwargs", [{"argv": []}, {"argv": "echo hi"}, {"mem": "lots"},
@@ -274,7 +384,7 @@ def _uml_pids() -> set[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if os.readlink(entry / "exe") == "/usr/bin/linux.uml":
+                if os.readlink(entry / "exe").endswith("/linux.uml"):
                     pids.add(int(entry.name))
             except OSError:
                 pass
