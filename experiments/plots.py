@@ -41,9 +41,11 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
     box.boxplot([d or [np.nan] for d in data], showfliers=False)
     box.set_xticks(range(1, len(labels) + 1), [f"{lab}\n(n={len(d)})" for lab, d in zip(labels, data)])
     for i, d in enumerate(data, start=1):
-        box.plot(i + rng.uniform(-0.12, 0.12, len(d)), d, "o", ms=4, alpha=0.7)
+        box.plot(i + rng.uniform(-0.12, 0.12, len(d)), d, "o", ms=4, alpha=0.7, color=f"C{i - 1}")
         if d:
-            ecdf.step(np.sort(d), np.arange(1, len(d) + 1) / len(d), where="post", label=labels[i - 1])
+            x = np.sort(d)
+            ecdf.step(np.r_[x[0], x], np.r_[0, np.arange(1, len(d) + 1) / len(d)], where="post",
+                      color=f"C{i - 1}", label=labels[i - 1])
     box.set_ylabel(f"{metric} ({_unit(metric)})")
     box.set_title("per level (valid runs)")
     ecdf.set_xlabel(f"{metric} ({_unit(metric)})")
@@ -61,13 +63,16 @@ def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(10, 3.5))
     runs = [r for r in summary["runs"] if r["status"] != "missing" and not r["warmup"]
             and r.get("metrics", {}).get(metric) is not None]
-    for lab in summary["levels"]:
+    for k, lab in enumerate(summary["levels"]):
         rs = [r for r in runs if r["level"] == lab and r["valid"]]
-        ax.plot([r["index"] for r in rs], [r["metrics"][metric] for r in rs], "o-", ms=4, lw=0.6, label=lab)
+        ax.plot([r["index"] for r in rs], [r["metrics"][metric] for r in rs], "o-", ms=4, lw=0.6,
+                color=f"C{k}", label=lab)
     bad = [r for r in runs if not r["valid"]]
     if bad:
         ax.plot([r["index"] for r in bad], [r["metrics"][metric] for r in bad], "x", color="grey",
                 label="excluded")
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("run index (execution order)")
     ax.set_ylabel(f"{metric} ({_unit(metric)})")
     ax.set_title(f"{summary['experiment']}: {metric} by run")

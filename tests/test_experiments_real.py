@@ -1,0 +1,44 @@
+"""A short real ``reuse`` study through the CLI: real execute, real packets, on the long-haul
+topology scaled to a 40 ms RTT and 50 Mbit/s without random loss (so three repetitions suffice
+and a lost SYN/ACK's 1 s retransmission timeout cannot decide the outcome)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCALED = ["--set", "topology_params.delay=20ms", "--set", "topology_params.rate_up=50mbit",
+          "--set", "topology_params.rate_down=50mbit", "--set", "topology_params.loss_down=0%",
+          "--set", "params.requests=3"]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_real_reuse_study(tmp_path):
+    out = tmp_path / "reuse"
+    r = subprocess.run([sys.executable, "-m", "testbed", "experiment", "run", "reuse", "--reps", "3",
+                        *SCALED, "--out", str(out), "--quiet"], cwd=REPO, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "new/reuse: ratio of medians" in r.stdout and "syn_per_request" in r.stdout
+    s = json.loads((out / "summary.json").read_text())
+    assert s["complete"]
+    runs = [x for x in s["runs"] if not x["warmup"]]
+    assert all(x["status"] == "complete" for x in runs), [x.get("error") for x in runs]
+    # the factor took effect in every run: no run was excluded by the manipulation check
+    assert not [e for e in s["excluded"] if "SYNs per request" in e["reason"]]
+    ver = {lab: lv["verification"]["syn_per_request"] for lab, lv in s["by_level"].items()}
+    assert ver["new"]["min"] >= 1.0 and ver["reuse"]["max"] < 0.5
+    # distinct link seeds per repetition, recorded in every run's spec
+    seeds = [json.loads((out / x["dir"] / "manifest.json").read_text())["spec"]["seed"] for x in runs]
+    assert seeds == [x["seed"] for x in runs] and len(set(seeds)) == 3
+    c = next(c for c in s["comparisons"] if c["metric"] == "completion_ms_median")
+    if all(lv["n_valid"] >= 2 for lv in s["by_level"].values()):
+        assert c["ratio"] > 1 and c["ratio_ci"][0] > 1, c
+    assert (out / "plots" / "representative.png").is_file()
+    # keep_pcaps = representative: only the representative runs still hold pcaps
+    reps = {lv["representative"] for lv in s["by_level"].values()}
+    with_pcaps = {x["dir"] for x in s["runs"] if list((out / x["dir"]).rglob("*.pcap"))}
+    assert with_pcaps <= reps
