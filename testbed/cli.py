@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import subprocess
 import sys
 
 from .errors import TestbedError
@@ -80,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"testbed: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except subprocess.TimeoutExpired as exc:
+        print(f"testbed: error: {' '.join(map(str, exc.cmd))} did not finish within {exc.timeout:g} s",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("testbed: interrupted; everything the run created was removed", file=sys.stderr)
         return 130

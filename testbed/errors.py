@@ -3,7 +3,8 @@
 * ``UsageError``: bad input (a name, a value, a combination); exit status 2.  It is a
   ``ValueError``, so the validation in ``units``/``linkspec`` (plain ValueErrors) is handled alike.
 * ``SetupError``: the testbed could not be brought up or configured (Mininet, a backend, a
-  guest, host factors); exit status 1.
+  guest, host factors); exit status 1.  It and ``RunError`` are RuntimeErrors, so code that
+  handles a failed command as a RuntimeError keeps working.
 * ``RunError``: a run started and failed (an app exited non-zero, a timeout); exit status 1.
   ``execute`` raises it with ``.result`` (the RunResult of the failed run, manifest written).
 
@@ -30,11 +31,11 @@ class UsageError(TestbedError, ValueError):
     exit_code = 2
 
 
-class SetupError(TestbedError):
+class SetupError(TestbedError, RuntimeError):
     pass
 
 
-class RunError(TestbedError):
+class RunError(TestbedError, RuntimeError):
     def __init__(self, message: str, *, run_dir: Path | str | None = None, result: Any = None):
         super().__init__(message, run_dir=run_dir)
         self.result = result

@@ -222,7 +222,6 @@ def _start_relay(tb, params, spec: RunSpec, result: RunResult, started: list) ->
     for host, peer in ((cgw, sgw_ip), (sgw, cgw_tunnel_ip)):
         h = HostFactors(peer, False, params.tunnel_initcwnd, params.tunnel_initcwnd, False, keep)
         result.checks["host_factors"][host] = _host_apply(tb, host, h)
-    mode = ["--connect", params.connect_mode] if params.connect_mode != "confirmed" else []
     sargv = PY + ["testbed.apps.relay", "server-gw", "--listen", f"0.0.0.0:{TUNNEL_PORT}",
                   "--log", str(out / "sgw.jsonl"), *tunnel]
     result.apps["sgw"] = sargv
@@ -230,7 +229,8 @@ def _start_relay(tb, params, spec: RunSpec, result: RunResult, started: list) ->
     started.append(("sgw", proc))
     wait_ready(proc, f"server gateway on {sgw}")
     cargv = PY + ["testbed.apps.relay", "client-gw", "--socks", f"0.0.0.0:{SOCKS_PORT}",
-                  "--tunnel", f"{sgw_ip}:{TUNNEL_PORT}", "--log", str(out / "cgw.jsonl"), *tunnel, *mode]
+                  "--tunnel", f"{sgw_ip}:{TUNNEL_PORT}", "--log", str(out / "cgw.jsonl"), *tunnel,
+                  "--connect", params.connect_mode]
     result.apps["cgw"] = cargv
     proc = tb.popen(cgw, cargv, name="relay client-gw")
     started.append(("cgw", proc))

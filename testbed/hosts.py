@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 from typing import Any, Iterable, Sequence
 
+from .errors import SetupError
+
 # Sysctls set in every host's namespace unless the topology or the user overrides them.
 # tcp_no_metrics_save: no cached ssthresh/RTT carries over from one run to the next.
 # tcp_rmem/tcp_wmem max 64 MiB: autotuning can reach the long-haul BDP x2 (16.65 MB, C5).
@@ -33,11 +35,11 @@ def ns_argv(node: Any, argv: Sequence[str]) -> list[str]:
 
 def run_in(node: Any, argv: Sequence[str], check: bool = True, timeout: float = 30,
            **kwargs: Any) -> subprocess.CompletedProcess:
-    """Run argv in ``node`` and wait; on failure raise RuntimeError with the command's stderr."""
+    """Run argv in ``node`` and wait; on failure raise SetupError with the command's stderr."""
     result = subprocess.run(ns_argv(node, argv), capture_output=True, text=True, timeout=timeout,
                             **kwargs)
     if check and result.returncode != 0:
-        raise RuntimeError(f"{node.name}: {' '.join(argv)} failed ({result.returncode}): "
+        raise SetupError(f"{node.name}: {' '.join(argv)} failed ({result.returncode}): "
                            f"{result.stderr.strip() or result.stdout.strip()}")
     return result
 

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import SetupError, TestbedError, UsageError
+from .errors import RunError, SetupError, TestbedError, UsageError
 from .hosts import DEFAULT_SYSCTLS, configure_host, ns_argv, read_sysctls, static_arp
 from .lifecycle import Run
 from .provenance import provenance
@@ -94,7 +94,7 @@ class Testbed:
             raise
         result = subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
         if check and result.returncode:
-            raise RuntimeError(f"{host}: {' '.join(argv)} exited {result.returncode}: {err.strip()}")
+            raise RunError(f"{host}: {' '.join(argv)} exited {result.returncode}: {err.strip()}")
         return result
 
     # --- lifecycle --------------------------------------------------------------------------

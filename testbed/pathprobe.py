@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from .errors import RunError
 from .linkspec import LinkSpec
 from .probe import FRAME_OVERHEAD, last_json, probe_argv
 from .ready import wait_ready
@@ -37,7 +38,7 @@ def _listener(tb, host: str, argv: list[str], name: str):
 def _received(proc, stream: int, timeout: float = 600) -> dict | None:
     out, err = proc.communicate(timeout=timeout)
     if proc.returncode:
-        raise RuntimeError(f"probe receiver failed: {err.strip()}")
+        raise RunError(f"probe receiver failed: {err.strip()}")
     return last_json(out)["streams"].get(str(stream))
 
 
