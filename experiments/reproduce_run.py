@@ -65,10 +65,9 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
                            keep_up=topology_keeper(d) if keep_topology else None,
                            resume=(d / "manifest.json").is_file())
             results[key] = {"dir": str(d), "summary": write_all(d, plots=False)}
-        except (ImportError, OSError, ValueError, RuntimeError) as exc:
-            results[key] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-        except Exception as exc:   # a TestbedError (setup/run) from the runner: recorded per row
-            results[key] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+        except Exception as exc:   # setup/run errors, a missing executor: one line per row, go on
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            results[key] = {"error": f"{type(exc).__name__}: {first}"}
     return results
 
 
@@ -76,20 +75,45 @@ def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
     lev = summary.get("by_level", {}).get(level)
     if lev is None:
         return None
-    if m.source == "verification":
-        v = lev.get("verification", {}).get(m.metric) or {}
-        return {"n": v.get("n", 0), "median": v.get("median"), "median_ci": None}
     return lev.get("metrics", {}).get(m.metric)
 
 
-def measured_value(summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
+def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
+    """``pooled_mean`` / ``pooled_p99`` / ``pooled_median``: every value of a metric (or, with
+    ``source="checks"``, a read-back) over the level's valid runs — each element of a list
+    (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
+    (2000 resamples, seed 1).  n = number of values."""
+    import numpy as np
+
+    from testbed.runresult import load_run
+    values = []
+    for rec in summary.get("runs", []):
+        if rec.get("valid") and rec.get("level") == m.level:
+            run = load_run(Path(exp_dir) / rec["dir"])
+            v = (run.checks if m.source == "checks" else run.metrics).get(m.metric)
+            values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+    if not values:
+        what = "read-back" if m.source == "checks" else "metric"
+        return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
+                               f"({_excluded(summary, m.level)})")
+    x = np.asarray(values)
+    q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99}[m.statistic]
+    stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \
+        (lambda a, axis=-1: np.percentile(a, q, axis=axis))
+    boots = stat(x[np.random.default_rng(1).integers(0, len(x), (2000, len(x)))], axis=1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return float(stat(x)) * m.scale, [float(lo) * m.scale, float(hi) * m.scale], len(x), ""
+
+
+def measured_value(summary: dict, m: Measure, exp_dir: str | Path | None = None
+                   ) -> tuple[float | None, list | None, int, str]:
     """(value, ci95, n, reason if None) of a measure in an experiment summary, in the row's unit."""
     def scaled(x):
         return None if x is None else x * m.scale
+    if m.statistic.startswith("pooled_"):
+        return pooled(exp_dir, summary, m)
     if m.statistic == "median":
         st = _level_stat(summary, m.level, m)
-        if m.source == "verification" and (not st or st.get("median") is None):
-            return None, None, 0, f"the runs of level {m.level} carry no {m.metric} read-back"
         if not st or not st.get("n") or st.get("median") is None:
             return None, None, 0, f"no valid run of level {m.level} ({_excluded(summary, m.level)})"
         ci = st.get("median_ci")
@@ -150,7 +174,7 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 notes.append(f"not measured: the experiment failed: {res['error']}")
             else:
                 rec["experiment_dir"] = res["dir"]
-                value, ci, n, why = measured_value(res["summary"], m)
+                value, ci, n, why = measured_value(res["summary"], m, res["dir"])
                 rec.update(measured=value, ci95=ci, n=n)
                 if value is None:
                     notes.append(f"not measured: {why}")
