@@ -26,7 +26,8 @@ def register(sub) -> None:
     p.add_argument("--gap", type=float, default=None, metavar="S",
                    help="idle gap that separates flights, seconds (default: initial RTT / 2)")
     p.add_argument("--samples", type=int, default=1000, metavar="N",
-                   help="RTT samples listed per flow in the JSON (default 1000)")
+                   help="RTT samples listed per flow and kind in the JSON (default 1000; "
+                        "'truncated' says when there were more)")
     p.set_defaults(func=run)
 
 
@@ -38,6 +39,8 @@ def run(args) -> int:
 
     if args.bin <= 0 or (args.gap is not None and args.gap < 0):
         raise ValueError("--bin must be > 0 and --gap >= 0 seconds")
+    if args.samples < 0:
+        raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
     run_info = None
     if len(args.files) == 1 and Path(args.files[0]).is_dir():
         from .runmetrics import run_metrics
@@ -67,14 +70,13 @@ def run(args) -> int:
                 res["plots"] = plotset.write_qlog(traces, args.plots, path.stem)
         else:
             res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
-                                      keep=bool(args.plots), link_logs=links)
+                                      keep=bool(args.plots), link_logs=links,
+                                      samples=args.samples)
             if args.plots:
                 from . import plotset
                 sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
                 res["plots"] = plotset.write(res, sub)
             res.pop("_objects", None)
-            for rec in res["flows"]:
-                _trim(rec, args.samples)
         results.append(res)
     if run_info is not None:
         if args.json:
@@ -96,12 +98,6 @@ def run(args) -> int:
     return 0
 
 
-def _trim(rec: dict, n: int) -> None:
-    for d in [rec] + list(rec.get("directions", {}).values()):
-        for kind in d.get("rtt_ms", {}).values():
-            kind["samples"] = kind["samples"][:n]
-
-
 def _fmt(v, scale=1.0, nd=1):
     return "-" if v is None else f"{v * scale:.{nd}f}"
 
@@ -111,7 +107,8 @@ def _table(res: dict) -> str:
         return (f"{res['file']}: QUIC {res['vantage']}, sent {res['packets_sent']} received "
                 f"{res['packets_received']} lost {res['packets_lost']}, max bytes_in_flight "
                 f"{res['bytes_in_flight_max']}, streams {len(res['streams'])}")
-    lines = [f"{res['file']}: {res['packets']} packets, clock {res['clock']}"
+    lines = [f"{res['file']}: {res['packets']} packets, clock {res['clock']}, "
+             f"engine {res['engine']}"
              + (f", {res.get('dropped_by_kernel')} dropped by kernel"
                 if res.get("dropped_by_kernel") is not None else "")]
     head = f"{'flow':<48} {'dir':>4} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \

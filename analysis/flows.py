@@ -47,29 +47,40 @@ def split(pk: Packets, protos=(TCP, UDP)) -> list[Flow]:
     sel = np.nonzero(np.isin(pk.proto, protos))[0]
     if len(sel) == 0:
         return []
-    a, b = pk.src[sel].view(">u8"), pk.dst[sel].view(">u8")    # (n, 2) each
-    ap, bp = pk.sport[sel].astype(np.uint64), pk.dport[sel].astype(np.uint64)
-    # both directions share one key: the two endpoints (address, port) in ascending order
-    a_first = (a[:, 0] < b[:, 0]) | ((a[:, 0] == b[:, 0]) & (
-        (a[:, 1] < b[:, 1]) | ((a[:, 1] == b[:, 1]) & (ap <= bp))))
-    lo = lambda x, y: np.where(a_first, x, y)  # noqa: E731
-    key = np.column_stack([lo(a[:, 0], b[:, 0]), lo(a[:, 1], b[:, 1]), lo(b[:, 0], a[:, 0]),
-                           lo(b[:, 1], a[:, 1]),
-                           pk.proto[sel].astype(np.uint64) << 32 | lo(ap, bp) << 16 | lo(bp, ap)])
-    # sort only the first key of each run of packets with the same key (a capture's
-    # packets come in runs of one flow)
+    whole = len(sel) == len(pk)
+    # a capture's packets come in runs of one flow: compare each packet's key with the
+    # previous one's column by column, then sort only the first key of each run
     head = np.zeros(len(sel), bool)
     head[0] = True
-    for c in range(key.shape[1]):
-        head[1:] |= key[1:, c] != key[:-1, c]
+    for col in _key_columns(pk, None if whole else sel):
+        head[1:] |= col[1:] != col[:-1]
     heads = np.nonzero(head)[0]
-    kv = np.ascontiguousarray(key[heads]).view(np.dtype((np.void, 8 * key.shape[1]))).ravel()
+    key = np.ascontiguousarray(np.column_stack(list(_key_columns(pk, sel[heads]))))
+    kv = key.view(np.dtype((np.void, 8 * key.shape[1]))).ravel()
     _, first, inverse = np.unique(kv, return_index=True, return_inverse=True)
     first = heads[first]
+    if len(first) == 1:
+        return [_make(pk, sel)]
     inverse = inverse.ravel()[np.cumsum(head) - 1]
     order = np.argsort(inverse, kind="stable")
     groups = np.split(sel[order], np.cumsum(np.bincount(inverse))[:-1])
     return [_make(pk, groups[g]) for g in np.argsort(first, kind="stable")]
+
+
+def _key_columns(pk: Packets, sel):
+    """Five uint64 columns per packet (all packets when ``sel`` is None) shared by both
+    directions of a flow: the two endpoints (address, port) in ascending order, protocol."""
+    take = (lambda v: v) if sel is None else (lambda v: v[sel])  # noqa: E731
+    a, b = take(pk.src).view(">u8"), take(pk.dst).view(">u8")    # (n, 2) each
+    ap, bp = take(pk.sport).astype(np.uint64), take(pk.dport).astype(np.uint64)
+    a_first = (a[:, 0] < b[:, 0]) | ((a[:, 0] == b[:, 0]) & (
+        (a[:, 1] < b[:, 1]) | ((a[:, 1] == b[:, 1]) & (ap <= bp))))
+    lo = lambda x, y: np.where(a_first, x, y)  # noqa: E731
+    yield lo(a[:, 0], b[:, 0])
+    yield lo(a[:, 1], b[:, 1])
+    yield lo(b[:, 0], a[:, 0])
+    yield lo(b[:, 1], a[:, 1])
+    yield take(pk.proto).astype(np.uint64) << 32 | lo(ap, bp) << 16 | lo(bp, ap)
 
 
 def _make(pk: Packets, idx: np.ndarray) -> Flow:

@@ -78,7 +78,7 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
         obj = {"flow": f, "events": evs}
         if f.key.proto == pcap.TCP:
             _tcp(pk, f, rec, obj, evs, t0, int(bin_s * 1e9),
-                 None if gap_s is None else int(gap_s * 1e9), engine, samples)
+                 None if gap_s is None else int(gap_s * 1e9), engine, samples, keep)
         else:
             rec["bytes"] = {"c2s": int(pk.payload_len[f.index][f.fwd].sum()),
                             "s2c": int(pk.payload_len[f.index][~f.fwd].sum())}
@@ -106,7 +106,7 @@ def _link(j, pk, f, t0, limit: int = 200) -> dict:
     }
 
 
-def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples):
+def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
     ev = handshake.timeline(pk, f)
     irtt = ev.pop("initial_rtt", None)
     rec["handshake"] = {k: _rel(v, t0) for k, v in ev.items()}
@@ -124,11 +124,13 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples):
                 for k, v in e.items()}, "app": app})
     if gap_ns is None and irtt:
         gap_ns = irtt // 2
-    dirs = {}
+    dirs, summaries = {}, {}
     for name, from_client in (("c2s", True), ("s2c", False)):
         d = tcp.analyze_direction(pk, f, from_client, bin_ns=bin_ns, gap_ns=gap_ns, engine=engine)
         if d.payload_bytes:
-            dirs[name] = d
+            summaries[name] = d.summary(samples)
+            dirs[name] = d if keep else d.release()
+        del d                   # one direction's per-packet arrays in memory at a time
     obj["directions"] = dirs
     obj["handshake"] = ev
     obj["exchanges"] = ex
@@ -138,7 +140,7 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples):
                 c[f"{part}_flights"] = sum(fl["start"] <= e[f"{part}_last"] and
                                            fl["end"] >= e[f"{part}_first"]
                                            for fl in dirs[d].flights)
-    rec["directions"] = {k: d.summary(samples) for k, d in dirs.items()}
+    rec["directions"] = summaries
     near = _vantage(ev)
     main = max(dirs, key=lambda k: dirs[k].payload_bytes) if dirs else None
     rec["vantage"] = {"capture_near": near,

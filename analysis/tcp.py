@@ -83,6 +83,12 @@ class Direction:
         dt = self.last_advance_t - self.first_data_t
         return self.acked_bytes * 8 / dt * 1e3 if dt > 0 else None
 
+    def release(self) -> "Direction":
+        """Drop the per-packet arrays (``tracker``, ``trace``: what plots need) once
+        summarised; returns self."""
+        self.tracker = self.trace = None
+        return self
+
     def summary(self, samples: int = 1000) -> dict:
         """JSON-ready metrics; at most ``samples`` RTT samples are listed per kind (``truncated``
         says when the list is shorter than ``n``)."""

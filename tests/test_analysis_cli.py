@@ -99,6 +99,29 @@ def test_json_per_flow(rr_pcap, capsys, tmp_path):
     assert "timeline.png" in names
 
 
+def test_rtt_stats_retransmitted_bytes_and_truncation(rr_pcap, capsys, monkeypatch):
+    """RTT mean/max next to the samples, 'truncated' when --samples cut the list,
+    retransmitted bytes, and which implementation ran (issue 15 item 7)."""
+    f, _ = rr_pcap
+    for engine in ("python", "native"):
+        monkeypatch.setenv("TESTBED_ANALYSIS_ENGINE", engine)
+        from analysis import native
+        if native.engine("auto") != engine:
+            continue
+        code, out = _run([str(f), "--json", "--samples", "2"], capsys)
+        res = json.loads(out)
+        assert code == 0 and res["engine"] == engine
+        (fl,) = res["flows"]
+        karn = fl["rtt_ms"]["karn"]
+        assert karn["n"] == 3 and karn["samples"] == pytest.approx([0.1, 9.8]) and karn["truncated"]
+        assert karn["mean"] == pytest.approx((0.1 + 9.8 + 9.9) / 3) and karn["max"] == pytest.approx(9.9)
+        assert fl["retransmissions"]["bytes"] == 0
+        code, out = _run([str(f), "--json"], capsys)
+        assert json.loads(out)["flows"][0]["rtt_ms"]["karn"]["truncated"] is False
+    with pytest.raises(ValueError, match="--samples must be >= 0"):
+        _run([str(f), "--samples", "-1"], capsys)
+
+
 def test_table_output(rr_pcap, capsys):
     code, out = _run([str(rr_pcap[0])], capsys)
     assert code == 0 and "tcp-10.0.0.1:1000-10.0.0.2:80" in out and "s2c" in out

@@ -88,6 +88,7 @@ def test_retransmission_kinds_and_dsack(scenario):
     s = d.summary()["retransmissions"]
     assert (s["total"], s["fast"], s["rto"], s["probe"], s["spurious_dsack"]) == (3, 1, 1, 1, 1)
     assert s["dupacks"] == 3
+    assert s["bytes"] == 300                  # three 100-byte segments sent again
 
 
 def test_outstanding_and_pipe(scenario):
