@@ -258,26 +258,31 @@ class Direction:
         self.pending.clear()
 
 
-def host_cpu() -> tuple[list[int], list[float]]:
-    """(the ``cpu`` line of /proc/stat as integers, the 1/5/15-minute load averages)."""
+def host_cpu() -> tuple[list[int], list[float], int]:
+    """(the ``cpu`` line of /proc/stat as integers, the 1/5/15-minute load averages, this
+    thread's run-queue wait in ns from /proc/thread-self/schedstat)."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    return [int(x) for x in fields], list(os.getloadavg())
+    wait = int(Path("/proc/thread-self/schedstat").read_text().split()[1])
+    return [int(x) for x in fields], list(os.getloadavg()), wait
 
 
-def host_summary(before: tuple[list[int], list[float]], after: tuple[list[int], list[float]]
-                 ) -> dict[str, Any]:
+def host_summary(before: tuple[list[int], list[float], int],
+                 after: tuple[list[int], list[float], int]) -> dict[str, Any]:
     """The whole host's CPU during the run (not only this process), to tell a slow or busy
     machine from a slow engine: ``steal_percent`` = time the hypervisor ran something else while
     a vCPU wanted to run, ``busy_percent`` = non-idle time (user, nice, system, irq, softirq,
-    steal), both in % of all ``cpus``' time; load averages at the start and the end."""
-    (c0, load0), (c1, load1) = before, after
+    steal), both in % of all ``cpus``' time; load averages at the start and the end;
+    ``forwarder_runqueue_wait_s`` = time the forwarder's loop was runnable but not running
+    (other real-time tasks, RT throttling, interrupts; /proc/thread-self/schedstat)."""
+    (c0, load0, wait0), (c1, load1, wait1) = before, after
     delta = [b - a for a, b in zip(c0, c1)]
     total = sum(delta[:8]) or 1  # user nice system idle iowait irq softirq steal (guest is in user)
     steal = delta[7] if len(delta) > 7 else 0
     idle = delta[3] + delta[4]
     return {"cpus": os.cpu_count(), "steal_percent": round(100 * steal / total, 2),
             "busy_percent": round(100 * (total - idle) / total, 2),
-            "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in load1]}
+            "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in load1],
+            "forwarder_runqueue_wait_s": round((wait1 - wait0) / 1e9, 6)}
 
 
 class Forwarder:
