@@ -68,11 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.quiet)
-    if getattr(args, "backend", None) == "netem-uml":
-        from .uml import run_cli_in_guest
-        return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
-                                results_root=getattr(args, "results", "results"))
     try:
+        if getattr(args, "backend", None) == "netem-uml":  # a guest that fails: one line too
+            from .uml import run_cli_in_guest
+            return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
+                                    results_root=getattr(args, "results", "results"))
         return int(args.func(args) or 0)
     except TestbedError as exc:
         where = f" (run directory: {exc.run_dir})" if exc.run_dir else ""
