@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from .reproduce import EXPERIMENTS, FULL_REPS, QUICK_REPS, Measure, Row, within
+from .reproduce import CALIBRATE, EXPERIMENTS, FULL_REPS, QUICK_REPS, Measure, Row, within
 
 
 def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
@@ -57,6 +57,10 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
     results = {}
     for key, (m, levels) in wanted.items():
         d = out / "experiments" / _dirname(m)
+        if m.experiment == CALIBRATE:
+            progress(f"testbed calibrate (long-haul path) -> {d}")
+            results[key] = calibrate(d, backend)
+            continue
         try:
             exp = experiment_for(m, levels, reps, quick, backend)
             exp.validate()
@@ -69,6 +73,40 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             first = str(exc).splitlines()[0] if str(exc) else ""
             results[key] = {"error": f"{type(exc).__name__}: {first}"}
     return results
+
+
+def calibrate(d: Path, backend: str | None) -> dict:
+    """``testbed calibrate --json`` on its default (the long-haul path), in a child process:
+    ``{"dir", "calibrate": its JSON}`` or ``{"error"}``."""
+    import subprocess
+    import sys
+    d.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "testbed", "calibrate", "--json", "--results", str(d)]
+    if backend:
+        argv += ["--backend", backend]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    (d / "calibrate.stderr").write_text(proc.stderr)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"testbed calibrate exited {proc.returncode}: {last}"}
+    (d / "calibrate.json").write_text(proc.stdout)
+    return {"dir": str(d), "calibrate": json.loads(proc.stdout)}
+
+
+def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
+    """A value of calibrate's ``measured`` section by dotted path (``rtt_ms.min``, ``loss.down``);
+    n = probes echoed (RTT) or probes sent (loss)."""
+    v = res["calibrate"].get("measured", {})
+    for part in m.metric.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    meas = res["calibrate"].get("measured", {})
+    if m.metric.startswith("loss."):
+        n = (meas.get("loss_sent") or {}).get(m.metric.split(".")[1], 0)
+    else:
+        n = (meas.get("rtt_ms") or {}).get("echoed", 0)
+    if v is None:
+        return None, None, 0, f"calibrate reported no {m.metric}"
+    return float(v) * m.scale, None, int(n or 0), ""
 
 
 def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
@@ -174,7 +212,8 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 notes.append(f"not measured: the experiment failed: {res['error']}")
             else:
                 rec["experiment_dir"] = res["dir"]
-                value, ci, n, why = measured_value(res["summary"], m, res["dir"])
+                value, ci, n, why = (_calibrated(res, m) if "calibrate" in res
+                                     else measured_value(res["summary"], m, res["dir"]))
                 rec.update(measured=value, ci95=ci, n=n)
                 if value is None:
                     notes.append(f"not measured: {why}")

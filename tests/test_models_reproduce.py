@@ -134,3 +134,16 @@ def test_reproduce_cli_model_only(tmp_path, capsys):
     assert rows["C6.fec_repair"]["model"] == 63 and rows["C6.fec_repair"]["measured"] is None
     assert rows["C10.data_exchange"]["note"].startswith("model-only: ")
     assert (tmp_path / "report.html").is_file()
+
+
+def test_path_rows_read_testbed_calibrate_json():
+    from experiments.reproduce import ROWS
+    from experiments.reproduce_run import _calibrated
+    res = {"dir": "x", "calibrate": {"measured": {
+        "rtt_ms": {"min": 200.2, "median": 200.4, "probes": 200, "echoed": 200},
+        "loss": {"up": 0.0, "down": 0.1377}, "loss_sent": {"up": 10000, "down": 10000}}}}
+    rows = {r.id: r for r in ROWS}
+    assert _calibrated(res, rows["C5.rtt_min"].measure) == (200.2, None, 200, "")
+    assert _calibrated(res, rows["C5.loss_down"].measure)[:3] == (0.1377, None, 10000)
+    res["calibrate"]["measured"]["loss"].pop("up")
+    assert _calibrated(res, rows["C5.lost_up"].measure)[0] is None
