@@ -147,3 +147,18 @@ def test_path_rows_read_testbed_calibrate_json():
     assert _calibrated(res, rows["C5.loss_down"].measure)[:3] == (0.1377, None, 10000)
     res["calibrate"]["measured"]["loss"].pop("up")
     assert _calibrated(res, rows["C5.lost_up"].measure)[0] is None
+
+
+def test_every_measure_names_a_valid_experiment_level_and_spec():
+    """Typos in the table (experiment, level, --set path) are caught without running anything."""
+    from experiments.reproduce import CALIBRATE
+    from experiments.reproduce_run import experiment_for
+    for r in ROWS:
+        m = r.measure
+        if m is None or m.experiment == CALIBRATE:
+            continue
+        exp = experiment_for(m, set(m.levels or (m.level,)), 2, True, None)
+        exp.validate()
+        assert set(m.levels or (m.level,)) <= set(exp.labels), r.id
+        assert m.statistic in ("median", "ratio", "difference", "pooled_mean", "pooled_median",
+                               "pooled_p99"), r.id
