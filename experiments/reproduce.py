@@ -11,8 +11,9 @@ measured column.  ``ok`` compares measured with the chapter (|measured − chapt
 |chapter|); where the model disagrees with the chapter, both are shown and ``note`` says why.
 
 Built-in experiments (``experiments/*.toml``) are used by name; the few this table needs beyond
-them are defined in :data:`EXPERIMENTS` (same schema).  ``--quick`` runs every experiment with
-``QUICK_REPS`` repetitions, no warm-up, and the row's ``quick_sets`` scaling (stated in the note).
+them are defined in :data:`EXPERIMENTS` (same schema); the path rows of C5 read ``testbed
+calibrate``.  ``--quick`` runs every experiment with ``QUICK_REPS`` repetitions, no warm-up, and
+skips measures marked ``full_only``; no path is scaled.
 """
 from __future__ import annotations
 

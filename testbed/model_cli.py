@@ -37,7 +37,7 @@ def _named(name: str, fn):
     return parse
 
 
-def _parser_for(unit: str, choices: tuple):
+def _parser_for(unit: str):
     from testbed import units
 
     def listed(one):
@@ -103,7 +103,7 @@ def register(sub) -> None:
         for f in dataclasses.fields(m.params):
             meta = f.metadata
             mp.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=argparse.SUPPRESS,
-                            type=_parser_for(meta["unit"], meta["choices"]),
+                            type=_parser_for(meta["unit"]),
                             choices=meta["choices"] or None,
                             metavar=None if meta["choices"] else meta["unit"].upper().replace(" ", "_"),
                             help=f"{meta['help']} [{meta['unit']}] "
