@@ -1,13 +1,16 @@
 """Commands inside a host's network namespace, and the per-host configuration every topology gets.
 
-Everything runs as argv lists through ``mnexec -a PID`` (Mininet's namespace-attach helper), never
-through the host's interactive shell.
+Sysctls, routes and neighbour entries are set in the host's namespace without a process per
+setting (``testbed.netlink``: /proc/sys and netlink through pyroute2); everything else runs as
+argv lists through ``mnexec -a PID`` (Mininet's namespace-attach helper), never through the
+host's interactive shell.
 """
 from __future__ import annotations
 
 import subprocess
 from typing import Any, Iterable, Sequence
 
+from . import netlink
 from .errors import SetupError
 
 # Sysctls set in every host's namespace unless the topology or the user overrides them.
@@ -45,13 +48,12 @@ def run_in(node: Any, argv: Sequence[str], check: bool = True, timeout: float = 
 
 
 def set_sysctls(node: Any, values: dict[str, str]) -> None:
-    for key, value in values.items():
-        run_in(node, ["sysctl", "-q", "-w", f"{key}={value}"])
+    netlink.in_netns(node.pid, lambda: netlink.write_sysctls(values), f"{node.name}: sysctls")
 
 
 def read_sysctls(node: Any, keys: Iterable[str]) -> dict[str, str]:
-    out = run_in(node, ["sysctl", "-n", *keys]).stdout.splitlines()
-    return dict(zip(keys, out))
+    keys = list(keys)
+    return netlink.in_netns(node.pid, lambda: netlink.read_sysctls(keys), f"{node.name}: sysctls")
 
 
 def offloads_off(node: Any, ifname: str) -> None:
@@ -71,8 +73,9 @@ def configure_host(node: Any, sysctls: dict[str, str], router: bool = False,
     for intf in node.intfList():
         if intf.name != "lo":
             offloads_off(node, intf.name)
-    for prefix, via in routes:
-        run_in(node, ["ip", "route", "replace", prefix, "via", via])
+    routes = list(routes)
+    if routes:
+        netlink.in_netns(node.pid, lambda: netlink.replace_routes(routes), f"{node.name}: routes")
     for argv in commands:
         run_in(node, argv)
 
@@ -81,11 +84,10 @@ def static_arp(links: Iterable[Any]) -> int:
     """Permanent neighbour entries for both ends of every link, so no packet waits for address
     resolution (at 100 ms one-way delay an ARP exchange would add a round trip to the first
     connection of a run, and a lost ARP reply seconds).  Returns the number of entries."""
-    count = 0
+    entries: dict[Any, list[tuple[str, str, str]]] = {}
     for link in links:
         for here, there in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
             if here.IP() and there.IP():
-                run_in(here.node, ["ip", "neigh", "replace", there.IP(), "lladdr", there.MAC(),
-                                   "dev", here.name, "nud", "permanent"])
-                count += 1
-    return count
+                entries.setdefault(here.node, []).append((there.IP(), there.MAC(), here.name))
+    return sum(netlink.in_netns(node.pid, lambda e=e: netlink.permanent_neighbours(e),
+                                f"{node.name}: static ARP") for node, e in entries.items())
