@@ -1,6 +1,8 @@
 """What a reader needs to trust or redo a run: git revision, kernel, tool versions, command line."""
 from __future__ import annotations
 
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -40,8 +42,11 @@ def _static() -> dict[str, Any]:
             versions[module.split(".")[0]] = getattr(mod, "__version__", getattr(mod, "VERSION", None))
         except ImportError:
             versions[module.split(".")[0]] = None
+    # In a UML guest (testbed/uml.py): the build and mode (seccomp/ptrace) it runs on; else null.
+    uml_guest = json.loads(os.environ.get("TESTBED_UML_GUEST") or "null")
     return {"kernel": platform.release(), "kernel_version": platform.version(),
-            "machine": platform.machine(), "hostname": platform.node(), "tools": versions}
+            "machine": platform.machine(), "hostname": platform.node(), "tools": versions,
+            "uml_guest": uml_guest}
 
 
 def provenance() -> dict[str, Any]:
