@@ -12,6 +12,7 @@ Both give identical results (``tests/test_analysis_native.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -52,11 +53,13 @@ class SenderResult:
     """What :class:`SenderTracker` produces, as arrays: one series point per recorded event
     (``series_*``, see the *outstanding*, *pipe* and *wireshark* definitions), ``rtt_karn`` /
     ``rtt_ts`` as (n, 2) [ACK time, sample] rows, ``data_events`` as (n, 2) [series index,
-    packet index] rows, one per segment with payload."""
+    packet index] rows, one per segment with payload, ``rtx`` as (n, 8) rows of the
+    :class:`~analysis.tcpsender.Retransmission` fields in order (t, seq, end, kind as its
+    index in ``KINDS``, packet, episode, spurious, acked_before)."""
     engine: str
     data_start: int
     dupack_count: int
-    retransmissions: list
+    rtx: np.ndarray
     rtt_karn: np.ndarray
     rtt_ts: np.ndarray
     series_t: np.ndarray
@@ -66,6 +69,11 @@ class SenderResult:
     series_wireshark: np.ndarray
     series_wireshark_shown: np.ndarray
     data_events: np.ndarray
+
+    @cached_property
+    def retransmissions(self) -> list:
+        return [Retransmission(t, s, e, KINDS[k], p, ep, spurious=bool(sp), acked_before=bool(ab))
+                for t, s, e, k, p, ep, sp, ab in self.rtx.tolist()]
 
 
 def run(rows: Rows, smss: int, engine: str | None = None) -> SenderResult:
@@ -101,7 +109,10 @@ def _python(rows: Rows, smss: int) -> SenderResult:
                 tr.ts_echo(T[i], TE[i])
     i64 = lambda a: np.asarray(a, np.int64)  # noqa: E731
     return SenderResult(
-        "python", tr.data_start, tr.dupack_count, tr.retransmissions, _pairs(tr.rtt_karn),
+        "python", tr.data_start, tr.dupack_count,
+        np.asarray([(r.t, r.seq, r.end, KINDS.index(r.kind), r.packet, r.episode, r.spurious,
+                     r.acked_before) for r in tr.retransmissions], np.int64).reshape(-1, 8),
+        _pairs(tr.rtt_karn),
         _pairs(tr.rtt_ts), i64(tr.series_t), i64(tr.series_outstanding), i64(tr.series_pipe),
         i64(tr.series_sacked), i64(tr.series_wireshark),
         np.asarray(tr.series_wireshark_shown, bool), _pairs(events))
@@ -124,9 +135,9 @@ def _native(rows: Rows, smss: int) -> SenderResult:
         outstanding = np.maximum(top - np.maximum(una, start), 0)
     else:
         outstanding = np.zeros(0, np.int64)
-    rtx = [Retransmission(int(t), int(s), int(e), KINDS[k], int(rows.packet[r]), int(ep),
-                          spurious=bool(f & 1), acked_before=bool(f & 2))
-           for t, s, e, k, r, ep, f in o["rtx"].tolist()]
+    x = o["rtx"]
+    rtx = np.column_stack([x[:, :4], rows.packet[x[:, 4]], x[:, 5], x[:, 6] & 1,
+                           (x[:, 6] >> 1) & 1]).astype(np.int64)
     data = np.nonzero(seg & (rows.payload > 0))[0]
     return SenderResult(
         "native", o["data_start"], o["dupacks"], rtx, o["karn"], _ts_samples(rows, o["advanced"]),

@@ -93,8 +93,8 @@ class Direction:
         """JSON-ready metrics; at most ``samples`` RTT samples are listed per kind (``truncated``
         says when the list is shorter than ``n``)."""
         tr = self.tracker
-        rtx = tr.retransmissions
-        kinds = {k: sum(r.kind == k for r in rtx) for k in KINDS}
+        rtx = tr.rtx
+        kinds = dict(zip(KINDS, np.bincount(rtx[:, 3], minlength=len(KINDS)).tolist()))
         series = tr.series_outstanding
         at_data = series[tr.data_events[:, 0]]
         return {
@@ -111,9 +111,9 @@ class Direction:
             },
             "retransmissions": {
                 "total": len(rtx), **kinds,
-                "bytes": sum(r.end - r.seq for r in rtx),
-                "spurious_dsack": sum(r.spurious for r in rtx),
-                "acked_before": sum(r.acked_before for r in rtx),
+                "bytes": int((rtx[:, 2] - rtx[:, 1]).sum()),
+                "spurious_dsack": int(rtx[:, 6].sum()),
+                "acked_before": int(rtx[:, 7].sum()),
                 "dupacks": tr.dupack_count,
             },
             "rtt_ms": {
@@ -217,7 +217,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         trace={"t": t, "fwd": fwd, "seq": seq, "end": end, "ack": ack, "has_ack": rev_ack,
                "win": win, "payload": plen,
                "sack": sack_marks.astype(np.int64),
-               "rtx_packets": np.asarray([r.packet for r in tr.retransmissions], np.int64),
+               "rtx_packets": tr.rtx[:, 4].copy(),
                "index": idx})
 
 

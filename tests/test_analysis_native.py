@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(native.engine("auto") != "native",
                                 reason="analysis/native not built (make -C analysis/native)")
 
 SERIES = ("series_t", "series_outstanding", "series_pipe", "series_sacked", "series_wireshark",
-          "series_wireshark_shown", "rtt_karn", "rtt_ts", "data_events")
+          "series_wireshark_shown", "rtt_karn", "rtt_ts", "data_events", "rtx")
 
 
 def assert_engines_agree(path) -> int:
