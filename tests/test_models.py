@@ -8,6 +8,13 @@ that are *inputs* (30 MB, 20 Mbit/s, 1168 B, ...) are checked as parameter defau
 times and exact byte counts, C5's path records, C7's table, C9's real-path stalls) are not model
 outputs: ``MEASURED_ONLY`` lists them and ``test_measured_only_numbers_are_reproduce_rows`` checks
 that each is a row of the reproduce table with that chapter value, next to the model's value.
+C14's table of places is module data (``test_c14_places_are_the_chapter_table``).
+
+Numbers that are context, not quantities of a model or a measurement: C5's "1 to 300 Mbit/s"
+(the rates at which the 14% loss was seen) and "41,663" (the packet count behind "0 lost",
+in the C5.lost_up row's name); C7's "8 files of 146–405 KB" (the earlier, flawed test); C9's
+"8 complete receptions" and the lower end "360 ms" of the stall range (C9.real_stall_max
+records the upper end); C14's "Qwen3-8B q4_0, 45 tokens/round" (behind the model times).
 """
 import dataclasses
 import math
@@ -271,3 +278,9 @@ def test_c11_split_off_the_best_is_slower():
 def test_bad_parameters_are_refused_with_the_valid_ones(model, kw, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
         evaluate(model, **kw)
+
+
+def test_c14_places_are_the_chapter_table():
+    from analysis.models.agent import PLACES
+    assert PLACES == {"phone": (0.0, 2.90, 0.0, 0.0), "workstation": (0.27, 0.137, 80e6, 0.02),
+                      "cloud": (0.14, 0.073, 6.4e6, 0.20)}
