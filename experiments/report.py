@@ -57,6 +57,8 @@ def text(summary: dict, metric: str | None = None) -> str:
         lines.append(f"  excluded {e['dir']}: {e['reason']}")
     if summary["degraded_kept"]:
         lines.append(f"  kept, fidelity degraded: {', '.join(summary['degraded_kept'])}")
+    if summary["fidelity_unverified"]:
+        lines.append(f"  fidelity not verified (verdict unknown) for {summary['fidelity_unverified']} valid runs")
     if not summary["complete"]:
         lines.append("  INCOMPLETE: some runs have not run yet (rerun with --resume)")
     return "\n".join(lines)

@@ -5,7 +5,8 @@ Layout of ``OUT`` (``results/<name>-<YYYYmmdd-HHMMSS>/`` by default)::
 
     manifest.json    schema, definition, environment (testbed.provenance), schedule, runner facts
     runs/NNN-LEVEL/  one [core] run directory per run (manifest.json from execute) plus
-                     experiment.json (slot, wall-clock seconds, topology bring-up seconds)
+                     experiment.json (slot, wall-clock seconds, topology bring-up seconds,
+                     MB on disk before any pcap was pruned)
     summary.json, report.md, plots/   written by experiments.summary / report / plots
 
 A run is executed into ``runs/.partial-NNN-LEVEL`` and renamed to ``runs/NNN-LEVEL`` once its
@@ -18,8 +19,9 @@ by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.ke
 and a ``keep_up(spec)`` context manager is given (:func:`topology_keeper`), the topology is
 brought up once per repetition block (the arms of one repetition share its link seed) and passed
 to the executor as ``testbed=``; its bring-up time is recorded so the report can state the
-per-run overhead.  The price: the link backend's summary then covers the whole block, so runs
-get no per-run fidelity verdict (``unknown``) — hence off by default (``--keep-topology``).
+per-run overhead.  The price: the link backend's summary then covers the whole block, so each
+run gets the block's fidelity verdict (experiments.summary) — hence off by default
+(``--keep-topology``).
 """
 from __future__ import annotations
 
@@ -94,6 +96,13 @@ def topology_keeper(out: Path) -> Callable:
     return keep_up
 
 
+def _rel(d, out: Path) -> str | None:
+    try:
+        return str(Path(d).resolve().relative_to(out.resolve())) if d else None
+    except ValueError:
+        return str(d)
+
+
 def finished(out: Path, slot: Slot) -> bool:
     d = out / "runs" / slot.dirname
     return (d / MANIFEST).is_file() and (d / RUN_INFO).is_file()
@@ -119,7 +128,8 @@ def _run_one(exp: Experiment, out: Path, slot: Slot, executor: Callable, tb, set
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     info = {**slot.to_dict(), "wall_s": round(time.monotonic() - t0, 4), "setup_s": setup_s,
-            "kept_topology": tb is not None}
+            "kept_topology": tb is not None, "topology_dir": _rel(getattr(tb, "dir", None), out),
+            "disk_mb": round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 3)}
     _write_json(tmp / RUN_INFO, info)
     tmp.rename(final)
     return load_run(final)

@@ -47,17 +47,30 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
     r = load_run(d)
     info = json.loads((d / RUN_INFO).read_text())
     check = ck.check_for(exp.factor)
-    reason = ck.fidelity_reason(r.status, r.error, r.fidelity, exp.accept_degraded)
+    fidelity = _block_fidelity(out, info) or r.fidelity
+    reason = ck.fidelity_reason(r.status, r.error, fidelity, exp.accept_degraded)
     if reason is None:
         reason = ck.manipulation_reason(exp.factor, exp.level(slot["level"]), r.checks)
     return {**rec, "status": r.status, "error": r.error, "valid": reason is None and not slot["warmup"],
-            "reason": reason, "fidelity": r.fidelity.get("verdict", "unknown"),
+            "reason": reason, "fidelity": fidelity.get("verdict", "unknown"),
             "metrics": {m: run_value(r.metrics.get(m)) for m in exp.metrics},
             "checks": {k: r.checks.get(k) for k in (check.needs if check else ())},
             "wall_s": info.get("wall_s"), "setup_s": info.get("setup_s"),
             "topology_s": _topology_s(r.timings),
             "kept_topology": info.get("kept_topology", False),
-            "capture": r.capture, "disk_mb": round(_dir_mb(d), 3)}
+            "capture": r.capture,
+            "disk_mb": info["disk_mb"] if "disk_mb" in info else round(_dir_mb(d), 3)}
+
+
+def _block_fidelity(out: Path, info: dict) -> dict | None:
+    """A run on a kept-up topology: the verdict on the emulator's summary of the whole
+    repetition block (every run of the block shares it), else None."""
+    d = info.get("topology_dir")
+    path = out / d / "emulator" / "summary.json" if d else None
+    if path is None or not path.is_file():
+        return None
+    from testbed.emulator import fidelity
+    return {**fidelity.verdict(json.loads(path.read_text())), "scope": "repetition block"}
 
 
 def _topology_s(timings: dict):
