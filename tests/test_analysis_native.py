@@ -292,3 +292,27 @@ def test_crafted_captures_of_the_other_tests(tmp_path):
     import test_analysis_tcp
     test_analysis_tcp.scenario.__wrapped__(tmp_path)
     assert assert_engines_agree(tmp_path / "s.pcap") > 20
+
+
+def test_wireshark_list_cap():
+    """More than Wireshark's 10000 unacknowledged transmissions (later ones not listed),
+    then ACKs that empty the list and a retransmission below SND.UNA."""
+    from analysis import senderrun
+    n = 10_050
+    seq = np.concatenate([[0], 1 + 10 * np.arange(n), [4001, 20_001, 50_001, 100_501, 30_001]])
+    end = np.concatenate([[1], 11 + 10 * np.arange(n), [4011, 20_011, 50_001, 100_501, 30_011]])
+    kind = np.concatenate([[1], np.ones(n, int), [2, 2, 2, 2, 1]]).astype(np.uint8)
+    val = np.where(kind == 1, seq, seq)
+    m = len(kind)
+    rows = senderrun.Rows(
+        kind=kind, t=np.arange(m, dtype=np.int64), val=val.astype(np.int64),
+        end=end.astype(np.int64), fl=np.where(np.arange(m) == 0, 1, 4).astype(np.uint8),
+        win=np.full(m, 1000, np.int64), nsack=np.zeros(m, np.uint8),
+        sack=np.zeros((0, 2), np.int64), has_ts=np.zeros(m, bool),
+        tsval=np.zeros(m, np.uint32), tsecr=np.zeros(m, np.uint32),
+        payload=(end - seq).astype(np.int64), packet=np.arange(m, dtype=np.int64))
+    a, b = senderrun.run(rows, 10, "python"), senderrun.run(rows, 10, "native")
+    for name in SERIES + ("rtx",):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    # the SYN is one of the 10000 listed: [0, 1) and 9999 data segments
+    assert a.series_wireshark[n] == 1 + 10 * 9_999 and a.series_outstanding[n] == 10 * n

@@ -164,42 +164,18 @@ int64_t tb_pcap_records(const uint8_t *buf, int64_t len, int le, int nano, int l
 enum { K_FAST = 0, K_RTO = 1, K_PROBE = 2 };
 #define NONE INT64_MIN
 
-typedef struct { int64_t key, id; } hent_t;
-typedef struct { hent_t *e; int64_t n, cap; } heap_t;
+/* An array of (key, id) kept sorted by key, consumed from the front: entries arrive
+ * mostly in key order (appended), the rest are inserted by binary search. */
+typedef struct { int64_t *key, *id, head, tail; } sorted_t;
 
-static inline int hless(hent_t a, hent_t b) {   /* tuples (key, id) compared like Python's heapq */
-    return a.key < b.key || (a.key == b.key && a.id < b.id);
-}
-
-static int heap_push(heap_t *h, int64_t key, int64_t id) {
-    if (h->n == h->cap) {
-        int64_t c = h->cap ? 2 * h->cap : 1024;
-        hent_t *e = realloc(h->e, c * sizeof *e);
-        if (!e) return -1;
-        h->e = e; h->cap = c;
-    }
-    hent_t x = { key, id };
-    int64_t i = h->n++;
-    while (i > 0) {
-        int64_t p = (i - 1) / 2;
-        if (!hless(x, h->e[p])) break;
-        h->e[i] = h->e[p]; i = p;
-    }
-    h->e[i] = x;
-    return 0;
-}
-
-static void heap_pop(heap_t *h) {
-    hent_t x = h->e[--h->n];
-    int64_t i = 0;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && hless(h->e[c + 1], h->e[c])) c++;
-        if (!hless(h->e[c], x)) break;
-        h->e[i] = h->e[c]; i = c;
-    }
-    if (h->n) h->e[i] = x;
+static void sorted_insert(sorted_t *q, int64_t key, int64_t id) {
+    int64_t lo = q->head, hi = q->tail;         /* after the entries with key <= this one */
+    if (hi > lo && q->key[hi - 1] > key) {
+        while (lo < hi) { int64_t m = (lo + hi) / 2; if (q->key[m] <= key) lo = m + 1; else hi = m; }
+        memmove(q->key + lo + 1, q->key + lo, (q->tail - lo) * 8);
+        memmove(q->id + lo + 1, q->id + lo, (q->tail - lo) * 8);
+    } else lo = hi;
+    q->key[lo] = key; q->id[lo] = id; q->tail++;
 }
 
 typedef struct {
@@ -211,11 +187,11 @@ typedef struct {
     int64_t *rtx_segs, nrtx_segs;
     int64_t *sl, *sr, nsacked, capsacked;   /* merged SACK scoreboard */
     int64_t last_sack_sum;
-    /* Wireshark's list */
-    int64_t *w_start, w_next, w_live, w_top;
+    /* Wireshark's list: entries by end (for deletion) and by start (for the lowest) */
+    int64_t w_next, w_live, w_top;
     uint8_t *w_alive;
     int w_valid;
-    heap_t by_end, by_start;
+    sorted_t by_end, by_start;
     /* outputs */
     int64_t *rx, nrx, *karn, nkarn;
 } st_t;
@@ -274,44 +250,38 @@ static int64_t pipe_now(st_t *s) {
     return total;
 }
 
-/* The highest end in the list is only deleted together with every other entry (an ACK
- * deletes the entries ending at or below it), so the top is the highest end added since
- * the list was last empty: Python's third heap (_by_top) is not needed here. */
+/* Python's _WiresharkList keeps three lazily cleaned heaps; the same values come from
+ * two sorted arrays here.  The highest end in the list is only deleted together with
+ * every other entry (an ACK deletes the entries ending at or below it), so the top is
+ * the highest end added since the list was last empty.  An ACK trims the entries that
+ * start below it to start at it: those are the first ones by start, and stay first. */
 static int64_t ws_value(st_t *s) {
     if (!s->w_live) return 0;
-    heap_t *b = &s->by_start;
-    while (!(s->w_alive[b->e[0].id] && s->w_start[b->e[0].id] == b->e[0].key)) heap_pop(b);
-    return s->w_top - b->e[0].key - s->last_sack_sum;
+    sorted_t *b = &s->by_start;
+    while (!s->w_alive[b->id[b->head]]) b->head++;
+    return s->w_top - b->key[b->head] - s->last_sack_sum;
 }
 
-static int ws_add(st_t *s, int64_t seq, int64_t end) {
-    if (s->w_live >= WS_MAX_SEGMENTS) return 0;
+static void ws_add(st_t *s, int64_t seq, int64_t end) {
+    if (s->w_live >= WS_MAX_SEGMENTS) return;
     int64_t i = s->w_next++;
-    if (!s->w_live || end > s->w_top) s->w_top = end;
-    s->w_start[i] = seq; s->w_alive[i] = 1; s->w_live++;
-    return heap_push(&s->by_end, end, i) | heap_push(&s->by_start, seq, i);
+    if (!s->w_live) {            /* empty: start the arrays over */
+        s->by_end.head = s->by_end.tail = s->by_start.head = s->by_start.tail = 0;
+        s->w_top = end;
+    } else if (end > s->w_top) s->w_top = end;
+    s->w_alive[i] = 1; s->w_live++;
+    sorted_insert(&s->by_end, end, i);
+    sorted_insert(&s->by_start, seq, i);
 }
 
-static int ws_ack(st_t *s, int64_t ack) {
-    heap_t *e = &s->by_end, *b = &s->by_start;
-    while (e->n && e->e[0].key <= ack) {
-        int64_t i = e->e[0].id;
-        heap_pop(e);
-        if (s->w_alive[i]) { s->w_alive[i] = 0; s->w_live--; }
+static void ws_ack(st_t *s, int64_t ack) {
+    sorted_t *e = &s->by_end, *b = &s->by_start;
+    while (e->head < e->tail && e->key[e->head] <= ack) {
+        s->w_alive[e->id[e->head++]] = 0;
+        s->w_live--;
     }
-    if (!s->w_live) {                     /* drop what the lazy heap still holds */
-        b->n = 0;
-        return 0;
-    }
-    while (b->n && b->e[0].key < ack) {
-        int64_t start = b->e[0].key, i = b->e[0].id;
-        heap_pop(b);
-        if (s->w_alive[i] && s->w_start[i] == start) {
-            s->w_start[i] = ack;
-            if (heap_push(b, ack, i)) return -1;
-        }
-    }
-    return 0;
+    while (b->head < b->tail && !s->w_alive[b->id[b->head]]) b->head++;
+    for (int64_t j = b->head; j < b->tail && b->key[j] < ack; j++) b->key[j] = ack;
 }
 
 static int add_sack(st_t *s, int64_t l, int64_t r) {
@@ -436,9 +406,11 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
     int64_t cap = m > 0 ? m : 1, ns = 0, rc = 0, cur = 0;
     s.s_start = malloc(cap * 8); s.s_end = malloc(cap * 8); s.s_t = malloc(cap * 8);
     s.s_ep = malloc(cap * 8); s.s_rt = malloc(cap * 8); s.rtx_segs = malloc(cap * 8);
-    s.w_start = malloc(cap * 8); s.w_alive = calloc(cap, 1);
-    if (!s.s_start || !s.s_end || !s.s_t || !s.s_ep || !s.s_rt || !s.rtx_segs || !s.w_start
-        || !s.w_alive) { rc = -1; goto done; }
+    s.w_alive = calloc(cap, 1);
+    s.by_end.key = malloc(cap * 8); s.by_end.id = malloc(cap * 8);
+    s.by_start.key = malloc(cap * 8); s.by_start.id = malloc(cap * 8);
+    if (!s.s_start || !s.s_end || !s.s_t || !s.s_ep || !s.s_rt || !s.rtx_segs || !s.w_alive
+        || !s.by_end.key || !s.by_end.id || !s.by_start.key || !s.by_start.id) { rc = -1; goto done; }
     for (int64_t i = 0; i < m; i++) {
         int64_t t = tv[i], seq = seqv[i], end = endv[i];
         int syn = flv[i] & 1, fin = (flv[i] >> 1) & 1;
@@ -462,7 +434,7 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
                 s.s_ep[g] = -1; s.s_rt[g] = -1;
                 s.snd_max = end;
             }
-            if (ws_add(&s, seq, end)) { rc = -1; goto done; }
+            ws_add(&s, seq, end);
             int64_t ws = ws_value(&s);
             s_shown[ns] = s.w_valid && end - seq > syn + fin && ws > 0 && ws < 2000000000;
             s_ws[ns] = ws - (syn || fin);
@@ -470,7 +442,7 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
             int64_t ack = seqv[i], win = winv[i];
             if (!s.have_max) continue;
             s.w_valid = 1;
-            if (ws_ack(&s, ack)) { rc = -1; goto done; }
+            ws_ack(&s, ack);
             s.last_sack_sum = 0;
             for (int b = 0; b < nb && b < WS_SACK_BLOCKS; b++) s.last_sack_sum += blk[2 * b + 1] - blk[2 * b];
             int first = 0;
@@ -506,6 +478,7 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
     *nrx = s.nrx; *nkarn = s.nkarn;
 done:
     free(s.s_start); free(s.s_end); free(s.s_t); free(s.s_ep); free(s.s_rt); free(s.rtx_segs);
-    free(s.w_start); free(s.w_alive); free(s.sl); free(s.sr); free(s.by_end.e); free(s.by_start.e);
+    free(s.w_alive); free(s.sl); free(s.sr);
+    free(s.by_end.key); free(s.by_end.id); free(s.by_start.key); free(s.by_start.id);
     return rc;
 }
