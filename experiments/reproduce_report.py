@@ -189,9 +189,9 @@ def fig_measured(rows: list[dict], base: Path) -> list[str]:
     if not got:
         return []
     plt = _plt()
-    cols = min(4, len(got))
+    cols = 4
     nrows = math.ceil(len(got) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.9 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.9 * nrows + 0.4), squeeze=False)
     for ax, r in zip(axes.flat, got):
         vals = [r["chapter"], r["model"] if r["model"] is not None else np.nan, r["measured"]]
         ax.bar(range(3), vals, color=["tab:gray", "tab:blue", "tab:green" if r["ok"] else "tab:red"])

@@ -176,9 +176,13 @@ def _excluded(summary: dict, level: str) -> str:
 
 def _evidence(row: Row, summary: dict) -> list[str]:
     m = row.measure
-    out = []
+    levels = m.levels or (m.level,)
+    used = [r for r in summary.get("runs", []) if r.get("valid") and r.get("level") in levels]
+    degraded = sum(r.get("fidelity") == "degraded" for r in used)
+    out = [f"{degraded} of {len(used)} runs used carry emulator timing error (fidelity degraded)"] \
+        if degraded else []
     for metric, label in row.explain:
-        for level in (m.levels or (m.level,)):
+        for level in levels:
             st = (summary.get("by_level", {}).get(level, {}).get("metrics", {}) or {}).get(metric)
             if st and st.get("median") is not None:
                 out.append(f"{label} {st['median']:.4g} (median of {st['n']}, {level})")
