@@ -384,6 +384,8 @@ class Forwarder:
         wall1 = time.monotonic_ns()
         rusage1 = resource.getrusage(resource.RUSAGE_SELF)
         host = host_summary(host0, host_cpu())
+        if cfg.realtime:  # the summary (numpy, file reads) must not hold up other real-time loops
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         for d in dirs:
             d.abandon_pending()
             d.read_socket_stats()
