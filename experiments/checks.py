@@ -160,7 +160,7 @@ for c in (
     Check("params.resume", ("tls_resumed",), "on: every timed handshake resumed; off: none", _tls_resume),
     Check("links.*.*.queue", ("queue_limit",), "the link's applied queue limit equals the level",
           _readback("queue_limit")),
-    Check("params.redundancy", ("repair_packets",), "repair packets on the wire iff FEC is on", _repair),
+    Check("params.fec", ("repair_packets",), "repair packets sent iff FEC is on (level not off)", _repair),
 ):
     register_check(c)
 

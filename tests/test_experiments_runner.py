@@ -72,7 +72,7 @@ def test_broken_level_is_caught_and_excluded(tmp_path):
     # the reuse arm silently keeps opening a connection per request
     fx = FakeExecutor("params.mode", MEDIANS, broken=("reuse",), broken_as="new")
     out = run_experiment(reuse(4), tmp_path / "e", executor=fx, quiet=True)
-    s = write_all(out)
+    s = write_all(out, plots=False)
     assert s["by_level"]["reuse"]["n_valid"] == 0 and s["by_level"]["new"]["n_valid"] == 4
     ex = [e for e in s["excluded"] if e["level"] == "reuse"]
     assert len(ex) == 4 and all("SYNs per request" in e["reason"] for e in ex)
@@ -82,7 +82,7 @@ def test_broken_level_is_caught_and_excluded(tmp_path):
 def test_failed_and_overloaded_runs_are_excluded_with_reasons(tmp_path):
     fx = FakeExecutor("params.mode", MEDIANS, fail=(3,), overloaded=(4,))
     out = run_experiment(reuse(3), tmp_path / "e", executor=fx, quiet=True)
-    s = write_all(out)
+    s = write_all(out, plots=False)
     reasons = {e["dir"]: e["reason"] for e in s["excluded"]}
     assert reasons == {"runs/003-reuse": "run failed: fake failure",
                        "runs/004-new": "link fidelity overloaded: no detail"}
@@ -96,11 +96,11 @@ def test_crash_then_resume_redoes_nothing(tmp_path):
         run_experiment(exp, out, executor=first, quiet=True)
     done = sorted(p.name for p in (out / "runs").iterdir())
     assert done == [s.dirname for s in schedule(exp)[:5]]          # no partial directory left
-    assert not write_all(out)["complete"]
+    assert not write_all(out, plots=False)["complete"]
     second = FakeExecutor("params.mode", MEDIANS)
     run_experiment(exp, out, executor=second, resume=True, quiet=True)
     assert [c[:2] for c in second.calls] == [(s.level, s.seed) for s in schedule(exp)[5:]]
-    s = write_all(out)
+    s = write_all(out, plots=False)
     assert s["complete"] and s["by_level"]["reuse"]["n_valid"] == 4
 
 
@@ -226,6 +226,9 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
                                        "server-server-eth0.pcap": 10}}, False),
     ("params.path", "direct", {"path": {"client-client-eth0.pcap": 10}}, False),
     ("links.bottleneck.up.queue", "20", {"queue_limit": 20}, True),
+    ("params.fec", "adaptive", {"repair_packets": 40}, True),
+    ("params.fec", "adaptive", {"repair_packets": 0}, False),
+    ("params.fec", "off", {"repair_packets": 0}, True),
     ("params.mode", "new", {}, False),
 ])
 def test_manipulation_checks(factor, level, checks, ok):
