@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+log = logging.getLogger(__name__)
 STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
 PREFIX = "tb"
 
@@ -159,7 +161,7 @@ class Run:
                 try:
                     fn()
                 except Exception as exc:  # keep tearing down: one failure must not leak the rest
-                    print(f"testbed: teardown step failed: {exc!r}", flush=True)
+                    log.warning("teardown step failed: %r", exc)
             remove_state(self.state)
             for sig, handler in self._old_handlers.items():
                 signal.signal(sig, handler)
