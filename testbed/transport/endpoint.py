@@ -229,10 +229,11 @@ class Endpoint:
         if self.config.pacing.mode != "estimate":
             return True
         size = wire.SYMBOL_OVERHEAD + wire.SYMBOL
+        floor = max(self.config.initial_window, 2 * (self.config.ack.every_n or 1)) * size
         if self.rate.max_rate is None or self.rtt.min_rtt is None:
-            cwnd = self.config.initial_window * size
+            cwnd = floor
         else:
-            cwnd = max(2 * self.rate.max_rate * self.rtt.min_rtt / 1e9, 4 * size)
+            cwnd = max(2 * self.rate.max_rate * self.rtt.min_rtt / 1e9, floor)
         return self._inflight_bytes() + size <= cwnd
 
     def _make_symbol(self, now: int, m: _Out, esi: int, rnd: int, ack_now: bool) -> bytes:

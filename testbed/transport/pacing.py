@@ -8,7 +8,9 @@ Policies (``PacingPolicy.parse``):
   draft-cheng-iccrg-delivery-rate-estimation) over the last ``window`` (default 10 round trips)
   — times a gain: 2.885 in startup (until the maximum grew less than 25 % over three round
   trips), then 1.  The in-flight cap is twice the estimated BDP (max rate × min RTT), so at
-  most one BDP waits in the bottleneck queue; before the
+  most one BDP waits in the bottleneck queue, and never below ``initial_window`` packets nor
+  twice the ACK policy's N (else a receiver waiting for N packets and a sender waiting for an
+  ACK would stall each other until a probe timeout); before the
   first sample an initial window of ``initial_window`` packets goes out unpaced.
 
 No policy slows down on loss unless ``backoff`` is set in the configuration (then the rate is

@@ -7,7 +7,8 @@ the application's ``call_at``) is due; read every waiting datagram (each stamped
 its endpoint; fire due timers.  A
 datagram from an unknown address starts a new endpoint only if ``accept`` and it parses.
 Sending never blocks: an EAGAIN/ENOBUFS is counted in ``stats["send_errors"]`` (the datagram is
-lost, the protocol recovers it) — with the 4 MiB socket buffers set here it should stay 0.
+lost, the protocol recovers it) — with the 4 MiB socket buffers set here (forced past
+net.core.wmem_max/rmem_max when root) it should stay 0.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import socket
 import time
 from typing import Callable
 
+from ..apps.tcpopts import SO_RCVBUFFORCE, SO_SNDBUFFORCE, _set_buffer
 from . import wire
 from .config import TransportConfig
 from .endpoint import Endpoint
@@ -28,8 +30,8 @@ BUFFER = 4 * 1024 * 1024
 def udp_socket(bind: tuple[str, int] = ("0.0.0.0", 0)) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER)
+        _set_buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF, BUFFER)
+        _set_buffer(sock, SO_RCVBUFFORCE, socket.SO_RCVBUF, BUFFER)
         sock.bind(bind)
         sock.setblocking(False)
     except OSError:
