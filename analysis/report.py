@@ -137,9 +137,9 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
     for c, e in zip(rec["completion"], ex):
         for part, d in (("request", "c2s"), ("response", "s2c")):
             if d in dirs and f"{part}_first" in e:
-                c[f"{part}_flights"] = sum(fl["start"] <= e[f"{part}_last"] and
-                                           fl["end"] >= e[f"{part}_first"]
-                                           for fl in dirs[d].flights)
+                fl = dirs[d].flights
+                c[f"{part}_flights"] = int(((fl["start"] <= e[f"{part}_last"])
+                                            & (fl["end"] >= e[f"{part}_first"])).sum())
     rec["directions"] = summaries
     near = _vantage(ev)
     main = max(dirs, key=lambda k: dirs[k].payload_bytes) if dirs else None

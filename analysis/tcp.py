@@ -72,7 +72,7 @@ class Direction:
     last_advance_t: int | None
     throughput_bps: np.ndarray   # per bin
     goodput_bps: np.ndarray
-    flights: list                # dicts: start, end (ns), segments, bytes (new), cum_bytes
+    flights: np.ndarray          # FLIGHT records: start, end (ns), segments, bytes (new), cum_bytes
     data_events: np.ndarray      # (n, 2): series index, packet index at each data segment
     trace: dict                  # per-packet arrays for plots: t, fwd, seq, end, ack, win, sack
 
@@ -131,7 +131,7 @@ class Direction:
             },
             "flights": {
                 "gap_ms": self.gap_ns / 1e6, "count": len(self.flights),
-                "bytes": [f["bytes"] for f in self.flights[:50]],
+                "bytes": self.flights["bytes"][:50].tolist(),
                 "truncated": len(self.flights) > 50,
             },
         }
@@ -154,8 +154,8 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     idx = flow.index
     fwd = flow.fwd if from_client else ~flow.fwd
     t = pk.ts_ns[idx]
-    flags = pk.flags[idx].astype(np.int64)
-    plen = pk.payload_len[idx].astype(np.int64)
+    flags = pk.flags[idx]
+    plen = pk.payload_len[idx]
     seq_raw, ack_raw = pk.seq[idx], pk.ack[idx]
     syn = (flags & SYN) != 0
     fin = (flags & FIN) != 0
@@ -185,6 +185,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     data_events = tr.data_events
     sack_marks = np.column_stack([np.repeat(rows.t, np.where(rows.kind == senderrun.ACKROW,
                                                              rows.nsack, 0)), rows.sack])
+    del rows                  # memory: a 1 GB capture has ~5 million packets
 
     data = fwd & (plen > 0)
     first_data_t = int(t[data][0]) if data.any() else None
@@ -240,16 +241,19 @@ def _rows(pk, idx, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win) ->
                           tsval=pk.tsval[idx], tsecr=pk.tsecr[idx], payload=plen, packet=idx)
 
 
-def _flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> list:
+FLIGHT = np.dtype([("start", np.int64), ("end", np.int64), ("segments", np.int64),
+                   ("bytes", np.int64), ("cum_bytes", np.int64)])
+
+
+def _flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> np.ndarray:
     """Group data segments into flights separated by idle gaps > gap_ns (see module doc)."""
+    out = np.zeros(0 if len(t) == 0 else 1 + int((np.diff(t) > gap_ns).sum()), FLIGHT)
     if len(t) == 0:
-        return []
-    new_end = np.maximum.accumulate(end)
-    new_bytes = np.diff(new_end, prepend=seq[0])
+        return out
+    new_bytes = np.diff(np.maximum.accumulate(end), prepend=seq[0])
     first = np.concatenate([[0], np.nonzero(np.diff(t) > gap_ns)[0] + 1])
     last = np.concatenate([first[1:], [len(t)]]) - 1
-    nbytes = np.add.reduceat(new_bytes, first)
-    return [{"start": a, "end": b, "segments": n, "bytes": x, "cum_bytes": c}
-            for a, b, n, x, c in zip(t[first].tolist(), t[last].tolist(),
-                                     (last - first + 1).tolist(), nbytes.tolist(),
-                                     np.cumsum(nbytes).tolist())]
+    out["start"], out["end"], out["segments"] = t[first], t[last], last - first + 1
+    out["bytes"] = np.add.reduceat(new_bytes, first)
+    out["cum_bytes"] = np.cumsum(out["bytes"])
+    return out
