@@ -3,10 +3,10 @@
  * Python (forwarder.py) opens the AF_PACKET sockets and the frame logs (header written), then
  * calls tb_run, which returns when SIGTERM or SIGINT arrives (taken from a signalfd while they
  * are blocked in the calling thread).  Per iteration: send every frame due (one send() each,
- * t_sent read just before it), then wait: epoll_wait blocks when nothing is pending; a timerfd
- * (absolute CLOCK_MONOTONIC, timer slack 1 ns) is armed spin_ns before the next departure, and
- * the last spin_ns are polled (epoll_wait with timeout 0) so the timer's wake-up latency does not
- * delay the departure.  Polling is allowed only while the loop has been busy (running, not
+ * t_sent read just before it), then wait: epoll_pwait2 blocks when nothing is pending, else
+ * waits with a nanosecond timeout (an hrtimer, timer slack 1 ns; one system call per wait, no
+ * timerfd to re-arm and read) until spin_ns before the next departure, and the last spin_ns are
+ * polled (timeout 0) so the timer's wake-up latency does not delay the departure.  Polling is allowed only while the loop has been busy (running, not
  * blocked in epoll_wait) for at most BUSY_SHARE_PCT % of the time: a budget refills at that share
  * of elapsed time (at most BUSY_BURST_NS saved up) and running spends it; once spent, the loop
  * sleeps until the timer fires.  Without the bound a SCHED_FIFO loop polling back-to-back
@@ -26,7 +26,6 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -279,7 +278,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     int nd = e->n_dirs, ret = 0;
     io_dir *dirs = calloc((size_t)nd, sizeof *dirs);
     stage = malloc((size_t)READ_BATCH * MAX_FRAME);
-    int ep = -1, tfd = -1, sfd = -1;
+    int ep = -1, sfd = -1;
     sigset_t mask, old;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
@@ -293,20 +292,17 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     pthread_sigmask(SIG_BLOCK, &mask, &old);
     sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     ep = epoll_create1(EPOLL_CLOEXEC);
-    if (sfd < 0 || tfd < 0 || ep < 0) { ret = -errno; goto out; }
+    if (sfd < 0 || ep < 0) { ret = -errno; goto out; }
     struct epoll_event ev;
     for (int k = 0; k < nd; k++) {
         ev.events = EPOLLIN; ev.data.u32 = (uint32_t)k;
         if (epoll_ctl(ep, EPOLL_CTL_ADD, io[k].in_fd, &ev) < 0) { ret = -errno; goto out; }
     }
-    ev.events = EPOLLIN; ev.data.u32 = 1000000;
-    epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
     ev.events = EPOLLIN; ev.data.u32 = 1000001;
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
 
-    int64_t armed = -1, spin = rc->spin_ns, early = rc->early_ns;
+    int64_t spin = rc->spin_ns, early = rc->early_ns;
     int64_t budget = BUSY_BURST_NS, refilled = mono(), blocked = 0;
     int stopping = 0;
     struct epoll_event evs[64];
@@ -319,33 +315,29 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             did += dirs[k].st.records + dirs[k].log_len - before;
             if (t < nxt) nxt = t;
         }
-        int timeout;
+        int64_t wait;  /* ns; -1: until an event */
         int64_t t_now = mono(), dt = t_now - refilled;
         budget += dt * BUSY_SHARE_PCT / 100 - (dt - blocked);
         if (budget > BUSY_BURST_NS) budget = BUSY_BURST_NS;
         if (budget < -BUSY_BURST_NS) budget = -BUSY_BURST_NS;
         refilled = t_now;
         blocked = 0;
-        if (nxt == INT64_MAX) timeout = -1;
-        else if (nxt - early - t_now <= 0) timeout = 0;
-        else if (nxt - early - t_now <= spin && budget > 0) timeout = 0;
+        if (nxt == INT64_MAX) wait = -1;
+        else if (nxt - early - t_now <= spin && budget > 0) wait = 0;
         else {
-            int64_t at = nxt - early - (budget > 0 ? spin : 0);
-            if (at < 1) at = 1;
-            if (armed != at) {
-                struct itimerspec its = {{0, 0}, {at / 1000000000LL, at % 1000000000LL}};
-                timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
-                armed = at;
-            }
-            timeout = -1;
+            wait = nxt - early - (budget > 0 ? spin : 0) - mono();
+            if (wait < 0) wait = 0;
         }
+        struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int64_t t_sent_done = mono();
         out->send_ns += t_sent_done - t_iter;
-        int n = epoll_wait(ep, evs, 64, timeout);
-        if (timeout == 0 && n == 0 && !did)  /* a whole iteration of polling, nothing done */
+        int n = epoll_pwait2(ep, evs, 64, wait < 0 ? NULL : &ts, NULL);
+        if (n < 0 && errno != EINTR) { ret = -errno; break; }
+        if (wait == 0 && n <= 0 && !did)  /* a whole iteration of polling, nothing done */
             out->poll_idle_ns += mono() - t_iter;
-        else if (timeout < 0)
+        else if (wait != 0)
             blocked += mono() - t_sent_done;
+        if (wait > 0 && n == 0) out->timer_wakeups++;
         for (int i = 0; i < n; i++) {
             uint32_t id = evs[i].data.u32;
             if (id < (uint32_t)nd) {
@@ -353,11 +345,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
                 drain(e, (int)id, &dirs[id], nxt == INT64_MAX ? INT64_MAX : nxt - early);
                 out->read_ns += mono() - t0;
             }
-            else if (id == 1000000) {
-                uint64_t x;
-                if (read(tfd, &x, 8) == 8) out->timer_wakeups++;
-                armed = -1;
-            } else {
+            else {
                 struct signalfd_siginfo si;
                 while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopping = 1;
             }
@@ -375,7 +363,6 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     }
 out:
     if (ep >= 0) close(ep);
-    if (tfd >= 0) close(tfd);
     if (sfd >= 0) {
         close(sfd);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
