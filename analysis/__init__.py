@@ -1,7 +1,9 @@
 """Captures in, timelines and TCP/QUIC metrics out (``testbed analyze``).
 
 Modules: ``pcap`` (vectorised pcap/pcapng reader), ``flows`` (5-tuple flows), ``tcpsender``
-(sans-I/O sender model: outstanding, pipe, retransmission kinds, RTT samples), ``tcp``
+(sans-I/O sender model: outstanding, pipe, retransmission kinds, RTT samples; the
+reference), ``senderrun`` (runs it over a flow, packet by packet or on the fast path),
+``native`` (the fast path's C library: reader and sender state machines), ``tcp``
 (per-direction analysis: rates, ACK ratio, flights), ``handshake`` (connection and
 request/response timeline), ``clock`` (pcap time -> CLOCK_MONOTONIC), ``applog`` (JSONL
 event join), ``linkjoin`` (emulator frame-log join), ``qlog`` (QUIC from aioquic qlog),
