@@ -59,11 +59,11 @@ def decode_times(server_log: Path) -> list[dict]:
             for e in applog.load(server_log) if e["event"] == "request_complete" and "decoded" in e]
 
 
-def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dict[str, Any]]:
+def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> dict[str, dict[str, Any]]:
     """``analysis.runmetrics.run_metrics`` plus the transport's counts: ``retransmissions``
     (source symbols sent again by the client), ``repair_packets`` (check), ``rounds``,
-    ``decode_ms`` (per request) — from the client's captures, or its ``transport_stats`` events
-    when there are none."""
+    ``decode_ms`` (per request) — from the client's captures (packets to the server's UDP
+    ``port``), or its ``transport_stats`` events when there are none."""
     from .runmetrics import client_host, run_metrics as base
     run_dir = Path(run_dir)
     out = base(run_dir, client)
@@ -74,8 +74,7 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
     conns = []
     for f in sorted((run_dir / "pcap").glob(f"{client}-*.pcap")):
         conns += [r for r in connections(pcap.read(f)) if r["source"] + r["repair"]]
-    from testbed.transport.workload import PORT
-    up = [r for r in conns if r["dport"] == PORT]            # client → server: the request
+    up = [r for r in conns if r["dport"] == port]            # client → server: the request
     if up:
         m["retransmissions"] = sum(r["retransmitted"] for r in up)
         m["rounds"] = max(r["rounds"] for r in up)

@@ -52,7 +52,7 @@ def _check(p: UdpReqParams, spec, topo) -> None:
 
 def _metrics(run_dir: Path) -> dict:
     from analysis.fec import run_metrics
-    return run_metrics(run_dir)
+    return run_metrics(run_dir, PORT)
 
 
 UDPREQ = register_workload(Workload(

@@ -1,0 +1,37 @@
+"""analysis/fec.py on a pcap written here: source/repair/ACK counts, retransmissions, rounds."""
+import struct
+
+from analysis import fec, pcap
+from testbed.transport import wire
+
+
+def frame(payload: bytes, sport: int, dport: int, src="10.0.0.1", dst="10.0.0.2", proto=17) -> bytes:
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), 0, 0, 64, proto, 0,
+                     bytes(map(int, src.split("."))), bytes(map(int, dst.split("."))))
+    return b"\0" * 12 + b"\x08\x00" + ip + struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+
+
+def write_pcap(path, frames, snaplen=192):
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, snaplen, 1)]
+    for i, f in enumerate(frames):
+        cap = f[:snaplen]
+        out.append(struct.pack("<IIII", 1000 + i, 0, len(cap), len(f)) + cap)
+    path.write_bytes(b"".join(out))
+
+
+def sym(pn, esi, rnd=0, k=3):
+    return wire.encode_symbol(wire.SymbolPacket(pn, esi >= k, 0, k * wire.SYMBOL, rnd, esi, bytes(wire.SYMBOL)))
+
+
+def test_connections_count_source_repair_retransmissions_and_rounds(tmp_path):
+    frames = [frame(sym(0, 0), 40000, 5003), frame(sym(1, 1), 40000, 5003), frame(sym(2, 3), 40000, 5003),
+              frame(sym(3, 4), 40000, 5003), frame(sym(4, 1, rnd=1), 40000, 5003),
+              frame(sym(5, 5, rnd=2), 40000, 5003),
+              frame(wire.encode_ack(wire.AckPacket(0, 5, ((0, 0),), ((5, 0),))), 5003, 40000, "10.0.0.2", "10.0.0.1"),
+              frame(b"\x00junk", 40000, 5003), frame(b"x" * 40, 40000, 5003, proto=6)]
+    write_pcap(tmp_path / "c.pcap", frames)
+    conns = {(r["sport"], r["dport"]): r for r in fec.connections(pcap.read(tmp_path / "c.pcap"))}
+    up, down = conns[(40000, 5003)], conns[(5003, 40000)]
+    assert (up["source"], up["repair"], up["acks"], up["retransmitted"], up["rounds"]) == (3, 3, 0, 1, 2)
+    assert (down["source"], down["repair"], down["acks"]) == (0, 0, 1)
+    assert up["src"].endswith("10.0.0.1")
