@@ -128,7 +128,7 @@ def representative_figure(out: Path, summary: dict, base: Path) -> list[str]:
                 lane += 1
         fl_ax.set_ylabel("in flight (bytes)")
         fl_ax.set_title(f"{lab}: {d} (run closest to the median of {summary['primary']})", fontsize=9)
-        sw.set_ylabel("request")
+        sw.set_ylabel("exchange\n(warm-ups incl.)")
         sw.set_ylim(-0.5, max(lane, 1) - 0.5)
         sw.invert_yaxis()
     axes[1].legend(fontsize=7, loc="upper right", ncol=4)
