@@ -83,7 +83,7 @@ class ForwarderConfig:
     early_ns: when awake, also send the frames due within this much time (and arm the timer
         this much before the next departure): fewer timer wake-ups, frames at most this early.
     rcvbuf, sndbuf: socket buffer bytes per interface (SO_RCVBUFFORCE/SO_SNDBUFFORCE).
-    realtime: run the loop with SCHED_FIFO priority 10, ahead of the TCP endpoints (on 2 cores
+    realtime: run the loop with SCHED_FIFO priority 10 (native: 11), ahead of the TCP endpoints (on 2 cores
         it halved the p99 scheduling error at 333 Mbit/s).  The loop sleeps whenever no departure
         is due, and the kernel's RT throttling still caps it at 95% of a core.
     engine: ``"python"`` (the loop in forwarder.py) or ``"native"`` (the C loop and model in

@@ -65,6 +65,11 @@ BATCH = 256  # frames read from one socket before departures are checked again
 MIN_BATCH = 16  # ... or fewer (at least this many) when a departure is due
 LAG_WARN_US = 10_000  # a read lag beyond this is reported as overload
 MAX_FRAME = 65536
+PRIORITY = 10  # SCHED_FIFO priority of the loop (``realtime``)
+# The native loop goes one above: its bursts of work are short (a few µs per frame, at most 256
+# frames read at a time), while a Python loop of another run on the same machine holds its CPU
+# for milliseconds per batch (measured: ~100 ms of run-queue wait per calibrate run behind them).
+NATIVE_PRIORITY = 11
 
 
 class _Timespec(ctypes.Structure):
@@ -323,7 +328,8 @@ class Forwarder:
         cfg = self.cfg
         set_timer_slack(1)
         if cfg.realtime:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(
+                NATIVE_PRIORITY if self.native is not None else PRIORITY))
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT):
