@@ -6,7 +6,7 @@ Layout of ``OUT`` (``results/<name>-<YYYYmmdd-HHMMSS>/`` by default)::
     manifest.json    schema, definition, environment (testbed.provenance), schedule, runner facts
     runs/NNN-LEVEL/  one [core] run directory per run (manifest.json from execute) plus
                      experiment.json (slot, wall-clock seconds, topology bring-up seconds,
-                     MB on disk before any pcap was pruned)
+                     MB on disk before any pcap was pruned, load average after the run)
     summary.json, report.md, plots/   written by experiments.summary / report / plots
 
 A run is executed into ``runs/.partial-NNN-LEVEL`` and renamed to ``runs/NNN-LEVEL`` once its
@@ -52,9 +52,16 @@ def _write_json(path: Path, obj) -> None:
     tmp.replace(path)
 
 
+def _loadavg() -> list[float] | None:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
 def _environment() -> dict:
     from testbed.provenance import provenance
-    return provenance()
+    return {**provenance(), "loadavg": _loadavg()}
 
 
 def start(exp: Experiment, out: Path, resume: bool) -> dict:
@@ -128,7 +135,7 @@ def _run_one(exp: Experiment, out: Path, slot: Slot, executor: Callable, tb, set
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     info = {**slot.to_dict(), "wall_s": round(time.monotonic() - t0, 4), "setup_s": setup_s,
-            "kept_topology": tb is not None, "topology_dir": _rel(getattr(tb, "dir", None), out),
+            "loadavg": _loadavg(), "kept_topology": tb is not None, "topology_dir": _rel(getattr(tb, "dir", None), out),
             "disk_mb": round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 3)}
     _write_json(tmp / RUN_INFO, info)
     tmp.rename(final)

@@ -7,6 +7,19 @@ the runner's overhead and disk use.
 A metric's per-run value is the metric itself when it is a number, or the median of its values
 when the run has a list (``completion_ms``: one per timed request); runs without the metric are
 left out of that metric's statistics.
+
+Fields (schema 1): ``experiment factor levels metrics primary reps warmup order seed``;
+``complete`` (every scheduled run finished); ``check_rule``, ``fidelity_rule`` (text);
+``by_level[LABEL]``: ``n_runs n_valid n_excluded``, ``metrics[M]`` = ``{n, median, median_ci,
+p10, p90, p99}``, ``verification`` (per read-back min/median/max or the distinct values),
+``representative`` (run dir closest to the primary metric's median); ``comparisons``: list of
+``{a, b, metric, ratio, ratio_ci, difference, difference_ci, paired_difference: {n_pairs,
+median, ci}, mann_whitney: {u, p}, cliffs_delta}`` (a = first level); ``excluded``: ``{dir,
+level, reason}``; ``fidelity_unverified`` (count), ``degraded_kept`` (dirs); ``overhead``: runs,
+wall_s_per_run_median, kept_topology, bringups, bringup_s_median, topology_s_per_run_median,
+disk_mb_per_run_median, capture_cpu_s_total; ``runs``: one record per scheduled slot (index,
+level, rep, warmup, seed, dir, status, valid, reason, fidelity, metrics, checks, wall_s, …).
+CIs are ``[low, high]`` or None (fewer than 2 values).
 """
 from __future__ import annotations
 

@@ -113,7 +113,12 @@ def run_run(args) -> int:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
     out = args.out or default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
-    run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet)
+    try:
+        run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print(f"testbed: experiment interrupted; its finished runs are kept in {out}: continue with "
+              f"--resume --out {out}", file=sys.stderr)
+        raise
     summary = write_all(out, prune=True)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))
     if not args.json:
