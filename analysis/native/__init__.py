@@ -35,9 +35,15 @@ _DTYPES = {"ts_ns": np.int64, "iface": np.uint16, "caplen": np.uint32, "wirelen"
 _lib = None
 
 
+def _built() -> bool:
+    """The library exists and is not older than its source (else it is not used)."""
+    src = LIB.with_name("tbanalysis.c")
+    return LIB.is_file() and (not src.is_file() or LIB.stat().st_mtime >= src.stat().st_mtime)
+
+
 def _load():
     global _lib
-    if _lib is None and LIB.is_file():
+    if _lib is None and _built():
         lib = ctypes.CDLL(str(LIB))
         p, i64 = ctypes.c_void_p, ctypes.c_int64
         lib.tb_decode.argtypes = [p, i64, i64, p, p, p, p]
@@ -60,8 +66,8 @@ def engine(requested: str | None = None) -> str:
         return "python"
     if _load() is None:
         if want == "native":
-            raise ValueError(f"analysis engine 'native': {LIB} is not built "
-                             "(run make -C analysis/native, or make install)")
+            raise ValueError(f"analysis engine 'native': {LIB} is not built or older than "
+                             "its source (run make -C analysis/native, or make install)")
         return "python"
     return "native"
 
