@@ -31,7 +31,15 @@ Checks (read-backs that show a factor took effect):
 * ``syn_per_request``: SYNs the client sent ÷ requests it sent (timed and warm-up).
 * ``cc``: the congestion controls read back from the sockets (``factors`` events), sorted.
 * ``data_segments_per_ack``: as ``data_per_ack``.
-* ``path``: capture file → TCP packets of the client's connections seen there.
+* ``max_adv_window``: the largest window (bytes, scaled by the window scale of its sender's
+  SYN when both SYNs carried one) advertised by the receiver of any connection's data
+  direction, SYNs excluded.
+* ``first_flight_segments``: data segments in the first flight (``analysis.tcp``) of the first
+  connection's data direction.
+* ``tls_resumed``: fraction of the timed requests whose TLS handshake resumed a session.
+* ``path``: capture file (every host's) → TCP packets to or from the client host's addresses.
+* ``queue_limit``: the bottleneck buffer of each link direction whose queue the run's spec
+  overrode, as the topology was built (``metadata.json``; packets, or bytes for a byte limit).
 """
 from __future__ import annotations
 
@@ -45,17 +53,15 @@ from . import applog, report
 CLIENT_LOG = "client.jsonl"
 
 
-def client_host(run_dir: Path) -> str | None:
-    manifest = run_dir / "manifest.json"
-    if manifest.is_file():
-        return json.loads(manifest.read_text()).get("roles", {}).get("client")
-    return None
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dict[str, Any]]:
     """``{"metrics": {...}, "checks": {...}}`` of a run directory (see the module docstring)."""
     run_dir = Path(run_dir)
-    client = client or client_host(run_dir) or "client"
+    manifest, metadata = _json(run_dir / "manifest.json"), _json(run_dir / "metadata.json")
+    client = client or manifest.get("roles", {}).get("client") or "client"
     log = run_dir / CLIENT_LOG
     events = applog.load(log) if log.is_file() else []
     metrics: dict[str, Any] = {}
@@ -71,7 +77,44 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
     sent = sum(e["event"] == "first_request_byte_sent" for e in events)
     if pcaps and sent:
         checks["syn_per_request"] = len(metrics.get("handshake_ms", [])) / sent
+    resumed = [bool(e.get("resumed")) for e in events
+               if e["event"] == "tls_done" and isinstance(e.get("req"), int)]
+    if resumed:
+        checks["tls_resumed"] = sum(resumed) / len(resumed)
+    ips = [ip.split("/")[0] for ip in metadata.get("hosts", {}).get(client, {}).get("ips", {}).values()]
+    if ips:
+        checks["path"] = {p.name: _packets_of(p, ips) for p in sorted((run_dir / "pcap").glob("*.pcap"))}
+    overridden = {k.rsplit(".", 1)[0] for k in manifest.get("spec", {}).get("links", {})
+                  if k.endswith((".queue", ".queue_packets", ".queue_bytes"))}
+    if overridden and metadata.get("links"):
+        checks["queue_limit"] = [_queue(metadata["links"], name) for name in sorted(overridden)]
     return {"metrics": metrics, "checks": checks}
+
+
+def _packets_of(pcap_path: Path, ips: list[str]) -> int:
+    """TCP packets of a capture to or from any of ``ips``."""
+    import socket
+
+    import numpy as np
+
+    from . import pcap
+    pk = pcap.read(pcap_path)
+    tcp = pk.proto == pcap.TCP
+    hit = np.zeros(len(pk), bool)
+    for ip in ips:
+        mapped = np.frombuffer(bytes(10) + b"\xff\xff" + socket.inet_aton(ip), np.uint8)
+        hit |= (pk.src == mapped).all(axis=1) | (pk.dst == mapped).all(axis=1)
+    return int((hit & tcp).sum())
+
+
+def _queue(links: list[dict], name: str):
+    """The built buffer of link direction ``LINK.DIR`` (metadata records: a→b is ``up``)."""
+    link, direction = name.split(".")
+    rec = next((r for r in links if r.get("name") == link), None)
+    spec = rec and rec["a_to_b" if direction == "up" else "b_to_a"]
+    if not spec:
+        return None
+    return spec["queue_bytes"] if spec.get("queue_bytes") is not None else spec.get("queue_packets")
 
 
 def _from_events(events: list[dict], metrics: dict) -> None:
@@ -95,15 +138,14 @@ def _from_events(events: list[dict], metrics: dict) -> None:
 
 def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict) -> None:
     handshakes: list[tuple[int, float]] = []
-    rtx = rtx_bytes = in_flight = data = acks = 0
-    path = {}
+    rtx = rtx_bytes = in_flight = data = acks = adv = 0
+    first_flight: tuple[int, int] | None = None
     for pcap in pcaps:
         res = report.analyze_file(pcap, events=events, keep=True)
-        packets = 0
+        pk = res["_objects"]["packets"]
         for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
             if rec["proto"] != "tcp":
                 continue
-            packets += rec["packets"]
             hs = rec["handshake"]
             if hs.get("syn") is not None and hs.get("ack") is not None:
                 handshakes.append((rec["t0_ns"], (hs["ack"] - hs["syn"]) * 1e3))
@@ -111,15 +153,37 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             if main is None:
                 continue
             d = obj["directions"][main]
+            if len(d.flights) and (first_flight is None or rec["t0_ns"] < first_flight[0]):
+                first_flight = (rec["t0_ns"], int(d.flights[0]["segments"]))
+            adv = max(adv, _max_window(pk, obj["flow"], receiver_is_client=main == "s2c"))
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
             in_flight = max(in_flight, rec["in_flight"]["max"])
             data += rec["acks"]["data_segments"]
             acks += rec["acks"]["pure_acks"]
-        path[pcap.name] = packets
     if handshakes:
         metrics["handshake_ms"] = [ms for _, ms in sorted(handshakes)]
     metrics.update(retransmissions=rtx, retransmitted_bytes=rtx_bytes, max_in_flight_bytes=in_flight)
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
-    checks["path"] = path
+    if adv:
+        checks["max_adv_window"] = adv
+    if first_flight is not None:
+        checks["first_flight_segments"] = first_flight[1]
+
+
+def _max_window(pk, flow, receiver_is_client: bool) -> int:
+    """Largest scaled window the data receiver advertised on ``flow``, SYNs excluded."""
+    import numpy as np
+
+    from .pcap import SYN
+    idx, fwd = flow.index, flow.fwd
+    syn = (pk.flags[idx] & SYN) != 0
+    scale_of = {}
+    for side in (True, False):
+        w = pk.wscale[idx][syn & (fwd == side)]
+        scale_of[side] = int(w[0]) if len(w) else -1
+    side = receiver_is_client
+    shift = scale_of[side] if min(scale_of.values()) >= 0 else 0
+    mine = (fwd == side) & ~syn
+    return int((pk.win[idx][mine].astype(np.int64) << shift).max()) if mine.any() else 0

@@ -96,3 +96,18 @@ def test_link_override_on_dualpath_reaches_the_emulator(tmp_path):
     up1 = next(d for d in summary["directions"].values() if d["spec"]["queue_packets"] == 20)
     assert up1["model"]["queue_max_packets"] <= 20                # the limit held
     assert printed["metrics"]["completion_ms"]
+
+
+@pytest.mark.root
+def test_checks_show_initcwnd_window_and_queue_overrides(tmp_path):
+    base = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
+                   capture=CaptureSpec(("client", "server")), links={"bottleneck.up.queue": "300"})
+    plain = execute(base, tmp_path / "plain")
+    tuned = execute(base.set("host.initcwnd", 40).set("host.initrwnd", 40).set("socket.window", "64KB"),
+                    tmp_path / "tuned")
+    assert plain.checks["first_flight_segments"] == 10 and tuned.checks["first_flight_segments"] == 40
+    assert tuned.checks["max_adv_window"] <= 1.3 * 64000 < plain.checks["max_adv_window"]
+    assert plain.checks["queue_limit"] == [300]
+    assert set(plain.checks["path"]) == {"client-client-eth0.pcap", "server-server-eth0.pcap"}
+    assert all(n > 0 for n in plain.checks["path"].values())
+    assert plain.fidelity["verdict"] in ("ok", "degraded", "overloaded")
