@@ -34,6 +34,8 @@ Checks (read-backs that show a factor took effect):
 * ``max_adv_window``: the largest window (bytes, scaled by the window scale of its sender's
   SYN when both SYNs carried one) advertised by the receiver of any connection's data
   direction, SYNs excluded.
+* ``wscale``: the window scale option of the first connection's SYN (``client``) and SYN/ACK
+  (``server``); -1 when absent.
 * ``first_flight_segments``: data segments in the first flight (``analysis.tcp``) of the first
   connection's data direction.
 * ``tls_resumed``: fraction of the timed requests whose TLS handshake resumed a session.
@@ -155,6 +157,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             d = obj["directions"][main]
             if len(d.flights) and (first_flight is None or rec["t0_ns"] < first_flight[0]):
                 first_flight = (rec["t0_ns"], int(d.flights[0]["segments"]))
+                checks["wscale"] = _syn_wscale(pk, obj["flow"])
             adv = max(adv, _max_window(pk, obj["flow"], receiver_is_client=main == "s2c"))
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
@@ -172,6 +175,18 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
         checks["first_flight_segments"] = first_flight[1]
 
 
+def _syn_wscale(pk, flow) -> dict[str, int]:
+    """Window scale in the SYN of each side of ``flow`` (-1: absent or no SYN captured)."""
+    from .pcap import SYN
+    idx, fwd = flow.index, flow.fwd
+    syn = (pk.flags[idx] & SYN) != 0
+    out = {}
+    for name, side in (("client", True), ("server", False)):
+        w = pk.wscale[idx][syn & (fwd == side)]
+        out[name] = int(w[0]) if len(w) else -1
+    return out
+
+
 def _max_window(pk, flow, receiver_is_client: bool) -> int:
     """Largest scaled window the data receiver advertised on ``flow``, SYNs excluded."""
     import numpy as np
@@ -179,10 +194,8 @@ def _max_window(pk, flow, receiver_is_client: bool) -> int:
     from .pcap import SYN
     idx, fwd = flow.index, flow.fwd
     syn = (pk.flags[idx] & SYN) != 0
-    scale_of = {}
-    for side in (True, False):
-        w = pk.wscale[idx][syn & (fwd == side)]
-        scale_of[side] = int(w[0]) if len(w) else -1
+    ws = _syn_wscale(pk, flow)
+    scale_of = {True: ws["client"], False: ws["server"]}
     side = receiver_is_client
     shift = scale_of[side] if min(scale_of.values()) >= 0 else 0
     mine = (fwd == side) & ~syn
