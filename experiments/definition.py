@@ -134,14 +134,17 @@ class Experiment:
         return dataclasses.replace(self, **changes)
 
     def with_overrides(self, *, levels: list[str] | None = None, reps: int | None = None,
-                       seed: int | None = None, sets: Mapping[str, Any] | None = None) -> "Experiment":
-        """The command line's ``--levels --reps --seed --set/--link/--backend`` applied; a
+                       seed: int | None = None, sets: Mapping[str, Any] | None = None,
+                       warmup: int | None = None) -> "Experiment":
+        """The command line's ``--levels --reps --warmup --seed --set/--link/--backend`` applied; a
         ``--set`` of the factor itself is refused (it would erase the difference between arms)."""
         exp = self
         if levels:
             exp = exp.replace(levels=tuple(self.level(lab) for lab in levels))
         if reps is not None:
             exp = exp.replace(reps=reps)
+        if warmup is not None:
+            exp = exp.replace(warmup=warmup)
         if seed is not None:
             exp = exp.replace(seed=seed)
         if sets:

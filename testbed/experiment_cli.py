@@ -2,7 +2,7 @@
 
     testbed experiment list [--json]
     testbed experiment show NAME|FILE
-    testbed experiment run NAME|FILE [--levels A,B] [--reps N] [--seed S] [--backend B]
+    testbed experiment run NAME|FILE [--levels A,B] [--reps N] [--warmup N] [--seed S] [--backend B]
         [--link LINK.DIR.FIELD=VALUE ...] [--set PATH=VALUE ...] [--out DIR] [--resume]
         [--keep-topology] [--json] [--quiet]
     testbed experiment report DIR [--json]
@@ -35,6 +35,7 @@ def register(sub) -> None:
     r.add_argument("experiment", metavar="NAME|FILE")
     r.add_argument("--levels", help="comma-separated subset of the levels, e.g. new,reuse")
     r.add_argument("--reps", type=int, help="repetitions per level")
+    r.add_argument("--warmup", type=int, help="warm-up runs per level (not analysed)")
     r.add_argument("--seed", type=int, help="experiment seed (every repetition's link seed derives from it)")
     r.add_argument("--backend", choices=("auto", "netem", "userspace", "netem-uml"),
                    help="link backend (netem-uml: the whole experiment in one User-Mode Linux guest)")
@@ -107,7 +108,7 @@ def run_run(args) -> int:
         raise UsageError(f"--reps {args.reps}: give 1 or more")
     exp = load_definition(args.experiment).with_overrides(
         levels=[x for x in args.levels.split(",") if x] if args.levels else None,
-        reps=args.reps, seed=args.seed, sets=sets)
+        reps=args.reps, seed=args.seed, sets=sets, warmup=args.warmup)
     exp.validate()
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
