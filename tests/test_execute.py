@@ -111,3 +111,20 @@ def test_checks_show_initcwnd_window_and_queue_overrides(tmp_path):
     assert set(plain.checks["path"]) == {"client-client-eth0.pcap", "server-server-eth0.pcap"}
     assert all(n > 0 for n in plain.checks["path"].values())
     assert plain.fidelity["verdict"] in ("ok", "degraded", "overloaded")
+
+
+@pytest.mark.root
+def test_runs_on_a_testbed_that_is_already_up(tmp_path):
+    from testbed.network import Testbed
+    spec = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
+                   params={"size": "20000", "requests": 2}, capture=CaptureSpec(("client",)))
+    with Testbed("longhaul", backend="userspace", overrides=SMALL, results_root=tmp_path / "bed") as tb:
+        runs = [execute(spec.set("host.initcwnd", iw).set("host.initrwnd", iw), tmp_path / f"r{iw}",
+                        testbed=tb) for iw in (20, 10)]
+        with pytest.raises(UsageError, match="does not match the spec in topology_params"):
+            execute(spec.set("topology_params.delay", "20ms"), tmp_path / "x", testbed=tb)
+    for r, iw, flight in zip(runs, (20, 10), (14, 10)):
+        assert r.status == "complete" and len(r.metrics["completion_ms"]) == 2
+        assert r.checks["host_factors"]["client"]["initcwnd"] == iw    # the route was replaced
+        assert r.checks["first_flight_segments"] == flight   # 20,020 B = 14 segments; iw 10 holds 10
+        assert (r.dir / "pcap" / "client-client-eth0.pcap").exists()
