@@ -250,3 +250,15 @@ def test_fidelity_rule():
     link = {"name": "bottleneck.down", "configured_loss": "14%", "frames": 2000}
     assert fidelity_reason("complete", None, {"links": [{**link, "lost": 281}]}) is None
     assert "measured loss 0.0500" in fidelity_reason("complete", None, {"links": [{**link, "lost": 100}]})
+
+
+def test_overrides_warmup_reps_seed_and_sets():
+    exp = reuse(3).with_overrides(warmup=0, seed=5, sets={"params.requests": 2, "links.bottleneck.down.loss": "1%"})
+    slots = schedule(exp)
+    assert len(slots) == 6 and not any(s.warmup for s in slots)
+    spec = exp.spec("reuse", slots[0].seed)
+    assert spec.get("params.requests") == 2 and spec.get("links.bottleneck.down.loss") == "1%"
+    assert spec.get("params.mode") == "reuse" and spec.seed == slots[0].seed
+    window = load_definition("window")
+    assert window.spec("default").get("socket.window") is None      # "default": the key unset
+    assert window.spec("64KB").get("socket.window") == "64KB"
