@@ -107,6 +107,9 @@ class RunSpec:
             elif not isinstance(value, typ) or isinstance(value, bool):
                 raise UsageError(f"{name} must be a {typ.__name__}, not {value!r}")
 
+    def __hash__(self) -> int:          # the mappings are dicts: hash the canonical JSON
+        return hash(self.to_json())
+
     # --- validation against the registries ----------------------------------------------------
     def validate(self) -> None:
         """Check every name and value against the registries (topologies, links, workloads,

@@ -23,6 +23,7 @@ def test_json_round_trip_is_exact():
     assert again == spec and again.to_dict() == spec.to_dict()
     assert json.loads(spec.to_json())["capture"]["hosts"] == ["client", "server"]
     assert RunSpec.from_dict(RunSpec().to_dict()) == RunSpec()
+    assert len({spec, again, RunSpec()}) == 2          # hashable, equal specs hash alike
 
 
 def test_set_get_and_diff_name_exactly_one_path():
