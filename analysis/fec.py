@@ -17,6 +17,7 @@ request (request_issued → last_response_byte on the client's clock) comes from
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,15 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
     (source symbols sent again by the client), ``repair_packets`` (check), ``rounds``,
     ``decode_ms`` (per request) — from the client's captures (packets to the server's UDP
     ``port``), or its ``transport_stats`` events when there are none."""
-    from .runmetrics import client_host, run_metrics as base
+    from .runmetrics import run_metrics as base
     run_dir = Path(run_dir)
     out = base(run_dir, client)
     m, c = out["metrics"], out["checks"]
     for k in ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes"):
         m.pop(k, None)                              # TCP-only figures; none of them apply
-    client = client or client_host(run_dir) or "client"
+    manifest = run_dir / "manifest.json"
+    roles = json.loads(manifest.read_text()).get("roles", {}) if manifest.is_file() else {}
+    client = client or roles.get("client") or "client"
     conns = []
     for f in sorted((run_dir / "pcap").glob(f"{client}-*.pcap")):
         conns += [r for r in connections(pcap.read(f)) if r["source"] + r["repair"]]

@@ -130,3 +130,21 @@ def test_fec_vs_arq_median_completion_in_virtual_time():
     print(f"\nvirtual-time median completion: {res}")
     assert 225 <= res["adaptive"] <= 300
     assert res["off"] > 400
+
+
+def test_long_connection_keeps_bounded_state_and_delivers_each_message_once():
+    from testbed.transport.endpoint import Endpoint, MessageReceived, KEEP_DONE
+    from testbed.transport.sim import Simulation
+    cfg = TransportConfig.from_factors(fec="fixed:1")
+    c, s = Endpoint(cfg), Endpoint(cfg)
+    sim = Simulation(c, s, link("5%", delay="1ms", seed=8), link(delay="1ms"))
+    got = []
+    sim.on_event(lambda sim, side, ev: got.append(ev.msg) if isinstance(ev, MessageReceived) else None)
+    n = 2 * KEEP_DONE + 500
+    for i in range(n):                       # in batches of 50 messages in flight
+        c.send_message(sim.now, i.to_bytes(4, "big") * 50)
+        if i % 50 == 49 or i == n - 1:
+            sim.flush("a")
+            sim.run(stop=lambda: not c.busy)
+    assert sorted(got) == list(range(n))
+    assert not c._out and len(s._done) <= 2 * KEEP_DONE

@@ -19,7 +19,9 @@ be decoded).  A message is done when an ACK reports need 0.  Loss does not slow 
 unless ``backoff``.
 
 Receiver.  A message is delivered when all its source symbols arrived (no decoding) or, once at
-least k symbols arrived, when RaptorQ decodes it (a failed attempt raises the need by one).
+least k symbols arrived, when RaptorQ decodes it (a failed attempt raises the need by one).  The
+ids of the last ``KEEP_DONE`` delivered messages are kept (symbols of these, or of older ids,
+are ACKed and ignored).
 Datagrams that do not parse, or contradict what was received before, are counted in
 ``stats["malformed"]`` and dropped.
 """
@@ -39,6 +41,7 @@ from .rtt import RttEstimator
 MAX_MESSAGE = 64 * 1024 * 1024
 MAX_PROBES = 2
 RECENT_DONE = 4
+KEEP_DONE = 1024
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ class Endpoint:
         self._backoff_until = 0
         # receiver
         self._in: dict[int, _In] = {}
-        self._done: dict[int, None] = {}
+        self._done: dict[int, None] = {}                          # delivered message ids
+        self._forgotten = 0             # ids below this are done and no longer listed
         self._ranges: list[list[int]] = []                        # [lo, hi] ascending
         self._acks = AckScheduler(c.ack)
         self._largest_rx_t = 0
@@ -144,7 +148,7 @@ class Endpoint:
         self._next_msg += 1
         enc = BlockEncoder(bytes(data))
         m = self._out[mid] = _Out(mid, enc, enc.k, enc.k)
-        r = self.config.fec.repair_count(enc.k, self.loss.p)
+        r = enc.repair_hint = self.config.fec.repair_count(enc.k, self.loss.p)
         self._enqueue(m, list(range(enc.k + r)), 0)
         m.next_repair = enc.k + r
         return mid
@@ -264,15 +268,12 @@ class Endpoint:
         if newest:
             self._last_ack_pn = a.pn
         largest_new = None
-        for hi, lo in a.ranges:
-            hi = min(hi, self._next_pn - 1)
-            if hi < lo:
-                continue
-            if hi - lo > len(self._sent):       # walk the sent packets instead of the range
-                pns = [pn for pn in self._sent if lo <= pn <= hi]
-            else:
-                pns = [pn for pn in range(lo, hi + 1) if pn in self._sent]
-            for pn in pns:
+        los = [lo for _, lo in reversed(a.ranges)]          # ascending (wire.parse checked order)
+        his = [hi for hi, _ in reversed(a.ranges)]
+        top = his[-1] if his else -1
+        for pn in [pn for pn in self._sent if pn <= top]:   # each packet in flight looked up once
+            i = bisect.bisect_right(los, pn) - 1
+            if i >= 0 and pn <= his[i]:
                 p = self._sent.pop(pn)
                 if largest_new is None or pn > largest_new.pn:
                     largest_new = p
@@ -289,7 +290,7 @@ class Endpoint:
                     continue
                 if need == 0:
                     m.done = True
-                    m.inflight.clear()
+                    del self._out[mid]              # its packets still in flight resolve without it
                     self._events.append(MessageDelivered(mid, now, m.packets, m.repair, m.max_round))
                 else:
                     m.need = min(need, m.enc.k + 0xFFFF)
@@ -384,7 +385,7 @@ class Endpoint:
         elif p.pn == self._ranges[-1][1]:
             self._largest_rx_t = now
         completes = False
-        if p.msg not in self._done:
+        if p.msg >= self._forgotten and p.msg not in self._done:
             if msg is None:
                 msg = self._in[p.msg] = _In(p.length, wire.k_of(p.length), now)
             if p.esi not in msg.packets:
@@ -412,6 +413,12 @@ class Endpoint:
                                             msg.decode_ns))
         del self._in[mid]
         self._done[mid] = None
+        if len(self._done) > 2 * KEEP_DONE:                       # bounded memory on long connections
+            ids = sorted(self._done)
+            self._forgotten = max(self._forgotten, ids[-KEEP_DONE])
+            self._done = {i: None for i in ids[-KEEP_DONE:]}
+            for i in [i for i in self._in if i < self._forgotten]:
+                del self._in[i]
         return True
 
     def _record_pn(self, pn: int) -> bool:

@@ -125,11 +125,13 @@ def source_symbol(data: bytes, esi: int) -> bytes:
 
 class BlockEncoder:
     """Symbols of one message: source ESIs 0..k-1 are slices, repair ESIs come from RaptorQ,
-    generated in batches the first time they are asked for."""
+    generated the first time one is asked for: ``repair_hint`` of them (the r the sender chose),
+    or twice as many as asked for when more are needed later."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, repair_hint: int = 0):
         self.data = data
         self.k = k_of(len(data))
+        self.repair_hint = repair_hint
         self._encoder = None
         self._repair: list[bytes] = []
 
@@ -140,7 +142,7 @@ class BlockEncoder:
         if i >= len(self._repair):
             if self._encoder is None:
                 self._encoder = raptorq.Encoder.with_defaults(self.data or b"\0", SYMBOL)
-            n = max(2 * (i + 1), 64)
+            n = max(2 * (i + 1), self.repair_hint) if self._repair else max(i + 1, self.repair_hint)
             packets = self._encoder.get_encoded_packets(n)
             self._repair = [p[PAYLOAD_ID.size:] for p in packets[self.k:]]
         return self._repair[i]
