@@ -266,13 +266,11 @@ ROWS: tuple[Row, ...] = (
         unmeasured="model-only: the product of the path's rate and RTT (both inputs)"),
     Row("C5.bbr_cap", "BBR in-flight cap, cwnd_gain 2", "MB", 16.65, M("longhaul", "bbr_inflight_cap"),
         Measure("cc", "max_in_flight_bytes", "bbr", scale=1e-6), 0.25,
-        cause="BBR's cwnd is 2·BtlBw·RTprop only once both are estimated; 10 s runs and the "
-              "emulator's rate limit it", explain=(("goodput_mbps", "goodput Mbit/s"),)),
+        cause="BBR's cap is cwnd_gain x the bandwidth it measured x RTprop, and it measured far "
+              "less than 333 Mbit/s (its goodput below)", explain=(("goodput_mbps", "goodput Mbit/s"),)),
     Row("C5.bbr_goodput", "BBR ideal goodput (1 − p)·333", "Mbit/s", 286, M("longhaul", "bbr_goodput"),
         Measure("cc", "goodput_mbps", "bbr"), 0.15,
-        cause="the userspace emulator tops out near 333 Mbit/s for one direction plus ACKs here "
-              "(README); overloaded runs are excluded",
-        explain=(("retransmissions", "retransmitted segments"),)),
+        explain=(("retransmissions", "retransmitted segments"), ("max_in_flight_bytes", "max bytes in flight"))),
     # ---- C6
     Row("C6.packets", "packets of 1448 B", "packets", 245, M("fec", "packets"), None,
         unmeasured="model-only: ceil(354,640/1448), a count fixed by the input"),

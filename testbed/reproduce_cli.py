@@ -75,7 +75,7 @@ def print_table(rows: list[dict], meta: dict, out: Path) -> None:
     print()
     for r in rows:
         if r["note"] or r["experiment_dir"]:
-            print(f"{r['id']}: {r['quantity']}. {r['note']}"
+            print(f"{r['id']}: {r['quantity']}." + (f" {r['note']}" if r["note"] else "")
                   + (f" [{r['experiment_dir']}]" if r["experiment_dir"] else ""))
     print(f"\n{meta['rows']} rows, {meta['measured']} measured with packets, {meta['ok']} within "
           f"tolerance; host load {meta['load_before']} -> {meta['load_after']} on {meta['cores']} "
