@@ -193,3 +193,11 @@ def test_bbr_model_read_with_tcp_cc_info():
             assert info["bbr_pacing_gain"] > 0 and info["bbr_bw"] > 0 and "snd_cwnd" in info
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"reno")
             assert tcpinfo.bbr_info(c) == {}
+
+
+def test_cc_note_only_when_the_namespace_default_differs():
+    from testbed.apps import ccusage
+    default = ccusage.namespace_default()
+    assert ccusage.note(default) is None and ccusage.note(None) is None
+    other = next(c for c in ("reno", "cubic") if c != default)
+    assert f"default, {default}" in ccusage.note(other)

@@ -28,7 +28,7 @@ import threading
 import time
 
 from . import eventlog as ev
-from . import sockets, tcpinfo, tcpopts
+from . import ccusage, sockets, tcpinfo, tcpopts
 from .appmain import AppError, guarded, parse_hostport
 from ..units import parse_size, parse_time
 from ..workloads import BulkParams, add_params
@@ -168,6 +168,8 @@ def run_client(args) -> int:
                     f"window ({in_window} B); then {got - in_window} B drained in "
                     f"{fields['drain_s']:.3f} s more")
         print(line, flush=True)
+        if note := ccusage.note(factors.cc):
+            print(note, flush=True)
         return 0
     return guarded(run, log)
 

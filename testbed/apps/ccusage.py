@@ -4,7 +4,8 @@ The testbed's apps set TCP_CONGESTION on every socket and log what the kernel re
 (``factors`` events, ``readback.cc``); any other program in a namespace (iperf3, curl, a
 browser) gets the namespace's default, ``net.ipv4.tcp_congestion_control`` (recorded for every
 host in ``metadata.json``), unless it sets its own — which ``ss -ti`` run inside the namespace
-while it is connected shows (:func:`ss_sockets`).
+while it is connected shows (:func:`ss_sockets`).  The reqresp and bulk clients print
+:func:`note` when the two differ.
 
 :func:`cc_used` puts both together for a run directory::
 
@@ -20,9 +21,28 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+DEFAULT_CC_PATH = Path("/proc/sys/net/ipv4/tcp_congestion_control")   # per network namespace
 SS_FILE = "ss.json"            # {host: [socket, ...]} written by whoever took the snapshots
 _CC_WORDS = ("reno", "cubic", "bbr", "bbr2", "bbr3", "htcp", "vegas", "westwood", "dctcp",
              "bic", "highspeed", "hybla", "illinois", "lp", "nv", "scalable", "veno", "yeah", "cdg")
+
+
+def namespace_default() -> str | None:
+    """The congestion control of a socket that does not choose one, in this namespace."""
+    try:
+        return DEFAULT_CC_PATH.read_text().strip()
+    except OSError:
+        return None
+
+
+def note(used: str | None) -> str | None:
+    """One line for the app's output when its sockets run ``used`` but outside programs in the
+    same namespace (iperf3, curl) would run the namespace default."""
+    default = namespace_default()
+    if used and default and used != default:
+        return (f"note: congestion control {used} on the testbed's sockets; programs that do not "
+                f"choose one (iperf3, curl) use this namespace's default, {default}")
+    return None
 
 
 def parse_ss(text: str) -> list[dict]:

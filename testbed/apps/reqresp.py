@@ -35,7 +35,7 @@ import threading
 import time
 
 from . import eventlog as ev
-from . import payload, sockets, socks5, tcpinfo, tcpopts
+from . import ccusage, payload, sockets, socks5, tcpinfo, tcpopts
 from .appmain import AppError, guarded, parse_hostport
 from ..units import parse_size, parse_time
 
@@ -307,6 +307,8 @@ def run_client(args: argparse.Namespace) -> int:
         log.emit(ev.SUMMARY, mode=args.mode, tls=args.tls, **summary)
         print(f"{args.mode}: median {summary['median_ms']} ms over {summary['requests']} requests; "
               f"each (ms): {', '.join(f'{x:.1f}' for x in summary['completion_ms'])}", flush=True)
+        if line := ccusage.note(factors.cc):
+            print(line, flush=True)
         return 0
     return guarded(run, log)
 
