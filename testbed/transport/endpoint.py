@@ -88,7 +88,6 @@ class _Out:
     max_round: int = 0
     packets: int = 0
     repair: int = 0
-    done: bool = False
 
 
 @dataclass
@@ -182,7 +181,7 @@ class Endpoint:
         while self._qhead < len(self._queue) and self.pacer.ready(now):
             mid, esi, rnd, ack_now = self._queue[self._qhead]
             m = self._out.get(mid)
-            if m is not None and not m.done and not (esi < m.enc.k and esi in m.acked):
+            if m is not None and not (esi < m.enc.k and esi in m.acked):
                 if not self._window_open():
                     break
                 out.append(self._make_symbol(now, m, esi, rnd, ack_now))
@@ -204,7 +203,7 @@ class Endpoint:
     @property
     def busy(self) -> bool:
         """Unfinished messages of this sender."""
-        return any(not m.done for m in self._out.values())
+        return bool(self._out)
 
     # ------------------------------------------------------------------ sender
     def _enqueue(self, m: _Out, esis, rnd: int, ack_now: bool = False, front: bool = False) -> None:
@@ -226,7 +225,7 @@ class Endpoint:
         return self.rate.max_rate * 8 * self.rate.gain * self._rate_factor
 
     def _inflight_bytes(self) -> int:
-        return sum(len(m.inflight) for m in self._out.values() if not m.done) * (
+        return sum(len(m.inflight) for m in self._out.values()) * (
             wire.SYMBOL_OVERHEAD + wire.SYMBOL)
 
     def _window_open(self) -> bool:
@@ -286,10 +285,9 @@ class Endpoint:
         if newest:
             for mid, need in a.status:
                 m = self._out.get(mid)
-                if m is None or m.done:
+                if m is None:
                     continue
                 if need == 0:
-                    m.done = True
                     del self._out[mid]              # its packets still in flight resolve without it
                     self._events.append(MessageDelivered(mid, now, m.packets, m.repair, m.max_round))
                 else:
@@ -301,7 +299,7 @@ class Endpoint:
         self.loss.record(False)
         self.rate.on_acked(now, p.size, p.rate_state, p.t)
         m = self._out.get(p.msg)
-        if m is not None and not m.done:
+        if m is not None:
             m.inflight.pop(p.pn, None)
             m.acked.add(p.esi)
 
@@ -324,7 +322,7 @@ class Endpoint:
             self.stats["lost"] += 1
             self.loss.record(True)
             m = self._out.get(p.msg)
-            if m is not None and not m.done:
+            if m is not None:
                 m.inflight.pop(p.pn, None)
                 m.lost_round = max(m.lost_round, p.round)
         if lost:
@@ -335,8 +333,6 @@ class Endpoint:
 
     def _replenish(self) -> None:
         for m in self._out.values():
-            if m.done:
-                continue
             deficit = m.need - len(m.inflight) - m.queued
             if deficit <= 0:
                 continue
@@ -354,7 +350,7 @@ class Endpoint:
         return {e for q, e, _, _ in self._queue[self._qhead:] if q == mid}
 
     def _pto_deadline(self) -> int | None:
-        if not any(m.inflight for m in self._out.values() if not m.done):
+        if not any(m.inflight for m in self._out.values()):
             return None
         pto = self.rtt.rto + self.config.max_ack_delay_ns
         return self._last_eliciting + (pto << min(self._pto_count, 16))
@@ -362,7 +358,7 @@ class Endpoint:
     def _probe(self) -> None:
         probes = 0
         for m in self._out.values():
-            if m.done or not m.inflight or probes >= MAX_PROBES:
+            if not m.inflight or probes >= MAX_PROBES:
                 continue
             if self.config.fec.mode == "off":
                 esi = m.inflight[min(m.inflight)]
