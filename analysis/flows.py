@@ -69,9 +69,9 @@ def split(pk: Packets, protos=(TCP, UDP)) -> list[Flow]:
 
 def _key_columns(pk: Packets, sel):
     """Five uint64 columns per packet (all packets when ``sel`` is None) shared by both
-    directions of a flow: the two endpoints (address, port) in ascending order, protocol."""
+    directions of a flow: the two endpoints (address words, port) in ascending order, protocol."""
     take = (lambda v: v) if sel is None else (lambda v: v[sel])  # noqa: E731
-    a, b = take(pk.src).view(">u8"), take(pk.dst).view(">u8")    # (n, 2) each
+    a, b = take(pk.src).view(np.uint64), take(pk.dst).view(np.uint64)    # (n, 2) each
     ap, bp = take(pk.sport).astype(np.uint64), take(pk.dport).astype(np.uint64)
     a_first = (a[:, 0] < b[:, 0]) | ((a[:, 0] == b[:, 0]) & (
         (a[:, 1] < b[:, 1]) | ((a[:, 1] == b[:, 1]) & (ap <= bp))))
@@ -89,8 +89,8 @@ def _make(pk: Packets, idx: np.ndarray) -> Flow:
         c = idx[np.argmax(syn)]
     else:
         c = idx[0]
-    src = pk.src[idx].view(">u8")
-    mine = pk.src[c].view(">u8")
+    src = pk.src[idx].view(np.uint64)
+    mine = pk.src[c].view(np.uint64)
     fwd = (pk.sport[idx] == pk.sport[c]) & (src[:, 0] == mine[0]) & (src[:, 1] == mine[1])
     key = FlowKey(int(pk.proto[c]), format_addr(pk.src[c]), int(pk.sport[c]),
                   format_addr(pk.dst[c]), int(pk.dport[c]))

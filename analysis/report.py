@@ -125,11 +125,13 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
     if gap_ns is None and irtt:
         gap_ns = irtt // 2
     dirs, summaries = {}, {}
+    sent = pk.payload_len[f.index] > 0
     for name, from_client in (("c2s", True), ("s2c", False)):
+        if not (sent & (f.fwd if from_client else ~f.fwd)).any():
+            continue            # no payload this way: nothing to report
         d = tcp.analyze_direction(pk, f, from_client, bin_ns=bin_ns, gap_ns=gap_ns, engine=engine)
-        if d.payload_bytes:
-            summaries[name] = d.summary(samples)
-            dirs[name] = d if keep else d.release()
+        summaries[name] = d.summary(samples)
+        dirs[name] = d if keep else d.release()
         del d                   # one direction's per-packet arrays in memory at a time
     obj["directions"] = dirs
     obj["handshake"] = ev
