@@ -31,6 +31,8 @@ def test_kept_alive_request_takes_rtt_plus_size_over_rate_plus_processing(tmp_pa
     print(f"\nkept-alive completions {summary['completion_ms']} ms, expected {want:.1f} ms; "
           f"emulator fidelity {fidelity.get('verdict')}")
     assert events(run / "client.jsonl", ev.WARMUP_DONE)[0]["warm"]
+    if fidelity.get("verdict") == "overloaded":     # the emulator's timing was off: no verdict
+        pytest.skip(f"emulator overloaded (machine busy): {fidelity.get('reasons')}")
     assert summary["median_ms"] == pytest.approx(want, rel=0.10)
     assert summary["completion_ms"][0] == pytest.approx(want, rel=0.10)   # the first is not special
 
