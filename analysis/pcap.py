@@ -142,20 +142,21 @@ def _read_pcap_native(f, path, magic: bytes) -> Packets:
     with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
         buf = np.frombuffer(mm, np.uint8)
         try:
+            release = size > WINDOW     # else the count pass leaves the pages for the next
             n = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(b, len(b), le, nano,
-                                                                         linktype))
+                                                                         linktype), release)
             out = native.empty_fields(n)
             done = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
-                b, len(b), le, nano, linktype, out, k0, n - k0))
+                b, len(b), le, nano, linktype, out, k0, n - k0), release)
         finally:
             del buf                     # the map closes only without views on it
     return Packets(**out) if done == n else Packets(**out).select(slice(0, done))
 
 
-def _walk_windows(mm: mmap.mmap, buf: np.ndarray, walk) -> int:
+def _walk_windows(mm: mmap.mmap, buf: np.ndarray, walk, release: bool) -> int:
     """``walk(window, records so far) -> (records, bytes used)`` over buf[24:], one window
-    at a time (a record cut by a window's end starts the next window); returns the number
-    of records."""
+    at a time (a record cut by a window's end starts the next window), each window's pages
+    released after it when ``release``; returns the number of records."""
     pos, k, page = 24, 0, mmap.PAGESIZE
     while pos < len(buf):
         width = WINDOW
@@ -167,7 +168,7 @@ def _walk_windows(mm: mmap.mmap, buf: np.ndarray, walk) -> int:
         if used == 0:
             break
         lo, hi = pos // page * page, (pos + used) // page * page
-        if hi > lo:
+        if release and hi > lo:
             mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         pos += used
         k += got
