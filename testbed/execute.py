@@ -54,7 +54,7 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
     spec.validate()
     workload = workloads.get(spec.workload)
     params = workload.make_params(spec.params)
-    sock_factors = _socket_factors(spec)
+    _check_socket_factors(spec)
     out_dir = Path(out_dir).resolve()
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise UsageError(f"run directory {out_dir} exists and is not empty")
@@ -73,7 +73,7 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
                 with _phase(phases, "bring_up_s"):
                     if bed is None:
                         bed = _bring_up(spec, out_dir, stack)
-                _run(spec, workload, params, sock_factors, bed, result, phases)
+                _run(spec, workload, params, bed, result, phases)
                 t_down = time.monotonic()
             phases["teardown_s"] = time.monotonic() - t_down
     except TestbedError as exc:
@@ -104,9 +104,9 @@ def _phase(phases: dict, name: str):
         phases[name] = time.monotonic() - t0
 
 
-def _socket_factors(spec: RunSpec):
-    """The SocketFactors both ends use, tried on a socket here (what only the kernel knows,
-    such as TCP_DELACK_MAX_US ticks, fails now rather than in the apps)."""
+def _check_socket_factors(spec: RunSpec) -> None:
+    """Try the SocketFactors both ends will use on a socket here: what only the kernel knows,
+    such as TCP_DELACK_MAX_US ticks, fails now rather than in the apps."""
     import socket
     from .apps.tcpopts import SocketFactors
     try:
@@ -115,7 +115,6 @@ def _socket_factors(spec: RunSpec):
             sf.apply(probe)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return sf
 
 
 def _check_matches(spec: RunSpec, tb: Any) -> None:
@@ -139,7 +138,7 @@ def _bring_up(spec: RunSpec, out_dir: Path, stack: contextlib.ExitStack):
                                        run_dir=out_dir))
 
 
-def _run(spec, workload, params, sock_factors, tb, result: RunResult, phases: dict) -> None:
+def _run(spec, workload, params, tb, result: RunResult, phases: dict) -> None:
     from .apps.tcpopts import HostFactors
     out = result.dir
     client, server = result.roles["client"], result.roles["server"]
