@@ -4,8 +4,10 @@ A ``Workload`` is: ``name``, ``help``, the in-host ``module`` (its server; ``cli
 when the client is another program), a ``params`` dataclass (defaults, and per field metadata:
 ``help``, ``side`` = which process gets it as ``--name`` — ``client``, ``server``, ``both`` —
 or ``run`` for the orchestrator only, ``choices``, ``unit`` = size | time for validation),
-the server's ``port``, how its argv are built (``client_argv``/``server_argv``), and how its
-run directory becomes metrics (``metrics``, default ``analysis.runmetrics.run_metrics``).
+the server's ``port``, how its argv are built (``client_argv``/``server_argv``), how its run
+directory becomes metrics (``metrics(run_dir) -> {"metrics": {...}, "checks": {...}}``, default
+``analysis.runmetrics.run_metrics``), and an optional ``check(params, spec, topology)`` that
+raises UsageError for a combination the workload cannot run.
 
 Both command lines are derived from the params dataclass with ``add_params``: ``testbed run
 NAME`` (every field) and the app's own parser (the fields of its side), so a default is written
