@@ -103,7 +103,13 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
             "steal_pct": host.get("steal_percent"), "host_busy_pct": host.get("busy_percent"),
             "rq_wait_ms": (round(host["forwarder_runqueue_wait_s"] * 1e3, 1)
                            if "forwarder_runqueue_wait_s" in host else None),
-            "warnings": len(emu.get("warnings", []))}
+            "warnings": len(_engine_warnings(emu)),
+            "fidelity": (emu.get("fidelity") or {}).get("verdict")}
+
+
+def _engine_warnings(emu: dict) -> list[str]:
+    """The forwarder's own overload warnings (the backend rewords ``warnings`` by verdict)."""
+    return emu.get("engine_warnings", emu.get("warnings", []))
 
 
 def evaluate(res: dict, rate_bps: float, emulated: bool) -> dict:
@@ -143,8 +149,8 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
     row = {"cc": cc, "up_mbps": round(up / 1e6, 1), "down_mbps": round(down / 1e6, 1),
            "retrans_up": end["sum_sent"].get("retransmits"),
            "retrans_down": end["sum_sent_bidir_reverse"].get("retransmits"),
-           **_emu_cols(emu, seconds + omit), "warning_text": emu.get("warnings", [])}
-    row["ok"] = bool(min(up, down) >= 0.9 * TCP_LIMIT_BPS and not emu.get("warnings")
+           **_emu_cols(emu, seconds + omit), "warning_text": _engine_warnings(emu)}
+    row["ok"] = bool(min(up, down) >= 0.9 * TCP_LIMIT_BPS and not _engine_warnings(emu)
                      and emu.get("unintended_drops") == 0)
     return row
 
@@ -212,7 +218,7 @@ def main(argv=None) -> int:
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
-                                "p99_us", "max_us", "late", "warnings", "cpu_us_per_frame",
+                                "p99_us", "max_us", "late", "warnings", "fidelity", "cpu_us_per_frame",
                                 "cpu_us_no_send", "steal_pct", "rq_wait_ms", "load", "ok"])
         print(f"TCP target: each direction ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "
               f"{TCP_LIMIT_BPS / 1e6:.0f}) with no emulator warning")
