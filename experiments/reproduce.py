@@ -285,8 +285,9 @@ ROWS: tuple[Row, ...] = (
         Measure("fec", "completion_ms", "off", statistic="pooled_mean", scale=1e-3), 0.15,
         note="measured: mean over every request of the udpreq ARQ arm (testbed/transport), "
              "14% loss on the request direction",
-        cause="the transport's ARQ is not ideal: a round ends on a timer or an ACK, not exactly "
-              "one RTT", explain=(("retransmissions", "retransmitted symbols per run"),)),
+        cause="rounds longer than one RTT (compare the retransmissions with the ideal "
+              "245·p/(1−p) = 39.9 per request, 399 per 10-request run: the count is the ideal one)",
+        explain=(("retransmissions", "retransmitted symbols per run"),)),
     Row("C6.arq_p99", "p99 completion, ideal selective repeat", "s", 1.24, M("fec", "arq_quantile"),
         Measure("fec", "completion_ms", "off", statistic="pooled_p99", scale=1e-3), 0.25,
         note="a p99 of few requests is the maximum or near it (see n and the CI)",
@@ -305,7 +306,8 @@ ROWS: tuple[Row, ...] = (
         unmeasured=_NO_WORKLOAD + "needs the sending time of a request's symbols in RunResult"),
     Row("C6.fec_completion", "FEC completion", "ms", 241, M("fec", "fec_completion"),
         Measure("fec", "completion_ms_median", "adaptive"), 0.10,
-        cause="a loss beyond the repair symbols costs a retransmission round",
+        note="not yet attributed when it misses: with no retransmission the extra time is in "
+             "sending and receiving the symbols (pacing, CPU under load); no metric shows it yet",
         explain=(("retransmissions", "retransmitted symbols per run"),)),
     # ---- C7 (the chapter's values are its author's measurements)
     Row("C7.direct_new", "direct, new connection per request (median)", "ms", 1185.3,
