@@ -67,7 +67,7 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
     return {**rec, "status": r.status, "error": r.error, "valid": reason is None and not slot["warmup"],
             "reason": reason, "fidelity": fidelity.get("verdict", "unknown"),
             "metrics": {m: run_value(r.metrics.get(m)) for m in exp.metrics},
-            "checks": {k: r.checks.get(k) for k in (check.needs if check else ())},
+            "checks": _shown_checks(exp.factor, check, r.checks),
             "wall_s": info.get("wall_s"), "setup_s": info.get("setup_s"),
             "topology_s": _topology_s(r.timings),
             "kept_topology": info.get("kept_topology", False),
@@ -93,9 +93,23 @@ def _topology_s(timings: dict):
     return round(timings["bring_up_s"] + timings.get("teardown_s", 0.0), 4)
 
 
-def _verification(runs: list[dict], keys) -> dict:
+def _shown_checks(factor: str, check, checks: dict) -> dict:
+    """The read-back the check used (the first of its ``needs`` present); of ``host_factors``
+    only the factor's own value per host."""
+    key = next((k for k in (check.needs if check else ()) if checks.get(k) is not None), None)
+    if key is None:
+        return {}
+    value = checks[key]
+    if key == "host_factors":
+        name = factor.split(".", 1)[1]
+        value = {h: v.get(name) for h, v in sorted(value.items()) if isinstance(v, dict)}
+        key = f"{name} (read back)"
+    return {key: value}
+
+
+def _verification(runs: list[dict]) -> dict:
     out = {}
-    for k in keys:
+    for k in dict.fromkeys(k for r in runs for k in r.get("checks", {})):
         vals = [r["checks"].get(k) for r in runs if r.get("checks", {}).get(k) is not None]
         nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if vals and len(nums) == len(vals):
@@ -134,8 +148,7 @@ def summarize(out: str | Path) -> dict:
         levels[lab] = {"n_runs": sum(r["status"] != "missing" for r in mine), "n_valid": len(valid),
                        "n_excluded": sum(r["status"] != "missing" and not r["valid"] for r in mine),
                        "metrics": mstats,
-                       "verification": _verification([r for r in mine if r["status"] == "complete"],
-                                                     check.needs if check else ()),
+                       "verification": _verification([r for r in mine if r["status"] == "complete"]),
                        "representative": _closest(valid, primary, mstats[primary]["median"])}
     comparisons = []
     ref = exp.labels[0]
