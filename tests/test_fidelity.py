@@ -51,7 +51,9 @@ def test_full_rate_overload_with_read_lag_is_overloaded():
     ({"accounted": False}, "degraded"),
 ])
 def test_each_threshold(kw, expected):
-    assert fidelity.verdict(summary(**kw))["verdict"] == expected
+    v = fidelity.verdict(summary(**kw))
+    assert v["verdict"] == expected and expected in fidelity.VERDICTS
+    assert bool(v["warnings"]) == (expected != "ok")
 
 
 def test_lateness_is_relative_to_the_path_rtt():
