@@ -132,9 +132,12 @@ def test_fec_vs_arq_median_completion_in_virtual_time():
     assert res["off"] > 400
 
 
-def test_long_connection_keeps_bounded_state_and_delivers_each_message_once():
-    from testbed.transport.endpoint import Endpoint, MessageReceived, KEEP_DONE
+def test_long_connection_keeps_bounded_state_and_delivers_each_message_once(monkeypatch):
+    from testbed.transport import endpoint
+    from testbed.transport.endpoint import Endpoint, MessageReceived
     from testbed.transport.sim import Simulation
+    monkeypatch.setattr(endpoint, "KEEP_DONE", 64)
+    KEEP_DONE = 64
     cfg = TransportConfig.from_factors(fec="fixed:1")
     c, s = Endpoint(cfg), Endpoint(cfg)
     sim = Simulation(c, s, link("5%", delay="1ms", seed=8), link(delay="1ms"))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from . import wire
@@ -134,6 +135,7 @@ class Endpoint:
         # receiver
         self._in: dict[int, _In] = {}
         self._done: dict[int, None] = {}                          # delivered message ids
+        self._recent_done: deque[int] = deque(maxlen=RECENT_DONE)  # reported in every ACK
         self._forgotten = 0             # ids below this are done and no longer listed
         self._ranges: list[list[int]] = []                        # [lo, hi] ascending
         self._acks = AckScheduler(c.ack)
@@ -409,6 +411,7 @@ class Endpoint:
                                             msg.decode_ns))
         del self._in[mid]
         self._done[mid] = None
+        self._recent_done.append(mid)
         if len(self._done) > 2 * KEEP_DONE:                       # bounded memory on long connections
             ids = sorted(self._done)
             self._forgotten = max(self._forgotten, ids[-KEEP_DONE])
@@ -441,7 +444,7 @@ class Endpoint:
 
     def _make_ack(self, now: int) -> bytes:
         status = [(mid, msg.need) for mid, msg in list(self._in.items())[-wire.MAX_STATUS + RECENT_DONE:]]
-        status += [(mid, 0) for mid in list(self._done)[-RECENT_DONE:]]
+        status += [(mid, 0) for mid in self._recent_done]
         delay = now - self._largest_rx_t       # held since the largest acknowledged arrived
         ranges = tuple((hi, lo) for lo, hi in reversed(self._ranges[-wire.MAX_RANGES:]))
         pn = self._next_pn
