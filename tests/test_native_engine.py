@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from testbed.emulator import linklog
+from testbed.emulator.config import DirectionConfig, ForwarderConfig
 from testbed.emulator.airtime import AirMedium, AirtimeSpec
 from testbed.emulator.direction import DirectionModel
 from testbed.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
@@ -224,3 +225,31 @@ def test_both_engines_write_the_same_summary_fields(results_root, monkeypatch):
         down = s["directions"]["server-client"]
         assert down["frames_in"] >= 30 and down["model"]["frames_in"] == down["frames_in"]
         assert s["host"]["cpus"] >= 1 and len(s["host"]["loadavg_end"]) == 3
+
+
+def test_engine_selection(monkeypatch):
+    """Default native where built, else python; $TESTBED_ENGINE (set by --engine) chooses; an
+    unknown engine is a clear error; the forwarder config carries the engine."""
+    import argparse
+    from pathlib import Path
+    from testbed.backends.userspace import UserspaceBackend, default_engine
+    from testbed.emulator.config import ENGINE_ENV, EngineOption
+    monkeypatch.delenv(ENGINE_ENV, raising=False)
+    assert default_engine() == "native"
+    assert UserspaceBackend().spin_ns > 0 and UserspaceBackend(engine="python").spin_ns == 0
+    p = argparse.ArgumentParser()
+    p.add_argument("--engine", choices=("native", "python"), action=EngineOption)
+    assert p.parse_args(["--engine", "python"]).engine == "python"
+    assert default_engine() == "python" and UserspaceBackend().engine == "python"
+    monkeypatch.setenv(ENGINE_ENV, "bogus")
+    with pytest.raises(ValueError, match="unknown; allowed: native, python"):
+        UserspaceBackend()
+    with pytest.raises(ValueError, match="unknown; allowed"):
+        ForwarderConfig((DirectionConfig("a-b", "x", "y", LinkSpec(), 1),), "/tmp", engine="bogus")
+    monkeypatch.delenv(ENGINE_ENV)
+    monkeypatch.setattr(native, "LIB_PATH", Path("/nonexistent/libtbemu.so"))
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_error", None)
+    assert default_engine() == "python"
+    with pytest.raises(RuntimeError, match="native.build"):
+        UserspaceBackend(engine="native")
