@@ -191,7 +191,7 @@ def fig_measured(rows: list[dict], base: Path) -> list[str]:
     plt = _plt()
     cols = 4
     nrows = math.ceil(len(got) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.9 * nrows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.4 * cols, 3.0 * nrows + 0.4), squeeze=False)
     for ax, r in zip(axes.flat, got):
         vals = [r["chapter"], r["model"] if r["model"] is not None else np.nan, r["measured"]]
         ax.bar(range(3), vals, color=["tab:gray", "tab:blue", "tab:green" if r["ok"] else "tab:red"])
@@ -199,7 +199,9 @@ def fig_measured(rows: list[dict], base: Path) -> list[str]:
             lo, hi = r["ci95"]
             ax.errorbar([2], [r["measured"]], yerr=[[r["measured"] - lo], [hi - r["measured"]]],
                         color="black", capsize=4)
-        ax.set_xticks(range(3), ["chapter", "model", f"measured\n(n={r['n']})"], fontsize=8)
+        shown = [_fmt(v) if v == v else "–" for v in vals]     # values under the bars: no overlap
+        ax.set_xticks(range(3), [f"chapter\n{shown[0]}", f"model\n{shown[1]}",
+                                 f"measured\n{shown[2]} (n={r['n']})"], fontsize=7)
         ax.set_ylabel(r["unit"], fontsize=8)
         ax.set_title(r["id"], fontsize=9)
     for ax in list(axes.flat)[len(got):]:

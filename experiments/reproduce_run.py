@@ -230,8 +230,8 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
         if row.note:
             notes.append(row.note)
         if model is not None and math.isfinite(model) and row.chapter and \
-                abs(model - row.chapter) > 0.01 * abs(row.chapter) and not row.note:
-            notes.append("model differs from the chapter by more than 1%")
+                abs(model - row.chapter) > 0.05 * abs(row.chapter) and not row.note:
+            notes.append(f"model differs from the chapter by {model / row.chapter - 1:+.0%}")
         rec["note"] = "; ".join(n for n in notes if n)
         out.append(rec)
     return out
