@@ -217,9 +217,9 @@ def _start_relay(tb, params, spec: RunSpec, result: RunResult, started: list) ->
     cgw_tunnel_ip, sgw_ip = _link_ips(tb, cgw, sgw)       # the tunnel's two ends
     buffers = str(parse_size(params.tunnel_buffers))
     tunnel = ["--sndbuf", buffers, "--rcvbuf", buffers, "--cc", params.tunnel_cc]
-    keep = factors.host_fields(spec.host)["flush_metrics"]
+    flush = factors.host_fields(spec.host)["flush_metrics"]
     for host, peer in ((cgw, sgw_ip), (sgw, cgw_tunnel_ip)):
-        h = HostFactors(peer, False, params.tunnel_initcwnd, params.tunnel_initcwnd, False, keep)
+        h = HostFactors(peer, False, params.tunnel_initcwnd, params.tunnel_initcwnd, False, flush)
         result.checks["host_factors"][host] = _host_apply(tb, host, h)
     sargv = PY + ["testbed.apps.relay", "server-gw", "--listen", f"0.0.0.0:{TUNNEL_PORT}",
                   "--log", str(out / "sgw.jsonl"), *tunnel]
