@@ -3,6 +3,10 @@
     sudo .venv/bin/python benchmarks/emulator.py [--rates 100,200,333,500,1000] [--seconds 2]
         [--engines python,native] [--tcp-seconds 20] [--skip-udp] [--skip-tcp]
 
+0. Model (``model`` rows, no root, no I/O): the long-haul direction's model (333 Mbit/s, 100 ms,
+   14% Bernoulli loss, default buffer) fed the same 1,000,000-frame trace (bursts of 1514 B
+   frames at 400 Mbit/s on average) in virtual time: ns of CPU per frame of the Python
+   ``DirectionModel`` and of the C core, verdicts checked equal.
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
    testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
@@ -155,6 +159,32 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
     return row
 
 
+def run_model(frames: int = 1_000_000) -> dict:
+    """CPU per frame of the Python and the native model on the same trace (see module doc)."""
+    import time
+    import numpy as np
+    from testbed.emulator.direction import DirectionModel
+    from testbed.emulator.native import Engine
+    from testbed.linkspec import LinkSpec
+    spec = LinkSpec.parse(rate="333mbit", delay="100ms", loss="14%")
+    rng = np.random.default_rng(1)
+    gaps = rng.exponential(FRAME * 8 / 400e6 * 1e9 * 4, frames // 4).astype(np.int64)
+    now = np.repeat(np.cumsum(gaps), 4)[:frames]  # bursts of 4 frames at one timestamp
+    lens = np.full(frames, FRAME, dtype=np.int64)
+    model = DirectionModel(spec, 1)
+    t0 = time.process_time()
+    py = [model.arrive(t, FRAME) for t in now.tolist()]
+    t_py = time.process_time() - t0
+    eng = Engine([(spec, 1, None)])
+    t0 = time.process_time()
+    verdict, t = eng.arrive_batch(np.zeros(frames, np.int32), now, lens)
+    t_c = time.process_time() - t0
+    same = [v for v, _ in py] == verdict.tolist() and [x for _, x in py] == t.tolist()
+    return {"path": "model", "frames": frames, "python_ns_per_frame": round(t_py / frames * 1e9),
+            "native_ns_per_frame": round(t_c / frames * 1e9, 1), "speedup": round(t_py / t_c, 1),
+            "identical": same}
+
+
 def _print_table(rows: list[dict], cols: list[str]) -> None:
     print(" | ".join(f"{c:>11}" for c in cols))
     for r in rows:
@@ -177,6 +207,7 @@ def main(argv=None) -> int:
     engines = [e for e in a.engines.split(",") if e]
     load0 = open("/proc/loadavg").read().strip()
     rows, tcp_rows = [], []
+    print(json.dumps(run_model()), flush=True)
     if not a.skip_udp:
         cases = [("plain veth", None, PLAIN)]
         for engine in engines:
