@@ -75,29 +75,49 @@ def fig_c4(base: Path) -> list[str]:
     return _save(fig, base)
 
 
-def fig_c6(base: Path) -> list[str]:
-    """Completion CDF of ideal selective repeat vs the FEC completion time."""
+def _measured_c6(rows: list[dict]) -> dict[str, list[float]]:
+    """Per-request completions (s) of the fec experiment's arms, if this report measured them."""
+    from .reproduce_run import pooled_values
+    row = next((r for r in rows if r["id"] == "C6.arq_mean" and r["experiment_dir"]), None)
+    if row is None:
+        return {}
+    d = Path(row["experiment_dir"])
+    summary = json.loads((d / "summary.json").read_text())
+    out = {}
+    for level, label in (("off", "ARQ measured"), ("adaptive", "FEC measured")):
+        vals = pooled_values(d, summary, level, "completion_ms")
+        if vals:
+            out[f"{label} (udpreq, n={len(vals)})"] = sorted(v / 1e3 for v in vals)
+    return out
+
+
+def fig_c6(base: Path, measured: dict[str, list[float]] | None = None) -> list[str]:
+    """Completion CDF of ideal selective repeat vs the FEC completion time; measured ECDFs of the
+    fec experiment's requests on top when given."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    for (label, vals), colour in zip((measured or {}).items(), ("tab:purple", "tab:olive")):
+        ax.step([0] + vals, np.arange(len(vals) + 1) / len(vals), where="post", color=colour,
+                lw=2, alpha=0.8, label=label)
     out = evaluate("fec")
     n, p, rtt = out["packets"].value, 0.14, 0.2
     budget = out["serial_budget"].value / 1e3
     ks = np.arange(1, 9)
     ts = budget + (ks - 1) * rtt
     ax.step(np.concatenate([[0], ts]), np.concatenate([[0], [arq_cdf(k, n, p) for k in ks]]),
-            where="post", color="tab:blue", label="selective repeat: P(done by t)")
+            where="post", color="tab:blue", label="model: ideal selective repeat, P(done by t)")
     fec_t = out["fec_completion"].value / 1e3
     ax.step([0, fec_t, ts[-1]], [0, 0.999, 0.999], where="post", color="tab:green",
-            label=f"FEC, r = {out['fec_repair'].value} ({out['fec_redundancy'].value:.1%}): ≥ 0.999")
+            label=f"model: FEC, r = {out['fec_repair'].value} ({out['fec_redundancy'].value:.1%}), ≥ 0.999")
     ax.axvline(out["arq_mean"].value, color="tab:blue", ls=":", lw=1,
-               label=f"ARQ mean {out['arq_mean'].value:.3f} s")
+               label=f"model: ARQ mean {out['arq_mean'].value:.3f} s")
     ax.axvline(out["arq_quantile"].value, color="tab:red", ls="--", lw=1,
-               label=f"ARQ p99 {out['arq_quantile'].value:.2f} s")
+               label=f"model: ARQ p99 {out['arq_quantile'].value:.2f} s")
     ax.set_xlabel("completion time (s)")
     ax.set_ylabel("probability completed")
     ax.set_ylim(0, 1.05)
-    ax.set_xlim(0, ts[-1])
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlim(0, max([ts[-1]] + [v[-1] * 1.05 for v in (measured or {}).values()]))
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(f"C6: {n} packets, p = {p}, RTT {rtt * 1e3:.0f} ms")
     return _save(fig, base)
 
@@ -220,7 +240,12 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str]]:
     cases = {r["case"] for r in rows}
     made = []
     for case, (fn, caption) in MODEL_FIGURES.items():
-        if case in cases:
+        if case not in cases:
+            continue
+        if case == "C6" and (measured := _measured_c6(rows)):
+            made.append((f"C6 (model and measured): {caption}",
+                         fn(out / "figures" / "c6", measured)[0]))
+        else:
             made.append((f"{case} (model): {caption}", fn(out / "figures" / case.lower())[0]))
     files = fig_measured(rows, out / "figures" / "measured")
     if files:

@@ -116,20 +116,26 @@ def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
     return lev.get("metrics", {}).get(m.metric)
 
 
+def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
+                  source: str = "metrics") -> list[float]:
+    """Every value of ``metric`` (each element of a list) over the level's valid runs."""
+    from testbed.runresult import load_run
+    values = []
+    for rec in summary.get("runs", []):
+        if rec.get("valid") and rec.get("level") == level:
+            run = load_run(Path(exp_dir) / rec["dir"])
+            v = (run.checks if source == "checks" else run.metrics).get(metric)
+            values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+    return values
+
+
 def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
     """``pooled_mean`` / ``pooled_p99`` / ``pooled_median``: every value of a metric (or, with
     ``source="checks"``, a read-back) over the level's valid runs — each element of a list
     (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
     (2000 resamples, seed 1).  n = number of values."""
     import numpy as np
-
-    from testbed.runresult import load_run
-    values = []
-    for rec in summary.get("runs", []):
-        if rec.get("valid") and rec.get("level") == m.level:
-            run = load_run(Path(exp_dir) / rec["dir"])
-            v = (run.checks if m.source == "checks" else run.metrics).get(m.metric)
-            values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+    values = pooled_values(exp_dir, summary, m.level, m.metric, m.source)
     if not values:
         what = "read-back" if m.source == "checks" else "metric"
         return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
