@@ -162,3 +162,16 @@ def test_every_measure_names_a_valid_experiment_level_and_spec():
         assert set(m.levels or (m.level,)) <= set(exp.labels), r.id
         assert m.statistic in ("median", "ratio", "difference", "pooled_mean", "pooled_median",
                                "pooled_p99"), r.id
+
+
+def test_commands_are_registered_in_the_testbed_cli():
+    import subprocess
+    import sys
+    from conftest import REPO
+    out = subprocess.run([sys.executable, "-m", "testbed", "model", "window", "--window", "64KB",
+                          "--json"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["outputs"]["batch_cycle"]["value"] == pytest.approx(125.6)
+    bad = subprocess.run([sys.executable, "-m", "testbed", "reproduce", "C99", "--model-only"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert bad.returncode == 2 and "valid: all, C1" in bad.stderr and "Traceback" not in bad.stderr
