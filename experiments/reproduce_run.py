@@ -77,9 +77,12 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
 
 def calibrate(d: Path, backend: str | None) -> dict:
     """``testbed calibrate --json`` on its default (the long-haul path), in a child process:
-    ``{"dir", "calibrate": its JSON}`` or ``{"error"}``."""
+    ``{"dir", "calibrate": its JSON}`` or ``{"error"}``; an existing ``calibrate.json`` in ``d``
+    is reused (like finished experiment runs)."""
     import subprocess
     import sys
+    if (d / "calibrate.json").is_file():            # resumed report directory: measured already
+        return {"dir": str(d), "calibrate": json.loads((d / "calibrate.json").read_text())}
     d.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "testbed", "calibrate", "--json", "--results", str(d)]
     if backend:
