@@ -13,7 +13,8 @@ overflow)":
   of CHAPTER12.md C10.
 
 The I/O loop around it (AF_PACKET forwarder, logs, Mininet link class) lives in the other
-modules of this package.  Nothing here imports numpy, so importing the package stays cheap.
+modules of this package; ``native`` holds the C engine, the same model and loop in C, tested
+against these classes frame by frame.  Nothing here imports numpy, so importing the package stays cheap.
 """
 from .airtime import AirMedium, AirStats, AirtimeSpec
 from .direction import DELIVER, DROP_LOSS, DROP_QUEUE, VERDICT_NAMES, DirectionModel, DirectionStats
