@@ -124,15 +124,14 @@ def _exchanges_vec(t, fwd, plen, ends) -> list[dict]:
     for side, m in (("c", fwd), ("s", ~fwd)):
         if ends[side] is not None:
             end[m] = ends[side][1][m]
-    rows, before = [], []
-    for m in (fwd[data], ~fwd[data]):          # bytes beyond the side's highest so far
+    fresh = np.zeros(len(t), bool)             # bytes beyond the side's highest so far
+    before = np.zeros(len(t), np.int64)        # that highest
+    for m in (fwd[data], ~fwd[data]):
         r = data[m]
         hi = np.maximum(np.maximum.accumulate(np.concatenate([[0], end[r]]))[:-1], 0)
-        rows.append(r[end[r] > hi])
-        before.append(hi[end[r] > hi])
-    order = np.argsort(np.concatenate(rows), kind="stable")
-    new = np.concatenate(rows)[order]
-    start = np.concatenate(before)[order]
+        fresh[r], before[r] = end[r] > hi, hi
+    new = np.nonzero(fresh)[0]
+    start = before[new]
     client = fwd[new]
     run = np.nonzero(np.concatenate([[True], client[1:] != client[:-1]]))[0]
     last = np.concatenate([run[1:], [len(new)]]) - 1
