@@ -16,6 +16,7 @@ no download; rebuilt when a source changes).  ``available()`` says whether the l
 from __future__ import annotations
 
 import ctypes
+import os
 import random
 from fractions import Fraction
 from pathlib import Path
@@ -85,7 +86,8 @@ _error: str | None = None
 
 
 def load():
-    """The loaded library (raises RuntimeError saying how to build it when it is missing)."""
+    """The loaded library (RuntimeError saying how to build it when it is missing, or why this
+    kernel cannot run it)."""
     global _lib, _error
     if _lib is None and _error is None:
         try:
@@ -94,6 +96,11 @@ def load():
             _error = (f"native emulator engine not built ({exc}); build it with "
                       "`.venv/bin/python -m testbed.emulator.native.build` (or `make install`)")
         else:
+            probe = lib.tb_probe()
+            if probe != 0:
+                _error = (f"native emulator engine unusable: this kernel lacks epoll_pwait2 "
+                          f"({os.strerror(-probe)}; Linux >= 5.11 needed)")
+        if _error is None:
             lib.tb_engine_new.restype = ctypes.c_void_p
             lib.tb_engine_new.argtypes = [ctypes.c_int, ctypes.POINTER(DirCfg), ctypes.c_int,
                                           ctypes.POINTER(MediumCfg)]

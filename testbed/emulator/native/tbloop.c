@@ -380,3 +380,14 @@ out:
     free(free_small); free_small = NULL; free_cap = 0;
     return ret;
 }
+
+/* 0 when this kernel has what tb_run needs (epoll_pwait2: Linux >= 5.11), else -errno. */
+int tb_probe(void) {
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) return -errno;
+    struct epoll_event ev;
+    struct timespec ts = {0, 0};
+    int r = epoll_pwait2(ep, &ev, 1, &ts, NULL) < 0 ? -errno : 0;
+    close(ep);
+    return r;
+}
