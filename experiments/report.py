@@ -12,13 +12,16 @@ from .summary import summarize
 REPORT = "report.md"
 
 
-def _num(v, digits=1) -> str:
+def _num(v, digits=None) -> str:
+    """``digits`` decimals, or by default one decimal from 100 up and 3 significant digits below."""
     if v is None:
         return "–"
-    return f"{v:.{digits}f}" if abs(v) < 1e5 else f"{v:.3g}"
+    if digits is not None:
+        return f"{v:.{digits}f}" if abs(v) < 1e5 else f"{v:.3g}"
+    return f"{v:.1f}" if 100 <= abs(v) < 1e5 else f"{v:.3g}"
 
 
-def _ci(ci, digits=1) -> str:
+def _ci(ci, digits=None) -> str:
     return f"[{_num(ci[0], digits)}, {_num(ci[1], digits)}]" if ci else "[–]"
 
 
