@@ -235,7 +235,7 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                     if not rec["ok"]:
                         ev = _evidence(row, res["summary"])
                         cause = row.cause or "unexplained"
-                        notes.append(f"miss: {cause}" + (f"; measured {'; '.join(ev)}" if ev else ""))
+                        notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
         if row.note:
             notes.append(row.note)
         if model is not None and math.isfinite(model) and row.chapter and \
