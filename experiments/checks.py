@@ -58,6 +58,10 @@ def _mode(level, ch):
     return None
 
 
+def _reuse_flag(level, ch):
+    return _mode("reuse" if level in (True, "true", 1) else "new", ch)
+
+
 def _cc(level, ch):
     seen = sorted(set(ch["cc"]))
     return None if seen == [level] else f"cc {level} but read back {', '.join(seen) or 'nothing'}"
@@ -154,6 +158,7 @@ def _repair(level, ch):
 
 for c in (
     Check("params.mode", ("syn_per_request",), "new: >= 1 SYN per request; reuse: < 0.5", _mode),
+    Check("params.reuse", ("syn_per_request",), "true: < 0.5 SYNs per request; false: >= 1", _reuse_flag),
     Check("socket.cc", ("cc",), "every socket's TCP_INFO congestion control equals the level", _cc),
     Check("socket.window", ("max_adv_window",),
           "largest advertised window <= 1.3 x the level (default: unchecked)", _window),

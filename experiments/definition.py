@@ -123,7 +123,13 @@ class Experiment:
                          f"levels: {', '.join(self.labels)}")
 
     def validate(self) -> None:
-        """Refuse, before anything runs, a spec the workload or factor registry cannot take."""
+        """Refuse, before anything runs, a factor without a manipulation check and a spec the
+        workload or factor registry cannot take."""
+        from .checks import CHECKS, check_for
+        if check_for(self.factor) is None:
+            raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
+                             f"{self.factor!r} (add one to experiments/checks.py); checked factors: "
+                             f"{', '.join(CHECKS)}")
         for v in self.levels:
             try:
                 self.spec(v).validate()

@@ -200,6 +200,8 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
         load_definition("nope")
     with pytest.raises(UsageError, match="unknown level 'x'; levels: new, reuse"):
         reuse().with_overrides(levels=["new", "x"])
+    with pytest.raises(UsageError, match="no manipulation check for factor 'params.think'.*params.mode"):
+        reuse().replace(factor="params.think", levels=("0", "1s")).validate()
 
 
 @pytest.mark.parametrize("factor,level,checks,ok", [
@@ -235,6 +237,8 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
     ("params.fec", "adaptive", {"repair_packets": 0}, False),
     ("params.fec", "off", {"repair_packets": 0}, True),
     ("params.mode", "new", {}, False),
+    ("params.reuse", True, {"syn_per_request": 1 / 30}, True),
+    ("params.reuse", False, {"syn_per_request": 1 / 30}, False),
 ])
 def test_manipulation_checks(factor, level, checks, ok):
     from experiments.checks import manipulation_reason
