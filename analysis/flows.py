@@ -41,6 +41,14 @@ class Flow:
     index: np.ndarray   # packet indices into the table, in capture order
     fwd: np.ndarray     # bool per packet of the flow: True if client -> server
 
+    def take(self, a: np.ndarray) -> np.ndarray:
+        """``a[index]``: a field's values for this flow's packets; a view, not a copy, when
+        they are contiguous in the capture (one flow per capture)."""
+        i = self.index
+        if len(i) and int(i[-1]) - int(i[0]) + 1 == len(i):
+            return a[int(i[0]):int(i[-1]) + 1]
+        return a[i]
+
 
 def split(pk: Packets, protos=(TCP, UDP)) -> list[Flow]:
     """All flows of the given transport protocols, ordered by first packet."""

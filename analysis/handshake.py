@@ -45,10 +45,10 @@ from .tcp import unwrap32
 
 def timeline(pk: Packets, flow: Flow) -> dict:
     idx, fwd = flow.index, flow.fwd
-    t = pk.ts_ns[idx]
-    fl = pk.flags[idx]
-    plen = pk.payload_len[idx]
-    head, hl = pk.head[idx], pk.head_len[idx]
+    t = flow.take(pk.ts_ns)
+    fl = flow.take(pk.flags)
+    plen = flow.take(pk.payload_len)
+    head, hl = flow.take(pk.head), flow.take(pk.head_len)
     ev = {}
 
     def first(mask, name):
@@ -64,7 +64,8 @@ def timeline(pk: Packets, flow: Flow) -> dict:
     if len(sa):
         want = (int(pk.seq[idx[sa[0]]]) + 1) & 0xFFFFFFFF
         later = np.arange(len(idx)) > sa[0]
-        first(later & fwd & ((fl & ACK) != 0) & ((fl & SYN) == 0) & (pk.ack[idx] == want), "ack")
+        first(later & fwd & ((fl & ACK) != 0) & ((fl & SYN) == 0) & (flow.take(pk.ack) == want),
+              "ack")
     data = plen > 0
     tls_hs = (hl >= 6) & (head[:, 0] == 22) & (head[:, 1] == 3)
     first(data & fwd & tls_hs & (head[:, 5] == 1), "tls_client_hello")
@@ -89,8 +90,8 @@ def exchanges(pk: Packets, flow: Flow, engine: str | None = None) -> list[dict]:
     packets at once with numpy, or (``engine="python"``, :func:`analysis.native.engine`)
     packet by packet, the reference."""
     idx, fwd = flow.index, flow.fwd
-    t = pk.ts_ns[idx]
-    plen = pk.payload_len[idx].astype(np.int64)
+    t = flow.take(pk.ts_ns)
+    plen = flow.take(pk.payload_len).astype(np.int64)
     ends = _ends(pk, flow, plen)
     if native.engine(engine) == "python":
         return _exchanges_loop(t, fwd, plen, ends)
@@ -100,7 +101,7 @@ def exchanges(pk: Packets, flow: Flow, engine: str | None = None) -> list[dict]:
 def _ends(pk: Packets, flow: Flow, plen: np.ndarray) -> dict:
     """Per side ("c", "s"): (seq, end, ack of the other side) relative to its first byte."""
     idx, fwd = flow.index, flow.fwd
-    fl = pk.flags[idx]
+    fl = flow.take(pk.flags)
     ends = {}
     for side, m in (("c", fwd), ("s", ~fwd)):
         syn = np.nonzero(m & ((fl & SYN) != 0))[0]
@@ -110,10 +111,10 @@ def _ends(pk: Packets, flow: Flow, plen: np.ndarray) -> dict:
             continue
         ref = int(pk.seq[idx[ref_i]]) + (1 if len(syn) else 0)
         seq = np.zeros(len(idx), np.int64)
-        seq[m] = unwrap32(pk.seq[idx][m], ref)
+        seq[m] = unwrap32(flow.take(pk.seq)[m], ref)
         ack = np.full(len(idx), -1, np.int64)
         am = ~m & ((fl & ACK) != 0)
-        ack[am] = unwrap32(pk.ack[idx][am], ref)
+        ack[am] = unwrap32(flow.take(pk.ack)[am], ref)
         ends[side] = (seq, seq + plen, ack)
     return ends
 

@@ -151,12 +151,12 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
                       gap_ns: int | None = None, engine: str | None = None) -> Direction:
     """Run the sender model over the data ``from_client`` (or from the server) and its ACKs
     (``engine``: see :func:`analysis.native.engine`)."""
-    idx = flow.index
+    idx, take = flow.index, flow.take
     fwd = flow.fwd if from_client else ~flow.fwd
-    t = pk.ts_ns[idx]
-    flags = pk.flags[idx]
-    plen = pk.payload_len[idx]
-    seq_raw, ack_raw = pk.seq[idx], pk.ack[idx]
+    t = take(pk.ts_ns)
+    flags = take(pk.flags)
+    plen = take(pk.payload_len)
+    seq_raw, ack_raw = take(pk.seq), take(pk.ack)
     syn = (flags & SYN) != 0
     fin = (flags & FIN) != 0
     sender_syn = np.nonzero(fwd & syn)[0]
@@ -169,18 +169,18 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     ack[rev_ack] = unwrap32(ack_raw[rev_ack], ref)
     end = seq + plen + syn + fin
     # window scale applies when both SYNs carried the option (RFC 7323)
-    ws = pk.wscale[idx]
+    ws = take(pk.wscale)
     syn_ws_recv = ws[~fwd & syn]
     syn_ws_send = ws[fwd & syn]
     scale = int(syn_ws_recv[0]) if len(syn_ws_recv) and len(syn_ws_send) and syn_ws_recv[0] >= 0 \
         and syn_ws_send[0] >= 0 else 0
-    win = pk.win[idx].astype(np.int64) << np.where(syn, 0, scale)
-    mss_opt = pk.mss[idx][~fwd & syn]   # the receiver's MSS limits what the sender sends
+    win = take(pk.win).astype(np.int64) << np.where(syn, 0, scale)
+    mss_opt = take(pk.mss)[~fwd & syn]   # the receiver's MSS limits what the sender sends
     smss = int(plen[fwd].max()) if (fwd & (plen > 0)).any() else 1460
     if len(mss_opt) and mss_opt[0]:
         smss = min(smss, int(mss_opt[0]))
 
-    rows = _rows(pk, idx, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win)
+    rows = _rows(pk, idx, take, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win)
     tr = senderrun.run(rows, smss, engine)
     data_events = tr.data_events
     sack_marks = np.column_stack([np.repeat(rows.t, np.where(rows.kind == senderrun.ACKROW,
@@ -197,7 +197,8 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     window = (t >= (first_data_t or 0)) & (t <= (last_adv or 0))
     start = int(t.min())      # the first packet, unless capture timestamps go backwards
     nb = max(int((int(t.max()) - start) // bin_ns) + 1, 1)
-    thr = np.bincount((t[fwd] - start) // bin_ns, weights=pk.ip_len[idx][fwd], minlength=nb)
+    thr = np.bincount((t[fwd] - start) // bin_ns, weights=take(pk.ip_len)[fwd],
+                      minlength=nb)
     base = int(seq[ref_i]) + (1 if len(sender_syn) else 0)
     acked_now = np.clip(una_series, base, None) if advancing.any() else np.zeros(len(t), np.int64)
     fin_end = int(end[fwd & fin][0]) - 1 if (fwd & fin).any() else None
@@ -222,12 +223,13 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
                "index": idx})
 
 
-def _rows(pk, idx, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win) -> senderrun.Rows:
+def _rows(pk, idx, take, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end,
+          win) -> senderrun.Rows:
     """The flow's packets as the sender model's input (:class:`analysis.senderrun.Rows`);
     SACK edges are unwrapped relative to the ACK number that carries them."""
     kind = np.where(fwd, senderrun.SEGMENT,
                     np.where(rev_ack & ((flags & RST) == 0), senderrun.ACKROW, 0)).astype(np.uint8)
-    nsack = pk.nsack[idx]
+    nsack = take(pk.nsack)
     has = np.nonzero((kind == senderrun.ACKROW) & (nsack > 0))[0]
     nb = nsack[has].astype(np.int64)
     blocks = pk.sack[idx[has]][np.arange(4)[None, :] < nb[:, None]].astype(np.int64)   # (k, 2)
@@ -237,8 +239,8 @@ def _rows(pk, idx, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end, win) ->
     fl = (((flags & SYN) != 0) * senderrun.SYNB + ((flags & FIN) != 0) * senderrun.FINB
           + ((plen == 0) & ((flags & (SYN | FIN)) == 0)) * senderrun.PUREB).astype(np.uint8)
     return senderrun.Rows(kind=kind, t=t, val=np.where(fwd, seq, ack), end=end, fl=fl, win=win,
-                          nsack=nsack, sack=sack.reshape(-1, 2), has_ts=pk.has_ts[idx],
-                          tsval=pk.tsval[idx], tsecr=pk.tsecr[idx], payload=plen, packet=idx)
+                          nsack=nsack, sack=sack.reshape(-1, 2), has_ts=take(pk.has_ts),
+                          tsval=take(pk.tsval), tsecr=take(pk.tsecr), payload=plen, packet=idx)
 
 
 FLIGHT = np.dtype([("start", np.int64), ("end", np.int64), ("segments", np.int64),
