@@ -7,8 +7,9 @@ in the same run.
 The default capture: Linux TCP, 150 MB with 1% random loss between two namespaces, captured
 at the sender with the testbed's Capture (headers only, snaplen 192).
 
-Rows (packets/s = packets in the file / wall time, best of --repeat runs; CPU s = user+system
-CPU time of that best run, the figure that a loaded machine disturbs least):
+Rows (packets/s = packets in the file / wall time of the best run: --repeat runs for ours and
+tcptrace, one for the slow ones; CPU s = user+system CPU time of that run, the figure that a
+loaded machine disturbs least):
 - analysis read+analyze [engine]: analysis.report.analyze_file (reader, flows, per-direction
   TCP model, handshake, exchanges) -- what `testbed analyze --json` does minus printing --
   with the native fast path and with the Python reference.
@@ -125,7 +126,7 @@ def main() -> int:
             rows.append((label, n, *tool(["tshark", "-n", "-r", str(path), "-T", "fields",
                                           *extra, *fields])))
     if shutil.which("tcptrace"):
-        rows.append(("tcptrace -lr", n, *tool(["tcptrace", "-lr", str(path)], 2)))
+        rows.append(("tcptrace -lr", n, *tool(["tcptrace", "-lr", str(path)], args.repeat)))
 
     import scapy.all  # noqa: F401  (registers the link layers, so rdpcap dissects)
     from scapy.utils import RawPcapReader, rdpcap
