@@ -269,6 +269,16 @@ def test_windowed_reading(tmp_path, monkeypatch):
         assert np.array_equal(getattr(whole, f.name), getattr(cut, f.name)), f.name
 
 
+def test_reference_runs_when_the_library_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(native, "LIB", tmp_path / "libtbanalysis.so")
+    monkeypatch.setattr(native, "_lib", None)
+    assert native.engine() == "python"
+    with pytest.raises(ValueError, match="not built"):
+        native.engine("native")
+    path = write_pcap(tmp_path / "r.pcap", random_trace(1, n=100))
+    assert report.analyze_file(path)["engine"] == "python"
+
+
 def test_engine_choice(monkeypatch):
     monkeypatch.setenv("TESTBED_ANALYSIS_ENGINE", "python")
     assert native.engine() == "python"
