@@ -42,3 +42,38 @@ def test_real_reuse_study(tmp_path):
     reps = {lv["representative"] for lv in s["by_level"].values()}
     with_pcaps = {x["dir"] for x in s["runs"] if list((out / x["dir"]).rglob("*.pcap"))}
     assert with_pcaps <= reps
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_real_interrupt_then_resume_redoes_no_finished_run(tmp_path):
+    """Ctrl-C (SIGINT) in the middle of a real experiment, then --resume."""
+    import signal
+    import time
+    out = tmp_path / "reuse"
+    argv = [sys.executable, "-m", "testbed", "experiment", "run", "reuse", "--reps", "2", "--warmup", "0",
+            *SCALED, "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            runs = out / "runs"
+            if runs.is_dir() and len([p for p in runs.iterdir() if not p.name.startswith(".")]) >= 2:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    finished = {p.name for p in (out / "runs").iterdir() if not p.name.startswith(".")}
+    assert 2 <= len(finished) < 4, err[-1000:]
+    assert "--resume" in err
+    mtimes = {n: (out / "runs" / n / "manifest.json").stat().st_mtime_ns for n in finished}
+    r = subprocess.run(argv + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {n: (out / "runs" / n / "manifest.json").stat().st_mtime_ns for n in finished} == mtimes
+    s = json.loads((out / "summary.json").read_text())
+    assert s["complete"] and len([x for x in s["runs"] if x["status"] != "missing"]) == 4
+    assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")]
