@@ -385,14 +385,15 @@ static int64_t sacked_sum(st_t *s) {
 }
 
 /* Rows of one flow in capture order: kind[i] 1 = segment from the sender, 2 = ACK from
- * the receiver (ACK flag, no RST), 0 = neither.  fl bits: 1 SYN, 2 FIN, 4 pure ACK.
- * sack: the unwrapped (l, r) pairs of the ACK rows' blocks, nsack[i] of them per row.
+ * the receiver (ACK flag, no RST), 0 = neither (analysis/senderrun.py Rows).  val:
+ * unwrapped sequence number of a segment, cumulative ACK of an ACK; end: seq + payload
+ * + SYN + FIN.  fl bits: 1 SYN, 2 FIN, 4 pure ACK.  sack: the unwrapped (l, r) pairs of the ACK rows' blocks, nsack[i] of them per row.
  * Outputs per row: row_series (index of the series point recorded, or -1), advanced
  * (the ACK moved SND.UNA); per series point: pipe, sacked, wireshark, shown; rtx:
  * 7 values per retransmission (t, seq, end, kind, row, episode, spurious | acked_before
  * << 1); karn: (t, sample) pairs; misc: dupacks, data_start.  Returns the number of
  * series points, or -1 when out of memory. */
-int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int64_t *seqv,
+int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int64_t *valv,
                   const int64_t *endv, const uint8_t *flv, const int64_t *winv,
                   const uint8_t *nsackv, const int64_t *sackv, int64_t smss,
                   int64_t *row_series, uint8_t *advanced, int64_t *s_pipe, int64_t *s_sacked,
@@ -412,7 +413,7 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
     if (!s.s_start || !s.s_end || !s.s_t || !s.s_ep || !s.s_rt || !s.rtx_segs || !s.w_alive
         || !s.by_end.key || !s.by_end.id || !s.by_start.key || !s.by_start.id) { rc = -1; goto done; }
     for (int64_t i = 0; i < m; i++) {
-        int64_t t = tv[i], seq = seqv[i], end = endv[i];
+        int64_t t = tv[i], seq = valv[i], end = endv[i];
         int syn = flv[i] & 1, fin = (flv[i] >> 1) & 1;
         const int64_t *blk = sackv + 2 * cur;
         int nb = kindv[i] == 2 ? nsackv[i] : 0;
@@ -439,7 +440,7 @@ int64_t tb_sender(int64_t m, const uint8_t *kindv, const int64_t *tv, const int6
             s_shown[ns] = s.w_valid && end - seq > syn + fin && ws > 0 && ws < 2000000000;
             s_ws[ns] = ws - (syn || fin);
         } else if (kindv[i] == 2) {
-            int64_t ack = seqv[i], win = winv[i];
+            int64_t ack = valv[i], win = winv[i];
             if (!s.have_max) continue;
             s.w_valid = 1;
             ws_ack(&s, ack);
