@@ -48,7 +48,7 @@ def register(sub) -> None:
     r.add_argument("--resume", action="store_true", help="continue the experiment in --out")
     r.add_argument("--keep-topology", action="store_true",
                    help="keep the topology up across the runs of a repetition when the factor allows "
-                        "(saves the bring-up per run; runs then get no per-run fidelity verdict)")
+                        "(saves the bring-up per run; each run then gets its block's fidelity verdict)")
     r.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=run_run)
