@@ -281,7 +281,9 @@ def markdown(meta: dict, rows: list[dict], figs: list[tuple[str, str]], out: Pat
 def _meta_line(meta: dict) -> str:
     return (f"{meta['rows']} rows, {meta['measured']} measured with packets, {meta['ok']} of them "
             f"within tolerance; mode {meta['mode']}; host load {meta['load_before']} → "
-            f"{meta['load_after']}, {meta.get('cpu', '')}; {meta['started']} – {meta['finished']}")
+            f"{meta['load_after']}, {meta.get('cpu', '')}; {meta['started']} – {meta['finished']}"
+            + (f"; {meta['resumed']} experiment(s) continued from an earlier invocation (the load "
+               "covers only this one)" if meta.get("resumed") else ""))
 
 
 def html_report(meta: dict, rows: list[dict], figs: list[tuple[str, str]]) -> str:

@@ -65,10 +65,10 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             exp = experiment_for(m, levels, reps, quick, backend)
             exp.validate()
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
+            resumed = (d / "manifest.json").is_file()
             run_experiment(exp, d, executor=executor, quiet=True,
-                           keep_up=topology_keeper(d) if keep_topology else None,
-                           resume=(d / "manifest.json").is_file())
-            results[key] = {"dir": str(d), "summary": write_all(d, plots=False)}
+                           keep_up=topology_keeper(d) if keep_topology else None, resume=resumed)
+            results[key] = {"dir": str(d), "summary": write_all(d, plots=False), "resumed": resumed}
         except Exception as exc:   # setup/run errors, a missing executor: one line per row, go on
             first = str(exc).splitlines()[0] if str(exc) else ""
             results[key] = {"error": f"{type(exc).__name__}: {first}"}
@@ -82,7 +82,8 @@ def calibrate(d: Path, backend: str | None) -> dict:
     import subprocess
     import sys
     if (d / "calibrate.json").is_file():            # resumed report directory: measured already
-        return {"dir": str(d), "calibrate": json.loads((d / "calibrate.json").read_text())}
+        return {"dir": str(d), "calibrate": json.loads((d / "calibrate.json").read_text()),
+                "resumed": True}
     d.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "testbed", "calibrate", "--json", "--results", str(d)]
     if backend:

@@ -83,6 +83,9 @@ def print_table(rows: list[dict], meta: dict, out: Path) -> None:
     if any("overloaded" in r["note"] or "degraded" in r["note"] for r in rows):
         print("some runs were excluded because the emulator could not keep up (machine busy: see "
               "the load and CPU figures above), not because the transport misbehaved")
+    if meta["resumed"]:
+        print(f"{meta['resumed']} experiment(s) continued from an earlier invocation in {out}: the "
+              "load above covers only this one (each run's manifest has its own times)")
     print(f"report: {out / 'report.html'} (also report.md, summary.json)")
 
 
@@ -114,7 +117,8 @@ def run(args) -> int:
                 mode=("model only: " + skipped) if skipped else
                 (f"quick ({reps} reps per level, no warm-up)" if args.quick else f"full ({reps} reps)"),
                 rows=len(results), measured=sum(r["measured"] is not None for r in results),
-                ok=sum(r["ok"] is True for r in results))
+                ok=sum(r["ok"] is True for r in results),
+                resumed=sum(bool(v.get("resumed")) for v in (measured or {}).values()))
     summary = write(out, meta, results)
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
