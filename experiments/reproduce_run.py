@@ -3,8 +3,9 @@
 
 The measurement hook is :func:`measure_all`: it takes the rows and an ``executor`` (default
 ``testbed.execute.execute``) and returns, per experiment key, the experiment directory and its
-summary (``experiments.summary``), or the one-line reason it could not run.  A row's measured
-value is read from that summary by :func:`measured_value` — nothing else feeds the column.
+summary (``experiments.summary``), or the one-line reason it could not run; the C5 path rows
+run ``testbed calibrate`` (:func:`calibrate`).  A row's measured value is read from those files
+by :func:`measured_value` / :func:`_calibrated` — nothing else feeds the column.
 """
 from __future__ import annotations
 
