@@ -1,13 +1,20 @@
-"""Cross-validation: the userspace emulator (this host) against kernel netem (User-Mode Linux guest).
+"""Cross-validation: the userspace emulator against kernel netem, with the same TCP stack.
 
-    sudo .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--results DIR]
+    sudo .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--only SPEC] [--results DIR]
 
-For each link spec below, the same measurements run through ``Testbed("longhaul")`` — once
-inside a freshly booted UML guest (``testbed.uml``) with ``backend="netem"``, then on this host
-with ``backend="userspace"`` — and a table prints both with the ratio emulator/netem per line.
-About 9 minutes (``--quick``: 5).  An
-unimpaired link is measured the same way on both sides: the difference is what the guest itself
-adds to an RTT (its one virtual CPU, HZ=100, syscalls through ptrace).
+For each link spec below, the same measurements run through ``Testbed("longhaul")`` three times,
+each guest freshly booted (``testbed.uml``, the build and mode ``testbed doctor`` reports):
+
+1. netem in a UML guest (``backend="netem"``);
+2. the userspace emulator in a UML guest of the same build (``backend="userspace"``);
+3. the userspace emulator on this host.
+
+Table 1 compares 2 with 1: same kernel, same endpoints, same guest; only the link differs, so
+this is the emulator's fidelity.  Table 2 compares 3 with 1, labelled as what it is: link
+emulation *and* two TCP implementations (the host's kernel against the guest's).  Every column
+header names the kernel its endpoints ran on; every row records the host's 1-minute load.  An
+unimpaired link is measured the same way everywhere: guest minus host is what the guest itself
+adds to an RTT.
 
 Measurements (``testbed.probe`` UDP probes; TCP by iperf3 and testbed.apps.reqresp):
 - rtt min / median (ms): 200 ping-pong probes of 64 B, 10 ms apart, send time to the echo's
@@ -19,7 +26,8 @@ Measurements (``testbed.probe`` UDP probes; TCP by iperf3 and testbed.apps.reqre
   least-squares slope of sequence number over kernel receive time (``testbed.probe recv``);
   marked ``*`` where the sender did not exceed the rate (then it measures the sender).
 - goodput cubic / bbr (Mbit/s): iperf3 server→client (the direction carrying the loss), 10 s
-  after 3 s left out; iperf3's receiver figure.
+  after 3 s left out; iperf3's receiver figure.  retransmits cubic / bbr: iperf3's sender count
+  of retransmitted segments (TCP_INFO) over the same run.
 - completion new / kept-alive (ms): median over K requests of 354,640 B (reply 1000 B, server
   processing 30 ms, cubic) on a new connection each, and on one connection after a warm-up;
   K = 8, 32 on lossy specs (3 and 12 with --quick).
@@ -65,7 +73,8 @@ def wait_listening(tb, host: str, port: int, timeout: float = 30) -> None:
 def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool) -> dict:
     """All measurements of one spec on one backend (see the module docstring)."""
     from testbed.network import Testbed
-    m: dict = {"name": name, "backend": backend}
+    m: dict = {"name": name, "backend": backend, "kernel": os.uname().release,
+               "uml": json.loads(os.environ.get("TESTBED_UML_GUEST") or "null")}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results) as tb:
         c, s = tb.ip("client"), tb.ip("server")
         (_a, _b, up, down), = tb.topo.link_specs()
@@ -117,7 +126,9 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
             wait_listening(tb, "client", port)
             out = tb.run("server", ["iperf3", "-c", c, "-p", str(port), "-C", cc, "-t", str(seconds),
                                     "-O", "3", "--json"], timeout=seconds + 120, check=True).stdout
-            m[f"goodput {cc} (Mbit/s)"] = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+            end = json.loads(out)["end"]
+            m[f"goodput {cc} (Mbit/s)"] = end["sum_received"]["bits_per_second"] / 1e6
+            m[f"retransmits {cc}"] = end["sum_sent"].get("retransmits")
         app = [sys.executable, "-m", "testbed.apps.reqresp"]
         tb.popen("server", [*app, "server", "--listen", ":5000", "--log", str(tb.dir / "rr-server.jsonl"),
                             "--cc", "cubic"], name="reqresp-server")
@@ -136,13 +147,14 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
     return m
 
 
-def in_guest(name: str, results: Path, quick: bool, mem: str) -> dict:
-    """``measure(name)`` with netem in a freshly booted guest (one boot per spec, so nothing a
-    previous spec left in the guest's single CPU can disturb the next)."""
+def in_guest(name: str, backend: str, results: Path, quick: bool, mem: str) -> dict:
+    """``measure(name, backend)`` in a freshly booted guest (one boot per spec and backend, so
+    nothing a previous run left in the guest's single CPU can disturb the next)."""
     from testbed import uml
-    out = results / f"netem-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = results / f"{backend}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     res = uml.run_in_guest([sys.executable, str(Path(__file__).resolve()), "--results", str(results),
-                            "--in-guest", str(out), "--spec", name, *(["--quick"] if quick else [])],
+                            "--in-guest", str(out), "--spec", name, "--backend", backend,
+                            *(["--quick"] if quick else [])],
                            results_dir=results, mem=mem, timeout=1800)
     if res.returncode != 0:
         raise RuntimeError(f"guest run of {name!r} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
@@ -159,15 +171,22 @@ def loaded(m: dict, load: tuple[float, float]) -> dict:
 
 ROWS = ["rtt min (ms)", "rtt median (ms)", "loss up", "loss down", "rate up (Mbit/s)",
         "rate down (Mbit/s)", "goodput cubic (Mbit/s)", "goodput bbr (Mbit/s)",
-        "completion new (ms)", "completion kept-alive (ms)"]
+        "retransmits cubic", "retransmits bbr", "completion new (ms)", "completion kept-alive (ms)"]
 
 
 def _fmt(v) -> str:
     return f"{v:10.4f}" if v is not None else f"{'-':>10}"
 
 
-def table(emu: list[dict], netem: list[dict]) -> str:
-    lines = [f"{'spec':20} {'measurement':28} {'emulator':>11} {'netem (UML)':>11} {'emu/netem':>9}"]
+def _where(m: dict) -> str:
+    return f"guest {m['kernel']}" if m.get("uml") else f"host {m['kernel']}"
+
+
+def table(title: str, emu: list[dict], netem: list[dict]) -> str:
+    heads = (f"emulator, {_where(emu[0])}", f"netem, {_where(netem[0])}")
+    w = max(11, *map(len, heads))
+    lines = [title, f"{'spec':20} {'measurement':28} {heads[0]:>{w}} {heads[1]:>{w}} {'emu/netem':>9}"
+                    f"  load (emu, netem)"]
     for e, n in zip(emu, netem):
         for row in (r for r in ROWS if r in e):
             a, b = e[row], n[row]
@@ -175,14 +194,14 @@ def table(emu: list[dict], netem: list[dict]) -> str:
             if row.startswith("rate "):
                 flags = ["*" if m.get(f"rate {row.split()[1]} sender-limited") else " " for m in (e, n)]
             ratio = f"{a / b:9.3f}" if a is not None and b else f"{'-':>9}"
-            lines.append(f"{e['name']:20} {row:28} {_fmt(a)}{flags[0]} {_fmt(b)}{flags[1]} {ratio}")
+            lines.append(f"{e['name']:20} {row:28} {_fmt(a):>{w - 1}}{flags[0]} "
+                         f"{_fmt(b):>{w - 1}}{flags[1]} {ratio}  {e['host_load']} {n['host_load']}")
     base_e, base_n = emu[0], netem[0]
-    lines += ["", f"guest overhead (unimpaired link, netem in the guest − emulator's host): RTT min "
-                  f"{base_n['rtt min (ms)'] - base_e['rtt min (ms)']:+.3f} ms, median "
-                  f"{base_n['rtt median (ms)'] - base_e['rtt median (ms)']:+.3f} ms (an unimpaired "
-                  "link is a plain veth on both sides).",
+    lines += [f"unimpaired link (a plain veth on both sides), netem side − emulator side: RTT min "
+              f"{base_n['rtt min (ms)'] - base_e['rtt min (ms)']:+.3f} ms, median "
+              f"{base_n['rtt median (ms)'] - base_e['rtt median (ms)']:+.3f} ms.",
               "* sender did not exceed the configured rate: the figure is the sender's rate."]
-    busy = [f"{m['name']} ({m['backend']}: {m['host_load']})" for m in emu + netem
+    busy = [f"{m['name']} ({m['backend']}, {_where(m)}: {m['host_load']})" for m in emu + netem
             if max(m["host_load"]) > BUSY_LOAD]
     if busy:
         lines.append(f"host busy (1-min load > {BUSY_LOAD} on 2 cores, the benchmark itself "
@@ -206,10 +225,11 @@ def main() -> int:
                    help="measure only this spec (repeatable; the unimpaired baseline always runs)")
     p.add_argument("--in-guest", help=argparse.SUPPRESS)  # internal: JSON output path
     p.add_argument("--spec", help=argparse.SUPPRESS)      # internal: the spec to measure there
+    p.add_argument("--backend", default="netem", help=argparse.SUPPRESS)  # internal: and how
     args = p.parse_args()
     results = Path(args.results).resolve()
     if args.in_guest:
-        m = measure(args.spec, SPECS[args.spec], "netem", results, args.quick)
+        m = measure(args.spec, SPECS[args.spec], args.backend, results, args.quick)
         Path(args.in_guest).write_text(json.dumps(m))
         return 0
     from testbed import uml
@@ -218,17 +238,24 @@ def main() -> int:
         print(f"emulator_vs_netem: {reason}", file=sys.stderr)
         return 1
     results.mkdir(parents=True, exist_ok=True)
-    emu, netem = [], []
+    netem, emu_guest, emu_host = [], [], []
     for name in [n for n in SPECS if n == "unimpaired" or not args.only or n in args.only]:
-        print(f"{name}: netem in a UML guest ...", file=sys.stderr, flush=True)
-        load = os.getloadavg()
-        netem.append(loaded(in_guest(name, results, args.quick, args.mem), load))
-        print(f"{name}: userspace emulator on the host ...", file=sys.stderr, flush=True)
-        load = os.getloadavg()
-        emu.append(loaded(measure(name, SPECS[name], "userspace", results, args.quick), load))
+        for label, backend, runs in (("netem in a UML guest", "netem", netem),
+                                     ("userspace emulator in a UML guest", "userspace", emu_guest),
+                                     ("userspace emulator on the host", None, emu_host)):
+            print(f"{name}: {label} ...", file=sys.stderr, flush=True)
+            load = os.getloadavg()
+            m = (in_guest(name, backend, results, args.quick, args.mem) if backend else
+                 measure(name, SPECS[name], "userspace", results, args.quick))
+            runs.append(loaded(m, load))
     out = results / f"emulator_vs_netem-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"emulator": emu, "netem": netem}, indent=1))
-    print(table(emu, netem))
+    out.write_text(json.dumps({"netem_guest": netem, "emulator_guest": emu_guest,
+                               "emulator_host": emu_host}, indent=1))
+    print(table("Table 1 — the link alone: emulator and netem in the same guest (same kernel, "
+                "same endpoints)", emu_guest, netem))
+    print()
+    print(table("Table 2 — host vs guest: emulator on this host against netem in the guest "
+                "(link emulation AND two kernels' TCP)", emu_host, netem))
     print(f"\nraw results: {out}")
     return 0
 
