@@ -28,7 +28,8 @@ Event names (analysis joins on these; all times are when the app observed the ev
   showed ``unacked`` = 0: every byte sent was cumulatively ACKed), ``first_response_byte``
   and ``last_response_byte`` (recv() returned the first/last byte of the reply).
 * ``warmup_done``: the reused connection's warm-up ended (``requests``, ``snd_cwnd``,
-  ``cwnd_wanted``, ``snd_ssthresh``, ``warm``; see ``reqresp.Client.warm_up``).
+  ``cwnd_wanted``, ``snd_ssthresh``, ``took_ms`` of each warm-up request, ``warm``; see
+  ``reqresp.Client.warm_up``).
 * ``request_body``: size and sha256 of the request body the client sends (the same every run).
 * Server side: ``request_received`` (first request byte read), ``request_complete`` (last byte
   read; sha256 of the body), ``response_first_byte_sent`` and ``response_sent`` (first/last

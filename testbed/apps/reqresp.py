@@ -7,7 +7,8 @@ bytes; the server reads the whole body, sleeps T, sends M bytes.  The default bo
 
 Modes: ``new`` opens a connection (and TLS session) per request, timing from before
 connect(); ``reuse`` opens one connection and warms it with untimed requests back to back
-until cwnd ≥ 2 × the request's segments, at most ``--warmup`` (logged with ``warmup: true``
+until cwnd ≥ 2 × the request's segments or two warm-up requests take the same time (± 5 %),
+at most ``--warmup`` (logged with ``warmup: true``
 and a ``warmup_done`` event; why this is warm: ``Client.warm_up``), then times each request
 from its write.
 Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
@@ -45,7 +46,7 @@ REPLY_SEED = b"testbed-reply-v1"
 KEEP_LIMIT = 64 * 1000 * 1000  # bodies up to this size are hashed by the server
 SEND_QUEUE_POLL = 0.001        # TCP_INFO poll interval of the send-queue watch (s)
 WRITE_PATTERNS = ("one", "blocks")
-INFINITE_SSTHRESH = 0x7FFFFFFF   # Linux's snd_ssthresh before the first loss (slow start)
+WARM_STEADY = 0.05               # warm-up: two requests within 5 % of each other
 
 
 def write_request(sock: socket.socket, data: bytes, pattern: str = "one") -> int:
@@ -237,9 +238,10 @@ class Client:
     def warm_up(self, limit: int) -> None:
         """Untimed requests back to back until the connection is warm, at most ``limit``.
 
-        Warm: slow start no longer limits a request — TCP_INFO's snd_cwnd ≥ 2 × the request's
-        segments (⌈request / snd_mss⌉), or slow start has ended (a loss set snd_ssthresh, from
-        then on congestion avoidance governs cwnd as it will for the timed requests).  In slow
+        Warm: either TCP_INFO's snd_cwnd ≥ 2 × the request's segments (⌈request / snd_mss⌉:
+        nothing left for slow start to grow into), or the last two warm-up requests took within
+        ``WARM_STEADY`` of each other (the connection's state no longer changes what a request
+        costs, e.g. in congestion avoidance after a loss or HyStart ended slow start).  In slow
         start Linux grows cwnd only while cwnd-limited, up to twice the segments in flight, so
         back-to-back requests reach exactly 2 × request; Linux's restart after an idle period
         longer than the RTO (``tcp_slow_start_after_idle`` = 1, e.g. a think time + RTT above
@@ -247,18 +249,22 @@ class Client:
         connection approaching it from below instead (cwnd/2 + request per request) never gets
         there and pays one more round trip per request.  Logged as ``warmup_done``."""
         need = info = None
-        done = 0
+        took: list[int] = []
+        warm = False
         for w in range(limit):
+            t0 = ev.now()
             self.exchange(f"warmup{w}", warmup=True)
-            done, info = w + 1, tcpinfo.read(self.sock)
+            took.append(ev.now() - t0)
+            info = tcpinfo.read(self.sock)
             need = 2 * -(-(HEADER.size + len(self.body)) // max(info["snd_mss"], 1))
-            if info["snd_cwnd"] >= need or info["snd_ssthresh"] < INFINITE_SSTHRESH:
+            warm = info["snd_cwnd"] >= need or (
+                len(took) >= 2 and abs(took[-1] - took[-2]) <= WARM_STEADY * took[-2])
+            if warm:
                 break
-        self.log.emit(ev.WARMUP_DONE, conn=self.conn, requests=done,
+        self.log.emit(ev.WARMUP_DONE, conn=self.conn, requests=len(took),
                       snd_cwnd=info["snd_cwnd"] if info else None, cwnd_wanted=need,
                       snd_ssthresh=info["snd_ssthresh"] if info else None,
-                      warm=bool(info and (info["snd_cwnd"] >= need
-                                          or info["snd_ssthresh"] < INFINITE_SSTHRESH)))
+                      took_ms=[round(t / 1e6, 3) for t in took], warm=warm)
 
     def run(self, mode: str, requests: int, think: float, warmup: int) -> list[int]:
         if mode == "reuse":
