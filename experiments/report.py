@@ -116,7 +116,8 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
            f"- per run, the topology's own bring-up + teardown (median; 0 when kept up): "
            f"{_num(ov['topology_s_per_run_median'], 2)} s",
            f"- disk per run (median) {_num(ov['disk_mb_per_run_median'], 2)} MB; tcpdump CPU in total "
-           f"{_num(ov['capture_cpu_s_total'], 2)} s", ""]
+           f"{_num(ov['capture_cpu_s_total'], 2)} s; packets the captures dropped in total "
+           f"{ov['capture_dropped_total']}", ""]
     if plots:
         md += ["## Plots", ""] + [f"![{Path(p).stem}]({Path(p).relative_to(out)})" for p in plots
                                   if p.endswith(".png")] + [""]

@@ -17,8 +17,9 @@ p10, p90, p99}``, ``verification`` (per read-back min/median/max or the distinct
 median, ci}, mann_whitney: {u, p}, cliffs_delta}`` (a = first level); ``excluded``: ``{dir,
 level, reason}``; ``fidelity_unverified`` (count), ``degraded_kept`` (dirs); ``overhead``: runs,
 wall_s_per_run_median, kept_topology, bringups, bringup_s_median, topology_s_per_run_median,
-disk_mb_per_run_median, capture_cpu_s_total; ``runs``: one record per scheduled slot (index,
-level, rep, warmup, seed, dir, status, valid, reason, fidelity, metrics, checks, wall_s, …).
+disk_mb_per_run_median, capture_cpu_s_total, capture_dropped_total; ``runs``: one record per
+scheduled slot (index, level, rep, warmup, seed, dir, status, valid, reason, fidelity, metrics,
+checks, wall_s, …).
 CIs are ``[low, high]`` or None (fewer than 2 values).
 """
 from __future__ import annotations
@@ -183,7 +184,9 @@ def summarize(out: str | Path) -> dict:
                      "bringups": len(setups), "bringup_s_median": float(np.median(setups)) if setups else None,
                      "topology_s_per_run_median": _med([r.get("topology_s") for r in done]),
                      "disk_mb_per_run_median": float(np.median([r["disk_mb"] for r in done])) if done else None,
-                     "capture_cpu_s_total": sum(float((r.get("capture") or {}).get("cpu_s", 0) or 0) for r in done)},
+                     "capture_cpu_s_total": sum(float((r.get("capture") or {}).get("cpu_s", 0) or 0) for r in done),
+                     "capture_dropped_total": sum(int((r.get("capture") or {}).get("dropped_by_kernel", 0) or 0)
+                                                  for r in done)},
         "runs": runs,
     }
     (out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str) + "\n")
