@@ -2,19 +2,22 @@
  *
  * Python (forwarder.py) opens the AF_PACKET sockets and the frame logs (header written), then
  * calls tb_run, which returns when SIGTERM or SIGINT arrives (taken from a signalfd while they
- * are blocked in the calling thread).  Per iteration: send every frame due (one send() each,
- * t_sent read just before it), then wait: epoll_pwait2 blocks when nothing is pending, else
- * waits with a nanosecond timeout (an hrtimer, timer slack 1 ns; one system call per wait, no
- * timerfd to re-arm and read) until spin_ns before the next departure, and the last spin_ns are
- * polled (timeout 0) so the timer's wake-up latency does not delay the departure.  Polling is allowed only while the loop has been busy (running, not
- * blocked in epoll_wait) for at most BUSY_SHARE_PCT % of the time: a budget refills at that share
- * of elapsed time (at most BUSY_BURST_NS saved up) and running spends it; once spent, the loop
+ * are blocked in the calling thread).
+ *
+ * Sending: every iteration sends every frame due (one send() each, t_sent read just before it).
+ * Waiting: epoll_pwait2 blocks when nothing is pending, else waits with a nanosecond timeout (an
+ * hrtimer, timer slack 1 ns; one system call per wait) until spin_ns before the next departure;
+ * the last spin_ns are polled (timeout 0) so the timer's wake-up latency does not delay the
+ * departure.  Polling is allowed only while the loop has been busy (running, not blocked in
+ * epoll_pwait2) for at most BUSY_SHARE_PCT % of the time: a budget refills at that share of
+ * elapsed time (at most BUSY_BURST_NS saved up) and running spends it; once spent, the loop
  * sleeps until the timer fires.  Without the bound a SCHED_FIFO loop polling back-to-back
  * departures runs for 950 ms of a second and the kernel's RT throttling then stops it for 50 ms
- * (measured: 46 ms stalls at 333 Mbit/s); it also leaves the endpoints CPU on a 2-core machine.  Reading: recvmmsg in batches of READ_BATCH; arrival = SO_TIMESTAMPNS
- * (CLOCK_REALTIME, converted with the realtime − monotonic offset read per batch), clamped to be
- * nondecreasing and not after the read; the model's verdict at once.  A burst is read at most
- * MAX_READ frames at a time and, once MIN_READ were read, reading stops when a departure is due.
+ * (measured: 46 ms stalls at 333 Mbit/s); it also leaves the endpoints CPU on a 2-core machine.
+ * Reading: recvmmsg in batches of READ_BATCH; arrival = SO_TIMESTAMPNS (CLOCK_REALTIME,
+ * converted with the realtime − monotonic offset read per batch), clamped to be nondecreasing
+ * and not after the read; the model's verdict at once.  A burst is read at most MAX_READ frames
+ * at a time and, once MIN_READ were read, reading stops when a departure is due.
  * Records are the linklog RECORD layout, appended to the log fd in chunks of LOG_CHUNK. */
 #define _GNU_SOURCE
 #include "tbcore.h"
