@@ -38,7 +38,7 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
              and r["metrics"].get(metric) is not None] for lab in labels]
     fig, (box, ecdf) = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
     rng = np.random.default_rng(0)
-    box.boxplot([d or [np.nan] for d in data], showfliers=False)
+    box.boxplot([d or [np.nan] for d in data], showfliers=False, medianprops={"color": "black"})
     box.set_xticks(range(1, len(labels) + 1), [f"{lab}\n(n={len(d)})" for lab, d in zip(labels, data)])
     for i, d in enumerate(data, start=1):
         box.plot(i + rng.uniform(-0.12, 0.12, len(d)), d, "o", ms=4, alpha=0.7, color=f"C{i - 1}")
