@@ -7,13 +7,16 @@ Mode ``new``: a new socket (source port) and transport endpoint per request; ``r
 with ``--warmup`` untimed requests first (so adaptive FEC starts from a measured loss rate).
 
 Events (``eventlog``, one clock): client ``request_issued`` (timing starts), ``first_request_
-byte_sent`` (first datagram of the request handed to the kernel), ``first_response_byte`` (first
+byte_sent`` (logged right after the first datagram went to the kernel), ``first_response_byte`` (first
 symbol of the response arrived), ``last_response_byte`` (response complete); server
 ``request_received`` (first symbol of the request arrived), ``request_complete`` (request
-complete: sha256, symbols, ``decoded``, ``decode_ms``), ``response_first_byte_sent``;
-``transport_stats`` per connection (the endpoint's counters, RTT, loss estimate).  Per-request
-completion = last_response_byte.t − request_issued.t, as for reqresp.  Malformed datagrams are
-counted (``malformed`` in transport_stats) and dropped.
+complete: t = arrival of its last needed symbol; sha256, symbols, ``decoded``, ``decode_ms``),
+``response_first_byte_sent`` (logged at the start of the loop turn after the one that sent it);
+``transport_stats`` per connection (the endpoint's counters, RTT, loss estimate).  Server events
+carry the transport's message id as ``req`` (in mode reuse the warm-up requests count too).  The
+processing time T starts when the request is delivered (after decoding).  Per-request completion
+= last_response_byte.t − request_issued.t, as for reqresp.  Malformed datagrams are counted
+(``malformed`` in transport_stats; from unknown addresses ``unknown_peer_junk``) and dropped.
 
     python -m testbed.apps.udpreq server --listen :5003 --log server.jsonl --fec adaptive
     python -m testbed.apps.udpreq client --server 10.0.0.2:5003 --log client.jsonl --fec adaptive
@@ -87,7 +90,7 @@ def run_server(args: argparse.Namespace) -> int:
                     loop.endpoints[addr].send_message(t, RESPONSE.pack(RESP_MAGIC, msg)
                                                       + payload.body(m, REPLY_SEED))
                     first[addr] = (conn, msg)
-                loop.call_at(e.t + process_us * 1000, reply)
+                loop.call_at(time.monotonic_ns() + process_us * 1000, reply)   # T from delivery
             elif isinstance(e, MessageDelivered):
                 log_stats(log, conn, ep, role="server")
         with sock:
