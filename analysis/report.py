@@ -56,7 +56,8 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     also returns the internal objects
     (packets, flows, directions) under ``"_objects"`` for plotting.  ``link_logs``:
     (header, records) of emulator frame logs (``testbed.emulator.linklog.read_log``);
-    each flow then gets ``link``: per log, packets per verdict and the dropped ones."""
+    each flow then gets ``link``: per log, packets per verdict and the dropped ones (the first
+    200; ``dropped_truncated`` says when there were more)."""
     engine = native.engine(engine)
     pk = pcap.read(path, engine)
     pk.ts_ns, clk = clock.monotonic(pk.ts_ns, path, applog.clock_offset(events or []))
@@ -103,6 +104,7 @@ def _link(j, pk, f, t0, limit: int = 200) -> dict:
         "dropped": [{"t": _rel(int(pk.ts_ns[idx[i]]), t0), "from": "client" if f.fwd[i] else "server",
                      "seq": int(pk.seq[idx[i]]), "payload": int(pk.payload_len[idx[i]]),
                      "verdict": j.verdicts[v[i]]} for i in dropped[:limit]],
+        "dropped_truncated": len(dropped) > limit,
     }
 
 

@@ -58,3 +58,4 @@ def test_report_lists_drops(tmp_path):
     assert link["c2s"]["dropped_queue"] == 1 and link["c2s"]["not_in_log"] == 1
     assert link["dropped"] == [{"t": 0.002, "from": "client", "seq": int(pk.seq[2]),
                                 "payload": 100, "verdict": "dropped_queue"}]
+    assert link["dropped_truncated"] is False
