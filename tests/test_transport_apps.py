@@ -79,3 +79,16 @@ def test_bad_argument_is_one_line_and_exit_2(tmp_path):
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "pacing" in out.stderr
+
+
+def test_ack_every_n_keeps_its_promise_through_the_udp_loop(tmp_path):
+    """One request of 245 source + 8 repair packets, in order on loopback: an ACK per 4 packets,
+    one at once when the 245th completes the message, none for a trailing remainder."""
+    r = execute(SPEC.set("params.ack_policy", "n:4").set("params.requests", 1), tmp_path / "run")
+    stats = [e for e in events(r.dir / "server.jsonl", "transport_stats") if e["conn"] == 0]
+    expected, unacked = 0, 0
+    for i in range(253):
+        unacked += 1
+        if unacked == 4 or i == 244:
+            expected, unacked = expected + 1, 0
+    assert expected == 64 and stats[0]["acks_sent"] == expected
