@@ -51,6 +51,10 @@ def test_reqresp_reuse_keeps_one_connection(tmp_path):
     assert [e["req"] for e in issued] == [0, 1, 2, 3]
     assert all(e.get("warmup") for e in events(log, ev.LAST_RESPONSE_BYTE) if e["req"] == "warmup0")
     assert not any(e["req"] == 0 for e in events(log, ev.TCP_CONNECTED))  # connected before timing
+    conn = events(log, ev.CONN)[0]
+    snap = events(log, ev.SOCKETS_CC)[0]["sockets"]                       # ss -ti at the end
+    mine = [x for x in snap if x["local"] == f"{conn['src']}:{conn['sport']}"]
+    assert mine and mine[0]["cc"] == events(log, ev.FACTORS)[-1]["readback"]["cc"]
 
 
 def test_reqresp_tls13_with_resumption(tmp_path):

@@ -172,9 +172,14 @@ def test_cc_used_parses_ss_and_compares_with_the_namespace_default(tmp_path):
         {"t": 1, "event": "factors", "conn": 0, "side": "client", "readback": {"cc": "cubic"}}) + "\n")
     (tmp_path / "metadata.json").write_text(json.dumps(
         {"hosts": {"client": {"sysctls": {"net.ipv4.tcp_congestion_control": "bbr"}}}}))
+    with open(tmp_path / "client.jsonl", "a") as f:
+        f.write(json.dumps({"t": 2, "event": "sockets_cc", "sockets": socks}) + "\n")
     used = ccusage.cc_used(tmp_path)
     assert used["apps"] == {"client": ["cubic"]} and used["namespace_default"] == {"client": "bbr"}
-    assert used["differs"] == ["client: outside programs would use bbr; the testbed's apps used cubic"]
+    assert used["differs"] == ["client: outside programs would use bbr; the testbed's apps used cubic",
+                               "client: socket 127.0.0.1:45629 → 127.0.0.1:56506 ran bbr",
+                               "client: socket 127.0.0.1:56506 → 127.0.0.1:45629 ran reno"]
+    assert isinstance(ccusage.snapshot(), list)
 
 
 def test_bbr_model_read_with_tcp_cc_info():

@@ -151,6 +151,7 @@ def run_client(args) -> int:
                     got, in_window = receive(sock, duration,
                                              lambda: sockets.reassert_clamp(sock, factors, log, 0))
             t1 = log.emit(ev.BULK_END, conn=0, bytes=got)["t"]
+            log.emit(ev.SOCKETS_CC, sockets=ccusage.snapshot())
         if size and got != size:
             raise AppError(f"transfer incomplete: {got} of {size} bytes")
         total_s = (t1 - t0) / 1e9

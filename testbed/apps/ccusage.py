@@ -4,25 +4,26 @@ The testbed's apps set TCP_CONGESTION on every socket and log what the kernel re
 (``factors`` events, ``readback.cc``); any other program in a namespace (iperf3, curl, a
 browser) gets the namespace's default, ``net.ipv4.tcp_congestion_control`` (recorded for every
 host in ``metadata.json``), unless it sets its own — which ``ss -ti`` run inside the namespace
-while it is connected shows (:func:`ss_sockets`).  The reqresp and bulk clients print
-:func:`note` when the two differ.
+while it is connected shows.  The reqresp and bulk clients print :func:`note` when the two
+differ, and log a ``sockets_cc`` event (:func:`snapshot`: every TCP socket of their namespace
+and its congestion control, outside programs' included) when their transfers are done.
 
 :func:`cc_used` puts both together for a run directory::
 
     {"apps": {"client": ["cubic"], "cgw": ["bbr", "cubic"], ...},     # per event log
      "namespace_default": {"client": "bbr", "server": "bbr", ...},    # per host
-     "sockets": {"client": [{"local": ..., "peer": ..., "cc": "bbr"}, ...]},  # ss snapshots, if any
+     "sockets": {"client": [{"local": ..., "peer": ..., "cc": "bbr"}, ...]},  # sockets_cc events
      "differs": ["client: outside programs would use bbr; the testbed's apps used cubic", ...]}
 """
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 DEFAULT_CC_PATH = Path("/proc/sys/net/ipv4/tcp_congestion_control")   # per network namespace
-SS_FILE = "ss.json"            # {host: [socket, ...]} written by whoever took the snapshots
 _CC_WORDS = ("reno", "cubic", "bbr", "bbr2", "bbr3", "htcp", "vegas", "westwood", "dctcp",
              "bic", "highspeed", "hybla", "illinois", "lp", "nv", "scalable", "veno", "yeah", "cdg")
 
@@ -63,32 +64,40 @@ def parse_ss(text: str) -> list[dict]:
     return out
 
 
-def ss_sockets(run: Callable[[list[str]], str]) -> list[dict]:
-    """TCP sockets of one namespace with their congestion control; ``run(argv)`` runs a
-    command there and returns its stdout (e.g. ``lambda a: tb.run(host, a).stdout``)."""
-    return parse_ss(run(["ss", "-tinH"]))
+def snapshot() -> list[dict]:
+    """Every TCP socket of this namespace with its congestion control (``ss -tinH``; empty
+    when ss is missing or fails)."""
+    try:
+        out = subprocess.run(["ss", "-tinH"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_ss(out.stdout) if out.returncode == 0 else []
 
 
 def cc_used(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     apps: dict[str, list[str]] = {}
+    sockets: dict[str, list[dict]] = {}
     for log in sorted(run_dir.glob("*.jsonl")):
         seen = set()
         for line in log.read_text(errors="replace").splitlines():
-            if '"factors"' not in line:
+            if '"factors"' not in line and '"sockets_cc"' not in line:
                 continue
             e = json.loads(line)
             cc = (e.get("readback") or {}).get("cc")
             if e.get("event") == "factors" and cc and e.get("side") != "listener":
                 seen.add(cc)
+            elif e.get("event") == "sockets_cc":
+                sockets.setdefault(log.stem, []).extend(e.get("sockets", []))
         if seen:
             apps[log.stem] = sorted(seen)
     meta = run_dir / "metadata.json"
     hosts = json.loads(meta.read_text()).get("hosts", {}) if meta.exists() else {}
     default = {h: (v.get("sysctls") or {}).get("net.ipv4.tcp_congestion_control")
                for h, v in hosts.items()}
-    ss = run_dir / SS_FILE
-    sockets = json.loads(ss.read_text()) if ss.exists() else {}
     differs = [f"{h}: outside programs would use {d}; the testbed's apps used {', '.join(apps[h])}"
                for h, d in sorted(default.items()) if d and h in apps and apps[h] != [d]]
+    differs += [f"{h}: socket {x['local']} → {x['peer']} ran {x['cc']}"
+                for h, socks in sorted(sockets.items()) for x in socks
+                if x.get("cc") and h in apps and x["cc"] not in apps[h]]
     return {"apps": apps, "namespace_default": default, "sockets": sockets, "differs": differs}

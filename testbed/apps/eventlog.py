@@ -47,6 +47,8 @@ Event names (analysis joins on these; all times are when the app observed the ev
   (``reason``), the gateway keeps serving the others.
 * ``transport_stats``: the UDP transport's counters of one connection (``testbed.transport``:
   packets, source/repair, retransmitted, lost, malformed, ACKs, RTT, loss estimate).
+* ``sockets_cc``: every TCP socket of the app's namespace with its congestion control (``ss -ti``,
+  outside programs' sockets included), taken by the clients when their transfers are done.
 * ``summary``: per-run figures computed by the app from its own events.
 * ``error``: what went wrong (the process then exits non-zero).
 """
@@ -98,6 +100,7 @@ STREAM_CLOSE = "stream_close"
 STREAM_CONNECTED = "stream_connected"
 STREAM_RESET = "stream_reset"
 TRANSPORT_STATS = "transport_stats"
+SOCKETS_CC = "sockets_cc"
 SUMMARY = "summary"
 ERROR = "error"
 

@@ -278,6 +278,7 @@ class Client:
                 if k:
                     time.sleep(think)
                 times.append(self.request(k, mode))
+            self.log.emit(ev.SOCKETS_CC, sockets=ccusage.snapshot())
         finally:
             self.close()
         return times
