@@ -118,3 +118,15 @@ def test_topo_up_exec_runs_iperf3_and_saves_output(tmp_path):
     assert client["start"]["connected"][0]["remote_host"] == "10.0.0.2"   # {server} substituted
     assert 0 < client["end"]["sum_received"]["bits_per_second"] <= 50e6 * 1.01
     assert (run_dir / "exec-0-server.stdout").exists()
+
+
+@pytest.mark.root
+def test_run_uses_the_topologys_roles(tmp_path):
+    """wifi's client is `station`: no --client-host needed."""
+    out = run_testbed("run", "bulk", "--topo", "wifi", "--size", "200KB", "--capture", "none",
+                      "--results", str(tmp_path), "--json", timeout=120)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert printed["status"] == "complete" and 0 < printed["metrics"]["goodput_mbps"] < 54
+    manifest = json.loads((tmp_path / printed["run_id"] / "manifest.json").read_text())
+    assert manifest["roles"] == {"client": "station", "server": "server"}
