@@ -45,16 +45,18 @@ class FecPolicy:
     def parse(cls, text: str) -> "FecPolicy":
         """'off' | 'fixed:R' | 'adaptive' | 'adaptive:TARGET'."""
         mode, _, value = text.partition(":")
-        try:
-            if mode == "off" and not value:
-                return cls()
-            if mode == "fixed":
-                return cls("fixed", repair=int(value))
-            if mode == "adaptive":
-                return cls("adaptive", target=float(value) if value else 0.999)
-        except ValueError as exc:
-            if "must be" in str(exc) or "negative" in str(exc):
-                raise
+        number = None
+        if value:
+            try:
+                number = int(value) if mode == "fixed" else float(value)
+            except ValueError:
+                pass
+        if mode == "off" and not value:
+            return cls()
+        if mode == "fixed" and number is not None:
+            return cls("fixed", repair=number)
+        if mode == "adaptive" and (number is not None or not value):
+            return cls("adaptive", target=0.999 if number is None else number)
         raise ValueError(f"bad FEC setting {text!r}; use off, fixed:R (R repair symbols per "
                          "message) or adaptive[:TARGET] (e.g. adaptive:0.999)")
 
