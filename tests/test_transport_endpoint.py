@@ -151,3 +151,12 @@ def test_long_connection_keeps_bounded_state_and_delivers_each_message_once(monk
             sim.run(stop=lambda: not c.busy)
     assert sorted(got) == list(range(n))
     assert not c._out and len(s._done) <= 2 * KEEP_DONE
+
+
+@pytest.mark.parametrize("fec", ["off", "adaptive", "fixed:10"])
+@pytest.mark.parametrize("ack", ["n:4", "t:10ms", "n:8,t:5ms"])
+@pytest.mark.parametrize("pacing", ["rate:333mbit", "estimate"])
+def test_every_combination_delivers_over_loss_both_ways(fec, ack, pacing):
+    cfg = TransportConfig.from_factors(fec=fec, ack=ack, pacing=pacing, loss_prior="14%")
+    t, rx, c, s, _ = request(cfg, link("14%", seed=7), link("5%", seed=8))
+    assert t > 200 * MS
