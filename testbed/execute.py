@@ -219,7 +219,8 @@ def _start_relay(tb, params, spec: RunSpec, result: RunResult, started: list) ->
     tunnel = ["--sndbuf", buffers, "--rcvbuf", buffers, "--cc", params.tunnel_cc]
     flush = factors.host_fields(spec.host)["flush_metrics"]
     for host, peer in ((cgw, sgw_ip), (sgw, cgw_tunnel_ip)):
-        h = HostFactors(peer, False, params.tunnel_initcwnd, params.tunnel_initcwnd, False, flush)
+        h = HostFactors(peer, initcwnd=params.tunnel_initcwnd, initrwnd=params.tunnel_initcwnd,
+                        slow_start_after_idle=False, flush_metrics=flush)
         result.checks["host_factors"][host] = _host_apply(tb, host, h)
     sargv = PY + ["testbed.apps.relay", "server-gw", "--listen", f"0.0.0.0:{TUNNEL_PORT}",
                   "--log", str(out / "sgw.jsonl"), *tunnel]

@@ -238,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         ssai = None if args.slow_start_after_idle is None else bool(args.slow_start_after_idle)
-        result = apply_host(HostFactors(args.peer, args.quickack, args.initcwnd, args.initrwnd,
-                                        ssai, not args.keep_metrics))
+        result = apply_host(HostFactors(args.peer, quickack=args.quickack, initcwnd=args.initcwnd,
+                                        initrwnd=args.initrwnd, slow_start_after_idle=ssai,
+                                        flush_metrics=not args.keep_metrics))
         json.dump(result, sys.stdout)
         print()
         return 0
