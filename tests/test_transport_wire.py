@@ -12,7 +12,9 @@ def test_symbol_and_ack_round_trip():
     p = wire.SymbolPacket(7, True, 3, 354_640, 2, 250, bytes(range(256)) * 5 + b"x" * 168, True)
     data = wire.encode_symbol(p)
     assert len(data) == wire.SYMBOL_OVERHEAD + wire.SYMBOL == 1467
-    assert wire.parse(data) == p
+    got = wire.parse(data)
+    assert got._replace(raptorq_packet=b"") == p
+    assert got.raptorq_packet == (250).to_bytes(4, "big") + p.symbol      # SBN 0, ESI 250
     a = wire.AckPacket(9, 1234, ((3, 0), (4, 17)), ((100, 90), (80, 0)))
     assert wire.parse(wire.encode_ack(a)) == a
 

@@ -65,7 +65,7 @@ class MessageDelivered:
     rounds: int                 # highest round number sent
 
 
-@dataclass
+@dataclass(slots=True)
 class _Sent:
     pn: int
     t: int

@@ -24,7 +24,7 @@ first, at most ``MAX_RANGES``.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = 0xFC
 SOURCE, REPAIR, ACK = 1, 2, 3
@@ -41,14 +41,14 @@ ACKHDR = struct.Struct("!IB")
 STATUS = struct.Struct("!IH")
 RANGE = struct.Struct("!II")
 SYMBOL_OVERHEAD = HEADER.size + SYMHDR.size + PAYLOAD_ID.size
+_SYMBOL_HEAD = struct.Struct("!BBIBIII")                 # HEADER + SYMHDR + PAYLOAD_ID in one
 
 
 class Malformed(ValueError):
     """A datagram that is not a well-formed packet of this transport."""
 
 
-@dataclass(frozen=True)
-class SymbolPacket:
+class SymbolPacket(NamedTuple):          # a NamedTuple: built once per packet, on the hot path
     pn: int
     repair: bool
     msg: int
@@ -57,15 +57,10 @@ class SymbolPacket:
     esi: int
     symbol: bytes            # SYMBOL bytes
     ack_now: bool = False
-
-    @property
-    def raptorq_packet(self) -> bytes:
-        """RaptorQ's serialized packet (payload id + symbol), as its Decoder takes it."""
-        return PAYLOAD_ID.pack(self.esi) + self.symbol
+    raptorq_packet: bytes = b""   # parse: payload id + symbol, as RaptorQ's Decoder takes it
 
 
-@dataclass(frozen=True)
-class AckPacket:
+class AckPacket(NamedTuple):
     pn: int
     ack_delay_us: int
     status: tuple[tuple[int, int], ...]        # (msg, need)
@@ -79,8 +74,7 @@ def k_of(length: int) -> int:
 
 def encode_symbol(p: SymbolPacket) -> bytes:
     kind = (REPAIR if p.repair else SOURCE) | (ACK_NOW if p.ack_now else 0)
-    return (HEADER.pack(MAGIC, kind, p.pn) + SYMHDR.pack(p.round, p.msg, p.length)
-            + PAYLOAD_ID.pack(p.esi) + p.symbol)
+    return _SYMBOL_HEAD.pack(MAGIC, kind, p.pn, p.round, p.msg, p.length, p.esi) + p.symbol
 
 
 def encode_ack(a: AckPacket) -> bytes:
@@ -110,8 +104,8 @@ def parse(data: bytes) -> SymbolPacket | AckPacket:
         esi, k = pid & 0xFFFFFF, k_of(length)
         if (esi < k) == (ptype == REPAIR):
             raise Malformed(f"ESI {esi} with k={k} contradicts packet type {TYPE_NAMES[ptype]}")
-        return SymbolPacket(pn, ptype == REPAIR, msg, length, rnd, esi,
-                            bytes(data[SYMBOL_OVERHEAD:]), ack_now)
+        rq = bytes(data[HEADER.size + SYMHDR.size:])
+        return SymbolPacket(pn, ptype == REPAIR, msg, length, rnd, esi, rq[PAYLOAD_ID.size:], ack_now, rq)
     if ptype == ACK:
         off = HEADER.size
         try:
