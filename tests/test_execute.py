@@ -128,3 +128,13 @@ def test_runs_on_a_testbed_that_is_already_up(tmp_path):
         assert r.checks["host_factors"]["client"]["initcwnd"] == iw    # the route was replaced
         assert r.checks["first_flight_segments"] == flight   # 20,020 B = 14 segments; iw 10 holds 10
         assert (r.dir / "pcap" / "client-client-eth0.pcap").exists()
+
+
+@pytest.mark.root
+def test_discarded_pcaps_still_give_metrics(tmp_path):
+    spec = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
+                   params={"size": "20000"}, capture=CaptureSpec(("client",), keep=False))
+    r = execute(spec, tmp_path / "r")
+    assert r.metrics["handshake_ms"] and r.metrics["max_in_flight_bytes"] > 0
+    assert not list((r.dir / "pcap").glob("*.pcap")) and not r.files_of("pcap")
+    assert load_run(r.dir).metrics == r.metrics
