@@ -337,7 +337,8 @@ def _fidelity(metadata: dict) -> dict:
     without a summary: loopback, a testbed shared between runs, or a backend without one)."""
     from .emulator import fidelity
     summary = metadata.get("backend_summary")
-    return {"backend": metadata.get("backend"), **fidelity.verdict(summary, metadata.get("links"))}
+    return {"backend": metadata.get("backend"), "engine": (summary or {}).get("engine"),
+            **fidelity.verdict(summary, metadata.get("links"))}
 
 
 KINDS = (("manifest.json", "manifest"), ("metadata.json", "metadata"), (".pcap", "pcap"),
