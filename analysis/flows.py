@@ -56,6 +56,8 @@ def split(pk: Packets, protos=(TCP, UDP)) -> list[Flow]:
     if len(sel) == 0:
         return []
     whole = len(sel) == len(pk)
+    if _one_flow(pk, sel if not whole else None):
+        return [_make(pk, sel)]
     # a capture's packets come in runs of one flow: compare each packet's key with the
     # previous one's column by column, then sort only the first key of each run
     head = np.zeros(len(sel), bool)
@@ -73,6 +75,19 @@ def split(pk: Packets, protos=(TCP, UDP)) -> list[Flow]:
     order = np.argsort(inverse, kind="stable")
     groups = np.split(sel[order], np.cumsum(np.bincount(inverse))[:-1])
     return [_make(pk, groups[g]) for g in np.argsort(first, kind="stable")]
+
+
+def _one_flow(pk: Packets, sel) -> bool:
+    """True when every packet (of ``sel``) has the endpoints of the first one, either way
+    round: the common capture of one connection, told without sorting."""
+    take = (lambda v: v) if sel is None else (lambda v: v[sel])  # noqa: E731
+    a, b = take(pk.src).view(np.uint64), take(pk.dst).view(np.uint64)
+    ap, bp, proto = take(pk.sport), take(pk.dport), take(pk.proto)
+
+    def at(x, y, px, py):        # endpoints (x, px) -> (y, py) equal the first packet's
+        return ((x[:, 0] == a[0, 0]) & (x[:, 1] == a[0, 1]) & (y[:, 0] == b[0, 0])
+                & (y[:, 1] == b[0, 1]) & (px == ap[0]) & (py == bp[0]))
+    return bool(((at(a, b, ap, bp) | at(b, a, bp, ap)) & (proto == proto[0])).all())
 
 
 def _key_columns(pk: Packets, sel):

@@ -50,8 +50,10 @@ def unwrap32(values: np.ndarray, ref: int) -> np.ndarray:
     d = np.where(d >= TWO32 // 2, d - TWO32, d) if len(d) and d[0] >= TWO32 // 2 else d
     if len(d) > 1:
         step = np.diff(d)
-        fix = np.cumsum(np.where(step < -TWO32 // 2, TWO32, 0) - np.where(step > TWO32 // 2, TWO32, 0))
-        d = d + np.concatenate([[0], fix])
+        if ((step < -TWO32 // 2) | (step > TWO32 // 2)).any():      # at least one wrap
+            fix = np.cumsum(np.where(step < -TWO32 // 2, TWO32, 0)
+                            - np.where(step > TWO32 // 2, TWO32, 0))
+            d = d + np.concatenate([[0], fix])
     return d
 
 
