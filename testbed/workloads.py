@@ -262,7 +262,7 @@ def from_args(args: argparse.Namespace, params: type) -> dict[str, Any]:
 # --- registry -----------------------------------------------------------------------------------
 
 WORKLOADS: dict[str, Workload] = {}
-PLUGINS: tuple[str, ...] = ("testbed.transport.workload",)   # modules calling register_workload
+PLUGINS: tuple[str, ...] = ("testbed.transport.workload", "testbed.apps.streamsworkload")   # modules calling register_workload
 
 
 # ``testbed run`` options every workload shares (testbed/apps/cli.py); factor names are taken too

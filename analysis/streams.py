@@ -1,0 +1,219 @@
+"""Head-of-line waiting of the ``streams`` workload (C8), from the receiver's records.
+
+Per frame (audio chunk or image frame) of the client's ``stream_chunk`` events:
+
+* ``delivered``: the event's time — the frame was handed to the application.
+* ``complete``: the first time every byte of the frame had arrived at the receiver, in any
+  order.  TCP: from the client's capture (``pcap/<client host>-*.pcap``, the server→client
+  segments of the logged connection; byte offset = sequence number − ISN − 1 of the server's
+  SYN-ACK; capture time on CLOCK_MONOTONIC via ``analysis.clock``).  QUIC: from the client's
+  qlog (received STREAM frames of the frame's stream: offset, length; the qlog's
+  ``time.time()`` stamps moved to CLOCK_MONOTONIC with the client log's ``clock`` offset).
+* ``stream_ready``: the latest ``complete`` among this frame and the earlier frames of the same
+  kind — when per-kind (per-stream) in-order delivery could have handed it over.
+* ``hol_wait`` = delivered − complete; ``cross_wait`` = delivered − stream_ready: the wait
+  caused by *other* streams' missing bytes (TCP's connection-wide order; ~0 for QUIC).
+* audio chunk i is ``on_time`` when delivered ≤ session start + deadline + i·tau (the server's
+  ``streams_session`` event; both logs on one clock).
+
+``image_gaps``: intervals [open, close) during which the image's bytes had a hole: some image
+byte had arrived beyond the in-order prefix of the image's bytes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import applog
+
+
+def covered_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int | None:
+    """The first time at which the arrivals (time, [start, end)) cover [lo, hi); None if never."""
+    m = (end > lo) & (start < hi)
+    idx = np.flatnonzero(m)
+    idx = idx[np.argsort(t[idx], kind="stable")]
+    have: list[list[int]] = []
+    for i in idx:
+        have.append([max(int(start[i]), lo), min(int(end[i]), hi)])
+        have.sort()
+        reach = lo
+        for a, b in have:
+            if a > reach:
+                break
+            reach = max(reach, b)
+        if reach >= hi:
+            return int(t[i])
+    return None
+
+
+def gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, ranges: list[tuple[int, int]] | None = None
+         ) -> list[tuple[int, int | None]]:
+    """[open, close) intervals during which bytes had arrived beyond the in-order prefix.
+    ``ranges``: count only bytes inside these byte ranges (the image's frames on a TCP
+    connection); None: all."""
+    if ranges is not None:
+        keep = sorted(ranges)
+        segs = []
+        for ti, s, e in zip(t, start, end):
+            segs += [(int(ti), max(int(s), a), min(int(e), b)) for a, b in keep if s < b and e > a]
+        order = _remap(keep)
+        segs = [(ti, order(s), order(e - 1) + 1) for ti, s, e in segs]
+    else:
+        segs = [(int(ti), int(s), int(e)) for ti, s, e in zip(t, start, end)]
+    segs.sort()
+    have: list[tuple[int, int]] = []
+    out: list[tuple[int, int | None]] = []
+    opened = None
+    for ti, s, e in segs:
+        have.append((s, e))
+        have.sort()
+        prefix, top = 0, max(b for _, b in have)
+        for a, b in have:
+            if a > prefix:
+                break
+            prefix = max(prefix, b)
+        if prefix < top and opened is None:
+            opened = ti
+        elif prefix >= top and opened is not None:
+            out.append((opened, ti))
+            opened = None
+    if opened is not None:
+        out.append((opened, None))
+    return out
+
+
+def _remap(ranges: list[tuple[int, int]]):
+    """Offsets inside ``ranges`` → offsets in their concatenation."""
+    starts = np.array([a for a, _ in ranges])
+    before = np.concatenate([[0], np.cumsum([b - a for a, b in ranges])[:-1]])
+    return lambda x: int(before[np.searchsorted(starts, x, side="right") - 1] + x
+                         - starts[np.searchsorted(starts, x, side="right") - 1])
+
+
+def tcp_arrivals(pcap: Path, conn: dict, offset_ns: int | None):
+    """(t, start, end) of the server→client payload of the logged connection in ``pcap``."""
+    from . import clock, pcap as pcapmod
+    p = pcapmod.read(pcap)
+    ip = lambda a: np.array([pcapmod.format_addr(x) for x in a])        # noqa: E731
+    m = (p.proto == pcapmod.TCP) & (p.sport == conn["dport"]) & (p.dport == conn["sport"])
+    p = p.select(m)
+    if len(p) == 0:
+        return None
+    src = ip(p.src)
+    p = p.select(np.char.endswith(src.astype(str), conn["dst"]))
+    synack = np.flatnonzero((p.flags & pcapmod.SYN) != 0)
+    if len(synack) == 0:
+        raise ValueError(f"{pcap}: no SYN-ACK of the server → client connection")
+    isn = int(p.seq[synack[0]])
+    data = p.payload_len > 0
+    start = ((p.seq[data].astype(np.int64) - isn - 1) % (1 << 32))
+    t, _ = clock.monotonic(p.ts_ns[data].astype(np.int64), pcap, offset_ns)
+    return t, start, start + p.payload_len[data].astype(np.int64)
+
+
+def quic_arrivals(qlog_dir: Path, offset_ns: int | None):
+    """{stream id: (t, start, end)} of the STREAM frames the client's qlog received."""
+    from . import qlog
+    files = sorted(qlog_dir.glob("*.qlog"))
+    if not files:
+        return None
+    out: dict = {}
+    for trace in qlog.load(files[0], offset_ns or 0):
+        f = trace.frames[~trace.frames["sent"]]
+        for sid in np.unique(f["stream"]):
+            g = f[f["stream"] == sid]
+            out[int(sid)] = (g["t_ns"], g["offset"], g["offset"] + g["length"])
+    return out
+
+
+def frames(run_dir: Path, port: int) -> tuple[list[dict], dict]:
+    """Per-frame records (see the module docstring) and the server's session event."""
+    run_dir = Path(run_dir)
+    client = applog.load(run_dir / "client.jsonl")
+    server = applog.load(run_dir / "server.jsonl")
+    session = next((e for e in server if e["event"] == "streams_session"), None)
+    if session is None:
+        raise ValueError(f"{run_dir}: the server log has no streams_session event")
+    offset = applog.clock_offset(client)
+    chunks = [e for e in client if e["event"] == "stream_chunk"]
+    conn = next((e for e in client if e["event"] == "conn"), None)
+    arrivals: dict = {}
+    if session["transport"] == "tcp":
+        role = _client_host(run_dir)
+        for pcap in sorted((run_dir / "pcap").glob(f"{role}-*.pcap")) if conn else ():
+            got = tcp_arrivals(pcap, conn, offset)
+            if got is not None:
+                arrivals = {0: got}
+                break
+    else:
+        arrivals = quic_arrivals(run_dir / "client.qlog", offset) or {}
+    out = []
+    ready: dict[str, int] = {}
+    for e in sorted(chunks, key=lambda e: (e["kind"], e["seq"])):
+        arr = arrivals.get(e["stream"])
+        complete = covered_at(*arr, e["start"], e["end"]) if arr is not None else None
+        rec = {"kind": e["kind"], "seq": e["seq"], "stream": e["stream"], "start": e["start"],
+               "end": e["end"], "delivered": e["t"], "complete": complete}
+        if complete is not None:
+            ready[e["kind"]] = max(ready.get(e["kind"], complete), complete)
+            rec["stream_ready"] = ready[e["kind"]]
+            rec["hol_wait_ms"] = (e["t"] - complete) / 1e6
+            rec["cross_wait_ms"] = (e["t"] - ready[e["kind"]]) / 1e6
+        if e["kind"] == "audio":
+            rec["due"] = session["t"] + session["deadline_ns"] + e["seq"] * session["tau_ns"]
+            rec["on_time"] = e["t"] <= rec["due"]
+        out.append(rec)
+    session["image_gaps"] = _image_gaps(out, arrivals, session["transport"])
+    return out, session
+
+
+def _image_gaps(recs, arrivals, transport) -> list:
+    image = [r for r in recs if r["kind"] == "image"]
+    if not image or not arrivals:
+        return []
+    sid = image[0]["stream"]
+    if sid not in arrivals:
+        return []
+    ranges = [(r["start"], r["end"]) for r in image] if transport == "tcp" else None
+    return gaps(*arrivals[sid], ranges)
+
+
+def _client_host(run_dir: Path) -> str:
+    import json
+    manifest = run_dir / "manifest.json"
+    if manifest.exists():
+        return json.loads(manifest.read_text()).get("roles", {}).get("client", "client")
+    return "client"
+
+
+def run_metrics(run_dir: Path, port: int) -> dict:
+    recs, session = frames(run_dir, port)
+    t0 = session["t"]
+    audio = [r for r in recs if r["kind"] == "audio"]
+    image = [r for r in recs if r["kind"] == "image"]
+    ms = lambda t: None if t is None else round((t - t0) / 1e6, 3)      # noqa: E731
+    known = [r for r in audio if "cross_wait_ms" in r]
+    gaps_ = session["image_gaps"]
+    during = [r for r in known if any(a <= r["stream_ready"] < (b if b is not None else 1 << 62)
+                                      for a, b in gaps_)]
+    metrics = {
+        "audio_on_time": sum(r["on_time"] for r in audio),
+        "audio_chunks": len(audio),
+        "audio_done_ms": ms(max((r["delivered"] for r in audio), default=None)),
+        "image_done_ms": ms(max((r["delivered"] for r in image), default=None)),
+        "audio_delivered_ms": [ms(r["delivered"]) for r in audio],
+        "audio_complete_ms": [ms(r["complete"]) for r in audio],
+        "audio_cross_wait_ms": [round(r["cross_wait_ms"], 3) for r in known],
+        "audio_cross_wait_max_ms": max((r["cross_wait_ms"] for r in known), default=None),
+        "audio_ready_in_image_gap": len(during),
+        "audio_ready_in_image_gap_delivered_before_repair": sum(
+            1 for r in during for a, b in gaps_ if a <= r["stream_ready"] and (b is None or r["delivered"] < b)
+            and r["stream_ready"] < (b if b is not None else 1 << 62)),
+        "image_gaps": len(gaps_),
+        "image_gap_ms": [[ms(a), ms(b)] for a, b in gaps_],
+    }
+    checks = {"transport": session["transport"], "schedule": session["schedule"],
+              "complete_from": ("capture" if session["transport"] == "tcp" else "qlog")
+              if len(known) == len(audio) and audio else "missing"}
+    return {"metrics": metrics, "checks": checks}

@@ -1,0 +1,61 @@
+"""The ``streams`` workload record (C8): audio chunks and a large image on one connection,
+over TCP (one framed, multiplexed byte stream: connection-wide order) or QUIC (aioquic, one
+stream per kind: per-stream order).  App: ``testbed/apps/streams.py``; metrics:
+``analysis/streams.py``.  Registered in ``testbed.workloads`` (listed in its PLUGINS).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..workloads import Workload, param, register_workload
+
+STREAMS_PORT = 5004
+
+
+@dataclass(frozen=True)
+class StreamsParams:
+    transport: str = param("tcp", "tcp: HTTP/2-like frames on one TCP connection; quic: one QUIC "
+                           "stream per kind (aioquic; qlog and TLS key log in the run directory)",
+                           side="both", choices=("tcp", "quic"))
+    schedule: str = param("fifo", "sender order: fifo (ready order; the image is queued first) or "
+                          "priority (a ready audio chunk before any image frame)", side="server",
+                          choices=("fifo", "priority"))
+    image: str = param("1MB", "image size", side="both", unit="size")
+    frame: str = param("16KB", "image frame size (at most 65535 B)", side="server", unit="size")
+    chunks: int = param(8, "audio chunks", side="both")
+    chunk_bytes: str = param("960", "bytes per audio chunk (C9: 20 ms of 24 kHz 16-bit PCM)",
+                             side="both", unit="size")
+    tau: str = param("20ms", "audio chunk duration: chunk i is ready at audio_start + i·tau",
+                     side="server", unit="time")
+    audio_start: str = param("0", "when the first audio chunk is ready, from the session start",
+                             side="server", unit="time")
+    deadline: str = param("400ms", "chunk i is due at the receiver at deadline + i·tau from the "
+                          "session start", side="server", unit="time")
+    lowat: str = param("16KB", "unsent bytes the sender lets the transport hold (TCP_NOTSENT_LOWAT; "
+                       "QUIC: aioquic's unsent stream bytes), so the app's schedule decides the order",
+                       side="server", unit="size")
+
+    def validate(self) -> None:
+        from ..units import parse_size
+        if self.chunks < 0:
+            raise ValueError(f"chunks {self.chunks} must be >= 0")
+        for name in ("frame", "chunk_bytes"):
+            if not 1 <= parse_size(getattr(self, name)) <= 65535:
+                raise ValueError(f"{name} {getattr(self, name)} must be 1..65535 bytes")
+
+
+def _check(p: StreamsParams, spec, topo) -> None:
+    if p.transport == "quic" and spec.socket:
+        raise UsageError(f"streams over QUIC: TCP socket factors ({', '.join(spec.socket)}) do not apply")
+
+
+def _metrics(run_dir: Path) -> dict:
+    from analysis.streams import run_metrics
+    return run_metrics(run_dir, STREAMS_PORT)
+
+
+STREAMS = register_workload(Workload(
+    "streams", "audio chunks and an image on one connection: TCP-multiplexed vs QUIC streams (C8)",
+    "testbed.apps.streams", StreamsParams, STREAMS_PORT, metrics=_metrics, check=_check))
