@@ -59,3 +59,25 @@ def _metrics(run_dir: Path) -> dict:
 STREAMS = register_workload(Workload(
     "streams", "audio chunks and an image on one connection: TCP-multiplexed vs QUIC streams (C8)",
     "testbed.apps.streams", StreamsParams, STREAMS_PORT, metrics=_metrics, check=_check))
+
+
+def _check_air(p, spec, topo) -> None:
+    if not any(info.get("medium") is not None for info in topo.named.values()):
+        raise UsageError(f"airbulk accounts the airtime of a shared medium; topology "
+                         f"{spec.topology!r} has none (use --topo wifi)")
+
+
+def _air_metrics(run_dir: Path) -> dict:
+    from analysis.airtime import run_metrics
+    return run_metrics(run_dir)
+
+
+def _bulk_params():
+    from ..workloads import BulkParams
+    return BulkParams
+
+
+AIRBULK = register_workload(Workload(
+    "airbulk", "bulk transfer on a shared air interface, with data/ACK airtime from the frame "
+    "logs next to the C10 model (topology wifi, userspace backend)", "testbed.apps.bulk",
+    _bulk_params(), 5001, metrics=_air_metrics, check=_check_air))
