@@ -81,3 +81,63 @@ AIRBULK = register_workload(Workload(
     "airbulk", "bulk transfer on a shared air interface, with data/ACK airtime from the frame "
     "logs next to the C10 model (topology wifi, userspace backend)", "testbed.apps.bulk",
     _bulk_params(), 5001, metrics=_air_metrics, check=_check_air))
+
+
+@dataclass(frozen=True)
+class MultipathParams:
+    mode: str = param("split", "single: one connection on the first path; split: one connection "
+                      "per path, bytes in proportion to weights; mptcp: one MPTCP connection",
+                      side="both", choices=("single", "split", "mptcp"))
+    size: str = param("30MB", "bytes to upload S", unit="size")
+    paths: str = param("10.0.1.1,10.0.2.1", "client source address of each path (topology dualpath)")
+    weights: str = param("20mbit,10mbit", "split: configured rate of each path (the topology's "
+                         "rate1,rate2); path i gets S·w_i/Σw")
+
+    def validate(self) -> None:
+        from ..units import parse_rate
+        if len([a for a in self.paths.split(",") if a]) < 1 + (self.mode != "single"):
+            raise ValueError(f"paths {self.paths!r}: mode {self.mode} needs two addresses")
+        if self.mode == "split":
+            weights = [parse_rate(w) for w in self.weights.split(",")]
+            if len(weights) != len(self.paths.split(",")) or min(weights) <= 0:
+                raise ValueError(f"weights {self.weights!r}: one positive rate per path")
+
+
+@dataclass(frozen=True)
+class DuplicateParams:
+    mode: str = param("duplicate", "single: each chunk on the first path; duplicate: on every path",
+                      choices=("single", "duplicate"))
+    chunks: int = param(50, "audio chunks")
+    chunk_bytes: str = param("640", "bytes per chunk (C11: 640)", unit="size")
+    tau: str = param("20ms", "one chunk every tau", unit="time")
+    paths: str = param("10.0.1.1,10.0.2.1", "client source address of each path (topology dualpath)")
+    linger: str = param("500ms", "wait after the last chunk before exiting", unit="time")
+
+    def validate(self) -> None:
+        if self.chunks < 1:
+            raise ValueError(f"chunks {self.chunks} must be >= 1")
+
+
+def _needs_paths(p, spec, topo) -> None:
+    hosts = set(topo.hosts())
+    if spec.topology != "dualpath" and "gw" not in hosts:
+        raise UsageError(f"{spec.workload} needs two access paths (topology dualpath), not "
+                         f"{spec.topology!r}")
+
+
+def _multipath_metrics(run_dir: Path) -> dict:
+    from analysis.multipath import run_metrics
+    return run_metrics(run_dir)
+
+
+def _duplicate_metrics(run_dir: Path) -> dict:
+    from analysis.multipath import duplicate_metrics
+    return duplicate_metrics(run_dir)
+
+
+MULTIPATH = register_workload(Workload(
+    "multipath", "upload over one path, split over two connections, or MPTCP (C11, dualpath)",
+    "testbed.apps.multipath", MultipathParams, 5005, metrics=_multipath_metrics, check=_needs_paths))
+DUPLICATE = register_workload(Workload(
+    "duplicate", "audio chunks on one path or duplicated on both, first copy wins (C11, dualpath)",
+    "testbed.apps.duplicate", DuplicateParams, 5006, metrics=_duplicate_metrics, check=_needs_paths))

@@ -1,0 +1,91 @@
+"""Two access paths (C11): completion of a split / MPTCP upload, the bytes each path carried in
+the client's capture, and the delivery of duplicated audio chunks.
+
+``multipath`` run metrics:
+
+* ``completion_s``: client ``transfer_done`` − ``transfer_start`` (before the first connect →
+  the server's answer on the last connection: every byte delivered to the server application).
+* ``path_done_s``: per connection, its ``path_done`` − ``transfer_start``.
+* ``path_bytes``: per client interface (capture ``pcap/<client host>-<iface>.pcap``), the TCP
+  payload bytes the client sent to the server's port, retransmissions included.  For MPTCP these
+  are the subflows' bytes (one interface per path on ``dualpath``).
+* check ``paths_with_data``: interfaces that carried ≥ 1 % of those bytes; ``mptcp_fallback``
+  (mode mptcp): true when fewer than two did — MPTCP fell back to one path.
+
+``duplicate`` run metrics: ``delivered`` (distinct chunk numbers that reached the server
+application), ``chunks`` (sent), ``delivered_fraction``, ``lost`` (chunk numbers never
+delivered), ``duplicates`` (later copies discarded), ``first_copy_by_path`` (client address of
+the copy that won → count), ``delay_ms_median`` of the winning copies.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from . import applog
+
+PORT = 5005
+SHARE = 0.01
+
+
+def _client_host(run_dir: Path) -> str:
+    manifest = run_dir / "manifest.json"
+    if manifest.exists():
+        return json.loads(manifest.read_text()).get("roles", {}).get("client", "client")
+    return "client"
+
+
+def path_bytes(run_dir: Path, port: int = PORT) -> dict[str, int]:
+    """{interface: TCP payload bytes the client sent to ``port``} from the client's captures."""
+    from . import pcap
+    host = _client_host(run_dir)
+    out = {}
+    for f in sorted((run_dir / "pcap").glob(f"{host}-*.pcap")):
+        p = pcap.read(f)
+        m = (p.proto == pcap.TCP) & (p.dport == port)
+        out[f.name[len(host) + 1:].split(".pcap")[0]] = int(p.payload_len[m].astype(np.int64).sum())
+    return out
+
+
+def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
+    run_dir = Path(run_dir)
+    events = applog.load(run_dir / "client.jsonl")
+    start = next((e for e in events if e["event"] == "transfer_start"), None)
+    done = next((e for e in events if e["event"] == "transfer_done"), None)
+    if start is None or done is None:
+        raise ValueError(f"{run_dir}: the client log has no transfer_start/transfer_done")
+    metrics = {"completion_s": (done["t"] - start["t"]) / 1e9,
+               "path_done_s": [(e["t"] - start["t"]) / 1e9 for e in events if e["event"] == "path_done"]}
+    checks: dict = {"mode": start["mode"]}
+    if (run_dir / "pcap").is_dir():
+        per = path_bytes(run_dir, port)
+        total = sum(per.values())
+        metrics["path_bytes"] = per
+        checks["paths_with_data"] = sorted(i for i, b in per.items() if total and b >= SHARE * total)
+        if start["mode"] == "mptcp":
+            checks["mptcp_fallback"] = len(checks["paths_with_data"]) < 2
+    return {"metrics": metrics, "checks": checks}
+
+
+def duplicate_metrics(run_dir: str | Path) -> dict:
+    run_dir = Path(run_dir)
+    server = applog.load(run_dir / "server.jsonl")
+    client = applog.load(run_dir / "client.jsonl")
+    summary = next((e for e in client if e["event"] == "summary"), None)
+    if summary is None:
+        raise ValueError(f"{run_dir}: the client log has no summary")
+    arrivals = [e for e in server if e["event"] == "chunk_arrival"]
+    seqs = {e["seq"] for e in arrivals}
+    by_path: dict[str, int] = {}
+    for e in arrivals:
+        by_path[e["src"]] = by_path.get(e["src"], 0) + 1
+    n = summary["chunks"]
+    return {"metrics": {"chunks": n, "delivered": len(seqs), "delivered_fraction": len(seqs) / n,
+                        "lost": sorted(set(range(n)) - seqs),
+                        "duplicates": sum(e["event"] == "duplicate" for e in server),
+                        "first_copy_by_path": by_path,
+                        "delay_ms_median": statistics.median(e["delay_ms"] for e in arrivals) if arrivals else None},
+            "checks": {"mode": summary["mode"], "copies": summary["copies"]}}

@@ -1,0 +1,105 @@
+"""Audio chunks duplicated over two access paths (C11): ``--chunks`` chunks of ``--chunk-bytes``
+every ``--tau`` over UDP; mode ``single`` sends each on the first address of ``--paths``,
+``duplicate`` a copy on every path (one socket bound to each address: source routing picks the
+path).  Datagram ``!4sIQ`` (b"DU01", chunk number, send time ns) + payload.  The server keeps the
+first copy (``chunk_arrival``: ``seq``, ``src`` = the client address, i.e. the path) and counts
+later ones (``duplicate``: dedup by chunk number); a datagram that is not this protocol is
+logged (``peer_error``) and dropped.  Client: ``chunk_sent`` (``copies``), ``summary``.
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+import sys
+import time
+
+from . import eventlog as ev
+from . import sockets
+from .appmain import guarded, parse_hostport
+from .streamsworkload import DuplicateParams
+from ..units import parse_size, parse_time
+from ..workloads import add_params
+
+DGRAM = struct.Struct("!4sIQ")
+DUP_MAGIC = b"DU01"
+PEER_ERROR = "peer_error"
+
+
+def run_server(args) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="server", argv=sys.argv[1:])
+        seen: set[int] = set()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(parse_hostport(args.listen))
+            sockets.announce_ready(log, sock, transport="udp")
+            while True:
+                data, addr = sock.recvfrom(65536)
+                if len(data) < DGRAM.size or data[:4] != DUP_MAGIC:
+                    log.emit(PEER_ERROR, src=addr[0], bytes=len(data), message="not a duplicate chunk")
+                    continue
+                _, seq, sent = DGRAM.unpack_from(data)
+                if seq in seen:
+                    log.emit("duplicate", seq=seq, src=addr[0])
+                    continue
+                seen.add(seq)
+                log.emit(ev.CHUNK_ARRIVAL, seq=seq, src=addr[0], delay_ms=(ev.now() - sent) / 1e6)
+    return guarded(run, log)
+
+
+def run_client(args) -> int:
+    log = ev.EventLog(args.log)
+
+    def run() -> int:
+        log.emit(ev.START, role="client", argv=sys.argv[1:])
+        addrs = [a for a in args.paths.split(",") if a]
+        if args.mode == "single":
+            addrs = addrs[:1]
+        server = parse_hostport(args.server, "127.0.0.1")
+        socks = []
+        try:
+            for a in addrs:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                socks.append(s)
+                s.bind((a, 0))
+            tau, size = parse_time(args.tau), parse_size(args.chunk_bytes)
+            t0 = time.monotonic()
+            for seq in range(args.chunks):
+                time.sleep(max(0.0, t0 + seq * tau - time.monotonic()))
+                data = DGRAM.pack(DUP_MAGIC, seq, ev.now()) + bytes(size)
+                for s in socks:
+                    s.sendto(data, server)
+                log.emit(ev.CHUNK_SENT, seq=seq, copies=len(socks))
+            time.sleep(parse_time(args.linger))
+        finally:
+            for s in socks:
+                s.close()
+        log.emit(ev.SUMMARY, chunks=args.chunks, copies=len(addrs), mode=args.mode)
+        return 0
+    return guarded(run, log)
+
+
+def build_parser(prog: str = "python -m testbed.apps.duplicate") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="role", required=True)
+    s = sub.add_parser("server")
+    s.add_argument("--listen", default=":5006", help="HOST:PORT to listen on (default: :5006)")
+    s.set_defaults(func=run_server)
+    c = sub.add_parser("client")
+    c.add_argument("--server", required=True, help="HOST:PORT of the server")
+    c.set_defaults(func=run_client)
+    for q, side in ((s, "server"), (c, "client")):
+        add_params(q, DuplicateParams, (side, "both"))
+        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
