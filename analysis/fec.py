@@ -14,6 +14,12 @@ From the server's event log: per request, ``decode_ms`` (CPU time of the RaptorQ
 0 when every source symbol arrived), ``decoded`` and ``symbols`` received.  Completion per
 request (request_issued → last_response_byte on the client's clock) comes from
 ``analysis.runmetrics`` as for TCP.
+
+``timeline`` draws one capture's transport packets to a port: packet number over time (source
+of the first transmission, repair, source sent again; ACKs coming back on a strip below) and,
+sharing the time axis, the cumulative count of each kind.
+
+    python -m analysis.fec RUN_DIR [--port 5003] [--plots DIR]    # metrics as JSON, timelines
 """
 from __future__ import annotations
 
@@ -97,3 +103,58 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
             m["decode_ms"] = [d["decode_ms"] for d in dec]
             c["decoded_requests"] = sum(bool(d["decoded"]) for d in dec)
     return out
+
+
+def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[str]:
+    """The figure of the module docstring for packets to/from UDP ``port``; PNG and SVG at
+    ``base``.  Time in ms from the first symbol packet to ``port``."""
+    from .plots import _plt, _save
+    sel = (pk.proto == pcap.UDP) & (pk.head_len >= 7) & (pk.head[:, 0] == MAGIC)
+    t = pk.select(np.nonzero(sel)[0])
+    kind = t.head[:, 1] & 0x0F
+    pn = (t.head[:, 2:6].astype(np.int64) * np.array([1 << 24, 1 << 16, 1 << 8, 1])).sum(axis=1)
+    to = (t.dport == port) & (kind != ACK)
+    back = (t.sport == port) & (kind == ACK)
+    t0 = int(t.ts_ns[to].min()) if to.any() else 0
+    ms = (t.ts_ns.astype(np.int64) - t0) / 1e6
+    kinds = {"source": to & (kind == SOURCE) & (t.head[:, 6] == 0), "repair": to & (kind == REPAIR),
+             "source sent again": to & (kind == SOURCE) & (t.head[:, 6] > 0), "ACK received": back}
+    colors = {"source": "black", "repair": "tab:blue", "source sent again": "tab:red",
+              "ACK received": "tab:green"}
+    plt = _plt()
+    fig, (ax, cum) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, height_ratios=(3, 2))
+    floor = -0.05 * max(int(pn[to].max()) if to.any() else 1, 1)
+    for name, mask in kinds.items():
+        if not mask.any():
+            continue
+        y = pn[mask] if name != "ACK received" else np.full(int(mask.sum()), floor)
+        ax.plot(ms[mask], y, "|" if name == "ACK received" else ".", color=colors[name], ms=4, label=name)
+        cum.step(ms[mask], np.arange(1, int(mask.sum()) + 1), where="post", color=colors[name], label=name)
+    ax.set_ylabel("packet number (ACKs on the strip below 0)")
+    ax.set_title(title or f"transport packets to port {port}")
+    ax.legend(loc="upper left", fontsize=8)
+    cum.set_xlabel("time since the first symbol packet (ms)")
+    cum.set_ylabel("packets (cumulative)")
+    cum.legend(loc="upper left", fontsize=8)
+    return _save(fig, base)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m analysis.fec", description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--port", type=int, default=5003, help="the server's UDP port (udpreq: 5003)")
+    p.add_argument("--plots", type=Path, help="write a timeline per client capture here")
+    a = p.parse_args(argv)
+    if not (a.run_dir / "client.jsonl").is_file():
+        p.error(f"{a.run_dir} is not a udpreq run directory (no client.jsonl)")
+    out = run_metrics(a.run_dir, a.port)
+    print(json.dumps(out, indent=1, default=str))
+    if a.plots:
+        for f in sorted((a.run_dir / "pcap").glob("*.pcap")):
+            timeline(pcap.read(f), a.port, a.plots / f"fec-timeline-{f.stem}", f"{f.name}: port {a.port}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

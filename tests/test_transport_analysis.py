@@ -35,3 +35,26 @@ def test_connections_count_source_repair_retransmissions_and_rounds(tmp_path):
     assert (up["source"], up["repair"], up["acks"], up["retransmitted"], up["rounds"]) == (3, 3, 0, 1, 2)
     assert (down["source"], down["repair"], down["acks"]) == (0, 0, 1)
     assert up["src"].endswith("10.0.0.1")
+
+
+def test_timeline_and_command_line(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from conftest import REPO
+    frames = [frame(sym(i, i), 40000, 5003) for i in range(3)] + [frame(sym(3, 4), 40000, 5003)]
+    frames.append(frame(wire.encode_ack(wire.AckPacket(0, 5, ((0, 0),), ((3, 0),))), 5003, 40000))
+    (tmp_path / "pcap").mkdir()
+    write_pcap(tmp_path / "pcap" / "client-client-eth0.pcap", frames)
+    files = fec.timeline(pcap.read(tmp_path / "pcap" / "client-client-eth0.pcap"), 5003, tmp_path / "tl")
+    assert sorted(p.rsplit(".", 1)[1] for p in files) == ["png", "svg"]
+    (tmp_path / "client.jsonl").write_text("")
+    out = subprocess.run([sys.executable, "-m", "analysis.fec", str(tmp_path), "--plots", str(tmp_path / "p")],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    checks = json.loads(out.stdout)["checks"]
+    assert (checks["source_packets"], checks["repair_packets"]) == (3, 1)
+    assert (tmp_path / "p" / "fec-timeline-client-client-eth0.png").is_file()
+    bad = subprocess.run([sys.executable, "-m", "analysis.fec", str(tmp_path / "nope")], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "not a udpreq run directory" in bad.stderr.strip().splitlines()[-1]
