@@ -322,7 +322,8 @@ ROWS: tuple[Row, ...] = (
     Row("C7.relay_new", "relay, new connection per request (median)", "ms", 301.6,
         M("connections", "relay_new"), Measure("relay", "completion_ms_median", "relay"), 0.15,
         note="model: handshake, SOCKS5 and slow start on the LAN, the tunnel already open",
-        cause="the SOCKS5 CONNECT waits for the far gateway's connect (connect_mode confirmed)",
+        cause="the SOCKS5 CONNECT reply waits for the far gateway's connect, one long-haul RTT "
+              "(connect_mode confirmed; testbed model connections --confirm-rtts 1 gives 440 ms)",
         explain=(("handshake_ms", "handshake ms"), ("first_byte_ms", "first byte ms"))),
     Row("C7.ratio_new", "direct / relay, new connections", "1", 3.93, M("connections", "ratio_new"),
         Measure("relay", "completion_ms_median", statistic="ratio", levels=("direct", "relay")), 0.15,

@@ -9,7 +9,8 @@
   :mod:`.window`'s slow-start model with ``iw`` × ``mss``).  Through the relay, the client's new
   connection, the SOCKS5 exchange (``socks_rtts``) and its slow start happen on the LAN
   (``lan_rtt``); the long-haul tunnel is already open and its window open, so it costs what a
-  kept-alive direct connection costs, plus one LAN RTT to reach the gateways.
+  kept-alive direct connection costs, plus one LAN RTT to reach the gateways, plus
+  ``confirm_rtts`` long-haul RTTs when the SOCKS5 reply waits for the far side's connect.
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ class ConnectionsParams(Params):
     rate: float = param(333e6, "bit/s", "long-haul rate", positive=True)
     setup_rtts: float = param(1, "1", "handshake RTTs before the request (TCP: 1)")
     socks_rtts: float = param(2, "1", "SOCKS5 RTTs to the client gateway (greeting, CONNECT)")
+    confirm_rtts: float = param(0, "1", "long-haul RTTs the SOCKS5 CONNECT reply waits for (0: "
+                                "answered at once; 1: after the far gateway connected, the relay "
+                                "workload's connect_mode confirmed)")
 
 
 @register("connections", "C7", "new connection vs kept alive, direct vs relay (lower bounds)",
@@ -59,7 +63,8 @@ def connections(p: ConnectionsParams) -> dict[str, Q]:
     warm = p.rtt + p.compute + p.size * 8 / p.rate
     direct_new = (p.setup_rtts + rounds(p.rtt) - 1) * p.rtt + warm
     relay_warm = warm + p.lan_rtt
-    relay_new = (p.setup_rtts + p.socks_rtts + rounds(p.lan_rtt) - 1) * p.lan_rtt + relay_warm
+    relay_new = ((p.setup_rtts + p.socks_rtts + rounds(p.lan_rtt) - 1) * p.lan_rtt
+                 + p.confirm_rtts * p.rtt + relay_warm)
     return {"slow_start_rounds": Q(rounds(p.rtt), "rounds", "rounds of the request, new connection"),
             "direct_new": Q(direct_new * 1e3, "ms", "new connection per request, direct"),
             "relay_new": Q(relay_new * 1e3, "ms", "new connection per request, relay"),
