@@ -34,6 +34,7 @@ class TransportConfig:
     initial_rto_ns: int = 1000 * MS
     initial_window: int = 10          # packets before the first delivery-rate sample (estimate)
     burst_ns: int = 1 * MS
+    pacing_quantum_ns: int = 0        # pacing.Pacer; the UDP loop sets 250 µs
 
     def __post_init__(self):
         if not 0.0 <= self.loss_prior < 1.0:

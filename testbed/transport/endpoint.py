@@ -113,7 +113,7 @@ class Endpoint:
         self.rtt = RttEstimator(min_rto_ns=c.min_rto_ns, initial_rto_ns=c.initial_rto_ns)
         self.loss = LossEstimator(c.loss_prior, c.loss_window, c.min_loss_samples)
         self.rate = DeliveryRate()
-        self.pacer = Pacer(c.burst_ns)
+        self.pacer = Pacer(c.burst_ns, c.pacing_quantum_ns)
         self.stats = dict.fromkeys(("packets_sent", "source_sent", "repair_sent", "retransmitted",
                                     "probes", "acks_sent", "acks_received", "lost", "malformed",
                                     "duplicates", "decode_failures", "bytes_sent"), 0)
@@ -198,7 +198,7 @@ class Endpoint:
     def next_timer(self, now: int) -> int | None:
         times = [self._acks.deadline, self._loss_time, self._pto_deadline()]
         if self._qhead < len(self._queue) and self._window_open():
-            times.append(max(self.pacer.next_time, now))
+            times.append(max(self.pacer.wake, now))
         times = [t for t in times if t is not None]
         return min(times) if times else None
 

@@ -16,9 +16,11 @@ Policies (``PacingPolicy.parse``):
 No policy slows down on loss unless ``backoff`` is set in the configuration (then the rate is
 halved once per round trip that had a loss, ``endpoint``).
 
-``Pacer``: a packet of ``size`` bytes may leave when ``now >= next_time``; sending it moves
-``next_time`` by size·8/rate from max(next_time, now − burst), so a late wake-up (the I/O loop's
-timer) may send at most ``burst`` ns worth of backlog at once.
+``Pacer``: a packet of ``size`` bytes may leave when ``now >= next_time − quantum``; sending it
+moves ``next_time`` by size·8/rate from max(next_time, now − burst), so a late wake-up (the I/O
+loop's timer) may send at most ``burst`` ns worth of backlog at once, and a wake-up sends the
+packets due within the next ``quantum`` ns together (the real loop uses 250 µs, 7 packets at
+333 Mbit/s, instead of waking for every packet; the virtual-time harness uses 0).
 """
 from __future__ import annotations
 
@@ -56,12 +58,18 @@ class PacingPolicy:
 
 
 class Pacer:
-    def __init__(self, burst_ns: int = 1_000_000):
+    def __init__(self, burst_ns: int = 1_000_000, quantum_ns: int = 0):
         self.burst = burst_ns
+        self.quantum = quantum_ns
         self.next_time = 0
 
     def ready(self, now: int) -> bool:
-        return now >= self.next_time
+        return now >= self.next_time - self.quantum
+
+    @property
+    def wake(self) -> int:
+        """When the next packet may leave (``next_time`` less the quantum)."""
+        return self.next_time - self.quantum
 
     def sent(self, now: int, size: int, rate_bps: float | None) -> None:
         if rate_bps is None:

@@ -12,6 +12,7 @@ net.core.wmem_max/rmem_max when root) it should stay 0.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import heapq
 import select
@@ -25,6 +26,7 @@ from .config import TransportConfig
 from .endpoint import Endpoint
 
 BUFFER = 4 * 1024 * 1024
+QUANTUM = 250_000             # ns of paced packets sent per wake-up (pacing.Pacer)
 
 
 def udp_socket(bind: tuple[str, int] = ("0.0.0.0", 0)) -> socket.socket:
@@ -42,6 +44,8 @@ def udp_socket(bind: tuple[str, int] = ("0.0.0.0", 0)) -> socket.socket:
 
 class UdpLoop:
     def __init__(self, sock: socket.socket, config: TransportConfig, accept: bool = False):
+        if config.pacing_quantum_ns == 0:          # wake for a few packets, not for each
+            config = dataclasses.replace(config, pacing_quantum_ns=QUANTUM)
         self.sock, self.config, self.accept = sock, config, accept
         self.endpoints: dict[tuple, Endpoint] = {}
         self.stats = {"send_errors": 0, "unknown_peer_junk": 0, "datagrams_in": 0, "datagrams_out": 0}
