@@ -3,14 +3,14 @@ the client's capture, and the delivery of duplicated audio chunks.
 
 ``multipath`` run metrics:
 
-* ``completion_s``: client ``transfer_done`` − ``transfer_start`` (before the first connect →
+* ``completion_ms``: client ``transfer_done`` − ``transfer_start`` (before the first connect →
   the server's answer on the last connection: every byte delivered to the server application).
-* ``path_done_s``: per connection, its ``path_done`` − ``transfer_start``.
+* ``path_done_ms``: per connection, its ``path_done`` − ``transfer_start``.
 * ``path_bytes``: per client interface (capture ``pcap/<client host>-<iface>.pcap``), the TCP
   payload bytes the client sent to the server's port, retransmissions included.  For MPTCP these
   are the subflows' bytes (one interface per path on ``dualpath``).
 * check ``paths_with_data``: interfaces that carried ≥ 1 % of those bytes; ``mptcp_fallback``
-  (mode mptcp): true when fewer than two did — MPTCP fell back to one path.
+  (scheme mptcp): true when fewer than two did — MPTCP fell back to one path.
 
 ``duplicate`` run metrics: ``delivered`` (distinct chunk numbers that reached the server
 application), ``chunks`` (sent), ``delivered_fraction``, ``lost`` (chunk numbers never
@@ -57,15 +57,15 @@ def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
     done = next((e for e in events if e["event"] == "transfer_done"), None)
     if start is None or done is None:
         raise ValueError(f"{run_dir}: the client log has no transfer_start/transfer_done")
-    metrics = {"completion_s": (done["t"] - start["t"]) / 1e9,
-               "path_done_s": [(e["t"] - start["t"]) / 1e9 for e in events if e["event"] == "path_done"]}
-    checks: dict = {"mode": start["mode"]}
+    metrics = {"completion_ms": (done["t"] - start["t"]) / 1e6,
+               "path_done_ms": [(e["t"] - start["t"]) / 1e6 for e in events if e["event"] == "path_done"]}
+    checks: dict = {"scheme": start["scheme"]}
     if (run_dir / "pcap").is_dir():
         per = path_bytes(run_dir, port)
         total = sum(per.values())
         metrics["path_bytes"] = per
         checks["paths_with_data"] = sorted(i for i, b in per.items() if total and b >= SHARE * total)
-        if start["mode"] == "mptcp":
+        if start["scheme"] == "mptcp":
             checks["mptcp_fallback"] = len(checks["paths_with_data"]) < 2
     return {"metrics": metrics, "checks": checks}
 
@@ -88,4 +88,5 @@ def duplicate_metrics(run_dir: str | Path) -> dict:
                         "duplicates": sum(e["event"] == "duplicate" for e in server),
                         "first_copy_by_path": by_path,
                         "delay_ms_median": statistics.median(e["delay_ms"] for e in arrivals) if arrivals else None},
-            "checks": {"mode": summary["mode"], "copies": summary["copies"]}}
+            "checks": {"send": summary["send"], "copies": summary["copies"],
+                       "paths_seen": len({e["src"] for e in server if e["event"] in ("chunk_arrival", "duplicate")})}}

@@ -16,6 +16,10 @@ Per frame (audio chunk or image frame) of the client's ``stream_chunk`` events:
 * audio chunk i is ``on_time`` when delivered ≤ session start + deadline + i·tau (the server's
   ``streams_session`` event; both logs on one clock).
 
+Checks: ``streams_transport`` (the server's session), ``audio_before_image_end``: the first
+audio frame was sent (server ``frame_sent``) before the last image frame — false under FIFO when
+the image was queued first, true under priority when audio became ready during the image.
+
 ``image_gaps``: intervals [open, close) during which the image's bytes had a hole: some image
 byte had arrived beyond the in-order prefix of the image's bytes.
 """
@@ -213,7 +217,12 @@ def run_metrics(run_dir: Path, port: int) -> dict:
         "image_gaps": len(gaps_),
         "image_gap_ms": [[ms(a), ms(b)] for a, b in gaps_],
     }
-    checks = {"transport": session["transport"], "schedule": session["schedule"],
+    sent = [e for e in applog.load(Path(run_dir) / "server.jsonl") if e["event"] == "frame_sent"]
+    first_audio = min((e["t"] for e in sent if e["kind"] == "audio"), default=None)
+    last_image = max((e["t"] for e in sent if e["kind"] == "image"), default=None)
+    checks = {"streams_transport": session["transport"], "schedule": session["schedule"],
+              "audio_before_image_end": None if first_audio is None or last_image is None
+              else first_audio < last_image,
               "complete_from": ("capture" if session["transport"] == "tcp" else "qlog")
               if len(known) == len(audio) and audio else "missing"}
     return {"metrics": metrics, "checks": checks}

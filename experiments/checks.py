@@ -156,6 +156,35 @@ def _repair(level, ch):
         f"fec {level} but {n} repair packets on the wire"
 
 
+def _equals(key):
+    def fn(level, ch):
+        return None if str(ch[key]) == str(level) else f"{key} {level} but the run logged {ch[key]}"
+    return fn
+
+
+def _schedule(level, ch):
+    first = ch["audio_before_image_end"]
+    if first is None:
+        return "schedule not verifiable: no audio or no image frame sent"
+    if (level == "priority") != bool(first):
+        return f"schedule {level} but the first audio frame left {'before' if first else 'after'} the last image frame"
+    return None
+
+
+def _scheme(level, ch):
+    paths = ch["paths_with_data"]
+    want = 1 if level == "single" else 2
+    if len(paths) != want:
+        return f"scheme {level} but {len(paths)} path(s) carried data in the client capture ({paths})"
+    return None
+
+
+def _send(level, ch):
+    want = 1 if level == "single" else 2
+    got = ch["paths_seen"]
+    return None if got == want else f"send {level} but the server saw chunks from {got} path(s)"
+
+
 for c in (
     Check("params.mode", ("syn_per_request",), "new: >= 1 SYN per request; reuse: < 0.5", _mode),
     Check("params.reuse", ("syn_per_request",), "true: < 0.5 SYNs per request; false: >= 1", _reuse_flag),
@@ -177,6 +206,14 @@ for c in (
     Check("links.*.*.queue", ("queue_limit",), "the link direction was built with the level's buffer "
           "(packets or bytes)", _queue),
     Check("params.fec", ("repair_packets",), "repair packets sent iff FEC is on (level not off)", _repair),
+    Check("params.transport", ("streams_transport",), "streams: the server's session ran over the level's "
+          "transport", _equals("streams_transport")),
+    Check("params.schedule", ("audio_before_image_end",), "priority: the first audio frame left "
+          "before the last image frame; fifo: after it", _schedule),
+    Check("params.scheme", ("paths_with_data",), "single: one client interface carried >= 1 % of "
+          "the bytes in the capture; split / mptcp: two", _scheme),
+    Check("params.send", ("paths_seen",), "single: the server saw chunks from one client address; "
+          "duplicate: from two", _send),
 ):
     register_check(c)
 

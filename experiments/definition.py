@@ -44,7 +44,11 @@ DEFAULT = "default"
 #: Run-level metric names of RunResult.metrics (CORE_CONTRACT.md); ms for times, Mbit/s for rates.
 METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_ms", "goodput_mbps",
            "retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "data_per_ack",
-           "stalls", "stall_ms")
+           "stalls", "stall_ms",
+           # streams / duplicate / airbulk (analysis/streams.py, multipath.py, airtime.py)
+           "audio_cross_wait_max_ms", "audio_on_time", "audio_done_ms", "image_done_ms", "path_done_ms",
+           "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",
+           "ack_exchanges", "data_airtime_ms")
 #: RunSpec paths whose change needs a topology rebuilt between runs.
 REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "client_host",
                     "server_host")

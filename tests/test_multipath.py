@@ -31,13 +31,13 @@ def _events(path, name):
 
 
 def test_multipath_server_survives_garbage_then_serves(tmp_path):
-    proc, port = _server("testbed.apps.multipath", tmp_path, "--mode", "single")
+    proc, port = _server("testbed.apps.multipath", tmp_path, "--scheme", "single")
     try:
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
         r = subprocess.run([sys.executable, "-m", "testbed.apps.multipath", "client", "--server",
                             f"127.0.0.1:{port}", "--log", str(tmp_path / "client.jsonl"),
-                            "--mode", "single", "--size", "1MB", "--paths", "127.0.0.1"],
+                            "--scheme", "single", "--size", "1MB", "--paths", "127.0.0.1"],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
     finally:

@@ -1,5 +1,5 @@
 """Audio chunks duplicated over two access paths (C11): ``--chunks`` chunks of ``--chunk-bytes``
-every ``--tau`` over UDP; mode ``single`` sends each on the first address of ``--paths``,
+every ``--tau`` over UDP; ``--send single`` sends each on the first address of ``--paths``,
 ``duplicate`` a copy on every path (one socket bound to each address: source routing picks the
 path).  Datagram ``!4sIQ`` (b"DU01", chunk number, send time ns) + payload.  The server keeps the
 first copy (``chunk_arrival``: ``seq``, ``src`` = the client address, i.e. the path) and counts
@@ -55,7 +55,7 @@ def run_client(args) -> int:
     def run() -> int:
         log.emit(ev.START, role="client", argv=sys.argv[1:])
         addrs = [a for a in args.paths.split(",") if a]
-        if args.mode == "single":
+        if args.send == "single":
             addrs = addrs[:1]
         server = parse_hostport(args.server, "127.0.0.1")
         socks = []
@@ -76,7 +76,7 @@ def run_client(args) -> int:
         finally:
             for s in socks:
                 s.close()
-        log.emit(ev.SUMMARY, chunks=args.chunks, copies=len(addrs), mode=args.mode)
+        log.emit(ev.SUMMARY, chunks=args.chunks, copies=len(addrs), send=args.send)
         return 0
     return guarded(run, log)
 

@@ -1,7 +1,7 @@
 """Two access paths (C11): an upload of ``--size`` bytes over one path, split over two TCP
 connections, or one MPTCP connection; and audio chunks duplicated over both paths (UDP).
 
-``multipath`` (TCP, client → server): mode ``single`` — one connection from the first address
+``multipath`` (TCP, client → server): scheme ``single`` — one connection from the first address
 of ``--paths``; ``split`` — one connection per address (bound to it, so source routing sends it
 down its own path), bytes in proportion to ``--weights`` (the configured path rates); ``mptcp``
 — one IPPROTO_MPTCP (262) socket; the client configures its path manager in its namespace
@@ -92,7 +92,7 @@ def run_server(args) -> int:
     def run() -> int:
         log.emit(ev.START, role="server", argv=sys.argv[1:])
         proto = 0
-        if args.mode == "mptcp":
+        if args.scheme == "mptcp":
             ip_mptcp(log, "server", [])
             proto = IPPROTO_MPTCP
         lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
@@ -101,7 +101,7 @@ def run_server(args) -> int:
             tcpopts.socket_factors(args).apply(lsock)
             lsock.bind(parse_hostport(args.listen))
             lsock.listen(16)
-            sockets.announce_ready(log, lsock, mode=args.mode)
+            sockets.announce_ready(log, lsock, scheme=args.scheme)
             n = 0
             while True:
                 conn, _ = lsock.accept()
@@ -152,9 +152,9 @@ def run_client(args) -> int:
         size = parse_size(args.size)
         addrs = [a for a in args.paths.split(",") if a]
         proto = 0
-        if args.mode == "single":
+        if args.scheme == "single":
             plan = [(addrs[0], size)]
-        elif args.mode == "split":
+        elif args.scheme == "split":
             weights = [parse_rate(w) for w in args.weights.split(",")]
             if len(weights) != len(addrs):
                 raise ValueError(f"weights {args.weights!r} and paths {args.paths!r} differ in number")
@@ -163,7 +163,7 @@ def run_client(args) -> int:
             ip_mptcp(log, "client", addrs[1:])
             plan, proto = [(None, size)], IPPROTO_MPTCP
         results: dict = {}
-        start = log.emit("transfer_start", mode=args.mode, bytes=size,
+        start = log.emit("transfer_start", scheme=args.scheme, bytes=size,
                          plan=[{"src": s, "bytes": b} for s, b in plan])["t"]
         threads = [threading.Thread(target=send_path, args=(i, s, b, args, log, proto, results))
                    for i, (s, b) in enumerate(plan)]
@@ -175,8 +175,8 @@ def run_client(args) -> int:
             if isinstance(r, BaseException):
                 raise r
         end = max(r["t"] for r in results.values())
-        log.emit("transfer_done", t=end, mode=args.mode, bytes=size, completion_s=(end - start) / 1e9)
-        print(f"{args.mode}: {size} B in {(end - start) / 1e9:.3f} s", flush=True)
+        log.emit("transfer_done", t=end, scheme=args.scheme, bytes=size, completion_s=(end - start) / 1e9)
+        print(f"{args.scheme}: {size} B in {(end - start) / 1e9:.3f} s", flush=True)
         return 0
     return guarded(run, log)
 

@@ -85,7 +85,7 @@ AIRBULK = register_workload(Workload(
 
 @dataclass(frozen=True)
 class MultipathParams:
-    mode: str = param("split", "single: one connection on the first path; split: one connection "
+    scheme: str = param("split", "single: one connection on the first path; split: one connection "
                       "per path, bytes in proportion to weights; mptcp: one MPTCP connection",
                       side="both", choices=("single", "split", "mptcp"))
     size: str = param("30MB", "bytes to upload S", unit="size")
@@ -95,9 +95,9 @@ class MultipathParams:
 
     def validate(self) -> None:
         from ..units import parse_rate
-        if len([a for a in self.paths.split(",") if a]) < 1 + (self.mode != "single"):
-            raise ValueError(f"paths {self.paths!r}: mode {self.mode} needs two addresses")
-        if self.mode == "split":
+        if len([a for a in self.paths.split(",") if a]) < 1 + (self.scheme != "single"):
+            raise ValueError(f"paths {self.paths!r}: scheme {self.scheme} needs two addresses")
+        if self.scheme == "split":
             weights = [parse_rate(w) for w in self.weights.split(",")]
             if len(weights) != len(self.paths.split(",")) or min(weights) <= 0:
                 raise ValueError(f"weights {self.weights!r}: one positive rate per path")
@@ -105,7 +105,7 @@ class MultipathParams:
 
 @dataclass(frozen=True)
 class DuplicateParams:
-    mode: str = param("duplicate", "single: each chunk on the first path; duplicate: on every path",
+    send: str = param("duplicate", "single: each chunk on the first path; duplicate: on every path",
                       choices=("single", "duplicate"))
     chunks: int = param(50, "audio chunks")
     chunk_bytes: str = param("640", "bytes per chunk (C11: 640)", unit="size")
