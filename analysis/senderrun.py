@@ -129,10 +129,20 @@ def _native(rows: Rows, smss: int) -> SenderResult:
         first = int(np.argmax(seg))
         seq0 = int(rows.val[first])
         start = seq0 + int(rows.fl[first] & SYNB)
-        top = np.maximum(np.maximum.accumulate(
-            np.where(seg, rows.end - ((rows.fl & FINB) != 0), never))[rec], start)
-        una = np.maximum(np.maximum.accumulate(np.where(ack, rows.val, never))[rec], seq0)
-        outstanding = np.maximum(top - np.maximum(una, start), 0)
+        run = rows.end - ((rows.fl & FINB) != 0)           # in place: memory, not speed
+        run[~seg] = never
+        np.maximum.accumulate(run, out=run)
+        outstanding = np.maximum(run[rec], start)           # SND.MAX
+        np.copyto(run, rows.val)
+        run[~ack] = never
+        np.maximum.accumulate(run, out=run)
+        una = run[rec]
+        del run
+        np.maximum(una, seq0, out=una)
+        np.maximum(una, start, out=una)
+        outstanding -= una
+        del una
+        np.maximum(outstanding, 0, out=outstanding)
     else:
         outstanding = np.zeros(0, np.int64)
     x = o["rtx"]
