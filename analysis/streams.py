@@ -16,6 +16,9 @@ Per frame (audio chunk or image frame) of the client's ``stream_chunk`` events:
 * audio chunk i is ``on_time`` when delivered ≤ session start + deadline + i·tau (the server's
   ``streams_session`` event; both logs on one clock).
 
+``first_byte_ms``: the client's ``connect_start`` → the first frame delivered (with QUIC
+``--resume``: 0-RTT request; ``tls_resumed`` / ``early_data_accepted`` in the checks).
+
 Checks: ``streams_transport`` (the server's session), ``audio_before_image_end``: the first
 audio frame was sent (server ``frame_sent``) before the last image frame — false under FIFO when
 the image was queued first, true under priority when audio became ready during the image.
@@ -217,6 +220,11 @@ def run_metrics(run_dir: Path, port: int) -> dict:
         "image_gaps": len(gaps_),
         "image_gap_ms": [[ms(a), ms(b)] for a, b in gaps_],
     }
+    client = applog.load(Path(run_dir) / "client.jsonl")
+    start = next((e["t"] for e in client if e["event"] == "connect_start"), None)
+    first = min((r["delivered"] for r in recs), default=None)
+    metrics["first_byte_ms"] = None if start is None or first is None else (first - start) / 1e6
+    tls = next((e for e in client if e["event"] == "tls_done"), None)
     sent = [e for e in applog.load(Path(run_dir) / "server.jsonl") if e["event"] == "frame_sent"]
     first_audio = min((e["t"] for e in sent if e["kind"] == "audio"), default=None)
     last_image = max((e["t"] for e in sent if e["kind"] == "image"), default=None)
@@ -225,4 +233,7 @@ def run_metrics(run_dir: Path, port: int) -> dict:
               else first_audio < last_image,
               "complete_from": ("capture" if session["transport"] == "tcp" else "qlog")
               if len(known) == len(audio) and audio else "missing"}
+    if tls is not None:
+        checks["tls_resumed"] = 1.0 if tls["resumed"] else 0.0
+        checks["early_data_accepted"] = tls["early_data_accepted"]
     return {"metrics": metrics, "checks": checks}

@@ -131,3 +131,20 @@ def test_client_given_garbage_by_the_server_says_so_without_a_traceback(tmp_path
             out, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "Traceback" not in err and "bad frame header" in err
     assert "bad frame header" in (tmp_path / "c.jsonl").read_text()
+
+
+def test_quic_resumed_connection_sends_its_request_as_0rtt(tmp_path):
+    proc, port = _serve("quic", tmp_path)
+    try:
+        r = subprocess.run([sys.executable, "-m", "testbed.apps.streams", "client", "--server",
+                            f"127.0.0.1:{port}", "--log", str(tmp_path / "client.jsonl"), "--transport",
+                            "quic", "--image", "100KB", "--resume", "--timeout", "30s"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    m = run_metrics(tmp_path, 0)
+    assert m["checks"]["tls_resumed"] == 1.0 and m["checks"]["early_data_accepted"] is True
+    assert m["metrics"]["first_byte_ms"] > 0
+    assert len(list((tmp_path / "client.qlog").glob("*.qlog"))) == 1      # the timed connection only

@@ -17,7 +17,9 @@ start = the request was read; the plan: ``chunks``, ``tau_ns``, ``audio_start_ns
 ``frame_sent`` (``kind``, ``seq``: TCP — the send() carrying the frame's last byte returned;
 QUIC — the frame was handed to aioquic, followed by a transmit), ``peer_error`` (a peer sent
 bytes that are not this protocol: logged, that connection or datagram dropped, the server keeps
-serving).  Client ``streams_request`` (request written), ``stream_chunk`` (t = the frame was
+serving).  Client ``connect_start`` (before connecting; with ``--resume`` after the untimed connection
+that fetched the ``session_ticket``), ``streams_request`` (request written; QUIC with a ticket:
+as 0-RTT data), ``tls_done`` (QUIC, at the end: ``resumed``, ``early_data_accepted``), ``stream_chunk`` (t = the frame was
 **delivered to the application**: recv()/the StreamDataReceived event that completed it
 returned; ``kind``, ``seq``, ``start``/``end`` = the frame's byte offsets in the TCP byte stream
 (0 = first byte after the server's SYN) or in its QUIC stream, ``stream`` = QUIC stream id).
@@ -48,6 +50,8 @@ from ..workloads import add_params
 
 SESSION, FRAME_SENT, PEER_ERROR = "streams_session", "frame_sent", "peer_error"
 STREAMS_REQUEST, STREAM_CHUNK = "streams_request", "stream_chunk"
+CONNECT_START = "connect_start"
+SERVER_NAME = "testbed"
 ALPN = "testbed-streams"
 TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
 
@@ -157,6 +161,7 @@ class Receiver:
 def tcp_client(args, log: ev.EventLog, plan: Plan) -> Receiver:
     factors = tcpopts.socket_factors(args)
     rx = Receiver(plan, log)
+    log.emit(CONNECT_START)
     with sockets.connect(parse_hostport(args.server, "127.0.0.1"), factors) as sock:
         sockets.log_connection(log, sock, 0, "client", factors)
         sock.sendall(plan.request())
@@ -243,13 +248,17 @@ def quic_server(args, log: ev.EventLog, plan: Plan) -> int:
         qdir, _ = qlog_paths(args.log, "server")
         qdir.mkdir(parents=True, exist_ok=True)
         config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN], quic_logger=QuicFileLogger(qdir))
+        tickets: dict = {}                  # session tickets this server issued (0-RTT resumption)
         with tempfile.TemporaryDirectory() as tmp:
             cert, key = make_cert(tmp)
             config.load_cert_chain(cert, key)
         host, port = parse_hostport(args.listen)
         loop = asyncio.get_running_loop()
         transport, _ = await loop.create_datagram_endpoint(
-            lambda: Server(configuration=config, create_protocol=Session), local_addr=(host, port))
+            lambda: Server(configuration=config, create_protocol=Session,
+                           session_ticket_fetcher=lambda label: tickets.pop(label, None),
+                           session_ticket_handler=lambda t: tickets.__setitem__(t.ticket, t)),
+            local_addr=(host, port))
         addr = transport.get_extra_info("sockname")
         log.emit(ev.READY, addr=list(addr), transport="quic")
         print(f"ready {addr[0]}:{addr[1]}", flush=True)
@@ -284,25 +293,43 @@ def quic_client(args, log: ev.EventLog, plan: Plan) -> Receiver:
                 if rx.done:
                     self.finished.set_result(True)
 
+    async def fetch_ticket(host: str, port: int):
+        """An untimed connection, kept until the server's NewSessionTicket arrived."""
+        got = asyncio.get_running_loop().create_future()
+        config = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], verify_mode=ssl.CERT_NONE,
+                                   server_name=SERVER_NAME)
+        async with connect(host, port, configuration=config,
+                           session_ticket_handler=lambda t: got.done() or got.set_result(t)):
+            ticket = await asyncio.wait_for(got, parse_time(args.timeout))
+        log.emit("session_ticket", max_early_data=ticket.max_early_data_size)
+        return ticket
+
     async def main() -> None:
         qdir, keylog = qlog_paths(args.log, "client")
         qdir.mkdir(parents=True, exist_ok=True)
         host, port = parse_hostport(args.server, "127.0.0.1")
+        ticket = await fetch_ticket(host, port) if args.resume else None
         with open(keylog, "a") as secrets:
             config = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], verify_mode=ssl.CERT_NONE,
+                                       server_name=SERVER_NAME, session_ticket=ticket,
                                        quic_logger=QuicFileLogger(qdir), secrets_log_file=secrets)
-            async with connect(host, port, configuration=config, create_protocol=Client) as proto:
+            log.emit(CONNECT_START)
+            async with connect(host, port, configuration=config, create_protocol=Client,
+                               wait_connected=ticket is None) as proto:
                 src = proto._transport.get_extra_info("sockname")
                 log.emit(ev.CONN, conn=0, side="client", proto="udp", src=src[0], sport=src[1],
                          dst=host, dport=port)
                 sid = proto._quic.get_next_available_stream_id()
                 proto._quic.send_stream_data(sid, plan.request(), end_stream=True)
-                proto.transmit()
+                proto.transmit()             # with a ticket: 0-RTT, before the handshake ends
                 log.emit(STREAMS_REQUEST)
                 try:
                     await asyncio.wait_for(proto.finished, parse_time(args.timeout))
                 except asyncio.TimeoutError:
                     raise AppError(f"timed out after {rx.audio} chunks and {rx.image} image bytes") from None
+                tls = proto._quic.tls
+                log.emit(ev.TLS_DONE, resumed=bool(tls.session_resumed),
+                         early_data_accepted=bool(tls.early_data_accepted))
     asyncio.run(main())
     return rx
 

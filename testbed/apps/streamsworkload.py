@@ -36,9 +36,13 @@ class StreamsParams:
     lowat: str = param("16KB", "unsent bytes the sender lets the transport hold (TCP_NOTSENT_LOWAT; "
                        "QUIC: aioquic's unsent stream bytes), so the app's schedule decides the order",
                        side="server", unit="size")
+    resume: bool = param(False, "QUIC: an untimed first connection fetches a session ticket; the "
+                         "timed one resumes with it and sends its request as 0-RTT data")
 
     def validate(self) -> None:
         from ..units import parse_size
+        if self.resume and self.transport != "quic":
+            raise ValueError("resume needs transport quic (TLS over TCP is the reqresp workload's)")
         if self.chunks < 0:
             raise ValueError(f"chunks {self.chunks} must be >= 0")
         for name in ("frame", "chunk_bytes"):
