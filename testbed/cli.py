@@ -62,6 +62,16 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
     logging.addLevelName(logging.INFO, "info")
     logging.addLevelName(logging.ERROR, "error")
     logging.addLevelName(logging.DEBUG, "debug")
+    # importing mininet.log makes every logger created afterwards a MininetLogger with its own
+    # newline-less stderr handler, so each of our warnings printed twice, run together: undo that
+    try:
+        import mininet.log
+    except ImportError:
+        return
+    logging.setLoggerClass(logging.Logger)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, mininet.log.MininetLogger) and name != "mininet":
+            logger.handlers[:] = []
 
 
 def main(argv: list[str] | None = None) -> int:

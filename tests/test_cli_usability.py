@@ -1,0 +1,30 @@
+"""What a new user trips over on the command line (found by following README.md)."""
+import logging
+
+import pytest
+
+from testbed.cli import setup_logging
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLoggerClass(cls)
+
+
+def test_a_warning_prints_once_after_mininet_is_imported(capsys, restore_logging):
+    mnlog = pytest.importorskip("mininet.log")   # it makes every later logger print by itself
+    logging.setLoggerClass(mnlog.MininetLogger)
+    early = logging.getLogger("testbed.test_cli_usability.early")
+    assert early.handlers                         # the newline-less copy the user saw
+    setup_logging()
+    late = logging.getLogger("testbed.test_cli_usability.late")
+    early.warning("early warning")
+    late.warning("late warning")
+    err = capsys.readouterr().err
+    assert err.count("early warning") == 1 and err.count("late warning") == 1
+    assert "testbed: warning: early warning\n" in err
