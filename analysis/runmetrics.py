@@ -23,6 +23,15 @@ Metrics (absent when the run has no such thing; times in ms, rates in Mbit/s):
   of any connection's data direction.
 * ``data_per_ack``: data segments ÷ pure ACKs over the connections' data directions
   (Σ data segments / Σ pure ACKs).
+* ``packets_c2s``, ``packets_s2c``, ``data_packets_c2s``, ``data_packets_s2c``, ``wire_bytes``:
+  TCP packets (all, and those with payload > 0) of the client's connections per direction
+  (client→server, server→client), and Σ IP total length of both directions, counted in the
+  *timed window*: capture timestamps (on the client's monotonic clock) from the first timed
+  request's ``request_issued`` to the last one's ``last_response_byte`` — warm-up requests and a
+  trailing delayed ACK are outside it.
+* ``flights``: flights (``analysis.tcp``: data segments separated by idle gaps) of the first
+  connection's data direction — slow-start rounds when the sender is window-limited;
+  ``flight_period_ms``: median start-to-start interval of its consecutive flights.
 * ``stalls``, ``stall_ms``: audio: per player and initial buffer (``"wait@40ms"``), the
   playback model's stall count and total stall time.
 
@@ -36,6 +45,8 @@ Checks (read-backs that show a factor took effect):
   direction, SYNs excluded.
 * ``wscale``: the window scale option of the first connection's SYN (``client``) and SYN/ACK
   (``server``); -1 when absent.
+* ``syn_mss``: the MSS option of the first connection's SYN (``client``) and SYN/ACK
+  (``server``), 0 when absent; ``max_payload``: the largest TCP payload of any captured segment.
 * ``first_flight_segments``: data segments in the first flight (``analysis.tcp``) of the first
   connection's data direction.
 * ``tls_resumed``: fraction of the timed requests whose TLS handshake resumed a session.
@@ -141,13 +152,19 @@ def _from_events(events: list[dict], metrics: dict) -> None:
 def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict) -> None:
     handshakes: list[tuple[int, float]] = []
     rtx = rtx_bytes = in_flight = data = acks = adv = 0
-    first_flight: tuple[int, int] | None = None
+    first_flight: tuple[int, Any] | None = None
+    window = _timed_window(events)
+    counts = dict.fromkeys(("packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c",
+                            "wire_bytes"), 0)
+    max_payload = 0
     for pcap in pcaps:
         res = report.analyze_file(pcap, events=events, keep=True)
         pk = res["_objects"]["packets"]
         for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
             if rec["proto"] != "tcp":
                 continue
+            _count(pk, obj["flow"], window, counts)
+            max_payload = max(max_payload, int(pk.payload_len[obj["flow"].index].max(initial=0)))
             hs = rec["handshake"]
             if hs.get("syn") is not None and hs.get("ack") is not None:
                 handshakes.append((rec["t0_ns"], (hs["ack"] - hs["syn"]) * 1e3))
@@ -156,8 +173,9 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
                 continue
             d = obj["directions"][main]
             if len(d.flights) and (first_flight is None or rec["t0_ns"] < first_flight[0]):
-                first_flight = (rec["t0_ns"], int(d.flights[0]["segments"]))
-                checks["wscale"] = _syn_wscale(pk, obj["flow"])
+                first_flight = (rec["t0_ns"], d.flights)
+                checks["wscale"] = _syn_option(pk, obj["flow"], "wscale")
+                checks["syn_mss"] = _syn_option(pk, obj["flow"], "mss")
             adv = max(adv, _max_window(pk, obj["flow"], receiver_is_client=main == "s2c"))
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
@@ -172,17 +190,46 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     if adv:
         checks["max_adv_window"] = adv
     if first_flight is not None:
-        checks["first_flight_segments"] = first_flight[1]
+        fl = first_flight[1]
+        checks["first_flight_segments"] = int(fl[0]["segments"])
+        metrics["flights"] = len(fl)
+        if len(fl) > 1:
+            metrics["flight_period_ms"] = float(statistics.median((fl["start"][1:] - fl["start"][:-1]) / 1e6))
+    if window is not None:
+        metrics.update(counts)
+    checks["max_payload"] = max_payload
 
 
-def _syn_wscale(pk, flow) -> dict[str, int]:
-    """Window scale in the SYN of each side of ``flow`` (-1: absent or no SYN captured)."""
+def _timed_window(events: list[dict]) -> tuple[int, int] | None:
+    """(first timed request_issued, last timed last_response_byte), monotonic ns."""
+    issued = [e["t"] for e in events if e["event"] == "request_issued" and isinstance(e.get("req"), int)]
+    last = [e["t"] for e in events if e["event"] == "last_response_byte" and isinstance(e.get("req"), int)]
+    return (min(issued), max(last)) if issued and last else None
+
+
+def _count(pk, flow, window, counts: dict) -> None:
+    """Add ``flow``'s packets inside ``window`` to the per-direction counts (module doc)."""
+    if window is None:
+        return
+    idx = flow.index
+    t = pk.ts_ns[idx]
+    inside = (t >= window[0]) & (t <= window[1])
+    for side, name in ((True, "c2s"), (False, "s2c")):
+        sel = inside & (flow.fwd == side)
+        counts[f"packets_{name}"] += int(sel.sum())
+        counts[f"data_packets_{name}"] += int((sel & (pk.payload_len[idx] > 0)).sum())
+        counts["wire_bytes"] += int(pk.ip_len[idx][sel].astype("int64").sum())
+
+
+def _syn_option(pk, flow, option: str) -> dict[str, int]:
+    """A SYN option (``wscale``: -1 when absent; ``mss``: 0 when absent) of each side of ``flow``
+    (-1 when no SYN of that side was captured)."""
     from .pcap import SYN
     idx, fwd = flow.index, flow.fwd
     syn = (pk.flags[idx] & SYN) != 0
     out = {}
     for name, side in (("client", True), ("server", False)):
-        w = pk.wscale[idx][syn & (fwd == side)]
+        w = getattr(pk, option)[idx][syn & (fwd == side)]
         out[name] = int(w[0]) if len(w) else -1
     return out
 
@@ -194,7 +241,7 @@ def _max_window(pk, flow, receiver_is_client: bool) -> int:
     from .pcap import SYN
     idx, fwd = flow.index, flow.fwd
     syn = (pk.flags[idx] & SYN) != 0
-    ws = _syn_wscale(pk, flow)
+    ws = _syn_option(pk, flow, "wscale")
     scale_of = {True: ws["client"], False: ws["server"]}
     side = receiver_is_client
     shift = scale_of[side] if min(scale_of.values()) >= 0 else 0

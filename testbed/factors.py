@@ -72,6 +72,13 @@ def _segments(value: Any) -> int:
     return n
 
 
+def _advmss(value: Any) -> int:
+    n = int(value)
+    if not 536 <= n <= 65495:
+        raise ValueError(f"advmss {n} must be bytes in 536..65495")
+    return n
+
+
 def _size(value: Any) -> int:
     n = parse_size(value)
     if n <= 0:
@@ -148,6 +155,10 @@ for _f in (
            readback="initcwnd", host_fields=lambda v: {"initcwnd": v}),
     Factor("initrwnd", "host", _segments, "route option initrwnd towards the peer (segments)",
            readback="initrwnd", host_fields=lambda v: {"initrwnd": v}),
+    Factor("advmss", "host", _advmss, "route option advmss towards the peer: the MSS this host "
+           "advertises in its SYN, so the peer's segments carry at most advmss − 12 B of payload with "
+           "TCP timestamps (1180: the chapter's 1168 B payloads; Linux default at MTU 1500: 1460)",
+           readback="advmss", host_fields=lambda v: {"advmss": v}),
     Factor("slow_start_after_idle", "host", _bool, "net.ipv4.tcp_slow_start_after_idle (0/1) in "
            "both namespaces", default=True, readback="slow_start_after_idle",
            host_fields=lambda v: {"slow_start_after_idle": v}),

@@ -84,6 +84,10 @@ def test_route_argv_and_host_flags():
         "src", "10.0.0.1", "quickack", "1", "initcwnd", "100"]
     assert h.argv() == ["--peer", "10.0.0.2", "--quickack", "--initcwnd", "100",
                         "--slow-start-after-idle", "0"]
+    from testbed import factors
+    mss = tcpopts.HostFactors("10.0.0.2", **factors.host_fields({"advmss": "1180"}))
+    assert mss.route_options() == ["advmss", "1180"]
+    assert mss.argv()[2:4] == ["--advmss", "1180"]
 
 
 def test_tcpinfo_decodes_this_kernel():

@@ -103,9 +103,15 @@ def test_checks_show_initcwnd_window_and_queue_overrides(tmp_path):
     base = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
                    capture=CaptureSpec(("client", "server")), links={"bottleneck.up.queue": "300"})
     plain = execute(base, tmp_path / "plain")
-    tuned = execute(base.set("host.initcwnd", 40).set("host.initrwnd", 40).set("socket.window", "64KB"),
-                    tmp_path / "tuned")
+    tuned = execute(base.set("host.initcwnd", 40).set("host.initrwnd", 40).set("socket.window", "64KB")
+                    .set("host.advmss", 1180), tmp_path / "tuned")
     assert plain.checks["first_flight_segments"] == 10 and tuned.checks["first_flight_segments"] == 40
+    # advmss: the SYNs carry it, segments shrink to advmss - 12 (timestamps), so more of them
+    assert plain.checks["syn_mss"] == {"client": 1460, "server": 1460}
+    assert tuned.checks["syn_mss"] == {"client": 1180, "server": 1180}
+    assert (plain.checks["max_payload"], tuned.checks["max_payload"]) == (1448, 1168)
+    assert tuned.metrics["data_packets_c2s"] > 1.2 * plain.metrics["data_packets_c2s"] > 0
+    assert plain.metrics["wire_bytes"] > 0 and plain.metrics["flights"] >= 1
     assert tuned.checks["max_adv_window"] <= 1.3 * 64000 < plain.checks["max_adv_window"]
     assert plain.checks["queue_limit"] == [300]
     assert set(plain.checks["path"]) == {"client-client-eth0.pcap", "server-server-eth0.pcap"}

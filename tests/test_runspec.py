@@ -79,6 +79,7 @@ def test_validate_accepts_a_full_spec():
     ({"socket": {"ack": "quick"}}, "unknown socket factor"),
     ({"host": {"ack": "sometimes"}}, "unknown ACK policy"),
     ({"host": {"initcwnd": 0}}, "1..65535"),
+    ({"host": {"advmss": 100}}, "536..65495"),
     ({"client_host": "station"}, "hosts: client, gw, server"),
     ({"capture": CaptureSpec(("nobody",))}, "capture host"),
 ])

@@ -23,7 +23,8 @@ Host factors (``HostFactors``; applied inside the host's network namespace by
 ``python -m testbed.apps.tcpopts host ...``):
 
 * route options on a /32 route to the peer: ``quickack 1`` (ACK every segment at once — the
-  "immediate" ACK policy), ``initcwnd``, ``initrwnd`` (segments).
+  "immediate" ACK policy), ``initcwnd``, ``initrwnd`` (segments), ``advmss`` (the MSS option
+  this host's SYNs carry; set on both hosts it bounds both directions' segments).
 * ``net.ipv4.tcp_slow_start_after_idle`` (per namespace).
 * ``ip tcp_metrics flush`` (forget cached ssthresh/RTT from earlier runs).
 
@@ -150,6 +151,7 @@ class HostFactors:
     quickack: bool = False
     initcwnd: int | None = None
     initrwnd: int | None = None
+    advmss: int | None = None
     slow_start_after_idle: bool | None = None
     flush_metrics: bool = True
 
@@ -167,6 +169,8 @@ class HostFactors:
             opts += ["initcwnd", str(self.initcwnd)]
         if self.initrwnd is not None:
             opts += ["initrwnd", str(self.initrwnd)]
+        if self.advmss is not None:
+            opts += ["advmss", str(self.advmss)]
         return opts
 
     def argv(self) -> list[str]:
@@ -178,6 +182,8 @@ class HostFactors:
             argv += ["--initcwnd", str(self.initcwnd)]
         if self.initrwnd is not None:
             argv += ["--initrwnd", str(self.initrwnd)]
+        if self.advmss is not None:
+            argv += ["--advmss", str(self.advmss)]
         if self.slow_start_after_idle is not None:
             argv += ["--slow-start-after-idle", str(int(self.slow_start_after_idle))]
         if not self.flush_metrics:
@@ -218,6 +224,7 @@ def apply_host(h: HostFactors) -> dict:
     metrics = {k: v for m in after.get("metrics", []) for k, v in m.items()}
     return {"peer": h.peer, "route": after, "quickack": metrics.get("quickack", 0),
             "initcwnd": metrics.get("initcwnd"), "initrwnd": metrics.get("initrwnd"),
+            "advmss": metrics.get("advmss"),
             "slow_start_after_idle": int(SSAI_PATH.read_text()),
             "tcp_metrics_flushed": h.flush_metrics}
 
@@ -232,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--quickack", action="store_true", help="route option quickack 1")
     h.add_argument("--initcwnd", type=int)
     h.add_argument("--initrwnd", type=int)
+    h.add_argument("--advmss", type=int, help="route option advmss (bytes)")
     h.add_argument("--slow-start-after-idle", type=int, choices=(0, 1))
     h.add_argument("--keep-metrics", action="store_true", help="do not flush tcp_metrics")
     args = p.parse_args(argv)
@@ -239,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         ssai = None if args.slow_start_after_idle is None else bool(args.slow_start_after_idle)
         result = apply_host(HostFactors(args.peer, quickack=args.quickack, initcwnd=args.initcwnd,
-                                        initrwnd=args.initrwnd, slow_start_after_idle=ssai,
+                                        initrwnd=args.initrwnd, advmss=args.advmss,
+                                        slow_start_after_idle=ssai,
                                         flush_metrics=not args.keep_metrics))
         json.dump(result, sys.stdout)
         print()
