@@ -1,10 +1,12 @@
 """Vectorised pcap / pcapng reader: one numpy array per header field.
 
-The file is read once into memory; a short Python loop walks the record
-chain to find where each record starts (pcap records and pcapng blocks are
-length-prefixed, so their offsets cannot be computed without walking), and
-every header field is then gathered for all packets at once with numpy fancy
-indexing on the raw bytes.  No per-packet object is ever created.
+The reference (``engine="python"``): the file is read once into memory; a
+short Python loop walks the record chain to find where each record starts
+(pcap records and pcapng blocks are length-prefixed, so their offsets cannot
+be computed without walking), and every header field is then gathered for all
+packets at once with numpy fancy indexing on the raw bytes.  The fast path
+(``native``, :mod:`analysis.native`) walks and decodes in C, with the same
+rules, into the same arrays.  No per-packet object is ever created.
 
 Supported: pcap (microsecond and nanosecond magic, either byte order),
 pcapng (SHB/IDB/EPB, if_tsresol, several interfaces and link types);
