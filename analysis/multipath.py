@@ -90,3 +90,69 @@ def duplicate_metrics(run_dir: str | Path) -> dict:
                         "delay_ms_median": statistics.median(e["delay_ms"] for e in arrivals) if arrivals else None},
             "checks": {"send": summary["send"], "copies": summary["copies"],
                        "paths_seen": len({e["src"] for e in server if e["event"] in ("chunk_arrival", "duplicate")})}}
+
+
+def subflow_in_flight(run_dir: str | Path, port: int = PORT) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per client interface (one MPTCP subflow or split connection per path on ``dualpath``):
+    (t_ns on CLOCK_MONOTONIC, in-flight bytes) at every captured packet of the connections to
+    ``port`` — in-flight = highest sequence end the client sent − highest ACK the server
+    returned (tcptrace's outstanding data; sequence numbers relative to each subflow's SYN).
+    ``"all"``: the sum of the subflows on the merged timeline — the MPTCP connection as one."""
+    from . import clock, pcap
+    run_dir = Path(run_dir)
+    host = _client_host(run_dir)
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for f in sorted((run_dir / "pcap").glob(f"{host}-*.pcap")):
+        p = pcap.read(f)
+        m = (p.proto == pcap.TCP) & ((p.dport == port) | (p.sport == port))
+        p = p.select(m)
+        if len(p) == 0:
+            continue
+        t, _ = clock.monotonic(p.ts_ns.astype(np.int64), f)
+        up = p.dport == port
+        total = np.zeros(len(p), np.int64)
+        for sport in np.unique(np.where(up, p.sport, p.dport)):    # one subflow per client port
+            mine = np.where(up, p.sport, p.dport) == sport
+            syn = np.flatnonzero(mine & up & ((p.flags & pcap.SYN) != 0))
+            if len(syn) == 0:
+                continue
+            isn = int(p.seq[syn[0]])
+            sent = np.where(mine & up, (p.seq.astype(np.int64) - isn) % (1 << 32)
+                            + p.payload_len.astype(np.int64), 0)
+            acked = np.where(mine & ~up & ((p.flags & pcap.ACK) != 0),
+                             (p.ack.astype(np.int64) - isn) % (1 << 32), 0)
+            total += np.maximum(np.maximum.accumulate(sent) - np.maximum.accumulate(acked), 0)
+        out[f.name[len(host) + 1:].split(".pcap")[0]] = (t, total)
+    if out:
+        grid = np.unique(np.concatenate([t for t, _ in out.values()]))
+        out["all"] = (grid, sum(v[np.maximum(np.searchsorted(t, grid, side="right") - 1, 0)]
+                                * (grid >= t[0]) for t, v in out.values()))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m analysis.multipath",
+                                 description="C11 run: completion, bytes per path, in-flight per subflow")
+    ap.add_argument("run_dir")
+    ap.add_argument("--plots", help="directory for the in-flight plot (per subflow and summed)")
+    a = ap.parse_args(argv)
+    try:
+        print(json.dumps(run_metrics(a.run_dir), indent=1))
+        if a.plots:
+            from .plots import steps
+            series = subflow_in_flight(a.run_dir)
+            if not series:
+                raise ValueError(f"{a.run_dir}: no capture of the client's connections")
+            t0 = min(int(t[0]) for t, _ in series.values())
+            for f in steps(series, t0, Path(a.plots) / "in_flight", "bytes in flight",
+                           "in flight per path and summed (the MPTCP connection as one)"):
+                print(f)
+    except (ValueError, OSError) as exc:
+        print(f"analysis.multipath: error: {exc}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,6 +5,8 @@ the split finishes within 15 % of S/(B1+B2) without the common egress (egress un
 faster than S/egress with it."""
 import pytest
 
+from analysis.multipath import subflow_in_flight
+
 from testbed import lifecycle
 from testbed.execute import execute
 from testbed.runspec import CaptureSpec, RunSpec
@@ -40,6 +42,9 @@ def test_mptcp_carries_data_on_both_subflows(tmp_path):
           f"{r.metrics['path_bytes']}")
     assert r.checks["mptcp_fallback"] is False
     assert r.checks["paths_with_data"] == ["client-eth0", "client-eth1"]
+    flight = subflow_in_flight(r.dir)          # the subflows as one connection
+    assert all(flight[i][1].max() > 0 for i in ("client-eth0", "client-eth1"))
+    assert flight["all"][1].max() >= max(flight[i][1].max() for i in ("client-eth0", "client-eth1"))
 
 
 def test_split_is_bounded_by_the_sum_of_paths_or_by_the_common_egress(tmp_path):
