@@ -237,3 +237,53 @@ def run_metrics(run_dir: Path, port: int) -> dict:
         checks["tls_resumed"] = 1.0 if tls["resumed"] else 0.0
         checks["early_data_accepted"] = tls["early_data_accepted"]
     return {"metrics": metrics, "checks": checks}
+
+
+def delivery_series(run_dir: Path, port: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"<kind> delivered" / "<kind> complete": (ns since the session start, cumulative frame
+    bytes)} of one run: when the frames reached the application, and when all their bytes had
+    reached the receiver (TCP capture / QUIC qlog)."""
+    recs, session = frames(run_dir, port)
+    out = {}
+    for kind in ("audio", "image"):
+        mine = [r for r in recs if r["kind"] == kind]
+        for what in ("complete", "delivered"):      # delivered drawn on top
+            pts = sorted((r[what], r["end"] - r["start"]) for r in mine if r[what] is not None)
+            if pts:
+                t = np.array([p[0] for p in pts], np.int64) - session["t"]
+                out[f"{kind} {what}"] = (t, np.cumsum([p[1] for p in pts]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m analysis.streams",
+                                 description="C8 runs: head-of-line waits; delivery per stream of "
+                                             "several runs (TCP and QUIC) on one time axis")
+    ap.add_argument("run_dirs", nargs="+")
+    ap.add_argument("--plots", help="directory for audio_delivery and image_delivery plots")
+    a = ap.parse_args(argv)
+    try:
+        series: dict = {}
+        for d in a.run_dirs:
+            m = run_metrics(Path(d), 0)
+            print(json.dumps({"run": d, **m}, indent=1))
+            label = f"{m['checks']['streams_transport']}/{m['checks']['schedule']} ({Path(d).name})"
+            for name, s in delivery_series(Path(d)).items():
+                series.setdefault(name.split()[0], {})[f"{label}: {name.split()[1]}"] = s
+        if a.plots:
+            from .plots import delivery
+            for kind, s in series.items():
+                for f in delivery(s, 0, Path(a.plots) / f"{kind}_delivery",
+                                  f"{kind}: bytes complete at the receiver vs delivered to the "
+                                  "application (time from session start)"):
+                    print(f)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"analysis.streams: error: {exc}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from analysis.streams import covered_at, gaps, run_metrics
+from analysis.streams import covered_at, delivery_series, gaps, run_metrics
 from testbed.apps.streammux import AUDIO, IMAGE, Decoder, Plan, ProtocolError, Scheduler
 
 PLAN = Plan(image_bytes=40000, frame_bytes=16384, chunks=3, chunk_bytes=960, tau_ns=20_000_000,
@@ -116,6 +116,9 @@ def test_loopback_run_survives_a_garbage_peer(transport, tmp_path):
         assert "CLIENT_HANDSHAKE_TRAFFIC_SECRET" in (tmp_path / "client.keylog").read_text()
         m = run_metrics(tmp_path, 0)
         assert m["checks"]["complete_from"] == "qlog" and m["metrics"]["audio_chunks"] == 8
+        series = delivery_series(tmp_path)
+        assert series["audio delivered"][1][-1] == 8 * (960 + 9)
+        assert series["image complete"][1][-1] == 100_000 + 7 * 9      # 7 frames of <= 16 KB
 
 
 def test_client_given_garbage_by_the_server_says_so_without_a_traceback(tmp_path):
