@@ -91,6 +91,8 @@ class ReqRespParams(Common):
             raise ValueError(f"requests {self.requests} must be >= 1")
         if self.warmup < 0:
             raise ValueError(f"warmup {self.warmup} must be >= 0")
+        if self.resume and not self.tls:
+            raise ValueError("resume (TLS session resumption) needs tls: add --tls")
         if len(self.relay_hosts.split(",")) != 2:
             raise ValueError(f"relay_hosts {self.relay_hosts!r}: give two hosts, e.g. cgw,sgw")
         if not 1 <= self.tunnel_initcwnd <= 65535:

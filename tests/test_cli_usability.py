@@ -28,3 +28,10 @@ def test_a_warning_prints_once_after_mininet_is_imported(capsys, restore_logging
     err = capsys.readouterr().err
     assert err.count("early warning") == 1 and err.count("late warning") == 1
     assert "testbed: warning: early warning\n" in err
+
+
+def test_resume_without_tls_is_refused():
+    from testbed.runspec import RunSpec
+    with pytest.raises(ValueError, match="needs tls"):
+        RunSpec(topology="longhaul", workload="reqresp", params={"resume": True}).validate()
+    RunSpec(topology="longhaul", workload="reqresp", params={"resume": True, "tls": True}).validate()
