@@ -224,6 +224,9 @@ def quic_server(args, log: ev.EventLog, plan: Plan) -> int:
                 q.send_stream_data(sids[kind], b"")
             sched = Scheduler(plan, args.schedule)
             while not sched.done:
+                if self._closed.is_set():         # the client went away mid-session
+                    log.emit(PEER_ERROR, conn=self.conn, message="connection closed before all frames were sent")
+                    return
                 sched.poll(ev.now() - t0)
                 while self.unsent(sids.values()) < lowat and (cur := sched.next()) is not None:
                     q.send_stream_data(sids[cur[0]], plan.frame(*cur))
