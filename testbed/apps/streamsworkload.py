@@ -1,7 +1,14 @@
-"""The ``streams`` workload record (C8): audio chunks and a large image on one connection,
-over TCP (one framed, multiplexed byte stream: connection-wide order) or QUIC (aioquic, one
-stream per kind: per-stream order).  App: ``testbed/apps/streams.py``; metrics:
-``analysis/streams.py``.  Registered in ``testbed.workloads`` (listed in its PLUGINS).
+"""Workload records of [streams-paths], registered in ``testbed.workloads`` (listed in its
+PLUGINS):
+
+* ``streams`` (C8): audio chunks and a large image on one connection, over TCP (one framed,
+  multiplexed byte stream: connection-wide order) or QUIC (aioquic, one stream per kind:
+  per-stream order).  App ``testbed/apps/streams.py``; metrics ``analysis/streams.py``.
+* ``airbulk`` (C10): the ``bulk`` app on a shared air interface, metrics with the airtime of
+  data and ACK exchanges (``analysis/airtime.py``).
+* ``multipath`` (C11): one path, split over two connections, or MPTCP
+  (``testbed/apps/multipath.py``); ``duplicate`` (C11): audio chunks on one or both paths
+  (``testbed/apps/duplicate.py``); metrics ``analysis/multipath.py``.
 """
 from __future__ import annotations
 
