@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -78,14 +79,18 @@ def _sh(argv: list[str], timeout: float = 60) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=timeout).stdout
 
 
-def _iperf_goodput(src: int, dst: int, cc: str, seconds: int, omit: int) -> float:
+def _iperf_goodput(src: int, dst: int, cc: str, seconds: int, omit: int,
+                   loopback: bool = False) -> float:
     """TCP goodput in bit/s from namespace NS[src] to NS[dst]: iperf3's receiver figure over
-    ``seconds`` after the first ``omit`` seconds (slow start) are left out."""
+    ``seconds`` after the first ``omit`` seconds (slow start) are left out.  ``loopback``: over
+    NS[src]'s loopback instead (no qdisc: what the guest's CPU allows)."""
+    dst = src if loopback else dst
     server = subprocess.Popen(["ip", "netns", "exec", NS[dst], "iperf3", "-s", "-1", "-p", "5201"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_tcp_listening(NS[dst], 5201)
-        out = _sh(["ip", "netns", "exec", NS[src], "iperf3", "-c", IPS[dst], "-p", "5201", "-C", cc,
+        out = _sh(["ip", "netns", "exec", NS[src], "iperf3", "-c",
+                   "127.0.0.1" if loopback else IPS[dst], "-p", "5201", "-C", cc,
                    "-t", str(seconds), "-O", str(omit), "--json"], timeout=seconds + omit + 60)
     finally:
         server.wait(timeout=30)
@@ -130,6 +135,7 @@ def guest_qdisc_case(cfg: dict) -> dict:
         result["goodput"] = {direction: _iperf_goodput(src, dst, cc, cfg["seconds"], cfg["omit"])
                              for direction, src, dst, cc in (("up", 0, 1, cfg["cc_up"]),
                                                              ("down", 1, 0, cfg["cc_down"]))}
+        result["capacity"] = _iperf_goodput(0, 0, "cubic", 2, 1, loopback=True)
         result["qdisc"] = [_sh(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", i])
                            for ns, i in zip(NS, IFS)]
         return result
@@ -212,13 +218,23 @@ def _check_qdisc_case(r: dict, up, down) -> None:
         assert _within_binomial(loss, spec.loss.p, p[f"sent_{d}"]), (d, loss, spec.loss.p)
     # htb counts whole frames: TCP payload is at most 1448/1514 of the configured rate (netem
     # drops before htb, so lost frames use none of it).  Steady-state goodput must reach most of
-    # that bound where nothing is lost (where loss is, TCP's reaction decides).
-    for direction, spec in (("up", up), ("down", down)):
+    # that bound where nothing is lost — neither by the spec nor by the queue overflowing (where
+    # loss is, TCP's reaction decides: cubic in a 7.2 guest overflowed the 40 Mbit/s queue 2-16
+    # times in 7 s and then reached 61-84% of the bound, in a 6.1 guest more).
+    # The guest must have the CPU for it, too: its one virtual CPU is one host thread, and
+    # ``capacity`` (TCP over the guest's loopback, measured right after) shows what it had left.
+    for direction, spec, text_q in (("up", up, r["qdisc"][0]), ("down", down, r["qdisc"][1])):
         bound = spec.rate * 1448 / 1514
         goodput = r["goodput"][direction]
         assert goodput <= 1.02 * bound, (direction, goodput, bound)
-        if spec.loss.p == 0:
-            assert goodput >= 0.85 * bound, (direction, goodput, bound)
+        if spec.loss.p == 0 and _netem(text_q)["dropped"] == 0:
+            if r["capacity"] < 2 * bound:
+                warnings.warn(f"{direction}: goodput {goodput / 1e6:.1f} of {bound / 1e6:.1f} "
+                              f"Mbit/s not checked: the guest's CPU allowed only "
+                              f"{r['capacity'] / 1e6:.0f} Mbit/s of TCP (host load "
+                              f"{os.getloadavg()[0]:.1f})")
+            else:
+                assert goodput >= 0.85 * bound, (direction, goodput, bound, r["capacity"])
 
 
 FAKE_PANIC = ("Checking that ptrace can change system call numbers...OK\n"
