@@ -42,6 +42,14 @@ def run(args) -> int:
     if args.samples < 0:
         raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
     run_info = None
+    dirs = [f for f in args.files if Path(f).is_dir()]
+    if dirs and (len(args.files) > 1 or not (Path(dirs[0]) / "manifest.json").is_file()):
+        raise ValueError(f"{dirs[0]}: give one run directory (with a manifest.json, e.g. "
+                         "results/<run id>) or capture files, not both or several")
+    for opt, files in (("--app-log", args.app_log), ("--link-log", args.link_log)):
+        for f in files:
+            if not Path(f).is_file():
+                raise ValueError(f"{opt} {f}: no such file")
     if len(args.files) == 1 and Path(args.files[0]).is_dir():
         from .runmetrics import run_metrics
         run_dir = Path(args.files[0])

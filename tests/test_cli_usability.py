@@ -35,3 +35,19 @@ def test_resume_without_tls_is_refused():
     with pytest.raises(ValueError, match="needs tls"):
         RunSpec(topology="longhaul", workload="reqresp", params={"resume": True}).validate()
     RunSpec(topology="longhaul", workload="reqresp", params={"resume": True, "tls": True}).validate()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{tmp}"], "give one run directory"),                      # a directory without manifest
+    (["{tmp}/run", "{tmp}/run"], "give one run directory"),      # two run directories
+    (["{tmp}/run/a.pcap", "--app-log", "{tmp}/missing.jsonl"], "--app-log {tmp}/missing.jsonl: no such file"),
+    (["{tmp}/run/a.pcap", "--link-log", "{tmp}/missing.frames"], "--link-log {tmp}/missing.frames: no such file"),
+])
+def test_analyze_bad_paths_are_one_line(tmp_path, capsys, restore_logging, args, message):
+    from testbed.cli import main
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    (tmp_path / "run" / "a.pcap").write_bytes(b"")
+    assert main(["analyze", *(a.format(tmp=tmp_path) for a in args)]) == 2
+    err = capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in err and len(err.strip().splitlines()) == 1
