@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import subprocess
 import sys
 
@@ -98,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("testbed: interrupted; everything the run created was removed", file=sys.stderr)
         return 130
+    except BrokenPipeError:     # `testbed … | head` stopped reading: not the command's error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
     except SystemExit as exc:
         if isinstance(exc.code, int) and exc.code >= 128:
             print(f"testbed: stopped by signal {exc.code - 128}; everything the run created was "

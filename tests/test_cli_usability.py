@@ -51,3 +51,17 @@ def test_analyze_bad_paths_are_one_line(tmp_path, capsys, restore_logging, args,
     assert main(["analyze", *(a.format(tmp=tmp_path) for a in args)]) == 2
     err = capsys.readouterr().err
     assert message.format(tmp=tmp_path) in err and len(err.strip().splitlines()) == 1
+
+
+def test_output_into_a_closed_pipe_is_no_traceback():
+    """`testbed experiment show reuse | head` closed stdout early: a BrokenPipeError traceback."""
+    import subprocess
+
+    from conftest import REPO, TESTBED
+    p = subprocess.Popen([*TESTBED, "experiment", "show", "reuse"], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()                  # the reader is gone before the command writes
+    err = p.stderr.read()
+    p.wait(timeout=60)
+    assert "Traceback" not in err and "Error" not in err, err
+    assert p.returncode == 1
