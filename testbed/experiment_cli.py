@@ -34,17 +34,19 @@ def register(sub) -> None:
     r = esub.add_parser("run", help="run an experiment (alternated arms, verified, resumable)")
     r.add_argument("experiment", metavar="NAME|FILE")
     r.add_argument("--levels", help="comma-separated subset of the levels, e.g. new,reuse")
-    r.add_argument("--reps", type=int, help="repetitions per level")
-    r.add_argument("--warmup", type=int, help="warm-up runs per level (not analysed)")
-    r.add_argument("--seed", type=int, help="experiment seed (every repetition's link seed derives from it)")
+    r.add_argument("--reps", type=int, help="repetitions per level (default: the definition's `reps`, see `experiment show`)")
+    r.add_argument("--warmup", type=int, help="warm-up runs per level, not analysed (default: the definition's `warmup`)")
+    r.add_argument("--seed", type=int, help="experiment seed (every repetition's link seed derives from it; default: the "
+                   "definition's `seed`)")
     r.add_argument("--backend", choices=("auto", "netem", "userspace", "netem-uml"),
-                   help="link backend (netem-uml: the whole experiment in one User-Mode Linux guest)")
+                   help="link backend (netem-uml: the whole experiment in one User-Mode Linux guest; "
+                   "default: the definition's, else auto)")
     r.add_argument("--link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
                    help="named-link override, repeatable")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="RunSpec path override, repeatable")
     r.add_argument("--out", help="experiment directory (default results/NAME-YYYYmmdd-HHMMSS)")
-    r.add_argument("--results", default="results", help="root of the default --out")
+    r.add_argument("--results", default="results", help="root of the default --out (default: results)")
     r.add_argument("--resume", action="store_true", help="continue the experiment in --out")
     r.add_argument("--keep-topology", action="store_true",
                    help="keep the topology up across the runs of a repetition when the factor allows "

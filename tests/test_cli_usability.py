@@ -65,3 +65,16 @@ def test_output_into_a_closed_pipe_is_no_traceback():
     p.wait(timeout=60)
     assert "Traceback" not in err and "Error" not in err, err
     assert p.returncode == 1
+
+
+def test_experiment_run_help_names_every_default():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    exp = next(a for a in sub.choices["experiment"]._actions
+               if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    missing = [a.option_strings[0] for a in exp._actions
+               if a.option_strings and a.nargs != 0 and a.dest not in ("help", "levels", "link", "set")
+               and "default" not in (a.help or "")]
+    assert missing == []
