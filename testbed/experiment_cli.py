@@ -120,7 +120,7 @@ def run_run(args) -> int:
         run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet)
     except KeyboardInterrupt:
         print(f"testbed: experiment interrupted; its finished runs are kept in {out}: continue with "
-              f"--resume --out {out}", file=sys.stderr)
+              f"the same command and options plus --resume --out {out}", file=sys.stderr)
         raise
     summary = write_all(out, prune=True)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))
