@@ -13,6 +13,12 @@ Metrics (absent when the run has no such thing; times in ms, rates in Mbit/s):
   order: ``last_response_byte.t − request_issued.t`` on the client's clock (CLOCK_MONOTONIC).
   ``completion_ms_median``: their median.
 * ``first_byte_ms``: per timed request, ``first_response_byte.t − request_issued.t``.
+* ``socks_ms``: per timed request through a SOCKS5 proxy, ``socks_done.t − request_issued.t``
+  (the proxy's reply as the application sees it); ``socks_ms_median``: their median.
+* ``rwnd_limited_ms``, ``busy_ms``: per connection of the client (``conn`` of its ``tcp_info``
+  samples, in order), the last sample's ``tcpi_rwnd_limited`` and ``tcpi_busy_time`` in ms —
+  how long the client's sending was limited by the peer's advertised receive window, and how
+  long it had data in flight (warm-up requests included in reuse mode).
 * ``handshake_ms``: per TCP connection the client opened, in order of its SYN: SYN sent → the
   client's ACK of the SYN/ACK (the capture's timestamps).
 * ``goodput_mbps``: bulk: the client's summary (8 × bytes / (bulk_end − bulk_start)).
@@ -140,6 +146,14 @@ def _from_events(events: list[dict], metrics: dict) -> None:
         metrics["completion_ms"] = [(lasts[r] - issued[r]) / 1e6 for r in done]
         metrics["completion_ms_median"] = statistics.median(metrics["completion_ms"])
         metrics["first_byte_ms"] = [(firsts[r] - issued[r]) / 1e6 for r in done if r in firsts]
+    socks = {e["req"]: e["t"] for e in events if e["event"] == "socks_done" and e.get("req") in issued}
+    if socks:
+        metrics["socks_ms"] = [(socks[r] - issued[r]) / 1e6 for r in sorted(socks)]
+        metrics["socks_ms_median"] = statistics.median(metrics["socks_ms"])
+    info = {e["conn"]: e for e in events if e["event"] == "tcp_info" and "rwnd_limited" in e}
+    if info:
+        metrics["rwnd_limited_ms"] = [info[c]["rwnd_limited"] / 1e3 for c in sorted(info)]
+        metrics["busy_ms"] = [info[c]["busy_time"] / 1e3 for c in sorted(info)]
     for e in events:
         if e["event"] == "summary" and "goodput_bps" in e:
             metrics["goodput_mbps"] = e["goodput_bps"] / 1e6

@@ -45,6 +45,9 @@ DEFAULT = "default"
 METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_ms", "goodput_mbps",
            "retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "data_per_ack",
            "stalls", "stall_ms",
+           # runmetrics: counts in the timed window, flights, SOCKS5 reply, TCP_INFO limits
+           "packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c", "wire_bytes",
+           "flights", "flight_period_ms", "socks_ms", "socks_ms_median", "rwnd_limited_ms", "busy_ms",
            # streams / duplicate / airbulk (analysis/streams.py, multipath.py, airtime.py)
            "audio_cross_wait_max_ms", "audio_on_time", "audio_done_ms", "image_done_ms", "path_done_ms",
            "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",

@@ -16,17 +16,17 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from .reproduce import CALIBRATE, EXPERIMENTS, FULL_REPS, QUICK_REPS, Measure, Row, within
+from .reproduce import CALIBRATE, EXPERIMENTS, FULL_REPS, QUICK_REPS, QUICK_SETS, Measure, Row, within
 
 
 def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
     """The Experiment a measure runs: its definition, only the levels the rows read, the reps and
-    the row's RunSpec ``sets`` (and --backend)."""
+    the row's RunSpec ``sets`` (and --backend; with ``quick`` also the experiment's QUICK_SETS)."""
     from .definition import Experiment, load_definition
     exp = (Experiment.from_dict(EXPERIMENTS[measure.experiment], source="experiments/reproduce.py")
            if measure.experiment in EXPERIMENTS else load_definition(measure.experiment))
     keep = [lab for lab in exp.labels if lab in levels] or None
-    sets = dict(measure.sets)
+    sets = {**(QUICK_SETS.get(measure.experiment, {}) if quick else {}), **measure.sets}
     if backend:
         sets["backend"] = backend
     exp = exp.with_overrides(levels=keep if keep and len(keep) >= 2 else None, reps=reps, sets=sets)
@@ -185,7 +185,11 @@ def _excluded(summary: dict, level: str) -> str:
     return f"excluded: {reasons[0]}" if reasons else "no runs"
 
 
-def _evidence(row: Row, summary: dict) -> list[str]:
+def _evidence(row: Row, summary: dict, exp_dir: str | Path | None = None) -> list[str]:
+    """Numbers of the same runs quoted for a miss: the summary's median of each ``explain``
+    metric per level, or — for a metric the experiment does not summarize — the median of every
+    value of it in the level's valid runs' manifests (each element of a list)."""
+    import statistics
     m = row.measure
     levels = m.levels or (m.level,)
     used = [r for r in summary.get("runs", []) if r.get("valid") and r.get("level") in levels]
@@ -197,6 +201,11 @@ def _evidence(row: Row, summary: dict) -> list[str]:
             st = (summary.get("by_level", {}).get(level, {}).get("metrics", {}) or {}).get(metric)
             if st and st.get("median") is not None:
                 out.append(f"{label} {st['median']:.4g} (median of {st['n']}, {level})")
+            elif exp_dir is not None:
+                vals = pooled_values(exp_dir, summary, level, metric)
+                if vals:
+                    out.append(f"{label} {statistics.median(vals):.4g} (median of {len(vals)} values "
+                               f"in the runs, {level}; range {min(vals):.4g}–{max(vals):.4g})")
     return out
 
 
@@ -235,9 +244,11 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 else:
                     rec["ok"] = within(value, row.chapter, row.tolerance)
                     if not rec["ok"]:
-                        ev = _evidence(row, res["summary"])
+                        ev = _evidence(row, res["summary"], res["dir"])
                         cause = row.cause or "unexplained"
                         notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
+        if rec["experiment_dir"] and quick and m.experiment in QUICK_SETS:
+            notes.append("--quick: " + ", ".join(f"{k}={v}" for k, v in QUICK_SETS[m.experiment].items()))
         if row.note:
             notes.append(row.note)
         if model is not None and math.isfinite(model) and row.chapter and \

@@ -4,7 +4,7 @@ The link is the ``longhaul`` topology (client — server) with the given rate, o
 loss per direction; "up" is client→server, "down" server→client.  Measurements (UDP probes of
 ``testbed.probe``, ARP entries static so no probe waits for address resolution):
 
-- RTT: 200 ping-pong probes of 64 B payload, 10 ms apart; min and median of the echoed ones.
+- RTT: 200 ping-pong probes of 64 B payload, 10 ms apart; min, median and max of the echoed ones.
   Configured RTT = 2·delay + serialization of the 106 B probe frame in both directions.
 - Loss per direction: ``--packets`` datagrams (64 B payload) at ≤ 1/4 of the link rate and
   ≤ 5000 datagrams/s, in both directions at once, never in bursts (a stalled sender does not

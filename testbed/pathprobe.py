@@ -55,7 +55,7 @@ def rtt(tb, a: str, b: str, count: int = 200, interval: float = 0.01, size: int 
         echo.communicate()
     rtts = sorted(ping["rtt_ms"])
     return {"min": rtts[0] if rtts else None, "median": statistics.median(rtts) if rtts else None,
-            "probes": ping["sent"], "echoed": ping["received"]}
+            "max": rtts[-1] if rtts else None, "probes": ping["sent"], "echoed": ping["received"]}
 
 
 def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: float = 2.0) -> dict:

