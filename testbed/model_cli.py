@@ -75,6 +75,11 @@ def _fmt_one(v, unit: str) -> str:
     return f"{v:g}"
 
 
+def _metavar(unit: str) -> str:
+    """The option's value placeholder: the unit (``S``, ``BIT/S``), ``X`` for a pure number."""
+    return "X" if unit == "1" else unit.upper().replace(" ", "_")
+
+
 def _fmt_default(value, unit: str) -> str:
     """A default as the user would type it (30MB, 20mbit, 0.1)."""
     if value is None:
@@ -105,9 +110,10 @@ def register(sub) -> None:
             mp.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=argparse.SUPPRESS,
                             type=_parser_for(meta["unit"]),
                             choices=meta["choices"] or None,
-                            metavar=None if meta["choices"] else meta["unit"].upper().replace(" ", "_"),
-                            help=f"{meta['help']} [{meta['unit']}] "
-                                 f"(default: {_fmt_default(f.default, meta['unit'])})")
+                            metavar=None if meta["choices"] else _metavar(meta["unit"]),
+                            help=f"{meta['help']} [{meta['unit']}]" + (
+                                "" if "(default:" in meta["help"]
+                                else f" (default: {_fmt_default(f.default, meta['unit'])})"))
         mp.add_argument("--json", action="store_true", help="print JSON")
         mp.set_defaults(func=run)
 

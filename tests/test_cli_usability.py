@@ -78,3 +78,15 @@ def test_experiment_run_help_names_every_default():
                if a.option_strings and a.nargs != 0 and a.dest not in ("help", "levels", "link", "set")
                and "default" not in (a.help or "")]
     assert missing == []
+
+
+def test_model_help_states_each_default_once_and_no_unit_as_placeholder():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    models = next(a for a in sub.choices["model"]._actions if isinstance(a, argparse._SubParsersAction))
+    bad = [(name, a.option_strings[0]) for name, mp in models.choices.items() if name != "list"
+           for a in mp._actions if a.option_strings and a.dest not in ("help", "json")
+           and ((a.help or "").count("(default:") != 1 or a.metavar == "1")]
+    assert bad == []     # was: --packets "(default: ceil(size/mss)) [count] (default: derived)", --loss 1
