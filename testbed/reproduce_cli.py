@@ -24,12 +24,12 @@ def register(sub) -> None:
                    help="few repetitions (2), no warm-up, skip full-only rows")
     p.add_argument("--reps", type=int, help="repetitions per level (default: 2 with --quick, else 10)")
     p.add_argument("--model-only", action="store_true", help="do not run experiments")
-    p.add_argument("--backend", choices=("auto", "netem", "userspace"), help="backend of every run")
+    p.add_argument("--backend", choices=("auto", "netem", "userspace"), help="backend of every run (default: each experiment's, else auto)")
     p.add_argument("--keep-topology", action="store_true",
                    help="keep each experiment's topology up across the runs of a repetition")
     p.add_argument("--json", action="store_true", help="print summary.json's rows")
     p.add_argument("--out", help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
-    p.add_argument("--results", default="results", help="root of the default --out")
+    p.add_argument("--results", default="results", help="root of the default --out (default: results)")
     p.set_defaults(func=run)
 
 

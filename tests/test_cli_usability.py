@@ -90,3 +90,13 @@ def test_model_help_states_each_default_once_and_no_unit_as_placeholder():
            for a in mp._actions if a.option_strings and a.dest not in ("help", "json")
            and ((a.help or "").count("(default:") != 1 or a.metavar == "1")]
     assert bad == []     # was: --packets "(default: ceil(size/mss)) [count] (default: derived)", --loss 1
+
+
+def test_reproduce_help_names_every_default():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [a.option_strings[0] for a in sub.choices["reproduce"]._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "help" and "default" not in (a.help or "")]
+    assert missing == []
