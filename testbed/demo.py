@@ -6,8 +6,10 @@ from .backends import BACKEND_CHOICES
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="the main job: bring up longhaul and calibrate it")
-    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES)
+    p = sub.add_parser("demo", help="the main job of `make demo`: calibrate the long-haul path, then "
+                                    "`testbed reproduce C7 --quick` (minutes)")
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
+                   help="link backend (default: auto)")
     p.set_defaults(func=run)
 
 

@@ -100,3 +100,11 @@ def test_reproduce_help_names_every_default():
     missing = [a.option_strings[0] for a in sub.choices["reproduce"]._actions
                if a.option_strings and a.nargs != 0 and a.dest != "help" and "default" not in (a.help or "")]
     assert missing == []
+
+
+def test_demo_help_says_what_it_runs():
+    from conftest import REPO, TESTBED
+    import subprocess
+    top = subprocess.run([*TESTBED, "--help"], cwd=REPO, capture_output=True, text=True).stdout
+    demo = subprocess.run([*TESTBED, "demo", "--help"], cwd=REPO, capture_output=True, text=True).stdout
+    assert "reproduce C7" in " ".join(top.split()) and "(default: auto)" in demo
