@@ -121,14 +121,36 @@ def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
     return lev.get("metrics", {}).get(m.metric)
 
 
+def _transport(run) -> list[dict]:
+    """The udpreq run's request connections (``analysis.fec``: one per request), in time order."""
+    return sorted(run.checks.get("transport_connections") or [], key=lambda c: c["first_ns"])
+
+
+#: Per-run values computed from a run's read-backs (a Measure or explain metric by name), each a list:
+#: ``arq_rounds``: per udpreq request, transmission rounds (1 + the highest round number);
+#: ``arq_round_ms``: per request with retransmissions, the span of its symbol packets on the
+#: client's wire (first to last sent) ÷ its retransmission rounds — one RTT each when ideal;
+#: ``symbol_span_ms``: per request, first to last symbol packet sent (the sending time).
+DERIVED = {
+    "arq_rounds": lambda run: [c["rounds"] + 1 for c in _transport(run)],
+    "arq_round_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 / c["rounds"]
+                                 for c in _transport(run) if c["rounds"]],
+    "symbol_span_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 for c in _transport(run)],
+}
+
+
 def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
                   source: str = "metrics") -> list[float]:
-    """Every value of ``metric`` (each element of a list) over the level's valid runs."""
+    """Every value of ``metric`` (each element of a list) over the level's valid runs; a
+    :data:`DERIVED` name is computed from each run's read-backs."""
     from testbed.runresult import load_run
     values = []
     for rec in summary.get("runs", []):
         if rec.get("valid") and rec.get("level") == level:
             run = load_run(Path(exp_dir) / rec["dir"])
+            if metric in DERIVED:
+                values += [float(x) for x in DERIVED[metric](run)]
+                continue
             v = (run.checks if source == "checks" else run.metrics).get(metric)
             values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
     return values
