@@ -300,10 +300,11 @@ def doctor_report(refresh: bool = False) -> dict:
     try:
         guest, attempts = survey(refresh)
     except UMLUnavailable as exc:
-        guest, attempts = None, [{"source": "?", "booted": False, "reason": str(exc)}]
+        guest, attempts = None, [{"source": "", "booted": False, "reason": str(exc)}]
     lines = []
     for a in attempts:
-        head = f"{a['source']} {a.get('release') or ''} {a.get('mode') or ''} ({a.get('kernel')})"
+        head = (" ".join(str(a[k]) for k in ("source", "release", "mode") if a.get(k)) or "UML") \
+            + (f" ({a['kernel']})" if a.get("kernel") else "")
         if a["booted"]:
             lines.append(f"{head}: boots in {a['boot_seconds']:.2f} s"
                          + (" (cached boot check; --refresh boots again)" if a.get("cached") else ""))

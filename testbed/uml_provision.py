@@ -63,17 +63,26 @@ class Apt:
         for d in (etc / "sources.list.d", etc / "preferences.d", root / "lists" / "partial",
                   root / "cache" / "archives" / "partial"):
             d.mkdir(parents=True, exist_ok=True)
+        self.sources = f"{mirror} {suite}"
         (etc / "sources.list").write_text(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
         self.options = [f"-oDir::Etc::SourceList={etc / 'sources.list'}",
                         f"-oDir::Etc::SourceParts={etc / 'sources.list.d'}",
                         f"-oDir::Etc::Preferences={etc / 'preferences'}",
                         f"-oDir::Etc::PreferencesParts={etc / 'preferences.d'}",
                         f"-oDir::State::Lists={root / 'lists'}", f"-oDir::Cache={root / 'cache'}",
+                        "-oDir::State::status=/dev/null",  # installed versions are no candidates
                         "-oAPT::Sandbox::User=root", "-oDebug::NoLocking=1",
                         "-oAcquire::Retries=2", "-oAcquire::http::Timeout=30"]
 
     def update(self) -> None:
-        _run(["apt-get", *self.options, "-q", "update"], "apt-get update (temporary sources)")
+        out = subprocess.run(["apt-get", *self.options, "-q", "update"], capture_output=True,
+                             text=True, timeout=600, stdin=subprocess.DEVNULL)
+        if not any((self.root / "lists").glob("*_Packages*")):  # apt-get may exit 0 offline
+            lines = out.stderr.splitlines()
+            why = ([x for x in lines if "Failed to fetch" in x or x.startswith("Err:")]
+                   or [x for x in lines if x.startswith(("E:", "W:"))] or ["no lists"])[0]
+            raise ProvisionError(f"could not fetch the package lists of {self.sources} (offline or "
+                                 f"refused?): {why.strip().rstrip('.')}")
 
     def candidate(self, package: str) -> dict[str, str]:
         """Fields of the package's candidate version in this suite (Version, Depends, ...)."""
@@ -225,7 +234,7 @@ def main() -> int:
                 guest = res
                 break
     except (ProvisionError, ub.UMLUnavailable, OSError) as exc:
-        print(f"uml_provision: could not provision a UML guest: {exc}. Everything but "
+        print(f"uml_provision: could not provision a UML guest: {str(exc).rstrip('.')}. Everything but "
               "`--backend netem-uml` works; its tests will be skipped with this reason",
               file=sys.stderr)
         return 0
