@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from . import uml_builds as ub
+from .uml import HIDDEN_IN_GUEST
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -142,7 +143,7 @@ def provision(state_dir: Path = ub.STATE_DIR, suite: str | None = None,
     suite = suite or os.environ.get("TESTBED_UML_SUITE") or "unstable"
     mirror = mirror or os.environ.get("TESTBED_UML_MIRROR") or DEFAULT_MIRROR
     state_dir = state_dir.resolve()
-    if any(state_dir == Path(h) or Path(h) in state_dir.parents for h in ("/tmp", "/run", "/dev")):
+    if any(state_dir == Path(h) or Path(h) in state_dir.parents for h in HIDDEN_IN_GUEST):
         raise ProvisionError(f"{state_dir} is under a directory the guest covers with its own "
                              "tmpfs; choose TESTBED_UML_DIR elsewhere (default /var/lib/testbed/uml)")
     state_dir.mkdir(parents=True, exist_ok=True)

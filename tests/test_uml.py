@@ -387,6 +387,33 @@ def test_guest_cli_argv():
         guest_cli_argv(["calibrate", "--rate", "netem-uml"])
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (apt-get)")
+def test_provision_offline_is_one_clear_line(monkeypatch, capsys):
+    """A mirror that refuses: provisioning says so in one line, exits 0, leaves no apt state.
+    (Its directory must be outside /tmp and /var/tmp, which the guest covers.)"""
+    import shutil
+    import tempfile
+    from testbed import uml_builds, uml_provision
+    Path("/var/lib/testbed").mkdir(parents=True, exist_ok=True)
+    state = Path(tempfile.mkdtemp(prefix="test-uml-", dir="/var/lib/testbed"))
+    try:
+        monkeypatch.setattr(uml_builds, "STATE_DIR", state)
+        monkeypatch.setattr(uml_provision.provision, "__defaults__", (state, None, None))
+        monkeypatch.setenv("TESTBED_UML", "provision")
+        monkeypatch.setenv("TESTBED_UML_MIRROR", "http://127.0.0.1:9/debian")
+        assert uml_provision.main() == 0
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "could not fetch the package lists" in err, err
+        assert "127.0.0.1:9" in err and "Everything but `--backend netem-uml` works" in err
+        assert not (state / "apt").exists() and uml_builds.provisioned_build() is None
+        monkeypatch.setattr(uml_provision.provision, "__defaults__",
+                            (Path("/var/tmp/tb-uml"), None, None))
+        assert uml_provision.main() == 0
+        assert "the guest covers with its own tmpfs" in capsys.readouterr().err
+    finally:
+        shutil.rmtree(state)
+
+
 def root_slow(test):
     """Boots a guest: needs root, takes seconds to a minute."""
     for mark in (pytest.mark.root, pytest.mark.slow,
