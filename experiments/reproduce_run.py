@@ -19,6 +19,34 @@ from typing import Callable
 from .reproduce import CALIBRATE, EXPERIMENTS, FULL_REPS, QUICK_REPS, QUICK_SETS, Measure, Row, within
 
 
+def cpu_times() -> list[int]:
+    """/proc/stat's aggregate cpu line: user nice system idle iowait irq softirq steal ..."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def host_load(before: tuple[tuple, list[int]], after: tuple[tuple, list[int]]) -> dict:
+    """The host between two ``(os.getloadavg(), cpu_times())`` samples: 1-min load at both ends,
+    CPU busy and steal fractions of all cores, and ``busy``: the load exceeded the cores or
+    steal was ≥ 5 % (other work competed with the run's emulator and stacks)."""
+    d = [b - a for a, b in zip(before[1], after[1])]
+    total = sum(d[:8]) or 1
+    busy_frac, steal = 1 - (d[3] + d[4]) / total, d[7] / total
+    cores = os.cpu_count() or 1
+    return {"load": [round(before[0][0], 2), round(after[0][0], 2)], "cores": cores,
+            "cpu_busy": round(busy_frac, 3), "steal": round(steal, 4),
+            "busy": max(before[0][0], after[0][0]) > cores or steal >= 0.05}
+
+
+def host_sample() -> tuple[tuple, list[int]]:
+    return os.getloadavg(), cpu_times()
+
+
+def describe_load(h: dict) -> str:
+    return (f"host load {h['load'][0]:.2f} -> {h['load'][1]:.2f} on {h['cores']} cores, CPU busy "
+            f"{h['cpu_busy']:.0%}, steal {h['steal']:.1%}")
+
+
 def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
     """The Experiment a measure runs: its definition, only the levels the rows read, the reps and
     the row's RunSpec ``sets`` (and --backend; with ``quick`` also the experiment's QUICK_SETS)."""
@@ -67,9 +95,11 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             exp.validate()
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
             resumed = (d / "manifest.json").is_file()
+            h0 = host_sample()
             run_experiment(exp, d, executor=executor, quiet=True,
                            keep_up=topology_keeper(d) if keep_topology else None, resume=resumed)
-            results[key] = {"dir": str(d), "summary": write_all(d, plots=False), "resumed": resumed}
+            results[key] = {"dir": str(d), "summary": write_all(d, plots=False), "resumed": resumed,
+                            "host": host_load(h0, host_sample())}
         except Exception as exc:   # setup/run errors, a missing executor: one line per row, go on
             first = str(exc).splitlines()[0] if str(exc) else ""
             results[key] = {"error": f"{type(exc).__name__}: {first}"}
@@ -258,6 +288,7 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 notes.append(f"not measured: the experiment failed: {res['error']}")
             else:
                 rec["experiment_dir"] = res["dir"]
+                rec["host"] = res.get("host")
                 value, ci, n, why = (_calibrated(res, m) if "calibrate" in res
                                      else measured_value(res["summary"], m, res["dir"]))
                 rec.update(measured=value, ci95=ci, n=n)
@@ -268,6 +299,10 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                     if not rec["ok"]:
                         ev = _evidence(row, res["summary"], res["dir"])
                         cause = row.cause or "unexplained"
+                        h = res.get("host")
+                        if h and not res.get("resumed"):
+                            ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else
+                                       "during its experiment: ") + describe_load(h))
                         notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
         if rec["experiment_dir"] and quick and m.experiment in QUICK_SETS:
             notes.append("--quick: " + ", ".join(f"{k}={v}" for k, v in QUICK_SETS[m.experiment].items()))

@@ -37,12 +37,6 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _cpu() -> list[int]:
-    """/proc/stat's aggregate cpu line: user nice system idle iowait irq softirq steal ..."""
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:]]
-
-
 def _busy_steal(before: list[int], after: list[int]) -> str:
     d = [b - a for a, b in zip(before, after)]
     total = sum(d[:8]) or 1
@@ -80,6 +74,9 @@ def print_table(rows: list[dict], meta: dict, out: Path) -> None:
     print(f"\n{meta['rows']} rows, {meta['measured']} measured with packets, {meta['ok']} within "
           f"tolerance; host load {meta['load_before']} -> {meta['load_after']} on {meta['cores']} "
           f"cores, {meta['cpu']}")
+    if any("MACHINE BUSY" in r["note"] for r in rows):
+        print("a miss marked MACHINE BUSY ran while the host's load exceeded its cores or CPU steal "
+              "was >= 5 %: its timing may be the machine's, not the transport's")
     if any("overloaded" in r["note"] or "degraded" in r["note"] for r in rows):
         print("some runs were excluded because the emulator could not keep up (machine busy: see "
               "the load and CPU figures above), not because the transport misbehaved")
@@ -103,7 +100,8 @@ def run(args) -> int:
     out = Path(args.out or Path(args.results) / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}")
     meta = {"title": " ".join(args.cases) or "all", "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "load_before": _load()}
-    cpu0 = _cpu()
+    from experiments.reproduce_run import cpu_times
+    cpu0 = cpu_times()
     skipped = "--model-only" if args.model_only else can_measure()
     measured = None
     if skipped is None:
@@ -113,7 +111,7 @@ def run(args) -> int:
     results = result_rows(rows, measured, args.quick, skipped=skipped)
     reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
     meta.update(finished=time.strftime("%Y-%m-%d %H:%M:%S %Z"), load_after=_load(),
-                cpu=_busy_steal(cpu0, _cpu()), cores=os.cpu_count(),
+                cpu=_busy_steal(cpu0, cpu_times()), cores=os.cpu_count(),
                 mode=("model only: " + skipped) if skipped else
                 (f"quick ({reps} reps per level, no warm-up)" if args.quick else f"full ({reps} reps)"),
                 rows=len(results), measured=sum(r["measured"] is not None for r in results),

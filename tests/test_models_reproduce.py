@@ -78,6 +78,9 @@ def test_measured_rows_come_from_the_experiment_runs(tmp_path):
     assert res["C7.relay_new"]["ok"] is True
     assert res["C7.relay_keepalive"]["ok"] is False
     assert res["C7.relay_keepalive"]["note"].startswith("miss: ")
+    # a miss says how busy the host was during its experiment (load, CPU busy, steal)
+    assert "during its experiment: host load" in res["C7.relay_keepalive"]["note"]
+    assert res["C7.relay_keepalive"]["host"]["cores"] >= 1
     # pooled statistics read every request of the level's valid runs from their manifests
     from experiments.reproduce import Measure
     from experiments.reproduce_run import measured_value
