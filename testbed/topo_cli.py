@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import logging
+import sys
 import time
 
 from .backends import BACKEND_CHOICES
@@ -137,8 +138,22 @@ def run_show(args) -> int:
     return 0
 
 
+def check_up_args(args) -> None:
+    """What ``topo up`` can refuse before it builds anything: alternatives, --hold, --exec hosts."""
+    if sum(map(bool, (args.cli, args.hold, args.execs))) > 1:
+        raise UsageError("--cli, --hold and --exec are alternatives; give one of them")
+    if args.hold < 0:
+        raise UsageError(f"--hold {args.hold:g}: give the seconds to keep the topology up (>= 0)")
+    hosts = describe(args.name, parse_overrides(args.overrides), parse_links(args.link))["hosts"]
+    for item in split_execs(args.execs) if args.execs else []:
+        if len(item) < 2 or item[0] not in hosts:
+            raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
+                             f"of {', '.join(sorted(hosts))}")
+
+
 def run_up(args) -> int:
     from .network import Testbed
+    check_up_args(args)
     t0 = time.monotonic()
     with Testbed(args.name, backend=args.backend, overrides=parse_overrides(args.overrides),
                  links=parse_links(args.link), results_root=args.results, seed=args.seed) as tb:
@@ -214,4 +229,8 @@ def run_execs(tb, execs: list[list[str]]) -> int:
     for n, (host, argv) in enumerate(commands):
         text = (tb.dir / f"exec-{n}-{host}.stdout").read_text(errors="replace")
         print(f"--- {host}: {' '.join(argv)}\n{text}", end="" if text.endswith("\n") else "\n")
+    if status:                       # e.g. a program the host cannot find: say so, and where
+        err = (tb.dir / f"exec-{len(commands) - 1}-{commands[-1][0]}.stderr").read_text(errors="replace")
+        print(f"testbed: {' '.join(commands[-1][1])} on {commands[-1][0]} exited {status}"
+              + (f": {err.strip().splitlines()[-1]}" if err.strip() else ""), file=sys.stderr)
     return status

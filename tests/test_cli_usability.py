@@ -108,3 +108,17 @@ def test_demo_help_says_what_it_runs():
     top = subprocess.run([*TESTBED, "--help"], cwd=REPO, capture_output=True, text=True).stdout
     demo = subprocess.run([*TESTBED, "demo", "--help"], cwd=REPO, capture_output=True, text=True).stdout
     assert "reproduce C7" in " ".join(top.split()) and "(default: auto)" in demo
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cli", "--hold", "3"], "alternatives"),
+    (["--hold", "3", "--exec", "client", "true"], "alternatives"),
+    (["--hold", "-1"], "--hold -1"),
+    (["--exec", "nohost", "true"], "HOST one of client, server"),
+    (["--exec", "client", "iperf3", "-s", "--exec", "server"], "HOST one of client, server"),
+])
+def test_topo_up_refuses_bad_options_before_building_anything(capsys, restore_logging, args, message):
+    from testbed.cli import main
+    assert main(["topo", "up", "longhaul", *args]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and len(err.strip().splitlines()) == 1 and "up with backend" not in out
