@@ -54,6 +54,9 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
     spec.validate()
     workload = workloads.get(spec.workload)
     params = workload.make_params(spec.params)
+    if spec.topology != LOOPBACK:
+        from .network import require_root
+        require_root(f"topology {spec.topology!r}")
     _check_socket_factors(spec)
     out_dir = Path(out_dir).resolve()
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):

@@ -28,6 +28,13 @@ from .provenance import provenance
 log = logging.getLogger(__name__)
 
 
+def require_root(what: str) -> None:
+    """Raise SetupError, one line, when not root: namespaces, veths and captures need it."""
+    if os.geteuid() != 0:
+        raise SetupError(f"{what} needs root (network namespaces, veths, captures): run it as "
+                         "root, e.g. sudo .venv/bin/testbed …")
+
+
 class Testbed:
     def __init__(self, topo: Any, backend: str = "auto", overrides: dict[str, Any] | None = None,
                  results_root: Path | str = "results", seed: int = 1, sysctls: dict[str, str] | None = None,
@@ -104,6 +111,7 @@ class Testbed:
         from mininet.node import Host
         from .backends import select_backend
 
+        require_root(f"topology {self.topo.name!r}")
         setLogLevel("error")
         self.run_.__enter__()
         try:

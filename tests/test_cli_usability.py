@@ -122,3 +122,21 @@ def test_topo_up_refuses_bad_options_before_building_anything(capsys, restore_lo
     assert main(["topo", "up", "longhaul", *args]) == 2
     out, err = capsys.readouterr()
     assert message in err and len(err.strip().splitlines()) == 1 and "up with backend" not in out
+
+
+def test_not_root_is_one_line_before_anything_is_created(tmp_path, monkeypatch):
+    """Was: 'congestion control cubic needs CAP_NET_ADMIN' (run) or a PermissionError
+    traceback (topo up, calibrate) for a user who forgot sudo."""
+    import os
+
+    from testbed.errors import SetupError
+    from testbed.execute import execute
+    from testbed.network import Testbed
+    from testbed.runspec import RunSpec
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SetupError, match="'longhaul' needs root"):
+        execute(RunSpec(topology="longhaul", workload="reqresp"), tmp_path / "run")
+    with pytest.raises(SetupError, match="'longhaul' needs root"):
+        with Testbed("longhaul", results_root=tmp_path):
+            pass
+    assert list(tmp_path.iterdir()) == []
