@@ -49,9 +49,11 @@ def test_quic_delivers_audio_inside_an_image_gap_tcp_makes_it_wait(tmp_path):
     assert q["audio_ready_in_image_gap_delivered_before_repair"] >= 1
     assert q["audio_cross_wait_max_ms"] < 10
     # TCP: some audio chunk, complete at the receiver, waited longer than any QUIC chunk did,
-    # and every such wait ended while the image had a hole or at its repair (1 ms slack): the
-    # repair of the hole's first missing segment releases the audio behind it
+    # and every wait above 10 ms (beyond what the receiving process itself takes under load)
+    # ended while the image had a hole or at its repair (5 ms slack: the receiving
+    # process's own latency under load, QUIC shows up to ~3 ms): the repair of the hole's
+    # first missing segment releases the audio behind it
     assert t["image_gaps"] >= 1
     assert t["audio_cross_wait_max_ms"] > max(10, q["audio_cross_wait_max_ms"])
-    waited = [d for d, w in zip(t["audio_delivered_ms"], t["audio_cross_wait_ms"]) if w > 1]
-    assert waited and all(any(a <= d <= (b or 1e12) + 1 for a, b in t["image_gap_ms"]) for d in waited)
+    waited = [d for d, w in zip(t["audio_delivered_ms"], t["audio_cross_wait_ms"]) if w > 10]
+    assert waited and all(any(a <= d <= (b or 1e12) + 5 for a, b in t["image_gap_ms"]) for d in waited)
