@@ -65,7 +65,9 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
         report.update({"netns": None, "veth": None, "netem": None, "htb": None})
     report["backend"] = "netem" if report["netem"] and report["htb"] else "userspace"
     if report["backend"] == "userspace":
-        report["backend_note"] = ("no netem/htb in this kernel: links use the userspace emulator "
+        missing = ("not root, netem/htb not probed" if report["netem"] is None else
+                   "no " + "/".join(q for q in ("netem", "htb") if not report[q]) + " in this kernel")
+        report["backend_note"] = (f"{missing}: links use the userspace emulator "
                                   "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
     from .uml_builds import doctor_report
     report["netem_uml"] = doctor_report(refresh)

@@ -140,3 +140,16 @@ def test_not_root_is_one_line_before_anything_is_created(tmp_path, monkeypatch):
         with Testbed("longhaul", results_root=tmp_path):
             pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_note_names_only_the_missing_qdisc(monkeypatch):
+    """Was 'no netem/htb in this kernel' on a kernel that has htb."""
+    from testbed import doctor
+    from testbed.backends import kernel
+    monkeypatch.setattr(doctor.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(kernel, "probe_qdiscs", lambda: {"netns": True, "veth": True, "netem": False,
+                                                         "htb": True, "errors": {}})
+    from testbed import uml_builds
+    monkeypatch.setattr(uml_builds, "doctor_report", lambda refresh=False: {})   # no guest boot
+    note = doctor.diagnose()["backend_note"]
+    assert note.startswith("no netem in this kernel")
