@@ -11,6 +11,11 @@ Per frame (audio chunk or image frame) of the client's ``stream_chunk`` events:
   ``time.time()`` stamps moved to CLOCK_MONOTONIC with the client log's ``clock`` offset).
 * ``stream_ready``: the latest ``complete`` among this frame and the earlier frames of the same
   kind — when per-kind (per-stream) in-order delivery could have handed it over.
+* ``in_order``: the first time every byte from the start of the frame's byte stream up to its
+  end had arrived — when the transport could hand it over in order (TCP: the connection; QUIC:
+  the frame's own stream); ``order_wait`` = in_order − stream_ready: the wait the transport's
+  ordering imposes for other streams' bytes, from the receive-side record alone (no process
+  scheduling in it; 0 for QUIC by construction, so QUIC's figure is ``cross_wait``).
 * ``hol_wait`` = delivered − complete; ``cross_wait`` = delivered − stream_ready: the wait
   caused by *other* streams' missing bytes (TCP's connection-wide order; ~0 for QUIC).
 * audio chunk i is ``on_time`` when delivered ≤ session start + deadline + i·tau (the server's
@@ -165,8 +170,10 @@ def frames(run_dir: Path, port: int) -> tuple[list[dict], dict]:
         if complete is not None:
             ready[e["kind"]] = max(ready.get(e["kind"], complete), complete)
             rec["stream_ready"] = ready[e["kind"]]
+            rec["in_order"] = covered_at(*arr, 0, e["end"])
             rec["hol_wait_ms"] = (e["t"] - complete) / 1e6
             rec["cross_wait_ms"] = (e["t"] - ready[e["kind"]]) / 1e6
+            rec["order_wait_ms"] = (rec["in_order"] - ready[e["kind"]]) / 1e6
         if e["kind"] == "audio":
             rec["due"] = session["t"] + session["deadline_ns"] + e["seq"] * session["tau_ns"]
             rec["on_time"] = e["t"] <= rec["due"]
@@ -213,6 +220,9 @@ def run_metrics(run_dir: Path, port: int) -> dict:
         "audio_complete_ms": [ms(r["complete"]) for r in audio],
         "audio_cross_wait_ms": [round(r["cross_wait_ms"], 3) for r in known],
         "audio_cross_wait_max_ms": max((r["cross_wait_ms"] for r in known), default=None),
+        "audio_in_order_ms": [ms(r["in_order"]) for r in known],
+        "audio_order_wait_ms": [round(r["order_wait_ms"], 3) for r in known],
+        "audio_order_wait_max_ms": max((r["order_wait_ms"] for r in known), default=None),
         "audio_ready_in_image_gap": len(during),
         "audio_ready_in_image_gap_delivered_before_repair": sum(
             1 for r in during for a, b in gaps_ if a <= r["stream_ready"] and (b is None or r["delivered"] < b)

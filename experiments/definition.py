@@ -49,7 +49,7 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c", "wire_bytes",
            "flights", "flight_period_ms", "socks_ms", "socks_ms_median", "rwnd_limited_ms", "busy_ms",
            # streams / duplicate / airbulk (analysis/streams.py, multipath.py, airtime.py)
-           "audio_cross_wait_max_ms", "audio_on_time", "audio_done_ms", "image_done_ms", "path_done_ms",
+           "audio_cross_wait_max_ms", "audio_order_wait_max_ms", "audio_on_time", "audio_done_ms", "image_done_ms", "path_done_ms",
            "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",
            "ack_exchanges", "data_airtime_ms")
 #: RunSpec paths whose change needs a topology rebuilt between runs.
