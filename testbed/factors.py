@@ -246,7 +246,8 @@ def add_arguments(parser: argparse.ArgumentParser, where: str, title: str | None
     for f in FACTORS.values():
         if f.where != where:
             continue
-        default = "" if f.default in (None, False) else f" (default: {f.default})"
+        default = ("" if f.default is False or (f.default is None and f.flag) else
+                   " (default: not set, the kernel's own)" if f.default is None else f" (default: {f.default})")
         if f.flag:
             g.add_argument(f.option, dest=f.name, action="store_true", default=None,
                            help=f.help + default)

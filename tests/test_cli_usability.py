@@ -153,3 +153,15 @@ def test_doctor_note_names_only_the_missing_qdisc(monkeypatch):
     monkeypatch.setattr(uml_builds, "doctor_report", lambda refresh=False: {})   # no guest boot
     note = doctor.diagnose()["backend_note"]
     assert note.startswith("no netem in this kernel")
+
+
+def test_every_valued_factor_option_names_its_default():
+    import argparse
+
+    from testbed import factors
+    p = argparse.ArgumentParser()
+    factors.add_arguments(p, "socket")
+    factors.add_arguments(p, "host")
+    missing = [a.option_strings[0] for a in p._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "help" and "(default:" not in a.help]
+    assert missing == []      # was: --window, --initcwnd … said nothing (they are left unset)
