@@ -56,7 +56,8 @@ def register(sub) -> None:
     p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES, help="link backend (default: auto)")
     p.add_argument("--packets", type=int, default=10000,
-                   help="datagrams per direction for the loss measurement (>= 10000 by default)")
+                   help="datagrams per direction for the loss measurement, at least 1000 "
+                        "(default: 10000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the loss generators (default: 1)")
     p.add_argument("--results", default="results", help="directory for run results (default: results)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

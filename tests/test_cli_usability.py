@@ -165,3 +165,13 @@ def test_every_valued_factor_option_names_its_default():
     missing = [a.option_strings[0] for a in p._actions
                if a.option_strings and a.nargs != 0 and a.dest != "help" and "(default:" not in a.help]
     assert missing == []      # was: --window, --initcwnd … said nothing (they are left unset)
+
+
+def test_calibrate_help_names_every_default():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [a.option_strings[0] for a in sub.choices["calibrate"]._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "help" and "(default:" not in (a.help or "")]
+    assert missing == []      # was: --packets "(>= 10000 by default)"
