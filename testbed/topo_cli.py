@@ -116,8 +116,9 @@ def run_list(args) -> int:
         print(f"{name}{case}: {d['description']}")
         print(f"    hosts: {', '.join(d['hosts'])} (client {d['roles']['client']}, "
               f"server {d['roles']['server']}); links: {', '.join(l['name'] for l in d['links'])}")
+        width = max(map(len, d["params"]), default=0)
         for key, p in d["params"].items():
-            print(f"    {key:<14} {str(p['default']):<10} {p['help']}")
+            print(f"    {key:<{width}}  {str(p['default']):<10} {p['help']}")
     return 0
 
 

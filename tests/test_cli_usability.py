@@ -175,3 +175,13 @@ def test_calibrate_help_names_every_default():
     missing = [a.option_strings[0] for a in sub.choices["calibrate"]._actions
                if a.option_strings and a.nargs != 0 and a.dest != "help" and "(default" not in (a.help or "")]
     assert missing == []      # was: --packets "(>= 10000 by default)"
+
+
+def test_topo_list_keeps_long_parameter_names_apart_from_their_defaults(capsys, restore_logging):
+    import re
+
+    from testbed.cli import main
+    assert main(["topo", "list"]) == 0
+    params = [l for l in capsys.readouterr().out.splitlines()
+              if l.startswith("    ") and not l.startswith("    hosts:")]
+    assert params and all(re.match(r"    \S+ {2,}\S", l) for l in params)   # was 'cloud_rate_down 6.4mbit'
