@@ -85,8 +85,10 @@ def run_list(args) -> int:
     if args.json:
         print(json.dumps([e.to_dict() for e in exps], indent=1))
         return 0
-    for e in exps:
-        print(f"{e.name:<10} {e.factor:<28} {' | '.join(e.labels):<28} {e.description}")
+    rows = [(e.name, e.factor, " | ".join(e.labels), e.description) for e in exps]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print("  ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + "  " + r[3])
     return 0
 
 

@@ -185,3 +185,11 @@ def test_topo_list_keeps_long_parameter_names_apart_from_their_defaults(capsys, 
     params = [l for l in capsys.readouterr().out.splitlines()
               if l.startswith("    ") and not l.startswith("    hosts:")]
     assert params and all(re.match(r"    \S+ {2,}\S", l) for l in params)   # was 'cloud_rate_down 6.4mbit'
+
+
+def test_experiment_list_columns_line_up(capsys, restore_logging):
+    from testbed.cli import main
+    assert main(["experiment", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    starts = {len(l) - len(l.split(None, 1)[1]) for l in lines}     # where the factor column starts
+    assert len(lines) > 10 and len(starts) == 1                     # was shifted by 'streams-schedule'
