@@ -77,6 +77,14 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    error = parser.error
+
+    def error_with_hint(message: str):          # `testbed run reqresp -v`: say where -v goes
+        if message.startswith("unrecognized arguments") and \
+                {"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"} & set(message.split()):
+            message += " (-v and -q go before the command: testbed -v run …)"
+        error(message)
+    parser.error = error_with_hint
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.quiet)
     try:

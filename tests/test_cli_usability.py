@@ -193,3 +193,10 @@ def test_experiment_list_columns_line_up(capsys, restore_logging):
     lines = capsys.readouterr().out.splitlines()
     starts = {len(l) - len(l.split(None, 1)[1]) for l in lines}     # where the factor column starts
     assert len(lines) > 10 and len(starts) == 1                     # was shifted by 'streams-schedule'
+
+
+def test_verbose_after_the_command_says_where_it_goes(capsys, restore_logging):
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["topo", "list", "-v"])
+    assert exc.value.code == 2 and "-v and -q go before the command" in capsys.readouterr().err
