@@ -228,7 +228,7 @@ def params_argv(p: Any, side: str) -> list[str]:
         option = "--" + f.name.replace("_", "-")
         if value is True:
             argv.append(option)
-        elif value not in (None, False):
+        elif value is not None and value is not False:      # 0 is a value (0 == False)
             argv += [option, str(value)]
     return argv
 

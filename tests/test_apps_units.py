@@ -210,3 +210,10 @@ def test_cc_note_only_when_the_namespace_default_differs():
     assert ccusage.note(default) is None and ccusage.note(None) is None
     other = next(c for c in ("reno", "cubic") if c != default)
     assert f"default, {default}" in ccusage.note(other)
+
+
+def test_params_argv_passes_zero():
+    """0 is a value (0 == False in Python): --warmup 0 must reach the app, not its default 10."""
+    from testbed.workloads import ReqRespParams, params_argv
+    argv = params_argv(ReqRespParams(mode="reuse", warmup=0), "client")
+    assert argv[argv.index("--warmup") + 1] == "0"
