@@ -63,3 +63,10 @@ def test_duplicate_dedups_by_chunk_number_and_logs_garbage(tmp_path):
     m = duplicate_metrics(tmp_path)["metrics"]
     assert m["delivered"] == 10 and m["duplicates"] == 10 and m["lost"] == []
     assert _events(tmp_path / "server.jsonl", "peer_error")
+
+
+def test_mptcp_scheme_refuses_to_touch_the_hosts_own_path_manager(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "testbed.apps.multipath", "client", "--server",
+                        "127.0.0.1:1", "--log", str(tmp_path / "c.jsonl"), "--scheme", "mptcp"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "inside a testbed namespace" in r.stderr and "Traceback" not in r.stderr

@@ -21,6 +21,7 @@ the server application), ``transfer_done`` (the last path_done); server ``path_r
 from __future__ import annotations
 
 import argparse
+import re
 import socket
 import struct
 import subprocess
@@ -49,7 +50,14 @@ def shares(total: int, weights: list[float]) -> list[int]:
 
 
 def ip_mptcp(log: ev.EventLog, side: str, addrs: list[str]) -> None:
-    """Configure this namespace's MPTCP path manager and log what it reads back."""
+    """Configure this namespace's MPTCP path manager and log what it reads back; refused in the
+    host's own network namespace (it would change the machine's MPTCP configuration): a testbed
+    host's namespace has only ``lo`` and ``<host>-ethN`` interfaces (``socket.if_nameindex`` is
+    per namespace)."""
+    names = [n for _, n in socket.if_nameindex() if n != "lo"]
+    if not names or not all(re.fullmatch(r"[\w.]+-eth\d+", n) for n in names):
+        raise AppError("scheme mptcp configures the MPTCP path manager: run it inside a testbed "
+                       "namespace (testbed run multipath --topo dualpath), not in the host's own")
     cmds = [["ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"]]
     if side == "client":
         cmds.append(["ip", "mptcp", "endpoint", "flush"])

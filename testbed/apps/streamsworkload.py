@@ -130,8 +130,7 @@ class DuplicateParams:
 
 
 def _needs_paths(p, spec, topo) -> None:
-    hosts = set(topo.hosts())
-    if spec.topology != "dualpath" and "gw" not in hosts:
+    if topo is None or not hasattr(topo, "hosts") or "gw" not in set(topo.hosts()):
         raise UsageError(f"{spec.workload} needs two access paths (topology dualpath), not "
                          f"{spec.topology!r}")
 
