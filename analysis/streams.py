@@ -8,7 +8,10 @@ Per frame (audio chunk or image frame) of the client's ``stream_chunk`` events:
   segments of the logged connection; byte offset = sequence number − ISN − 1 of the server's
   SYN-ACK; capture time on CLOCK_MONOTONIC via ``analysis.clock``).  QUIC: from the client's
   qlog (received STREAM frames of the frame's stream: offset, length; the qlog's
-  ``time.time()`` stamps moved to CLOCK_MONOTONIC with the client log's ``clock`` offset).
+  ``time.time()`` stamps moved to CLOCK_MONOTONIC with the client log's ``clock`` offset): when
+  aioquic processed the packet in the client process, not its wire arrival (the capture is
+  encrypted), so QUIC's complete→delivered excludes the receiving process's scheduling delay
+  that TCP's includes — compare ``order_wait`` for TCP.
 * ``stream_ready``: the latest ``complete`` among this frame and the earlier frames of the same
   kind — when per-kind (per-stream) in-order delivery could have handed it over.
 * ``in_order``: the first time every byte from the start of the frame's byte stream up to its
