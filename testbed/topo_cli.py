@@ -72,8 +72,9 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set rate_down=50mbit")
+        if not sep or not key or not value.strip():   # an empty value once meant 'unshaped'
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set rate_down=50mbit "
+                             "(a rate may be 'unshaped')")
         out[key.strip()] = value.strip()
     return out
 
@@ -82,9 +83,9 @@ def parse_links(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or key.count(".") != 2:
+        if not sep or key.count(".") != 2 or not value.strip():
             raise UsageError(f"--link {item!r}: expected LINK.DIR.FIELD=VALUE, e.g. "
-                             "--link bottleneck.down.loss=3%")
+                             "--link bottleneck.down.loss=3% (a rate may be 'unshaped')")
         out[key.strip()] = value.strip()
     return out
 

@@ -200,3 +200,11 @@ def test_verbose_after_the_command_says_where_it_goes(capsys, restore_logging):
     with pytest.raises(SystemExit) as exc:
         main(["topo", "list", "-v"])
     assert exc.value.code == 2 and "-v and -q go before the command" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["--set", "rate1="], ["--link", "access1.up.rate="]])
+def test_an_empty_value_is_refused_not_read_as_unshaped(capsys, restore_logging, args):
+    """`--set rate1=$RATE` with RATE unset used to remove the rate limit silently."""
+    from testbed.cli import main
+    assert main(["topo", "show", "dualpath", *args]) == 2
+    assert "expected" in capsys.readouterr().err
