@@ -73,8 +73,8 @@ def _pairs(items: list[str], prefix: str, flag: str) -> dict:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{flag} {item!r}: give KEY=VALUE")
+        if not sep or not key or not value.strip():  # an empty rate would mean 'unshaped'
+            raise UsageError(f"{flag} {item!r}: give KEY=VALUE with a value")
         out[prefix + key.strip()] = _value(value.strip())
     return out
 

@@ -208,3 +208,10 @@ def test_an_empty_value_is_refused_not_read_as_unshaped(capsys, restore_logging,
     from testbed.cli import main
     assert main(["topo", "show", "dualpath", *args]) == 2
     assert "expected" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["--set", "topology_params.rate1="], ["--link", "access1.up.rate="]])
+def test_experiment_empty_value_is_refused(capsys, restore_logging, args):
+    from testbed.cli import main
+    assert main(["experiment", "run", "multipath", "--reps", "1", *args]) == 2
+    assert "with a value" in capsys.readouterr().err
