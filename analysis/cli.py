@@ -53,7 +53,9 @@ def run(args) -> int:
     if len(args.files) == 1 and Path(args.files[0]).is_dir():
         from .runmetrics import run_metrics
         run_dir = Path(args.files[0])
-        run_info = {"run": str(run_dir), **run_metrics(run_dir)}
+        manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
+        run_info = {"run": str(run_dir), "status": manifest.get("status"),
+                    "error": manifest.get("error"), **run_metrics(run_dir)}
         args.files = [str(p) for p in sorted((run_dir / "pcap").glob("*.pcap"))]
         args.app_log = [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
         args.link_log = [str(p) for p in sorted((run_dir / "emulator").glob("*.frames"))]
@@ -90,7 +92,9 @@ def run(args) -> int:
         if args.json:
             print(json.dumps({**run_info, "captures": results}, indent=1))
         else:
-            print(f"{run_info['run']}:")
+            failed = "" if run_info["status"] in ("complete", None) else \
+                f" {run_info['status']} ({run_info['error']}): the numbers cover only what ran"
+            print(f"{run_info['run']}:{failed}")
             for kind in ("metrics", "checks"):
                 for k, v in run_info[kind].items():
                     if k != "host_factors":

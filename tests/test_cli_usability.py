@@ -215,3 +215,14 @@ def test_experiment_empty_value_is_refused(capsys, restore_logging, args):
     from testbed.cli import main
     assert main(["experiment", "run", "multipath", "--reps", "1", *args]) == 2
     assert "with a value" in capsys.readouterr().err
+
+
+def test_analyze_says_when_a_run_failed(tmp_path, capsys, restore_logging):
+    import json
+
+    from testbed.cli import main
+    (tmp_path / "manifest.json").write_text(json.dumps({"status": "failed", "error": "interrupted"}))
+    assert main(["analyze", str(tmp_path)]) == 0
+    assert "failed (interrupted)" in capsys.readouterr().out.splitlines()[0]
+    assert main(["analyze", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "failed"
