@@ -1,7 +1,8 @@
 """Run lifecycle: what a testbed run creates, recorded so that it can always be removed.
 
 Every run gets an id (``tb-YYYYmmdd-HHMMSS-xxxx``), a results directory and a state file in
-``STATE_DIR`` (``/run/testbed``, a tmpfs that vanishes with the namespaces on reboot).  The state
+``STATE_DIR`` (``/run/testbed``, a tmpfs that vanishes with the namespaces on reboot; for
+another user than root, its own directory).  The state
 file lists the processes the run started (PID plus kernel start time, so a reused PID is never
 mistaken for ours), the network namespaces those processes hold (by inode), and temporary
 directories.  ``Run.close()`` ends them on normal exit, exceptions, SIGINT, SIGTERM and SIGHUP;
@@ -27,7 +28,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 log = logging.getLogger(__name__)
-STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
+# root: /run/testbed; another user (loopback runs need no root) keeps its own runs' state apart
+STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR") or (
+    "/run/testbed" if os.geteuid() == 0 else
+    f"{os.environ.get('XDG_RUNTIME_DIR') or '/tmp'}/testbed-{os.geteuid()}"))
 PREFIX = "tb"
 
 

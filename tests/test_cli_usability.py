@@ -226,3 +226,25 @@ def test_analyze_says_when_a_run_failed(tmp_path, capsys, restore_logging):
     assert "failed (interrupted)" in capsys.readouterr().out.splitlines()[0]
     assert main(["analyze", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "failed"
+
+
+def test_a_user_other_than_root_keeps_run_state_of_its_own():
+    """`--topo loopback` needs no root, but its state file went to root's /run/testbed
+    (PermissionError traceback)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    code = "import testbed.lifecycle as l; print(l.STATE_DIR)"
+    env = {k: v for k, v in os.environ.items() if k not in ("TESTBED_STATE_DIR", "XDG_RUNTIME_DIR")}
+    if os.geteuid() != 0:
+        argv = [sys.executable, "-c", code]
+    elif shutil.which("runuser"):
+        argv = ["runuser", "-u", "nobody", "--", sys.executable, "-c", code]
+    else:
+        pytest.skip("root without runuser")
+    out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith("/tmp/testbed-")
