@@ -124,7 +124,7 @@ class Experiment:
 
     def level(self, label: str):
         for v, lab in zip(self.levels, self.labels):
-            if lab == label:
+            if label in (lab, str(v)):          # the label, or the value `experiment show` prints
                 return v
         raise UsageError(f"experiment {self.name!r}: unknown level {label!r}; "
                          f"levels: {', '.join(self.labels)}")

@@ -248,3 +248,12 @@ def test_a_user_other_than_root_keeps_run_state_of_its_own():
     out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith("/tmp/testbed-")
+
+
+def test_levels_take_the_value_experiment_show_prints():
+    """`experiment show ack` prints the level max:10ms; --levels knew only its label max-10ms."""
+    from experiments import load_definition
+    e = load_definition("ack")
+    assert e.level("max:10ms") == e.level("max-10ms") == "max:10ms"
+    with pytest.raises(Exception, match="levels: delayed, quick, max-10ms"):
+        e.level("max:20ms")
