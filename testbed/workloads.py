@@ -93,6 +93,8 @@ class ReqRespParams(Common):
             raise ValueError(f"warmup {self.warmup} must be >= 0")
         if self.resume and not self.tls:
             raise ValueError("resume (TLS session resumption) needs tls: add --tls")
+        if self.resume and self.mode != "new":
+            raise ValueError("resume needs mode new: a kept-alive connection makes one handshake")
         if len(self.relay_hosts.split(",")) != 2:
             raise ValueError(f"relay_hosts {self.relay_hosts!r}: give two hosts, e.g. cgw,sgw")
         if not 1 <= self.tunnel_initcwnd <= 65535:

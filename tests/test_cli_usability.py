@@ -35,6 +35,9 @@ def test_resume_without_tls_is_refused():
     with pytest.raises(ValueError, match="needs tls"):
         RunSpec(topology="longhaul", workload="reqresp", params={"resume": True}).validate()
     RunSpec(topology="longhaul", workload="reqresp", params={"resume": True, "tls": True}).validate()
+    with pytest.raises(ValueError, match="needs mode new"):
+        RunSpec(topology="longhaul", workload="reqresp",
+                params={"resume": True, "tls": True, "mode": "reuse"}).validate()
 
 
 @pytest.mark.parametrize("args, message", [
