@@ -51,11 +51,10 @@ def run(args) -> int:
             if not Path(f).is_file():
                 raise ValueError(f"{opt} {f}: no such file")
     if len(args.files) == 1 and Path(args.files[0]).is_dir():
-        from .runmetrics import run_metrics
         run_dir = Path(args.files[0])
         manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
-                    "error": manifest.get("error"), **run_metrics(run_dir)}
+                    "error": manifest.get("error"), **_workload_metrics(manifest)(run_dir)}
         args.files = [str(p) for p in sorted((run_dir / "pcap").glob("*.pcap"))]
         args.app_log = [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
         args.link_log = [str(p) for p in sorted((run_dir / "emulator").glob("*.frames"))]
@@ -108,6 +107,20 @@ def run(args) -> int:
         for res in results:
             print(_table(res))
     return 0
+
+
+def _workload_metrics(manifest: dict):
+    """The metrics callable the run's own workload uses (as in its manifest: udpreq's are not
+    TCP's), else the default ``run_metrics``."""
+    from .runmetrics import run_metrics
+    name = manifest.get("spec", {}).get("workload")
+    if not name:
+        return run_metrics
+    from testbed import workloads
+    try:
+        return workloads.get(name).metrics
+    except ValueError:       # a workload this checkout does not have
+        return run_metrics
 
 
 def _fmt(v, scale=1.0, nd=1):

@@ -260,3 +260,14 @@ def test_levels_take_the_value_experiment_show_prints():
     assert e.level("max:10ms") == e.level("max-10ms") == "max:10ms"
     with pytest.raises(Exception, match="levels: delayed, quick, max-10ms"):
         e.level("max:20ms")
+
+
+def test_analyze_run_dir_uses_the_workloads_own_metrics():
+    """analyze RUN_DIR of a udpreq run printed TCP metrics (in flight 0 …), not the manifest's."""
+    from analysis.cli import _workload_metrics
+    from analysis.runmetrics import run_metrics
+    from testbed import workloads
+    assert _workload_metrics({"spec": {"workload": "udpreq"}}) is workloads.get("udpreq").metrics
+    assert _workload_metrics({"spec": {"workload": "udpreq"}}) is not run_metrics
+    assert _workload_metrics({}) is run_metrics
+    assert _workload_metrics({"spec": {"workload": "gone"}}) is run_metrics
