@@ -116,6 +116,9 @@ def run_run(args) -> int:
     exp.validate()
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
+    if exp.base_spec().topology != "loopback":     # before its directory is made
+        from .network import require_root
+        require_root(f"experiment {exp.name!r} (topology {exp.base_spec().topology!r})")
     out = args.out or default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
     try:

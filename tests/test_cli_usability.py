@@ -271,3 +271,12 @@ def test_analyze_run_dir_uses_the_workloads_own_metrics():
     assert _workload_metrics({"spec": {"workload": "udpreq"}}) is not run_metrics
     assert _workload_metrics({}) is run_metrics
     assert _workload_metrics({"spec": {"workload": "gone"}}) is run_metrics
+
+
+def test_experiment_without_root_makes_no_directory(tmp_path, monkeypatch, capsys, restore_logging):
+    import os
+
+    from testbed.cli import main
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["experiment", "run", "window", "--reps", "1", "--out", str(tmp_path / "e")]) == 1
+    assert "needs root" in capsys.readouterr().err and not (tmp_path / "e").exists()
