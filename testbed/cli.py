@@ -59,6 +59,9 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # -vv: the testbed's debug lines, not every netlink message (pyroute2 resets its own level)
+    handler.addFilter(lambda r: r.levelno >= logging.WARNING
+                      or not r.name.startswith(("pyroute2", "asyncio")))
     logging.addLevelName(logging.WARNING, "warning")
     logging.addLevelName(logging.INFO, "info")
     logging.addLevelName(logging.ERROR, "error")

@@ -100,11 +100,15 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
 
 @contextlib.contextmanager
 def _phase(phases: dict, name: str):
+    label = name.removesuffix("_s").replace("_", " ")     # `testbed -v run …` shows progress
+    if name != "total_s":
+        log.info("%s …", label)
     t0 = time.monotonic()
     try:
         yield
     finally:
         phases[name] = time.monotonic() - t0
+        log.info("%s: %.2f s", label, phases[name])
 
 
 def _check_socket_factors(spec: RunSpec) -> None:

@@ -280,3 +280,22 @@ def test_experiment_without_root_makes_no_directory(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert main(["experiment", "run", "window", "--reps", "1", "--out", str(tmp_path / "e")]) == 1
     assert "needs root" in capsys.readouterr().err and not (tmp_path / "e").exists()
+
+
+def test_verbose_shows_the_run_phases(caplog):
+    """`testbed -v run …` printed nothing more than without -v."""
+    from testbed.execute import _phase
+    phases = {}
+    with caplog.at_level(logging.INFO, logger="testbed.execute"):
+        with _phase(phases, "bring_up_s"):
+            pass
+    assert "bring up …" in caplog.text and "bring up: " in caplog.text and "bring_up_s" in phases
+
+
+def test_debug_is_the_testbeds_not_every_netlink_message(capsys, restore_logging):
+    setup_logging(2)
+    logging.getLogger("pyroute2.netlink.core").debug("SOCK_DGRAM enqueue")
+    logging.getLogger("testbed.test_cli_usability").debug("ours")
+    logging.getLogger("pyroute2.netlink.core").warning("a real problem")
+    err = capsys.readouterr().err
+    assert "ours" in err and "a real problem" in err and "SOCK_DGRAM" not in err
