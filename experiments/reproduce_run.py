@@ -98,8 +98,11 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             h0 = host_sample()
             run_experiment(exp, d, executor=executor, quiet=True,
                            keep_up=topology_keeper(d) if keep_topology else None, resume=resumed)
+            host = d / "host.json"          # written by the invocation that ran the experiment
+            if not resumed:
+                host.write_text(json.dumps(host_load(h0, host_sample())))
             results[key] = {"dir": str(d), "summary": write_all(d, plots=False), "resumed": resumed,
-                            "host": host_load(h0, host_sample())}
+                            "host": json.loads(host.read_text()) if host.is_file() else None}
         except Exception as exc:   # setup/run errors, a missing executor: one line per row, go on
             first = str(exc).splitlines()[0] if str(exc) else ""
             results[key] = {"error": f"{type(exc).__name__}: {first}"}
@@ -156,16 +159,33 @@ def _transport(run) -> list[dict]:
     return sorted(run.checks.get("transport_connections") or [], key=lambda c: c["first_ns"])
 
 
+def _tunnel_retransmissions(run) -> list[int]:
+    """Segments sent again on the relay's gateway-to-gateway connection (``testbed.execute``'s
+    tunnel port), both directions, from the server gateway's captures (``analysis.tcpsender``)."""
+    from analysis import report
+    from testbed.execute import TUNNEL_PORT
+    sgw = (run.spec.params.get("relay_hosts") or "cgw,sgw").split(",")[1]
+    total = 0
+    for pcap in sorted((Path(run.dir) / "pcap").glob(f"{sgw}-*.pcap")):
+        res = report.analyze_file(pcap, keep=True)
+        for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
+            if rec["proto"] == "tcp" and obj["flow"].key.server_port == TUNNEL_PORT:
+                total += sum(len(d.tracker.retransmissions) for d in obj["directions"].values())
+    return [total]
+
+
 #: Per-run values computed from a run's read-backs (a Measure or explain metric by name), each a list:
 #: ``arq_rounds``: per udpreq request, transmission rounds (1 + the highest round number);
 #: ``arq_round_ms``: per request with retransmissions, the span of its symbol packets on the
 #: client's wire (first to last sent) ÷ its retransmission rounds — one RTT each when ideal;
-#: ``symbol_span_ms``: per request, first to last symbol packet sent (the sending time).
+#: ``symbol_span_ms``: per request, first to last symbol packet sent (the sending time);
+#: ``tunnel_retransmissions``: per relay run, segments sent again on the gateways' tunnel.
 DERIVED = {
     "arq_rounds": lambda run: [c["rounds"] + 1 for c in _transport(run)],
     "arq_round_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 / c["rounds"]
                                  for c in _transport(run) if c["rounds"]],
     "symbol_span_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 for c in _transport(run)],
+    "tunnel_retransmissions": _tunnel_retransmissions,
 }
 
 
@@ -297,10 +317,10 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 else:
                     rec["ok"] = within(value, row.chapter, row.tolerance)
                     if not rec["ok"]:
-                        ev = _evidence(row, res["summary"], res["dir"])
+                        ev = _evidence(row, res["summary"], res["dir"]) if "summary" in res else []
                         cause = row.cause or "unexplained"
                         h = res.get("host")
-                        if h and not res.get("resumed"):
+                        if h:
                             ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else
                                        "during its experiment: ") + describe_load(h))
                         notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
