@@ -8,7 +8,6 @@ logged (``peer_error``) and dropped.  Client: ``chunk_sent`` (``copies``), ``sum
 """
 from __future__ import annotations
 
-import argparse
 import socket
 import struct
 import sys
@@ -16,10 +15,10 @@ import time
 
 from . import eventlog as ev
 from . import sockets
+from .appcli import app_main, app_parser
 from .appmain import guarded, parse_hostport
 from .streamsworkload import DuplicateParams
 from ..units import parse_size, parse_time
-from ..workloads import add_params
 
 DGRAM = struct.Struct("!4sIQ")
 DUP_MAGIC = b"DU01"
@@ -81,24 +80,13 @@ def run_client(args) -> int:
     return guarded(run, log)
 
 
-def build_parser(prog: str = "python -m testbed.apps.duplicate") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5006", help="HOST:PORT to listen on (default: :5006)")
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True, help="HOST:PORT of the server")
-    c.set_defaults(func=run_client)
-    for q, side in ((s, "server"), (c, "client")):
-        add_params(q, DuplicateParams, (side, "both"))
-        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-    return p
+def build_parser():
+    return app_parser("testbed.apps.duplicate", __doc__, DuplicateParams, 5006, run_server, run_client,
+                      socket_factors=False)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ the server application), ``transfer_done`` (the last path_done); server ``path_r
 """
 from __future__ import annotations
 
-import argparse
 import re
 import socket
 import struct
@@ -30,10 +29,10 @@ import threading
 
 from . import eventlog as ev
 from . import sockets, tcpopts
+from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
 from .streamsworkload import MultipathParams
 from ..units import parse_rate, parse_size, parse_time
-from ..workloads import add_params
 
 IPPROTO_MPTCP = 262
 HEAD, DONE = struct.Struct("!4sQ"), struct.Struct("!Q")
@@ -189,26 +188,14 @@ def run_client(args) -> int:
     return guarded(run, log)
 
 
-def build_parser(prog: str = "python -m testbed.apps.multipath") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5005", help="HOST:PORT to listen on (default: :5005)")
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True, help="HOST:PORT of the server")
+def build_parser():
+    p, _, c = app_parser("testbed.apps.multipath", __doc__, MultipathParams, 5005, run_server, run_client)
     c.add_argument("--timeout", default="120s", help="give up on a path after this long (default: 120s)")
-    c.set_defaults(func=run_client)
-    for q, side in ((s, "server"), (c, "client")):
-        add_params(q, MultipathParams, (side, "both"))
-        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-        tcpopts.add_socket_arguments(q)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import time
 
 from . import eventlog as ev
 from . import ccusage, payload, sockets, socks5, tcpinfo, tcpopts
+from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
 from ..units import parse_size, parse_time
 
@@ -325,29 +326,17 @@ def add_common(p: argparse.ArgumentParser) -> None:
     tcpopts.add_socket_arguments(p)
 
 
-def build_parser(prog: str = "python -m testbed.apps.reqresp") -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """Options of each side from ``testbed.workloads.ReqRespParams`` (one default each)."""
-    from ..workloads import ReqRespParams, add_params
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5000", help="HOST:PORT to listen on (default: :5000)")
-    add_params(s, ReqRespParams, ("server", "both"))
-    add_common(s)
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True, help="HOST:PORT of the server")
+    from ..workloads import ReqRespParams
+    p, _, c = app_parser("testbed.apps.reqresp", __doc__, ReqRespParams, 5000, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     c.add_argument("--socks", help="connect through this SOCKS5 proxy HOST:PORT (path = relay)")
-    add_params(c, ReqRespParams, ("client", "both"))
-    add_common(c)
-    c.set_defaults(func=run_client)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ When the bytes were **complete at the receiver** comes from the receive side's r
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import select
 import socket
@@ -42,11 +41,11 @@ from pathlib import Path
 
 from . import eventlog as ev
 from . import sockets, tcpopts
+from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
 from .streammux import AUDIO, HEADER, IMAGE, KINDS, REQUEST, Decoder, Plan, ProtocolError, Scheduler
 from .streamsworkload import StreamsParams
 from ..units import parse_size, parse_time
-from ..workloads import add_params
 
 SESSION, FRAME_SENT, PEER_ERROR = "streams_session", "frame_sent", "peer_error"
 STREAMS_REQUEST, STREAM_CHUNK = "streams_request", "stream_chunk"
@@ -362,26 +361,15 @@ def run_client(args) -> int:
     return guarded(run, log)
 
 
-def build_parser(prog: str = "python -m testbed.apps.streams") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5004", help="HOST:PORT to listen on (default: :5004)")
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True, help="HOST:PORT of the server")
+def build_parser():
+    p, _, c = app_parser("testbed.apps.streams", __doc__, StreamsParams, 5004, run_server, run_client)
     c.add_argument("--timeout", default="60s", help="give up after this long (default: 60s)")
-    c.set_defaults(func=run_client, schedule=None)
-    for q, side in ((s, "server"), (c, "client")):
-        add_params(q, StreamsParams, (side, "both"))
-        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-        tcpopts.add_socket_arguments(q)
+    c.set_defaults(schedule=None)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":

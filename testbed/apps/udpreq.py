@@ -31,11 +31,11 @@ import time
 
 from . import eventlog as ev
 from . import payload
+from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
 from .sockets import announce_ready
 from ..transport.workload import UdpReqParams
 from ..units import parse_size, parse_time
-from ..workloads import add_params
 
 REQUEST = struct.Struct("!4sQII")
 RESPONSE = struct.Struct("!4sI")
@@ -222,25 +222,13 @@ def run_client(args: argparse.Namespace) -> int:
     return guarded(run, log)
 
 
-def build_parser(prog: str = "python -m testbed.apps.udpreq") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5003", help="HOST:PORT to listen on (UDP)")
-    s.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout)")
-    add_params(s, UdpReqParams, ("server", "both"))
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True, help="HOST:PORT of the server")
-    c.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout)")
-    add_params(c, UdpReqParams, ("client", "both"))
-    c.set_defaults(func=run_client)
-    return p
+def build_parser():
+    return app_parser("testbed.apps.udpreq", __doc__, UdpReqParams, 5003, run_server, run_client,
+                      socket_factors=False)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":
