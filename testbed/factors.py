@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import UsageError
-from .units import parse_size, parse_time
+from .units import parse_bool, parse_size, parse_time
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,6 @@ def register_factor(f: Factor) -> Factor:
     FACTORS[f.name] = f
     return f
 
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected a boolean (true/false, 1/0), got {value!r}")
 
 
 def _segments(value: Any) -> int:
@@ -142,7 +132,7 @@ for _f in (
            socket_fields=lambda v: {"rcvbuf": v}),
     Factor("window_clamp", "socket", _size, "TCP_WINDOW_CLAMP, the largest window advertised",
            readback="window_clamp", socket_fields=lambda v: {"window_clamp": v}),
-    Factor("nodelay", "socket", _bool, "TCP_NODELAY (Nagle off)", default=False, readback="nodelay",
+    Factor("nodelay", "socket", parse_bool, "TCP_NODELAY (Nagle off)", default=False, readback="nodelay",
            socket_fields=lambda v: {"nodelay": v}, flag=True),
     Factor("delack_max", "socket", _delack_us, "TCP_DELACK_MAX_US as a time, e.g. 10ms (read back "
            "rounded up to the kernel tick)", readback="delack_max_us",
@@ -159,10 +149,10 @@ for _f in (
            "advertises in its SYN, so the peer's segments carry at most advmss − 12 B of payload with "
            "TCP timestamps (1180: the chapter's 1168 B payloads; Linux default at MTU 1500: 1460)",
            readback="advmss", host_fields=lambda v: {"advmss": v}),
-    Factor("slow_start_after_idle", "host", _bool, "net.ipv4.tcp_slow_start_after_idle (0/1) in "
+    Factor("slow_start_after_idle", "host", parse_bool, "net.ipv4.tcp_slow_start_after_idle (0/1) in "
            "both namespaces", default=True, readback="slow_start_after_idle",
            host_fields=lambda v: {"slow_start_after_idle": v}),
-    Factor("keep_metrics", "host", _bool, "do not flush tcp_metrics before the run", default=False,
+    Factor("keep_metrics", "host", parse_bool, "do not flush tcp_metrics before the run", default=False,
            readback="tcp_metrics_flushed", host_fields=lambda v: {"flush_metrics": not v}, flag=True),
 ):
     register_factor(_f)

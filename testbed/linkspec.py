@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
-from .units import (format_rate, format_time, parse_probability, parse_queue, parse_rate,
+from .units import (format_rate, format_time, parse_bool, parse_probability, parse_queue, parse_rate,
                     parse_size, parse_time)
 
 ETH_HEADER = 14
@@ -210,7 +210,7 @@ class LinkSpec:
             if fields.get(name) is not None:
                 kw[name] = parse_time(fields[name])
         if fields.get("reorder") is not None:
-            kw["reorder"] = _parse_bool(fields["reorder"])
+            kw["reorder"] = parse_bool(fields["reorder"])
         if fields.get("loss") is not None:
             kw["loss"] = parse_loss(fields["loss"])
         if fields.get("queue") is not None:
@@ -253,13 +253,3 @@ def parse_loss(value: Any) -> LossModel:
         return GilbertElliott(*numbers)
     return Bernoulli(parse_probability(value))
 
-
-def _parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected a boolean (true/false), got {value!r}")

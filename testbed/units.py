@@ -86,6 +86,18 @@ def parse_queue(value: int | str) -> tuple[int | None, int | None]:
     return None, parse_size(value)
 
 
+def parse_bool(value: bool | int | str) -> bool:
+    """true/false, yes/no, on/off, 1/0 (any case) or a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
+
+
 def format_rate(bps: float | None) -> str:
     if bps is None:
         return "unshaped"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import UsageError
-from .units import parse_size, parse_time
+from .units import parse_bool, parse_size, parse_time
 
 SIDES = ("client", "server", "both", "run")
 
@@ -202,14 +202,7 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
     if value is None:
         return None
     if typ.startswith("bool"):
-        if isinstance(value, bool):
-            return value
-        text = str(value).lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("expected true or false")
+        return parse_bool(value)
     if typ.startswith("int"):
         if isinstance(value, bool):
             raise ValueError("expected an integer")
