@@ -35,6 +35,10 @@ def test_reqresp_new_connection_per_request(tmp_path):
     assert server_digests == {payload.digest(payload.body())}      # same bytes every run
     summary = events(log, ev.SUMMARY)[0]
     assert summary["requests"] == 3 and summary["median_ms"] >= 20
+    # what the client prints is what the run's metrics compute: request_issued → last_response_byte
+    issued = {e["req"]: e["t"] for e in events(log, ev.REQUEST_ISSUED)}
+    done = {e["req"]: e["t"] for e in events(log, ev.LAST_RESPONSE_BYTE)}
+    assert summary["completion_ms"] == [round((done[k] - issued[k]) / 1e6, 3) for k in range(3)]
 
 
 def test_reqresp_reuse_keeps_one_connection(tmp_path):

@@ -202,9 +202,10 @@ class Client:
             self.sock.close()
             self.sock = None
 
-    def exchange(self, req, **fields) -> None:
+    def exchange(self, req, **fields) -> int:
         """Send one request on the open connection (in the write pattern ``self.write``) and
-        read the whole reply; the send queue is watched from the write's return on."""
+        read the whole reply; the send queue is watched from the write's return on.  Returns
+        the ``last_response_byte`` stamp."""
         request = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us) + self.body
         with tcpinfo.Sampler(self.log, self.sock, self.conn, self.interval):
             self.log.emit(ev.FIRST_REQUEST_BYTE_SENT, conn=self.conn, req=req, write=self.write, **fields)
@@ -216,25 +217,29 @@ class Client:
                                            conn=self.conn, req=req, **fields).start()
             try:
                 sockets.recv_exact(self.sock, self.reply, self.log, ev.FIRST_RESPONSE_BYTE,
-                                   ev.LAST_RESPONSE_BYTE, conn=self.conn, req=req, **fields)
+                                   conn=self.conn, req=req, **fields)
+                done = self.log.emit(ev.LAST_RESPONSE_BYTE, bytes=self.reply, conn=self.conn,
+                                     req=req, **fields)["t"]
             finally:
                 watch.stop()
         if self._clamped != self.conn:            # after this connection's first response
             sockets.reassert_clamp(self.sock, self.factors, self.log, self.conn)
             self._clamped = self.conn
+        return done
 
     def request(self, req: int, mode: str) -> int:
-        """One timed request; returns its completion time in ns."""
+        """One timed request; returns its completion in ns: ``request_issued`` to
+        ``last_response_byte``, the same two stamps the run's metrics use."""
         if mode == "new":
             conn = sockets.next_conn_id()   # named before it exists so analysis can join on it
             t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=conn)["t"]
             self.open(req, conn)
-            self.exchange(req)
+            done = self.exchange(req)
             self.close()
         else:
             t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=self.conn)["t"]
-            self.exchange(req)
-        return ev.now() - t0
+            done = self.exchange(req)
+        return done - t0
 
     def warm_up(self, limit: int) -> None:
         """Untimed requests back to back until the connection is warm, at most ``limit``.
