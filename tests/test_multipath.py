@@ -57,6 +57,7 @@ def test_duplicate_dedups_by_chunk_number_and_logs_garbage(tmp_path):
                             "--chunks", "10", "--tau", "2ms", "--paths", "127.0.0.1,127.0.0.2",
                             "--linger", "200ms"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
+        assert "sent 10 chunks" in r.stdout and "2 copies each" in r.stdout
     finally:
         proc.terminate()
         proc.communicate(timeout=10)

@@ -76,6 +76,8 @@ def run_client(args) -> int:
             for s in socks:
                 s.close()
         log.emit(ev.SUMMARY, chunks=args.chunks, copies=len(addrs), send=args.send)
+        print(f"{args.send}: sent {args.chunks} chunks of {size} B, {len(addrs)} "
+              f"cop{'y' if len(addrs) == 1 else 'ies'} each (delivery: see the run's metrics)", flush=True)
         return 0
     return guarded(run, log)
 
