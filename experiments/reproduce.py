@@ -391,8 +391,9 @@ ROWS: tuple[Row, ...] = (
         note="model: lower bound, 1 handshake RTT + 4 slow-start RTTs + 238.5 ms; the chapter's "
              "1185 ms is below it (its path's initial window or loss pattern differ).  Measured by "
              "the reuse experiment (same direct path and request as the relay experiment's direct arm)",
-        cause="the handshake costs the modelled 1 RTT (below), so the excess is in the data phase: "
-              "the server's autotuned receive window limits early rounds (TCP_INFO rwnd_limited "
+        cause="the handshake (below: the modelled 1 RTT, 1 s more when a SYN or SYN/ACK is lost "
+              "on the 14% direction) and the data phase: the server's autotuned receive window "
+              "limits early rounds (TCP_INFO rwnd_limited "
               "of the client's connections below; README: with --rcvbuf 4MB most requests take "
               "~1240 ms) and RTOs of responses lost on the 14% direction (retransmissions below)",
         explain=(("handshake_ms", "handshake ms"), ("rwnd_limited_ms", "ms rwnd-limited per connection"),

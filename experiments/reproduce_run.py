@@ -27,15 +27,16 @@ def cpu_times() -> list[int]:
 
 def host_load(before: tuple[tuple, list[int]], after: tuple[tuple, list[int]]) -> dict:
     """The host between two ``(os.getloadavg(), cpu_times())`` samples: 1-min load at both ends,
-    CPU busy and steal fractions of all cores, and ``busy``: the load exceeded the cores or
-    steal was ≥ 5 % (other work competed with the run's emulator and stacks)."""
+    CPU busy and steal fractions of all cores, and ``busy``: the load exceeded 1.5 × the cores
+    or steal was ≥ 5 % (a run's own emulator, apps and captures keep ~1–2 runnable; beyond that,
+    other work competed with them)."""
     d = [b - a for a, b in zip(before[1], after[1])]
     total = sum(d[:8]) or 1
     busy_frac, steal = 1 - (d[3] + d[4]) / total, d[7] / total
     cores = os.cpu_count() or 1
     return {"load": [round(before[0][0], 2), round(after[0][0], 2)], "cores": cores,
             "cpu_busy": round(busy_frac, 3), "steal": round(steal, 4),
-            "busy": max(before[0][0], after[0][0]) > cores or steal >= 0.05}
+            "busy": max(before[0][0], after[0][0]) > 1.5 * cores or steal >= 0.05}
 
 
 def host_sample() -> tuple[tuple, list[int]]:

@@ -75,8 +75,8 @@ def print_table(rows: list[dict], meta: dict, out: Path) -> None:
           f"tolerance; host load {meta['load_before']} -> {meta['load_after']} on {meta['cores']} "
           f"cores, {meta['cpu']}")
     if any("MACHINE BUSY" in r["note"] for r in rows):
-        print("a miss marked MACHINE BUSY ran while the host's load exceeded its cores or CPU steal "
-              "was >= 5 %: its timing may be the machine's, not the transport's")
+        print("a miss marked MACHINE BUSY ran while the host's load exceeded 1.5 x its cores or CPU "
+              "steal was >= 5 %: its timing may be the machine's, not the transport's")
     if any("overloaded" in r["note"] or "degraded" in r["note"] for r in rows):
         print("some runs were excluded because the emulator could not keep up (machine busy: see "
               "the load and CPU figures above), not because the transport misbehaved")
