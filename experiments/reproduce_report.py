@@ -226,8 +226,8 @@ def fig_measured(rows: list[dict], base: Path) -> list[str]:
         ax.set_title(r["id"], fontsize=9)
     for ax in list(axes.flat)[len(got):]:
         ax.axis("off")
-    fig.suptitle("chapter vs model vs measured (median, 95% CI); red: outside the tolerance")
-    return _save(fig, base)
+    return _save(fig, base)      # what the bars mean is the report's caption (no suptitle: it
+    #                              overlapped the top row's titles after tight_layout)
 
 
 MODEL_FIGURES = {"C1": (fig_c1, "serial vs three blocks"), "C4": (fig_c4, "slow-start rounds"),
@@ -249,7 +249,8 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str]]:
             made.append((f"{case} (model): {caption}", fn(out / "figures" / case.lower())[0]))
     files = fig_measured(rows, out / "figures" / "measured")
     if files:
-        made.insert(0, ("measured rows: chapter, model and measured", files[0]))
+        made.insert(0, ("measured rows: chapter (gray), model (blue) and measured (median with its "
+                        "95 % CI; green within the tolerance, red outside it)", files[0]))
     return made
 
 
