@@ -183,3 +183,14 @@ def test_commands_are_registered_in_the_testbed_cli():
     bad = subprocess.run([sys.executable, "-m", "testbed", "reproduce", "C99", "--model-only"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert bad.returncode == 2 and "valid: all, C1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_host_load_flags_a_busy_machine():
+    from experiments.reproduce_run import describe_load, host_load
+    cpu0 = [0] * 10
+    quiet = host_load(((0.5, 0, 0), cpu0), ((0.7, 0, 0), [50, 0, 0, 150, 0, 0, 0, 0, 0, 0]))
+    assert not quiet["busy"] and quiet["cpu_busy"] == 0.25 and quiet["steal"] == 0
+    stolen = host_load(((0.5, 0, 0), cpu0), ((0.5, 0, 0), [80, 0, 0, 10, 0, 0, 0, 10, 0, 0]))
+    assert stolen["busy"] and stolen["steal"] == 0.1
+    loaded = host_load(((2 * stolen["cores"], 0, 0), cpu0), ((0.5, 0, 0), [1, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
+    assert loaded["busy"] and "steal 10.0%" in describe_load(stolen)
