@@ -24,7 +24,6 @@ processing time T starts when the request is delivered (after decoding).  Per-re
 from __future__ import annotations
 
 import argparse
-import statistics
 import struct
 import sys
 import time
@@ -33,6 +32,7 @@ from . import eventlog as ev
 from . import payload
 from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
+from .reqresp import summarize
 from .sockets import announce_ready
 from ..transport.workload import UdpReqParams
 from ..units import parse_size, parse_time
@@ -186,13 +186,6 @@ class Client:
         finally:
             self.close()
         return times
-
-
-def summarize(times_ns: list[int]) -> dict:
-    ms = [t / 1e6 for t in times_ns]
-    return {"requests": len(ms), "completion_ms": [round(x, 3) for x in ms],
-            "median_ms": round(statistics.median(ms), 3), "min_ms": round(min(ms), 3),
-            "max_ms": round(max(ms), 3)}
 
 
 def run_client(args: argparse.Namespace) -> int:
