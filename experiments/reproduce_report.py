@@ -181,8 +181,10 @@ def fig_c10(base: Path) -> list[str]:
     return _save(fig, base)
 
 
-def fig_c11(base: Path) -> list[str]:
-    """Completion vs the fraction split onto path 1, with and without the shared egress."""
+def fig_c11(base: Path, measured: dict | None = None) -> list[str]:
+    """Completion vs the fraction split onto path 1, with and without the shared egress;
+    ``measured``: {fraction on path 1: result row} (C11.fast_only at 1, C11.split at 2/3) drawn
+    as medians with their 95 % CI."""
     from analysis.models.multipath import SplitParams, split_time
     plt = _plt()
     p = SplitParams()
@@ -195,6 +197,11 @@ def fig_c11(base: Path) -> list[str]:
     best = evaluate("split")
     ax.plot([best["fraction"].value], [best["split_time"].value], "ko",
             label=f"best x = {best['fraction'].value:.2f}: {best['split_time'].value:.0f} s")
+    for i, (x, r) in enumerate(sorted((measured or {}).items())):
+        lo, hi = r["ci95"] or (r["measured"], r["measured"])
+        ax.errorbar([x], [r["measured"]], yerr=[[r["measured"] - lo], [hi - r["measured"]]], fmt="s",
+                    color="tab:green", capsize=4,
+                    label="measured, egress unshaped (multipath experiment, median, 95 % CI)" if i == 0 else None)
     ax.set_xlabel("fraction x on path 1 (20 Mbit/s); the rest on path 2 (10 Mbit/s)")
     ax.set_ylabel("completion (s)")
     ax.set_ylim(0, 26)
@@ -242,7 +249,11 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str]]:
     for case, (fn, caption) in MODEL_FIGURES.items():
         if case not in cases:
             continue
-        if case == "C6" and (measured := _measured_c6(rows)):
+        c11 = {x: r for r in rows for rid, x in (("C11.fast_only", 1.0), ("C11.split", 2 / 3))
+               if r["id"] == rid and r["measured"] is not None}
+        if case == "C11" and c11:
+            made.append((f"C11 (model and measured): {caption}", fn(out / "figures" / "c11", c11)[0]))
+        elif case == "C6" and (measured := _measured_c6(rows)):
             made.append((f"C6 (model and measured): {caption}",
                          fn(out / "figures" / "c6", measured)[0]))
         else:
