@@ -227,11 +227,29 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
     return float(stat(x)) * m.scale, [float(lo) * m.scale, float(hi) * m.scale], len(x), ""
 
 
+def pooled_ratio(exp_dir: str | Path, summary: dict, m: Measure
+                 ) -> tuple[float | None, list | None, int, str]:
+    """``pooled_ratio``: median of every value of level a over median of every value of level b
+    (``levels`` = (a, b)), the same pooled medians the rows of each level show; CI: bootstrap 95 %
+    resampling each level's values independently (2000 resamples, seed 1).  n = the smaller
+    number of values."""
+    import numpy as np
+    (a, b), rng = m.levels, np.random.default_rng(1)
+    xs = [np.asarray(pooled_values(exp_dir, summary, lv, m.metric, m.source)) for lv in (a, b)]
+    if not all(len(x) for x in xs):
+        return None, None, 0, f"no valid runs to compare ({_excluded(summary, a)}; {_excluded(summary, b)})"
+    boots = [np.median(x[rng.integers(0, len(x), (2000, len(x)))], axis=1) for x in xs]
+    lo, hi = np.percentile(boots[0] / boots[1], [2.5, 97.5])
+    return float(np.median(xs[0]) / np.median(xs[1])), [float(lo), float(hi)], min(map(len, xs)), ""
+
+
 def measured_value(summary: dict, m: Measure, exp_dir: str | Path | None = None
                    ) -> tuple[float | None, list | None, int, str]:
     """(value, ci95, n, reason if None) of a measure in an experiment summary, in the row's unit."""
     def scaled(x):
         return None if x is None else x * m.scale
+    if m.statistic == "pooled_ratio":
+        return pooled_ratio(exp_dir, summary, m)
     if m.statistic.startswith("pooled_"):
         return pooled(exp_dir, summary, m)
     if m.statistic == "median":

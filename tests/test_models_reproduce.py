@@ -2,13 +2,15 @@
 reproduce), without root: measurements come from experiments.fake's executor."""
 import argparse
 import json
+import statistics
+from pathlib import Path
 
 import pytest
 
 from analysis.models import MODELS
 from experiments.reproduce import ROWS, select, within
 from experiments.reproduce_report import write
-from experiments.reproduce_run import measure_all, result_rows
+from experiments.reproduce_run import measure_all, pooled_values, result_rows
 
 
 def _cli(argv, modules=("testbed.model_cli", "testbed.reproduce_cli")):
@@ -74,6 +76,14 @@ def test_measured_rows_come_from_the_experiment_runs(tmp_path):
     # C7: the median of every request (the chapter's statistic): n = 2 runs x 10 requests (fake)
     assert res["C7.direct_new"]["n"] == 2 * 10 and res["C7.direct_new"]["experiment_dir"]
     assert res["C7.ratio_new"]["measured"] == pytest.approx(4.0, rel=0.2)
+    # a ratio row is the quotient of its experiment's two levels' medians over every request
+    exp_dir = Path(res["C7.ratio_new"]["experiment_dir"])
+    summary = json.loads((exp_dir / "summary.json").read_text())
+    direct, relay = (statistics.median(pooled_values(exp_dir, summary, lv, "completion_ms"))
+                     for lv in ("direct", "relay"))
+    assert res["C7.ratio_new"]["measured"] == pytest.approx(direct / relay)
+    lo, hi = res["C7.ratio_new"]["ci95"]
+    assert lo <= res["C7.ratio_new"]["measured"] <= hi
     assert res["C7.direct_keepalive"]["measured"] == pytest.approx(250, rel=0.15)
     # the chapter's 301.6 ms vs a fake 300 ms: within 15 %; 236.5 vs 300: a miss with its cause
     assert res["C7.relay_new"]["ok"] is True
@@ -169,7 +179,7 @@ def test_every_measure_names_a_valid_experiment_level_and_spec():
         exp.validate()
         assert set(m.levels or (m.level,)) <= set(exp.labels), r.id
         assert m.statistic in ("median", "ratio", "difference", "pooled_mean", "pooled_median",
-                               "pooled_p99"), r.id
+                               "pooled_p99", "pooled_ratio"), r.id
 
 
 def test_commands_are_registered_in_the_testbed_cli():
@@ -194,3 +204,17 @@ def test_host_load_flags_a_busy_machine():
     assert stolen["busy"] and stolen["steal"] == 0.1
     loaded = host_load(((2 * stolen["cores"], 0, 0), cpu0), ((0.5, 0, 0), [1, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
     assert loaded["busy"] and "steal 10.0%" in describe_load(stolen)
+
+
+def test_pooled_ratio_is_the_quotient_of_the_pooled_medians(monkeypatch):
+    """Not the ratio of per-run medians: run medians 1 and 10 (median 5.5) vs every value."""
+    import experiments.reproduce_run as rr
+    from experiments.reproduce import Measure
+    values = {"a": [1.0, 1.0, 1.0, 10.0, 10.0], "b": [2.0, 2.0, 2.0, 2.0]}
+    monkeypatch.setattr(rr, "pooled_values", lambda d, s, level, metric, source="metrics": values[level])
+    value, ci, n, why = rr.pooled_ratio("x", {}, Measure("e", "completion_ms", statistic="pooled_ratio",
+                                                          levels=("a", "b")))
+    assert value == pytest.approx(0.5) and n == 4 and not why
+    assert ci[0] <= value <= ci[1]
+    values["b"] = []
+    assert rr.pooled_ratio("x", {}, Measure("e", "m", statistic="pooled_ratio", levels=("a", "b")))[0] is None
