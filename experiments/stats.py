@@ -29,15 +29,17 @@ def _rng(seed: int) -> np.random.Generator:
 
 def bootstrap_ci(samples: tuple, statistic: Callable, seed: int, paired: bool = False):
     """Percentile bootstrap 95 % CI of ``statistic(*samples, axis=-1)``; None if any sample has
-    fewer than 2 values or the interval is undefined."""
+    fewer than 2 values or the interval is undefined or unbounded (a ratio whose denominator's
+    resampled median can be 0)."""
     if any(len(s) < 2 for s in samples):
         return None
     from scipy.stats import bootstrap
-    res = bootstrap(tuple(np.asarray(s, float) for s in samples), statistic, paired=paired,
+    with np.errstate(divide="ignore", invalid="ignore"):   # a resample's median may be 0
+        res = bootstrap(tuple(np.asarray(s, float) for s in samples), statistic, paired=paired,
                         vectorized=True, n_resamples=B, confidence_level=LEVEL,
                         method="percentile", random_state=_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return None if np.isnan(lo) or np.isnan(hi) else [lo, hi]
+    return [lo, hi] if np.isfinite(lo) and np.isfinite(hi) else None
 
 
 def _median(x, axis=-1):

@@ -100,3 +100,13 @@ def test_compare_same_distribution_ratio_ci_contains_one():
     c = stats.compare(a, b, seed=1)
     assert c["ratio_ci"][0] < 1 < c["ratio_ci"][1]
     assert c["paired_difference"]["n_pairs"] == 0 and c["paired_difference"]["ci"] is None
+
+
+def test_ratio_ci_is_none_when_a_resampled_denominator_median_can_be_zero():
+    """b's median is 1 but a resample of b can have median 0: no warning, no infinite bound."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = stats.compare([3.0, 4.0, 5.0], [0.0, 1.0, 1.0])
+    assert c["ratio"] == pytest.approx(4.0)
+    assert c["ratio_ci"] is None or all(np.isfinite(c["ratio_ci"]))
