@@ -440,11 +440,20 @@ ROWS: tuple[Row, ...] = (
         M("connections", "relay_keepalive"),
         Measure("relay", "completion_ms", "relay", statistic=_REQ_MEDIAN, sets={"params.mode": "reuse"}),
         0.10,
-        explain=(("retransmissions", "retransmitted segments"),)),
+        cause="the response crosses the tunnel on the 14%-loss direction: a lost response segment "
+              "costs the server gateway a retransmission timeout, so requests take ~245 ms or "
+              "~700 ms (per-request ms below) and the slow ones go with the tunnel's "
+              "retransmissions below (the client's own LAN connection retransmits nothing)",
+        explain=(("completion_ms", "per-request ms"),
+                 ("tunnel_retransmissions", "segments sent again on the tunnel per run"),
+                 ("retransmissions", "retransmitted segments on the client's connection"))),
     Row("C7.ratio_keepalive", "direct / relay, kept alive", "1", 1.019,
         M("connections", "ratio_keepalive"),
         Measure("relay", "completion_ms", statistic="pooled_ratio", levels=("direct", "relay"),
-                sets={"params.mode": "reuse"}), 0.10),
+                sets={"params.mode": "reuse"}), 0.10,
+        cause="see C7.relay_keepalive: the relay arm's responses wait for the tunnel's "
+              "retransmission timeouts (below)",
+        explain=(("tunnel_retransmissions", "segments sent again on the tunnel per run"),)),
     # ---- C8
     Row("C8.fifo_audio", "FIFO: audio sent at", "s", 6, M("streams", "fifo_audio_done"), None,
         unmeasured=_C8_SCENARIO),
