@@ -263,6 +263,21 @@ class Direction:
         self.pending.clear()
 
 
+def hold_cpu_latency() -> tuple[int | None, str]:
+    """(fd, what it did): ask for a 0 µs CPU wake-up latency (PM QoS) for as long as the
+    returned fd stays open; (None, why not) where ``/dev/cpu_dma_latency`` cannot be written."""
+    try:
+        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as e:
+        return None, f"not held: {e.strerror}"
+    try:
+        os.write(fd, struct.pack("i", 0))
+    except OSError as e:
+        os.close(fd)
+        return None, f"not held: {e.strerror}"
+    return fd, "held at 0 us"
+
+
 def host_cpu() -> tuple[list[int], list[float], int]:
     """(the ``cpu`` line of /proc/stat as integers, the 1/5/15-minute load averages, this
     thread's run-queue wait in ns from /proc/thread-self/schedstat)."""
@@ -320,6 +335,7 @@ class Forwarder:
         self.timer_wakeups = 0
         self.poll_idle_ns = 0
         self.send_read_ns = (0, 0)
+        self.cpu_latency = "not requested"
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -327,6 +343,7 @@ class Forwarder:
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
         set_timer_slack(1)
+        latency_fd, self.cpu_latency = hold_cpu_latency() if cfg.cpu_latency else (None, "not requested")
         if cfg.realtime:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(
                 NATIVE_PRIORITY if self.native is not None else PRIORITY))
@@ -392,6 +409,8 @@ class Forwarder:
         host = host_summary(host0, host_cpu())
         if cfg.realtime:  # the summary (numpy, file reads) must not hold up other real-time loops
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if latency_fd is not None:
+            os.close(latency_fd)
         for d in dirs:
             d.abandon_pending()
             d.read_socket_stats()
@@ -517,7 +536,7 @@ class Forwarder:
             **self._loop_times(),
             "realtime_minus_monotonic_ns": offset0,
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
-            "realtime": cfg.realtime, "engine": cfg.engine,
+            "realtime": cfg.realtime, "engine": cfg.engine, "cpu_dma_latency": self.cpu_latency,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
             "read_lag_us": read_lag, "warnings": warnings,
