@@ -20,3 +20,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def results_root(tmp_path):
     return tmp_path / "results"
+
+
+def received_ip_ids(sock) -> list[int]:
+    """IP ids of the Ethernet frames waiting on a non-blocking socket, in arrival order."""
+    from scapy.all import IP
+    ids = []
+    while True:
+        try:
+            ids.append(IP(sock.recv(2048)[14:]).id)
+        except BlockingIOError:
+            return ids

@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from conftest import received_ip_ids
 from testbed.emulator import linklog
 from testbed.emulator.config import DirectionConfig, ForwarderConfig
 from testbed.linkspec import DropList, LinkSpec
@@ -271,12 +272,7 @@ def test_direction_sends_in_schedule_order_and_logs_every_frame(tmp_path, reorde
     assert d.send_due(0) is not None  # nothing due yet: 1 ms delay at least
     d.send_due(time.monotonic_ns() + 10**9)
     d.log.close()
-    out = []
-    while True:
-        try:
-            out.append(IP(sink.recv(2048)[14:]).id)
-        except BlockingIOError:
-            break
+    out = received_ip_ids(sink)
     _, rec = linklog.read_log(d.log.path)
     assert len(rec) == 50 and int((rec["verdict"] == linklog.LOSS).sum()) == 1
     sent = rec[rec["verdict"] == linklog.DELIVERED]

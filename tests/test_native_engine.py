@@ -11,6 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
+from conftest import received_ip_ids
 from testbed.emulator import linklog
 from testbed.emulator.config import DirectionConfig, ForwarderConfig
 from testbed.emulator.airtime import AirMedium, AirtimeSpec
@@ -169,12 +170,7 @@ def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reor
         signal.signal(signal.SIGTERM, old)
     log.close()
     assert ret == 0
-    out = []
-    while True:
-        try:
-            out.append(IP(sink.recv(2048)[14:]).id)
-        except BlockingIOError:
-            break
+    out = received_ip_ids(sink)
     _, rec = linklog.read_log(log.path)
     assert len(rec) == 50 and io_stats[0].records == 50
     assert int((rec["verdict"] == linklog.LOSS).sum()) == 1 and io_stats[0].send_errors == 0
