@@ -52,9 +52,8 @@ TSHARK_ANALYSIS = ["frame.number", "tcp.stream", "tcp.analysis.bytes_in_flight",
 
 
 def make_capture(out: Path, size: int, loss: int) -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from analysis_netns import veth_pair
     from testbed.capture import Capture
+    from testbed.vethpair import veth_pair
     with veth_pair("bench") as p:
         p.loss(loss, 5201)
         cap = Capture(out, "tbt0", popen=lambda argv, **kw: p.popen(p.a, argv, **kw))
@@ -94,8 +93,13 @@ def main() -> int:
     args = ap.parse_args()
 
     from analysis import native, pcap, report
+    from testbed.errors import SetupError
     tmp = tempfile.TemporaryDirectory(prefix="tbbench")
-    path = args.pcap or make_capture(Path(tmp.name) / "bench.pcap", args.size, args.loss)
+    try:
+        path = args.pcap or make_capture(Path(tmp.name) / "bench.pcap", args.size, args.loss)
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     n = len(pcap.read(path))
     size_mb = path.stat().st_size / 1e6
     print(f"capture: {path} ({n} packets, {size_mb:.1f} MB)")

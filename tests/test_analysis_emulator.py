@@ -5,12 +5,10 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from analysis_netns import CLIENT, SERVER  # noqa: E402
+from testbed.vethpair import CLIENT, SERVER
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not shutil.which("tshark"), reason="needs tshark")]

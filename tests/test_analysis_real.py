@@ -11,16 +11,12 @@ cumulative ACK, ours >= 1 duplicate ACK or SACK, so Wireshark's fast set is a su
 """
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from analysis_netns import veth_pair  # noqa: E402
-
-from analysis import applog, flows, pcap, report, tcp  # noqa: E402
-from testbed.capture import Capture  # noqa: E402
+from analysis import applog, flows, pcap, report, tcp
+from testbed.capture import Capture
+from testbed.vethpair import veth_pair
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(not shutil.which("tshark") or not shutil.which("tcpdump"),

@@ -1,5 +1,6 @@
-"""Test helper: two network namespaces joined by a veth, optional random loss by nftables,
-and a small TCP sender/receiver.  Everything created is removed on exit, also on failure.
+"""Two network namespaces joined by a veth, optional random loss by nftables, and a small TCP
+sender/receiver: the real captures of the analysis tests and of ``benchmarks/analysis.py``.
+Everything created is removed on exit, also on failure.
 
 Loss is dropped in the receiver namespace's prerouting hook, so a capture in the sender
 namespace sees every transmission (a sender-side vantage point)."""
@@ -10,6 +11,9 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+
+from .errors import SetupError
+from .network import require_root
 
 SERVER = r"""
 import socket, sys, time, json
@@ -97,7 +101,8 @@ class Pair:
         """Run receiver in b and client in a; returns the client's stdout lines."""
         srv = self.popen(self.b, [sys.executable, "-c", SERVER, mode, str(port), str(n)],
                          stdout=subprocess.PIPE, text=True)
-        assert srv.stdout.readline().strip() == "ready"
+        if srv.stdout.readline().strip() != "ready":
+            raise SetupError(f"the {mode} server on port {port} in {self.b} did not start")
         cli = subprocess.run(self.exec_argv(self.a, [sys.executable, "-c", CLIENT, mode, self.ip_b,
                                                      str(port), str(n), str(size)]),
                              capture_output=True, text=True, timeout=timeout, check=True)
@@ -107,9 +112,8 @@ class Pair:
 
 @contextlib.contextmanager
 def veth_pair(tag: str = ""):
-    if os.geteuid() != 0:
-        import pytest
-        pytest.skip("needs root")
+    """Namespaces ``tbtest<pid><tag>a``/``b`` with veth tbt0/tbt1; raise SetupError if not root."""
+    require_root("a veth pair")
     uid = f"{os.getpid() % 10000}{tag}"
     a, b = f"tbtest{uid}a", f"tbtest{uid}b"
     sub = os.getpid() % 200 + 20
