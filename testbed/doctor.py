@@ -69,7 +69,7 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
                    "no " + "/".join(q for q in ("netem", "htb") if not report[q]) + " in this kernel")
         report["backend_note"] = (f"{missing}: links use the userspace emulator "
                                   "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
-    from .uml_builds import doctor_report
+    from .uml import doctor_report
     report["netem_uml"] = doctor_report(refresh)
     from .emulator.native import available as native_available
     native_ok, native_where = native_available()

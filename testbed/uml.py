@@ -1,14 +1,17 @@
 """Run one command inside a User-Mode Linux guest, to get real sch_netem/sch_htb on a host without them.
 
-A UML kernel runs as an ordinary process; which one (Debian's ``user-mode-linux`` as installed,
-or one provisioned from Debian's packages) and in which mode (seccomp or ptrace) is decided by
-``testbed/uml_builds.py``, after a guest really booted with it.  The
-guest boots with the host's root filesystem over hostfs, **read-only**; the guest's init
-(``testbed/uml_init.py``) gives it its own proc/sys/dev and tmpfs on /tmp, /run, /var/tmp,
-/dev/shm (so ``ip netns`` and Mininet write nothing to the host), loads sch_htb, sch_netem, veth,
-tcp_bbr and ipv6 (those not built in) from the build's modules directory, mounts ``results_dir`` read-write at the same
-path, runs the command (an argv list, handed over as JSON, never through a shell) with the same
-Python interpreter and repository as the caller, and powers off.
+A UML kernel runs as an ordinary process; which one (Debian's ``user-mode-linux`` as installed, or
+one provisioned from Debian's packages: ``testbed/uml_builds.py``) and in which mode (seccomp or
+ptrace) is decided by ``choose``: the first candidate that really booted a guest here
+(``boot_check``: ``true`` run in a guest, with the modules loaded; cached in
+``STATE_DIR/boot-cache.json`` per host kernel release, CPU model, build (kernel path, size, mtime)
+and mode; ``refresh=True`` boots again).  The guest boots with the host's root filesystem over
+hostfs, **read-only**; the guest's init (``testbed/uml_init.py``) gives it its own proc/sys/dev and
+tmpfs on /tmp, /run, /var/tmp, /dev/shm (so ``ip netns`` and Mininet write nothing to the host),
+loads sch_htb, sch_netem, veth, tcp_bbr and ipv6 (those not built in) from the build's modules
+directory, mounts ``results_dir`` read-write at the same path, runs the command (an argv list,
+handed over as JSON, never through a shell) with the same Python interpreter and repository as the
+caller, and powers off.
 
 Files written: ``results_dir`` (the command's own output plus ``uml-stdout.txt``,
 ``uml-stderr.txt``, ``uml-status.json``, ``uml-console.log``) and one private directory
@@ -38,7 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import RunError, SetupError
-from .uml_builds import MODES, MODULES, UMLBuild, UMLUnavailable, check, choose
+from . import uml_builds  # its STATE_DIR is read at each call: tests point it elsewhere
+from .uml_builds import (INSTALL_HINT, MODES, MODULES, UMLBuild, UMLUnavailable, candidates, check,
+                         modes)
 
 if TYPE_CHECKING:
     from .lifecycle import Run
@@ -51,6 +56,7 @@ HIDDEN_IN_GUEST = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev")
 RESULT_FILES = ("uml-stdout.txt", "uml-stderr.txt", "uml-status.json", "uml-console.log")
 TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process group
 BACKEND = "netem-uml"  # the CLI's --backend value that re-runs a command in a guest with netem
+BOOT_TIMEOUT = 120.0  # seconds for a boot check's guest
 
 
 class GuestError(SetupError):
@@ -107,9 +113,22 @@ class GuestResult:
     uml: dict | None = None
 
 
+@dataclass(frozen=True)
+class Guest:
+    """The build and mode the testbed boots, with the boot check that proved it."""
+    build: UMLBuild
+    mode: str
+    release: str
+    boot_seconds: float
+
+    def describe(self) -> dict:
+        return {**self.build.describe(), "release": self.release, "mode": self.mode,
+                "boot_seconds": self.boot_seconds}
+
+
 def availability(refresh: bool = False) -> tuple[bool, str]:
     """(ok, reason) for ``testbed doctor`` and the tests: does a guest boot here (boot checks
-    are cached, see ``testbed.uml_builds``)?"""
+    are cached, see ``boot_check``)?"""
     if os.geteuid() != 0:
         return False, "needs root (the guest's network namespaces and qdiscs are set up as root)"
     try:
@@ -197,7 +216,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     results_dir: existing host directory, read-write in the guest at the same path; receives
         uml-stdout.txt, uml-stderr.txt, uml-status.json, uml-console.log (overwritten).
     mem: guest memory as UML's ``mem=`` (e.g. '768M').  timeout: seconds for the whole guest.
-    build, mode: the UML build and 'seccomp' or 'ptrace'; default: ``uml_builds.choose()`` (a
+    build, mode: the UML build and 'seccomp' or 'ptrace'; default: ``choose()`` (a
         build that boots here, booting it once per host and build to find out).
     cwd: the command's working directory (default: the caller's); env: extra environment
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
@@ -285,6 +304,142 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
                          reason=reason, console=console)
     command_time = (status["done_ns"] - status["ready_ns"]) / 1e9
     return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml)
+
+
+def host_key() -> str:
+    cpu = "unknown CPU"
+    try:
+        cpu = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1)
+    except (OSError, AttributeError):
+        pass
+    return f"{os.uname().release} | {cpu}"
+
+
+def _load_cache() -> dict:
+    try:
+        return json.loads((uml_builds.STATE_DIR / "boot-cache.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(key: str, entry: dict) -> None:
+    state = uml_builds.STATE_DIR
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        cache = _load_cache()
+        cache[key] = entry
+        fd, tmp = tempfile.mkstemp(dir=state, prefix=".boot-cache")
+        with os.fdopen(fd, "w") as f:
+            json.dump(cache, f, indent=1)
+        os.replace(tmp, state / "boot-cache.json")
+    except OSError:
+        pass  # not root: no cache, the next call boots again
+
+
+def boot_check(build: UMLBuild, mode: str, refresh: bool = False) -> dict:
+    """Boot ``build`` in ``mode`` running ``true`` (cached, see the module docstring).
+
+    Returns {booted, boot_seconds (host wall time: start of linux.uml to its exit, modules
+    loaded), release, reason (the console's reason line when it did not boot), console (path of
+    the boot's full console log), checked (UNIX time), cached (this call did not boot)}.
+    """
+    release, _ = check(build)
+    key = f"{host_key()} | {build.identity()} | {mode}"
+    if not refresh and key in _load_cache():
+        return {**_load_cache()[key], "cached": True}
+    state = uml_builds.STATE_DIR
+    logdir = state if _mkdir(state) and os.access(state, os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="tb-uml-boot", dir=logdir) as tmp:
+        entry = {"booted": False, "boot_seconds": None, "release": release, "reason": None,
+                 "console": None, "checked": time.time()}
+        try:
+            res = run_in_guest(["true"], results_dir=Path(tmp), build=build, mode=mode,
+                               timeout=BOOT_TIMEOUT)
+            entry.update(booted=res.returncode == 0, boot_seconds=round(res.duration, 3))
+            if res.returncode != 0:
+                entry["reason"] = f"`true` exited {res.returncode} in the guest"
+        except (GuestError, GuestTimeout) as exc:
+            entry["reason"] = exc.reason
+        if logdir is not None:
+            console = logdir / f"boot-{build.source}-{mode}.log"
+            os.replace(Path(tmp) / "uml-console.log", console)
+            entry["console"] = str(console)
+    _store(key, entry)
+    return {**entry, "cached": False}
+
+
+def _mkdir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError:
+        return False
+
+
+def survey(refresh: bool = False) -> tuple[Guest | None, list[dict]]:
+    """(the guest to use or None, every attempt in order: build, mode, boot check or error)."""
+    attempts = []
+    for build in candidates():
+        try:
+            for mode in modes(build):
+                res = boot_check(build, mode, refresh)
+                attempts.append({**build.describe(), "mode": mode, **res})
+                if res["booted"]:
+                    return Guest(build, mode, res["release"], res["boot_seconds"]), attempts
+        except (UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
+            attempts.append({**build.describe(), "booted": False, "reason": str(exc)})
+    return None, attempts
+
+
+def failure_summary(attempts: list[dict]) -> str:
+    if not attempts:
+        return f"no UML kernel found; {INSTALL_HINT}"
+    return "; ".join(f"{a['source']} UML {a.get('release', '')} ({a.get('mode', 'not booted')}): "
+                     f"{a['reason']}" + (f" (console: {a['console']})" if a.get("console") else "")
+                     for a in attempts)
+
+
+def choose(refresh: bool = False) -> Guest:
+    """The guest to boot; raise UMLUnavailable with every build's reason when none boots."""
+    guest, attempts = survey(refresh)
+    if guest is None:
+        raise UMLUnavailable(f"no UML guest boots on this host: {failure_summary(attempts)}")
+    return guest
+
+
+def doctor_report(refresh: bool = False) -> dict:
+    """``testbed doctor``'s netem_uml entry: available, reason, uml (the build in use: source,
+    kernel, package, release, mode, boot_seconds), booted, boot_seconds, attempts (every build
+    and mode tried: booted, boot_seconds, reason = the console's reason line, console = its log,
+    cached), and ``lines`` to print."""
+    unavailable = {"available": False, "booted": None, "uml": None, "boot_seconds": None,
+                   "attempts": [], "lines": []}
+    if os.environ.get("TESTBED_UML_GUEST"):
+        return {**unavailable, "reason": "this is a UML guest: "
+                + os.environ["TESTBED_UML_GUEST"]}
+    if os.geteuid() != 0:
+        return {**unavailable, "reason": "needs root (the guest's namespaces and qdiscs are set "
+                "up as root)"}
+    try:
+        guest, attempts = survey(refresh)
+    except UMLUnavailable as exc:
+        guest, attempts = None, [{"source": "", "booted": False, "reason": str(exc)}]
+    lines = []
+    for a in attempts:
+        head = (" ".join(str(a[k]) for k in ("source", "release", "mode") if a.get(k)) or "UML") \
+            + (f" ({a['kernel']})" if a.get("kernel") else "")
+        if a["booted"]:
+            lines.append(f"{head}: boots in {a['boot_seconds']:.2f} s"
+                         + (" (cached boot check; --refresh boots again)" if a.get("cached") else ""))
+        else:
+            lines.append(f"{head}: does not boot: {a['reason']}"
+                         + (f" (console: {a['console']})" if a.get("console") else ""))
+    return {"available": guest is not None, "booted": guest is not None,
+            "uml": guest.describe() if guest else None,
+            "boot_seconds": guest.boot_seconds if guest else None, "attempts": attempts,
+            "reason": (f"{guest.build.source} UML {guest.release} ({guest.mode})" if guest
+                       else f"no UML guest boots here: {failure_summary(attempts)}"),
+            "lines": lines}
 
 
 def guest_cli_argv(argv: list[str]) -> list[str]:

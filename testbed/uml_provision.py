@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from . import uml_builds as ub
-from .uml import HIDDEN_IN_GUEST
+from .uml import HIDDEN_IN_GUEST, boot_check
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -212,7 +212,7 @@ def main() -> int:
     if choice == "auto":
         try:
             system = ub.system_build()
-            checks = [ub.boot_check(system, mode) for mode in ub.modes(system)]
+            checks = [boot_check(system, mode) for mode in ub.modes(system)]
         except (ub.UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
             checks = [{"booted": False, "reason": str(exc)}]
         good = [c for c in checks if c["booted"]]
@@ -229,7 +229,7 @@ def main() -> int:
             build = provision()
         guest, attempts = None, []
         for mode in ub.modes(build):
-            res = ub.boot_check(build, mode, refresh=refresh)
+            res = boot_check(build, mode, refresh=refresh)
             attempts.append(res)
             if res["booted"]:
                 guest = res

@@ -152,8 +152,8 @@ def test_doctor_note_names_only_the_missing_qdisc(monkeypatch):
     monkeypatch.setattr(doctor.os, "geteuid", lambda: 0)
     monkeypatch.setattr(kernel, "probe_qdiscs", lambda: {"netns": True, "veth": True, "netem": False,
                                                          "htb": True, "errors": {}})
-    from testbed import uml_builds
-    monkeypatch.setattr(uml_builds, "doctor_report", lambda refresh=False: {})   # no guest boot
+    from testbed import uml
+    monkeypatch.setattr(uml, "doctor_report", lambda refresh=False: {})   # no guest boot
     note = doctor.diagnose()["backend_note"]
     assert note.startswith("no netem in this kernel")
 

@@ -344,16 +344,16 @@ def test_choice_follows_testbed_uml(tmp_path, monkeypatch):
 
 
 def test_boot_check_is_cached_and_reports_the_reason(tmp_path, monkeypatch):
-    from testbed import uml_builds
+    from testbed import uml, uml_builds
     monkeypatch.setattr(uml_builds, "STATE_DIR", tmp_path / "state")
     build = fake_build(tmp_path)
-    first = uml_builds.boot_check(build, "ptrace")
+    first = uml.boot_check(build, "ptrace")
     assert not first["booted"] and not first["cached"]
     assert first["reason"] == "userspace - ptrace set fp regs failed, errno = 14"
     assert Path(first["console"]).read_text() == FAKE_PANIC
-    second = uml_builds.boot_check(build, "ptrace")
+    second = uml.boot_check(build, "ptrace")
     assert second["cached"] and second["reason"] == first["reason"]
-    assert not uml_builds.boot_check(build, "ptrace", refresh=True)["cached"]
+    assert not uml.boot_check(build, "ptrace", refresh=True)["cached"]
 
 
 def test_provision_finds_files_through_symlinks(tmp_path):
