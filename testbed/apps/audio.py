@@ -24,10 +24,11 @@ import time
 
 from . import eventlog as ev
 from . import payload, sockets, tcpinfo, tcpopts
+from .appcli import app_main, app_parser
 from .appmain import guarded, parse_hostport
 from .playback import Playback, chunk_bytes
 from ..units import parse_time
-from ..workloads import AudioParams, add_params
+from ..workloads import AudioParams
 
 REQUEST = struct.Struct("!4sIIII")
 MAGIC = b"AU01"
@@ -171,22 +172,15 @@ def run_client(args) -> int:
     return guarded(run, log)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.apps.audio", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5002", help="HOST:PORT to listen on (default: :5002)")
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """Options of each side from ``testbed.workloads.AudioParams`` (one default each)."""
+    p, _, c = app_parser("testbed.apps.audio", __doc__, AudioParams, 5002, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
-    c.set_defaults(func=run_client)
-    for q, side in ((s, "server"), (c, "client")):   # one default each: testbed.workloads
-        add_params(q, AudioParams, (side, "both"))
-        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-        tcpopts.add_socket_arguments(q)
-    args = p.parse_args(argv)
-    return args.func(args)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":

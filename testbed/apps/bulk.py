@@ -29,9 +29,10 @@ import time
 
 from . import eventlog as ev
 from . import ccusage, sockets, tcpinfo, tcpopts
+from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
 from ..units import parse_size, parse_time
-from ..workloads import BulkParams, add_params
+from ..workloads import BulkParams
 
 HEADER = struct.Struct("!4sBQI")
 COUNTS = struct.Struct("!QQ")
@@ -175,22 +176,15 @@ def run_client(args) -> int:
     return guarded(run, log)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.apps.bulk", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="role", required=True)
-    s = sub.add_parser("server")
-    s.add_argument("--listen", default=":5001", help="HOST:PORT to listen on (default: :5001)")
-    s.set_defaults(func=run_server)
-    c = sub.add_parser("client")
-    c.add_argument("--server", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """Options of each side from ``testbed.workloads.BulkParams`` (one default each)."""
+    p, _, c = app_parser("testbed.apps.bulk", __doc__, BulkParams, 5001, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
-    c.set_defaults(func=run_client)
-    for q, side in ((s, "server"), (c, "client")):   # one default each: testbed.workloads
-        add_params(q, BulkParams, (side, "both"))
-        q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-        tcpopts.add_socket_arguments(q)
-    args = p.parse_args(argv)
-    return args.func(args)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return app_main(build_parser, argv)
 
 
 if __name__ == "__main__":
