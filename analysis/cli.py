@@ -110,16 +110,18 @@ def run(args) -> int:
 
 
 def _workload_metrics(manifest: dict):
-    """The metrics callable the run's own workload uses (as in its manifest: udpreq's are not
-    TCP's), else the default ``run_metrics``."""
+    """The metrics callable of the record that ran the manifest's workload and params (reqresp
+    over transport udp: the transport's, not TCP's), else the default ``run_metrics``."""
     from .runmetrics import run_metrics
-    name = manifest.get("spec", {}).get("workload")
-    if not name:
+    spec = manifest.get("spec", {})
+    if not spec.get("workload"):
         return run_metrics
     from testbed import workloads
     try:
-        return workloads.get(name).metrics
-    except ValueError:       # a workload this checkout does not have
+        name, params = workloads.resolve_alias(spec["workload"], spec.get("params") or {})
+        w = workloads.get(name)
+        return w.for_params(w.make_params(params)).metrics
+    except ValueError:       # a workload or parameter this checkout does not have
         return run_metrics
 
 

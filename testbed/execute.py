@@ -54,6 +54,7 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
     spec.validate()
     workload = workloads.get(spec.workload)
     params = workload.make_params(spec.params)
+    workload = workload.for_params(params)           # e.g. reqresp over transport udp
     if spec.topology != LOOPBACK:
         from .network import require_root
         require_root(f"topology {spec.topology!r}")

@@ -106,6 +106,10 @@ class RunSpec:
                 object.__setattr__(self, name, float(value))
             elif not isinstance(value, typ) or isinstance(value, bool):
                 raise UsageError(f"{name} must be a {typ.__name__}, not {value!r}")
+        from .workloads import resolve_alias          # e.g. udpreq → reqresp, transport udp
+        workload, params = resolve_alias(self.workload, self.params)
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "params", dict(sorted(params.items())))
 
     def __hash__(self) -> int:          # the mappings are dicts: hash the canonical JSON
         return hash(self.to_json())
@@ -132,6 +136,7 @@ class RunSpec:
                                  f"({', '.join(namespaced)}) need a topology")
             if isinstance(self.capture.hosts, tuple):
                 raise UsageError("topology 'loopback' has no hosts to capture on; use capture 'none'")
+            workload.validate_spec(self, None)
             return
         topo = self.build_topology()
         hosts = set(topo.hosts())

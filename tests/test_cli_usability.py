@@ -263,12 +263,16 @@ def test_levels_take_the_value_experiment_show_prints():
 
 
 def test_analyze_run_dir_uses_the_workloads_own_metrics():
-    """analyze RUN_DIR of a udpreq run printed TCP metrics (in flight 0 …), not the manifest's."""
+    """analyze RUN_DIR of a udpreq run (now reqresp --transport udp) printed TCP metrics
+    (in flight 0 …), not the manifest's."""
     from analysis.cli import _workload_metrics
     from analysis.runmetrics import run_metrics
     from testbed import workloads
-    assert _workload_metrics({"spec": {"workload": "udpreq"}}) is workloads.get("udpreq").metrics
-    assert _workload_metrics({"spec": {"workload": "udpreq"}}) is not run_metrics
+    reqresp = workloads.get("reqresp")
+    udp = reqresp.for_params(reqresp.make_params({"transport": "udp"})).metrics
+    assert _workload_metrics({"spec": {"workload": "udpreq"}}) is udp is not run_metrics
+    assert _workload_metrics({"spec": {"workload": "reqresp", "params": {"transport": "udp"}}}) is udp
+    assert _workload_metrics({"spec": {"workload": "reqresp", "params": {"mode": "reuse"}}}) is reqresp.metrics
     assert _workload_metrics({}) is run_metrics
     assert _workload_metrics({"spec": {"workload": "gone"}}) is run_metrics
 
@@ -299,3 +303,17 @@ def test_debug_is_the_testbeds_not_every_netlink_message(capsys, restore_logging
     logging.getLogger("pyroute2.netlink.core").warning("a real problem")
     err = capsys.readouterr().err
     assert "ours" in err and "a real problem" in err and "SOCK_DGRAM" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--transport", "udp", "--tls"], "tls applies to transport tcp only"),
+    (["--transport", "udp", "--mode", "reuse", "--cc", "bbr"], "TCP factors (cc) do not apply"),
+    (["--transport", "udp", "--nodelay"], "TCP factors (nodelay) do not apply"),
+    (["--transport", "udp", "--fec", "fixed"], "fixed:R"),
+])
+def test_testbed_run_reqresp_udp_refuses_in_one_line(argv, message, capsys, restore_logging):
+    """TCP-only options with --transport udp: one line saying what is wrong and what is allowed."""
+    from testbed.cli import main
+    assert main(["run", "reqresp", "--topo", "loopback", "--capture", "none", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -1,5 +1,6 @@
-"""udpreq over loopback (no root): execute() runs it like any workload; a live server survives
-random datagrams; bad factor values are refused with one line."""
+"""reqresp --transport udp over loopback (no root): execute() runs it like any workload; a live
+server survives random datagrams; bad factor values and TCP-only options are refused with one
+line."""
 import random
 import socket
 import subprocess
@@ -16,8 +17,8 @@ from testbed.runspec import CaptureSpec, RunSpec
 
 from apps_helpers import events
 
-SPEC = RunSpec(topology="loopback", workload="udpreq", capture=CaptureSpec("none"),
-               params={"requests": 2, "fec": "fixed:8", "process": "1ms"})
+SPEC = RunSpec(topology="loopback", workload="reqresp", capture=CaptureSpec("none"),
+               params={"transport": "udp", "requests": 2, "fec": "fixed:8", "process": "1ms"})
 
 
 @pytest.fixture(autouse=True)
@@ -25,9 +26,11 @@ def state_dir(tmp_path, monkeypatch):
     monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
 
 
-def test_udpreq_through_execute_on_loopback(tmp_path):
+def test_reqresp_over_udp_through_execute_on_loopback(tmp_path):
     r = execute(SPEC, tmp_path / "run")
     assert r.status == "complete"
+    assert r.apps["client"][2] == "testbed.apps.udpreq" and "--fec" in r.apps["server"]
+    assert not {"--sample", "--write", "--tls"} & set(r.apps["client"] + r.apps["server"])
     assert len(r.metrics["completion_ms"]) == 2
     assert r.checks["repair_packets"] == 2 * 8 and r.checks["source_packets"] == 2 * 245
     done = events(r.dir / "server.jsonl", "request_complete")
@@ -35,8 +38,9 @@ def test_udpreq_through_execute_on_loopback(tmp_path):
 
 
 def test_tcp_socket_factors_and_bad_levels_are_refused(tmp_path):
-    with pytest.raises(UsageError, match="socket factors"):      # checked with a topology
-        workloads.get("udpreq").validate_spec(SPEC.set("socket.cc", "bbr"), None)
+    for path, value in (("socket.cc", "bbr"), ("socket.nodelay", True), ("host.initcwnd", 10)):
+        with pytest.raises(UsageError, match=r"TCP factors \(" + path.split(".")[1] + r"\) do not apply"):
+            SPEC.set("topology", "longhaul").set(path, value).validate()
     with pytest.raises(UsageError, match="fixed:R"):
         execute(SPEC.set("params.fec", "fixed"), tmp_path / "b")
     with pytest.raises(UsageError, match="ACK policy"):
@@ -92,3 +96,44 @@ def test_ack_every_n_keeps_its_promise_through_the_udp_loop(tmp_path):
         if unacked == 4 or i == 244:
             expected, unacked = expected + 1, 0
     assert expected == 64 and stats[0]["acks_sent"] == expected
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"tls": True}, "tls applies to transport tcp only; allowed: mode, requests"),
+    ({"write": "blocks", "path": "relay"}, "path, write apply to transport tcp only"),
+    ({"sample": "0"}, "sample applies to transport tcp only"),
+])
+def test_tcp_only_parameters_are_refused_naming_what_udp_takes(given, message):
+    with pytest.raises(UsageError, match=message) as e:
+        RunSpec(topology="loopback", workload="reqresp", params={"transport": "udp", **given}).validate()
+    assert "process, transport, request_timeout, fec, ack_policy, pacing, loss_prior, backoff" in str(e.value)
+
+
+def test_udp_parameters_are_refused_over_tcp():
+    with pytest.raises(UsageError, match="fec applies to transport udp only"):
+        RunSpec(topology="loopback", workload="reqresp", params={"fec": "adaptive"}).validate()
+
+
+def test_udpreq_is_an_alias_of_reqresp_over_udp():
+    from testbed.apps.cli import spec_from_args
+    from testbed.cli import build_parser
+    alias = RunSpec(workload="udpreq", params={"fec": "adaptive"})
+    assert alias == RunSpec(workload="reqresp", params={"transport": "udp", "fec": "adaptive"})
+    assert alias.to_dict()["workload"] == "reqresp"
+    args = build_parser().parse_args(["run", "udpreq", "--topo", "loopback", "--fec", "adaptive"])
+    assert spec_from_args(args) == alias.set("topology", "loopback")
+    with pytest.raises(UsageError, match="cannot take transport='tcp'"):
+        RunSpec(workload="udpreq", params={"transport": "tcp"})
+    reqresp = workloads.get("reqresp")
+    udp = reqresp.for_params(reqresp.make_params(alias.params))
+    assert (udp.module, udp.port, udp.transport) == ("testbed.apps.udpreq", 5003, "udp")
+    assert reqresp.for_params(reqresp.make_params({})) is reqresp
+
+
+def test_reuse_warms_the_endpoint_until_its_loss_rate_is_measured(tmp_path):
+    """Mode reuse: one untimed request (245 packets ≥ 100 fates) warms the kept endpoint, though
+    up to 10 are allowed; the timed requests then share its socket."""
+    r = execute(SPEC.set("params.mode", "reuse"), tmp_path / "run")
+    done = events(r.dir / "client.jsonl", "warmup_done")
+    assert [(e["requests"], e["warm"]) for e in done] == [(1, True)] and done[0]["loss_samples"] >= 100
+    assert len(events(r.dir / "client.jsonl", "conn")) == 1 and len(r.metrics["completion_ms"]) == 2

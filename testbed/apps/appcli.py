@@ -9,11 +9,11 @@ from .tcpopts import add_socket_arguments
 
 
 def app_parser(module: str, doc: str, params: type, port: int, run_server: Callable,
-               run_client: Callable, socket_factors: bool = True):
+               run_client: Callable, socket_factors: bool = True, transport: str = "tcp"):
     """The in-host program's command line, derived from its workload record's ``params``
     (``testbed.workloads``): ``server --listen`` and ``client --server``, each with ``--log``,
-    its side's parameter fields and, for TCP programs, the socket factors.  Returns
-    ``(parser, server, client)`` so a program can add options of its own."""
+    its side's parameter fields that apply to its ``transport`` and, for TCP programs, the
+    socket factors.  Returns ``(parser, server, client)`` so a program can add options of its own."""
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("server")
@@ -23,9 +23,9 @@ def app_parser(module: str, doc: str, params: type, port: int, run_server: Calla
     c.add_argument("--server", required=True, help="HOST:PORT of the server")
     c.set_defaults(func=run_client)
     for q, side in ((s, "server"), (c, "client")):
-        add_params(q, params, (side, "both"))
+        add_params(q, params, (side, "both"), transport=transport)
         q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-        if socket_factors:
+        if socket_factors and transport == "tcp":
             add_socket_arguments(q)
     return p, s, c
 

@@ -3,6 +3,7 @@
     testbed run reqresp --topo longhaul --set loss_down=0% --mode reuse --requests 10 \\
         --cc bbr --window 64KB --ack max:10ms --initcwnd 10 --capture client
     testbed run reqresp --topo relay --path relay --mode new --requests 10
+    testbed run reqresp --topo longhaul --transport udp --fec adaptive --loss-prior 14%
     testbed run reqresp --topo dualpath --link access2.up.queue=50 --link egress.down.loss=1%
     testbed run bulk --topo longhaul --size 30MB --direction up
     testbed run audio --topo longhaul --transport udp --duration 5s --buffer 40ms,45ms
@@ -30,7 +31,8 @@ def register(sub) -> None:
     wsub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
     wsub.required = True
     for name, w in workloads.all_workloads().items():
-        wp = wsub.add_parser(name, help=w.help, description=f"{name}: {w.help}")
+        aliases = [a for a, (target, _) in workloads.ALIASES.items() if target == name]
+        wp = wsub.add_parser(name, help=w.help, description=f"{name}: {w.help}", aliases=aliases)
         _add_common(wp)
         workloads.add_params(wp.add_argument_group(f"{name} parameters"), w.params, defaults=False)
         factors.add_arguments(wp, "socket", "socket factors (both ends, before listen/connect)")
@@ -58,7 +60,7 @@ def spec_from_args(args) -> RunSpec:
     """The RunSpec of a ``testbed run`` command line (only what was given; defaults stay in the
     registries)."""
     from ..topo_cli import parse_links, parse_overrides
-    w = workloads.get(args.workload)
+    w = workloads.get(workloads.resolve_alias(args.workload, {})[0])
     return RunSpec(
         topology=args.topo, topology_params=parse_overrides(args.overrides),
         links=parse_links(args.link), backend=args.backend, seed=args.seed,

@@ -1,10 +1,12 @@
 """Request/response over the testbed's UDP transport (``testbed.transport``): the same fixed
-354,640 B body as ``reqresp``, server processing time T, reply of M bytes.
+354,640 B body as ``reqresp``, server processing time T, reply of M bytes — the program that
+runs ``reqresp --transport udp`` (its options: reqresp's parameters that apply to udp).
 
 Messages: a request is ``!4sQII`` = (b"UQ01", body length N, reply length M, processing time T
 in µs) + N body bytes; a response is ``!4sI`` = (b"UR01", the request's message id) + M bytes.
 Mode ``new``: a new socket (source port) and transport endpoint per request; ``reuse``: one,
-with ``--warmup`` untimed requests first (so adaptive FEC starts from a measured loss rate).
+warmed by untimed requests until its loss rate is measured, at most ``--warmup`` (so adaptive
+FEC starts from the path's loss rate, not the prior; ``Client.warm_up``).
 
 Events (``eventlog``, one clock): client ``request_issued`` (timing starts), ``first_request_
 byte_sent`` (logged right after the first datagram went to the kernel), ``first_response_byte`` (first
@@ -34,7 +36,7 @@ from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
 from .reqresp import summarize
 from .sockets import announce_ready
-from ..transport.workload import UdpReqParams
+from ..workloads import ReqRespParams
 from ..units import parse_size, parse_time
 
 REQUEST = struct.Struct("!4sQII")
@@ -168,13 +170,23 @@ class Client:
                       bytes=len(e.data) - RESPONSE.size, decoded=e.decoded, **fields)
         return e.t - t0
 
+    def warm_up(self, limit: int) -> None:
+        """Untimed requests on the kept endpoint until its loss estimate is measured
+        (``config.min_loss_samples`` packet fates: one request of 245 packets), at most
+        ``limit``; logged as ``warmup_done``."""
+        done, ep = 0, self.loop.endpoint(self.server)
+        while done < limit and ep.loss.samples < self.config.min_loss_samples:
+            self.exchange(f"warmup{done}", ev.now(), warmup=True)
+            done += 1
+        self.log.emit(ev.WARMUP_DONE, conn=self.conn, requests=done, loss_samples=ep.loss.samples,
+                      warm=ep.loss.samples >= self.config.min_loss_samples)
+
     def run(self, mode: str, requests: int, think: float, warmup: int) -> list[int]:
         times = []
         try:
             if mode == "reuse":
                 self.open()
-                for w in range(warmup):
-                    self.exchange(f"warmup{w}", ev.now(), warmup=True)
+                self.warm_up(warmup)
             for k in range(requests):
                 if k:
                     time.sleep(think)
@@ -193,8 +205,8 @@ def run_client(args: argparse.Namespace) -> int:
 
     def run() -> int:
         log.emit(ev.START, role="client", argv=sys.argv[1:])
-        params = UdpReqParams(**{k: getattr(args, k) for k in UdpReqParams.__dataclass_fields__})
-        params.validate()
+        ReqRespParams(transport="udp", **{k: getattr(args, k) for k in ReqRespParams.__dataclass_fields__
+                                          if hasattr(args, k)}).validate()
         config = transport_config(args)
         log.emit(ev.FACTORS, side="client", requested=config.describe(), transport=config.describe())
         size = parse_size(args.size)
@@ -216,8 +228,8 @@ def run_client(args: argparse.Namespace) -> int:
 
 
 def build_parser():
-    return app_parser("testbed.apps.udpreq", __doc__, UdpReqParams, 5003, run_server, run_client,
-                      socket_factors=False)[0]
+    return app_parser("testbed.apps.udpreq", __doc__, ReqRespParams, 5003, run_server, run_client,
+                      transport="udp")[0]
 
 
 def main(argv: list[str] | None = None) -> int:
