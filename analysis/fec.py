@@ -67,16 +67,15 @@ def decode_times(server_log: Path) -> list[dict]:
 
 
 def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> dict[str, dict[str, Any]]:
-    """``analysis.runmetrics.run_metrics`` plus the transport's counts: ``retransmissions``
-    (source symbols sent again by the client), ``repair_packets`` (check), ``rounds``,
-    ``decode_ms`` (per request) — from the client's captures (packets to the server's UDP
-    ``port``), or its ``transport_stats`` events when there are none."""
+    """``analysis.runmetrics.run_metrics`` (whose TCP figures are absent: no TCP connection)
+    plus the transport's counts: ``retransmissions`` (source symbols sent again by the client),
+    ``repair_packets`` (check), ``rounds``, ``decode_ms`` (per request) — from the client's
+    captures (packets to the server's UDP ``port``), or its ``transport_stats`` events when
+    there are none."""
     from .runmetrics import run_metrics as base
     run_dir = Path(run_dir)
     out = base(run_dir, client)
     m, c = out["metrics"], out["checks"]
-    for k in ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes"):
-        m.pop(k, None)                              # TCP-only figures; none of them apply
     manifest = run_dir / "manifest.json"
     roles = json.loads(manifest.read_text()).get("roles", {}) if manifest.is_file() else {}
     client = client or roles.get("client") or "client"

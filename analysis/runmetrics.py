@@ -7,7 +7,9 @@ Inputs, by the run directory's layout: the client app's event log ``client.jsonl
 ``analysis.report.analyze_file`` joined with the client's events; vantage point: the client's
 own interfaces, i.e. the sender side of request data and the receiver side of response data.
 
-Metrics (absent when the run has no such thing; times in ms, rates in Mbit/s):
+Metrics (absent when the run has no such thing — the TCP ones below, from captures, when the
+client's captures hold no TCP connection, e.g. a run over the UDP transport; times in ms, rates
+in Mbit/s):
 
 * ``completion_ms``: per timed request (event ``req`` 0..K-1, or agent round), in request
   order: ``last_response_byte.t − request_issued.t`` on the client's clock (CLOCK_MONOTONIC).
@@ -41,7 +43,7 @@ Metrics (absent when the run has no such thing; times in ms, rates in Mbit/s):
 * ``stalls``, ``stall_ms``: audio: per player and initial buffer (``"wait@40ms"``), the
   playback model's stall count and total stall time.
 
-Checks (read-backs that show a factor took effect):
+Checks (read-backs that show a factor took effect; the capture ones absent as the TCP metrics):
 
 * ``syn_per_request``: SYNs the client sent ÷ requests it sent (timed and warm-up).
 * ``cc``: the congestion controls read back from the sockets (``factors`` events), sorted.
@@ -91,17 +93,16 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
     if cc:
         checks["cc"] = cc
     pcaps = sorted((run_dir / "pcap").glob(f"{client}-*.pcap"))
-    if pcaps:
-        _from_captures(pcaps, events, metrics, checks)
+    tcp = _from_captures(pcaps, events, metrics, checks) if pcaps else None   # None: not captured
     sent = sum(e["event"] == "first_request_byte_sent" for e in events)
-    if pcaps and sent:
+    if tcp and sent:
         checks["syn_per_request"] = len(metrics.get("handshake_ms", [])) / sent
     resumed = [bool(e.get("resumed")) for e in events
                if e["event"] == "tls_done" and isinstance(e.get("req"), int)]
     if resumed:
         checks["tls_resumed"] = sum(resumed) / len(resumed)
     ips = [ip.split("/")[0] for ip in metadata.get("hosts", {}).get(client, {}).get("ips", {}).values()]
-    if ips:
+    if ips and tcp is not False:
         checks["path"] = {p.name: _packets_of(p, ips) for p in sorted((run_dir / "pcap").glob("*.pcap"))}
     overridden = {k.rsplit(".", 1)[0] for k in manifest.get("spec", {}).get("links", {})
                   if k.endswith((".queue", ".queue_packets", ".queue_bytes"))}
@@ -163,7 +164,10 @@ def _from_events(events: list[dict], metrics: dict) -> None:
             metrics.setdefault("stall_ms", {})[key] = e["stall_total"]
 
 
-def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict) -> None:
+def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict) -> bool:
+    """The capture metrics and checks of the module docstring; False (and none of them) when
+    the captures hold no TCP connection."""
+    flows = 0
     handshakes: list[tuple[int, float]] = []
     rtx = rtx_bytes = in_flight = data = acks = adv = 0
     first_flight: tuple[int, Any] | None = None
@@ -177,6 +181,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
         for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
             if rec["proto"] != "tcp":
                 continue
+            flows += 1
             _count(pk, obj["flow"], window, counts)
             max_payload = max(max_payload, int(pk.payload_len[obj["flow"].index].max(initial=0)))
             hs = rec["handshake"]
@@ -196,6 +201,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             in_flight = max(in_flight, rec["in_flight"]["max"])
             data += rec["acks"]["data_segments"]
             acks += rec["acks"]["pure_acks"]
+    if not flows:
+        return False
     if handshakes:
         metrics["handshake_ms"] = [ms for _, ms in sorted(handshakes)]
     metrics.update(retransmissions=rtx, retransmitted_bytes=rtx_bytes, max_in_flight_bytes=in_flight)
@@ -212,6 +219,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     if window is not None:
         metrics.update(counts)
     checks["max_payload"] = max_payload
+    return True
 
 
 def _timed_window(events: list[dict]) -> tuple[int, int] | None:

@@ -58,3 +58,30 @@ def test_timeline_and_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "analysis.fec", str(tmp_path / "nope")], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not a udpreq run directory" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_a_udp_run_reports_no_tcp_counters(tmp_path):
+    """Metrics of a run whose client captures hold only the transport's UDP packets: no TCP
+    retransmissions, packet counts, payload or path read-backs (they read 0 before), and the
+    transport's own counts instead."""
+    import json
+    from analysis import runmetrics
+    frames = [frame(sym(i, i), 40000, 5003) for i in range(3)] + [frame(sym(3, 1, rnd=1), 40000, 5003)]
+    frames.append(frame(wire.encode_ack(wire.AckPacket(0, 5, ((0, 0),), ((3, 0),))), 5003, 40000,
+                        "10.0.0.2", "10.0.0.1"))
+    (tmp_path / "pcap").mkdir()
+    write_pcap(tmp_path / "pcap" / "client-eth0.pcap", frames)
+    (tmp_path / "client.jsonl").write_text("".join(json.dumps(e) + "\n" for e in (
+        {"t": 1000 * 10**9, "event": "request_issued", "req": 0, "conn": 0},
+        {"t": 1005 * 10**9, "event": "first_request_byte_sent", "req": 0, "conn": 0},
+        {"t": 1010 * 10**9, "event": "last_response_byte", "req": 0, "conn": 0})))
+    (tmp_path / "metadata.json").write_text(json.dumps({"hosts": {"client": {"ips": {"eth0": "10.0.0.1/24"}}}}))
+    tcp = {"retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "packets_c2s",
+           "packets_s2c", "data_packets_c2s", "data_packets_s2c", "wire_bytes", "max_payload",
+           "syn_per_request", "path"}
+    base = runmetrics.run_metrics(tmp_path)
+    assert base["metrics"]["completion_ms"] == [10000.0]
+    assert not tcp & {*base["metrics"], *base["checks"]}
+    out = fec.run_metrics(tmp_path, 5003)
+    assert out["metrics"]["retransmissions"] == 1 and out["checks"]["source_packets"] == 4
+    assert not (tcp - {"retransmissions"}) & {*out["metrics"], *out["checks"]}

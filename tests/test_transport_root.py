@@ -56,3 +56,18 @@ def test_fec_completes_without_a_recovery_round_arq_does_not(tmp_path):
     # FEC spends no round trip on recovery: below floor + one RTT (this machine's CPU load
     # shows in how far above 241 ms it lands; the chapter's band is 225-300 ms)
     assert med["fec"] < 400 < med["arq"]
+
+
+def test_reqresp_over_udp_through_the_emulator_reports_no_tcp_figures(tmp_path):
+    """`reqresp --transport udp` on a 10 ms-RTT path with the client captured: the UDP transport's
+    programs ran, and the manifest carries its counts, none of TCP's (they read 0 before)."""
+    spec = RunSpec(topology="longhaul", topology_params={"delay": "5ms", "loss_down": "0%"},
+                   backend="userspace", workload="reqresp",
+                   params={"transport": "udp", "requests": 2, "fec": "fixed:8"},
+                   capture=CaptureSpec(("client",)))
+    r = execute(spec, tmp_path / "run")
+    assert r.status == "complete" and len(r.metrics["completion_ms"]) == 2
+    assert r.apps["client"][2] == "testbed.apps.udpreq" and r.checks["source_packets"] == 2 * 245
+    tcp = {"retransmitted_bytes", "max_in_flight_bytes", "packets_c2s", "wire_bytes", "max_payload",
+           "syn_per_request", "path", "handshake_ms"}
+    assert not tcp & {*r.metrics, *r.checks} and r.metrics["retransmissions"] == 0
