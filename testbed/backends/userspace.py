@@ -23,6 +23,11 @@ Engines: the forwarder runs the ``native`` C loop (``emulator.native``) where it
 else the ``python`` one; ``engine=`` or ``$TESTBED_ENGINE`` (``--engine``) chooses.  Both apply
 the same model and write the same logs and summary, which records the engine.
 
+CPUs: on a machine with two CPUs or more the forwarder is pinned to the last one and the
+receive processing of the hosts' ends of emulated links is steered to the others (RPS,
+``testbed.steering``), so a ``send()`` into a veth does not run the receiving host's TCP on the
+forwarder's CPU; ``summary()`` records both (``cpu``, ``rps_cpus``).
+
 Seeds: direction k (in link order, a→b then b→a) gets ``seed + k``; recorded in ``summary()``.
 """
 from __future__ import annotations
@@ -43,6 +48,7 @@ from mininet.util import makeIntfPair
 from ..emulator.config import ENGINE_ENV, ENGINES
 from ..hosts import ns_argv, offloads_off, run_in, set_sysctls
 from ..linkspec import LinkSpec
+from ..steering import set_rps
 
 EMU_NODE = "tbemu"
 # The native loop polls this long before each departure instead of trusting the timer's
@@ -134,11 +140,13 @@ class UserspaceBackend:
 
     def __init__(self, seed: int = 1, late_ns: int = 1_000_000, spin_ns: int | None = None,
                  early_ns: int = 0, realtime: bool = True, python: str = sys.executable,
-                 engine: str | None = None):
+                 engine: str | None = None, steer: bool = True):
         """Timing knobs as in ``emulator.config.ForwarderConfig``; ``python`` runs the forwarder.
 
         engine: ``native`` or ``python`` (None: native where it is built, see ``default_engine``).
         spin_ns None: ``NATIVE_SPIN_NS`` for the native engine, 0 for the Python one.
+        steer: on a machine with two CPUs or more, pin the forwarder to the last CPU and steer the
+        receive processing of the hosts' ends of emulated links to the others (``testbed.steering``).
         """
         self.engine = engine or default_engine()
         if self.engine not in ENGINES:
@@ -151,6 +159,10 @@ class UserspaceBackend:
         self.seed = seed
         self.late_ns, self.spin_ns, self.early_ns, self.realtime = late_ns, spin_ns, early_ns, realtime
         self.python = python
+        self.steer = steer
+        self.cpu: int | None = None
+        self.rps: dict[str, str] = {}
+        self._affinity0: set[int] = set()
         self.links: list[EmulatedLink] = []
         self.emu = None
         self.proc: subprocess.Popen | None = None
@@ -191,7 +203,7 @@ class UserspaceBackend:
                 directions.append(DirectionConfig(name, i, o, spec, self.seed + len(directions), medium))
         return ForwarderConfig(tuple(directions), str(log_dir), media, late_ns=self.late_ns,
                                spin_ns=self.spin_ns, early_ns=self.early_ns, realtime=self.realtime,
-                               engine=self.engine)
+                               engine=self.engine, cpu=self.cpu)
 
     # --- running ------------------------------------------------------------------------------
     def setup(self, net, run) -> None:
@@ -207,6 +219,7 @@ class UserspaceBackend:
             for intf in (link.intf1, link.intf2):
                 offloads_off(intf.node, intf.name)
                 verify_offloads_off(intf.node, intf.name)
+        self._steer()
         self._drops0 = self._host_drops()
         self.log_dir = Path(run.dir) / "emulator"
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -227,12 +240,31 @@ class UserspaceBackend:
                 raise RuntimeError(f"emulator did not start (exit {self.proc.poll()}): {log}")
             time.sleep(0.01)
 
+    def _steer(self) -> None:
+        cpus = sorted(os.sched_getaffinity(0))
+        if not self.steer or len(cpus) < 2:
+            return
+        self.cpu = cpus[-1]
+        self._affinity0 = set(cpus)
+        os.sched_setaffinity(0, cpus[:-1])  # what this process starts in the hosts inherits it
+        ends: dict[Any, list[str]] = {}
+        for link in self.links:
+            for intf in (link.intf1, link.intf2):
+                ends.setdefault(intf.node, []).append(intf.name)
+        for node, names in ends.items():
+            os.sched_setaffinity(node.pid, cpus[:-1])  # the node's shell (Mininet's node.cmd)
+            mask = set_rps(node, names, cpus[:-1])
+            self.rps.update({f"{node.name}:{name}": mask for name in names})
+
     def _host_drops(self) -> dict[str, dict[str, int]]:
         nodes = {intf.node for link in self.links for intf in (link.intf1, link.intf2)}
         return {node.name: interface_drops(node) for node in nodes}
 
     def teardown(self) -> None:
         """Stop the forwarder (it writes its summary), read drop counters, end the emulator node."""
+        if self._affinity0:
+            os.sched_setaffinity(0, self._affinity0)
+            self._affinity0 = set()
         if self.proc is not None:
             proc, self.proc = self.proc, None
             if proc.poll() is None:
@@ -269,7 +301,7 @@ class UserspaceBackend:
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.name, "engine": self.engine, "seed": self.seed,
-                               "emulated_links": len(self.links)}
+                               "emulated_links": len(self.links), "rps_cpus": self.rps}
         if self.config is not None:
             out["seeds"] = {d.name: d.seed for d in self.config.directions}
             out["log_dir"] = str(self.log_dir)

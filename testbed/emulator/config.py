@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -93,6 +93,9 @@ class ForwarderConfig:
         Firecracker VM this was measured on (cpuidle driver haltpoll), a timer woke an idle vCPU
         100–300 µs late at p99: calibrate at 20 Mbit/s had a p99 scheduling error of 77–227 µs
         without it and 11–22 µs with it.  Released when the process ends.
+    cpu: pin the loop to this CPU (``sched_setaffinity``); None: wherever the scheduler puts it.
+        The userspace backend picks the last CPU and steers the endpoints' receive processing to
+        the others (``testbed.steering``).
     """
     directions: tuple[DirectionConfig, ...]
     log_dir: str
@@ -105,6 +108,7 @@ class ForwarderConfig:
     realtime: bool = True
     engine: str = "python"
     cpu_latency: bool = True
+    cpu: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "directions", tuple(self.directions))
@@ -136,11 +140,9 @@ class ForwarderConfig:
         return list(seen)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"directions": [d.to_dict() for d in self.directions], "log_dir": self.log_dir,
-                "media": self.media, "late_ns": self.late_ns, "spin_ns": self.spin_ns,
-                "early_ns": self.early_ns,
-                "rcvbuf": self.rcvbuf, "sndbuf": self.sndbuf, "realtime": self.realtime,
-                "engine": self.engine}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["directions"] = [d.to_dict() for d in self.directions]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ForwarderConfig":

@@ -344,6 +344,8 @@ class Forwarder:
         cfg = self.cfg
         set_timer_slack(1)
         latency_fd, self.cpu_latency = hold_cpu_latency() if cfg.cpu_latency else (None, "not requested")
+        if cfg.cpu is not None:
+            os.sched_setaffinity(0, {cfg.cpu})
         if cfg.realtime:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(
                 NATIVE_PRIORITY if self.native is not None else PRIORITY))
@@ -537,6 +539,7 @@ class Forwarder:
             "realtime_minus_monotonic_ns": offset0,
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
             "realtime": cfg.realtime, "engine": cfg.engine, "cpu_dma_latency": self.cpu_latency,
+            "cpu": cfg.cpu,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
             "read_lag_us": read_lag, "warnings": warnings,
