@@ -223,6 +223,29 @@ def test_both_engines_write_the_same_summary_fields(results_root, monkeypatch):
         assert s["host"]["cpus"] >= 1 and len(s["host"]["loadavg_end"]) == 3
 
 
+@pytest.mark.root
+def test_frame_longer_than_a_ring_slot_is_counted_not_forwarded_short(results_root, monkeypatch):
+    """The native loop reads a receive ring sized from the link's MTU: a frame longer than a slot
+    (a host whose MTU was raised behind the testbed's back) arrives truncated, and must be an
+    unintended drop in the log and the summary, never a short frame on the wire."""
+    from testbed.emulator.config import ENGINE_ENV
+    from testbed.hosts import run_in
+    from testbed.network import Testbed
+    monkeypatch.setenv(ENGINE_ENV, "native")
+    with Testbed("longhaul", backend="userspace", results_root=results_root,
+                 overrides={"delay": "1ms", "loss_down": "0%"}) as tb:
+        run_in(tb.host("server"), ["ip", "link", "set", "dev", "server-eth0", "mtu", "4000"])
+        small = tb.run("server", ["ping", "-c", "1", "-W", "2", "-s", "1000", tb.ip("client")], timeout=10)
+        big = tb.run("server", ["ping", "-c", "1", "-W", "2", "-s", "3000", tb.ip("client")], timeout=10)
+    assert small.returncode == 0 and big.returncode != 0
+    s = tb.metadata["backend_summary"]
+    down = s["directions"]["server-client"]
+    _, rec = linklog.read_log(down["log"])
+    cut = rec[rec["verdict"] == linklog.SEND_ERROR]
+    assert len(cut) == 1 and cut["length"][0] == 3042   # logged at its real length
+    assert s["unintended_drops"] >= 1 and s["accounted"]
+
+
 def test_engine_selection(monkeypatch):
     """Default native where built, else python; $TESTBED_ENGINE (set by --engine) chooses; an
     unknown engine is a clear error; the forwarder config carries the engine."""

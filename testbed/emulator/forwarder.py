@@ -54,6 +54,9 @@ ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
+PACKET_RX_RING, PACKET_VERSION, TPACKET_V2 = 5, 10, 1
+RING_HEADROOM = 80  # a TPACKET_V2 slot's header + sockaddr_ll before the frame, aligned
+RING_BLOCK = 1 << 20
 PR_SET_TIMERSLACK = 29
 SO_SNDBUFFORCE, SO_RCVBUFFORCE, SO_TIMESTAMPNS = 32, 33, 35
 _TIMESPEC = struct.Struct("@qq")
@@ -125,8 +128,33 @@ def interface_drops() -> dict[str, dict[str, int]]:
     return out
 
 
-def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int) -> socket.socket:
-    """AF_PACKET raw socket bound to ``ifname``: receives every frame if ``receive`` else none."""
+def ring_geometry(max_frame: int, rcvbuf: int) -> tuple[int, int]:
+    """(slot bytes, slots) of a receive ring holding ``rcvbuf`` bytes of frames up to ``max_frame``."""
+    size = 1 << (max_frame + RING_HEADROOM - 1).bit_length()
+    per_block = max(1, RING_BLOCK // size)
+    blocks = max(2, rcvbuf // (size * per_block))
+    return size, blocks * per_block
+
+
+def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int,
+                ring: tuple[int, int] | None = None) -> socket.socket:
+    """AF_PACKET raw socket bound to ``ifname``: receives every frame if ``receive`` else none.
+
+    ring: (slot bytes, slots) of a memory-mapped receive ring (PACKET_RX_RING, TPACKET_V2, for the
+    native loop), set up before the socket is bound, so no frame is queued outside it."""
+    if ring is not None:
+        size, count = ring
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
+        block = max(size, RING_BLOCK)
+        sock.setsockopt(SOL_PACKET, PACKET_RX_RING,
+                        struct.pack("IIII", block, size * count // block, size, count))
+        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sndbuf)
+        sock.bind((ifname, ETH_P_ALL))
+        sock.setblocking(False)
+        sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)  # reading resets the counters
+        return sock
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL) if receive else 0)
     sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -321,8 +349,11 @@ class Forwarder:
             models, self.media = {d.name: None for d in cfg.directions}, {}
         else:
             models, self.media = make_models(cfg)
-        readers = {d.in_ifname for d in cfg.directions}
-        self.socks = {ifname: open_socket(ifname, ifname in readers, cfg.rcvbuf, cfg.sndbuf)
+        readers = {d.in_ifname: d.spec.frame_bytes for d in cfg.directions}
+        self.rings = ({ifname: ring_geometry(max(f, 1518), cfg.rcvbuf) for ifname, f in readers.items()}
+                      if cfg.engine == "native" else {})
+        self.socks = {ifname: open_socket(ifname, ifname in readers, cfg.rcvbuf, cfg.sndbuf,
+                                          self.rings.get(ifname))
                       for ifname in cfg.interfaces}
         self.dirs = [Direction(d, models[d.name], self.socks[d.in_ifname], self.socks[d.out_ifname],
                                linklog.LogWriter(self.log_dir / f"{d.name}.frames",
@@ -431,8 +462,8 @@ class Forwarder:
         """Run the C loop until SIGTERM/SIGINT (see ``emulator.native``); it logs every frame."""
         from . import native
         cfg, dirs = self.cfg, self.dirs
-        io = (native.IoCfg * len(dirs))(*[native.IoCfg(d.in_sock.fileno(), d.out_sock.fileno(),
-                                                       d.log._fd) for d in dirs])
+        io = (native.IoCfg * len(dirs))(*[native.IoCfg(d.in_sock.fileno(), d.out_sock.fileno(), d.log._fd,
+                                                       *self.rings[d.cfg.in_ifname]) for d in dirs])
         io_stats = (native.IoStats * len(dirs))()
         run_stats = native.RunStats()
         ret = native.load().tb_run(self.native.ptr, io, native.RunCfg(cfg.late_ns, cfg.spin_ns,

@@ -6,8 +6,9 @@
   Random streams: the same MT19937 as ``random.Random``, started from the Python generator's
   own state (``random.Random(...).getstate()``), with ``random()``'s 53-bit construction, so a
   seed gives the same draws in both engines.
-- ``tbloop.c``: the I/O loop (recvmmsg batches with kernel timestamps, a send per departure,
-  timerfd + bounded polling before departures, the same frame log records).  The Python side
+- ``tbloop.c``: the I/O loop (a memory-mapped receive ring per socket, or recvmmsg batches, with
+  kernel timestamps; a send per departure; a timed epoll wait + bounded polling of the rings
+  before departures; the same frame log records).  The Python side
   (``emulator.forwarder``) opens sockets and logs, calls ``run``, and writes the summary.
 
 Built by ``python -m testbed.emulator.native.build`` (scripts/install.sh runs it; system gcc,
@@ -56,7 +57,8 @@ class MediumStats(ctypes.Structure):
 
 
 class IoCfg(ctypes.Structure):
-    _fields_ = [("in_fd", _i32), ("out_fd", _i32), ("log_fd", _i32), ("pad", _i32)]
+    _fields_ = [("in_fd", _i32), ("out_fd", _i32), ("log_fd", _i32), ("ring_frame_size", _i32),
+                ("ring_frame_nr", _i32), ("pad", _i32)]
 
 
 class RunCfg(ctypes.Structure):

@@ -14,7 +14,13 @@
  * sleeps until the timer fires.  Without the bound a SCHED_FIFO loop polling back-to-back
  * departures runs for 950 ms of a second and the kernel's RT throttling then stops it for 50 ms
  * (measured: 46 ms stalls at 333 Mbit/s); it also leaves the endpoints CPU on a 2-core machine.
- * Reading: recvmmsg in batches of READ_BATCH; arrival = SO_TIMESTAMPNS (CLOCK_REALTIME,
+ * Reading: from the socket's memory-mapped receive ring (PACKET_RX_RING, TPACKET_V2) when the
+ * caller set one up (ring_frame_nr > 0; forwarder.open_socket does, before bind), else recvmmsg
+ * in batches of READ_BATCH.  With a ring the kernel copies each frame in the sender's context,
+ * and waiting for a departure polls the rings' status words instead of calling epoll_pwait2
+ * (one system call per SIGNAL_EVERY polls, to see a stop signal).  A frame longer than a ring
+ * slot arrives truncated: it is counted as a send error, never forwarded short.
+ * Arrival = the kernel's receive timestamp (CLOCK_REALTIME,
  * converted with the realtime − monotonic offset read per batch), clamped to be nondecreasing
  * and not after the read; the model's verdict at once.  A burst is read at most MAX_READ frames
  * at a time and, once MIN_READ were read, reading stops when a departure is due.
@@ -25,7 +31,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if_packet.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -40,6 +48,7 @@
 #define LOG_CHUNK 8192
 #define BUSY_SHARE_PCT 60
 #define BUSY_BURST_NS 5000000LL
+#define SIGNAL_EVERY 4096
 
 enum { V_DELIVERED = 0, V_LOSS, V_QUEUE, V_SEND_ERROR, V_PENDING_AT_EXIT };
 
@@ -53,7 +62,7 @@ typedef struct __attribute__((packed)) {
 } tb_rec;
 _Static_assert(sizeof(tb_rec) == 56, "record layout must match linklog.RECORD");
 
-typedef struct { int32_t in_fd, out_fd, log_fd, pad; } tb_io_cfg;
+typedef struct { int32_t in_fd, out_fd, log_fd, ring_frame_size, ring_frame_nr, pad; } tb_io_cfg;
 
 typedef struct {
     int64_t late_ns, spin_ns, early_ns;
@@ -73,6 +82,7 @@ typedef struct { int64_t t; uint64_t n; uint8_t *buf; tb_rec rec; } pend;
 
 typedef struct {
     tb_io_cfg io;
+    uint8_t *ring; size_t ring_len; uint32_t head;  /* PACKET_RX_RING, or NULL */
     pend *heap; int64_t heap_len, heap_cap; uint64_t n;
     tb_rec *log; int64_t log_len;
     int64_t last_arrival;
@@ -213,9 +223,75 @@ static struct mmsghdr msgs[READ_BATCH];
 static struct iovec iovs[READ_BATCH];
 static char ctrl[READ_BATCH][64];
 
-static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
+/* the model's verdict for one frame of `len` bytes read at `now` (arrival t_arr, clamped), of
+ * which `caplen` are in `f`; queue it or log its fate.  A truncated frame (caplen < len: longer
+ * than a ring slot) takes its place in the model but is not forwarded short: a send error. */
+static void take(tb_engine *e, int k, io_dir *d, const uint8_t *f, uint32_t len, uint32_t caplen,
+                 int64_t t_arr, int64_t now) {
+    if (t_arr > now) t_arr = now;
+    if (t_arr < d->last_arrival) t_arr = d->last_arrival;
+    d->last_arrival = t_arr;
+    pend p;
+    tb_parse_key(f, caplen, &p.rec);
+    p.rec.t_arrival = t_arr; p.rec.t_read = now; p.rec.t_sent = 0;
+    p.rec.length = (uint16_t)len;
+    int64_t t;
+    int v = tb_arrive(e, k, t_arr, len, &t);
+    p.rec.t_sched = t;
+    if (v == TB_DELIVER && caplen == len) {
+        p.buf = buf_get(len);
+        p.t = t;
+        p.n = ++d->n;
+        if (p.buf && heap_push(d, &p) == 0) {
+            memcpy(p.buf, f, len);
+            return;
+        }
+        if (p.buf) buf_put(p.buf, len);
+        d->st.oom_drops++;  /* out of memory: an unintended drop */
+    }
+    if (v == TB_DELIVER) {
+        d->st.send_errors++;
+        p.rec.verdict = V_SEND_ERROR;
+    }
+    else p.rec.verdict = v == TB_DROP_LOSS ? V_LOSS : v == TB_DROP_QUEUE ? V_QUEUE : V_SEND_ERROR;
+    log_add(d, &p.rec);
+}
+
+static inline struct tpacket2_hdr *ring_slot(io_dir *d) {
+    return (struct tpacket2_hdr *)(d->ring + (size_t)d->head * (uint32_t)d->io.ring_frame_size);
+}
+static inline int ring_ready(io_dir *d) {
+    return (__atomic_load_n(&ring_slot(d)->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
+}
+
+static void drain_ring(tb_engine *e, int k, io_dir *d, int64_t deadline) {
+    int64_t total = 0, now = mono(), offset = real() - now;
+    while (total < MAX_READ && ring_ready(d)) {
+        struct tpacket2_hdr *h = ring_slot(d);
+        int64_t t_real = (int64_t)h->tp_sec * 1000000000LL + h->tp_nsec;
+        if (t_real - offset > now) {  /* arrived after `now` was read */
+            now = mono();
+            offset = real() - now;
+        }
+        int64_t t_arr = t_real - offset;
+        take(e, k, d, (const uint8_t *)h + h->tp_mac, h->tp_len, h->tp_snaplen, t_arr, now);
+        __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+        d->head = (d->head + 1) % (uint32_t)d->io.ring_frame_nr;
+        if (++total % READ_BATCH == 0) {
+            now = mono();
+            offset = real() - now;
+            if (total >= MIN_READ && now >= deadline) break;
+        }
+    }
+}
+
+static uint8_t *stage;  /* READ_BATCH x MAX_FRAME */
+static struct mmsghdr msgs[READ_BATCH];
+static struct iovec iovs[READ_BATCH];
+static char ctrl[READ_BATCH][64];
+
+static void drain_socket(tb_engine *e, int k, io_dir *d, int64_t deadline) {
     int64_t total = 0;
-    int64_t last = d->last_arrival;
     while (total < MAX_READ) {
         for (int i = 0; i < READ_BATCH; i++) {
             iovs[i].iov_base = stage + (size_t)i * MAX_FRAME;
@@ -232,53 +308,30 @@ static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
         int64_t now = mono();
         int64_t offset = real() - now;
         for (int i = 0; i < n; i++) {
-            uint8_t *f = stage + (size_t)i * MAX_FRAME;
-            uint32_t len = msgs[i].msg_len;
             int64_t t_arr = now;
             for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
                     struct timespec ts;
                     memcpy(&ts, CMSG_DATA(c), sizeof ts);
                     t_arr = ts.tv_sec * 1000000000LL + ts.tv_nsec - offset;
-                    if (t_arr > now) t_arr = now;
                 }
             }
-            if (t_arr < last) t_arr = last;
-            last = t_arr;
-            int64_t t;
-            int v = tb_arrive(e, k, t_arr, len, &t);
-            pend p;
-            tb_parse_key(f, len, &p.rec);
-            p.rec.t_arrival = t_arr; p.rec.t_read = now; p.rec.t_sched = t; p.rec.t_sent = 0;
-            p.rec.length = (uint16_t)len;
-            if (v == TB_DELIVER) {
-                p.buf = buf_get(len);
-                p.t = t;
-                p.n = ++d->n;
-                if (!p.buf || heap_push(d, &p) < 0) {  /* out of memory: an unintended drop */
-                    if (p.buf) buf_put(p.buf, len);
-                    d->st.oom_drops++; d->st.send_errors++;
-                    p.rec.verdict = V_SEND_ERROR;
-                    log_add(d, &p.rec);
-                    continue;
-                }
-                memcpy(p.buf, f, len);
-            } else {
-                p.rec.verdict = v == TB_DROP_LOSS ? V_LOSS : v == TB_DROP_QUEUE ? V_QUEUE : V_SEND_ERROR;
-                log_add(d, &p.rec);
-            }
+            take(e, k, d, stage + (size_t)i * MAX_FRAME, msgs[i].msg_len, msgs[i].msg_len, t_arr, now);
         }
         total += n;
-        d->last_arrival = last;
         if (n < want) break;
         if (total >= MIN_READ && mono() >= deadline) break;
     }
-    d->last_arrival = last;
+}
+
+static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
+    if (d->ring) drain_ring(e, k, d, deadline);
+    else drain_socket(e, k, d, deadline);
 }
 
 /* Run until SIGTERM/SIGINT.  Returns 0, or -errno of a failed setup call. */
 int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats *io_out, tb_run_stats *out) {
-    int nd = e->n_dirs, ret = 0;
+    int nd = e->n_dirs, ret = 0, ringed = 1;  /* ringed: every direction reads a ring */
     io_dir *dirs = calloc((size_t)nd, sizeof *dirs);
     stage = malloc((size_t)READ_BATCH * MAX_FRAME);
     int ep = -1, sfd = -1;
@@ -291,6 +344,13 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         dirs[k].io = io[k];
         dirs[k].log = malloc(LOG_CHUNK * sizeof(tb_rec));
         if (!dirs[k].log) { ret = -ENOMEM; goto out; }
+        if (io[k].ring_frame_nr > 0) {
+            size_t len = (size_t)io[k].ring_frame_size * (size_t)io[k].ring_frame_nr;
+            void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, io[k].in_fd, 0);
+            if (m == MAP_FAILED) { ret = -errno; goto out; }
+            dirs[k].ring = m; dirs[k].ring_len = len;
+        }
+        else ringed = 0;
     }
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     pthread_sigmask(SIG_BLOCK, &mask, &old);
@@ -308,6 +368,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     int64_t spin = rc->spin_ns, early = rc->early_ns;
     int64_t budget = BUSY_BURST_NS, refilled = mono(), blocked = 0;
     int stopping = 0;
+    uint32_t spins = 0;
     struct epoll_event evs[64];
     while (!stopping) {
         out->iterations++;
@@ -331,9 +392,21 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             wait = nxt - early - (budget > 0 ? spin : 0) - mono();
             if (wait < 0) wait = 0;
         }
-        struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int64_t t_sent_done = mono();
         out->send_ns += t_sent_done - t_iter;
+        if (wait == 0 && ringed && ++spins % SIGNAL_EVERY) {  /* poll the rings, no system call */
+            int got = 0;
+            for (int k = 0; k < nd; k++) {
+                if (!ring_ready(&dirs[k])) continue;
+                int64_t t0 = mono();
+                drain(e, k, &dirs[k], nxt == INT64_MAX ? INT64_MAX : nxt - early);
+                out->read_ns += mono() - t0;
+                got = 1;
+            }
+            if (!got && !did) out->poll_idle_ns += mono() - t_iter;
+            continue;
+        }
+        struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int n = epoll_pwait2(ep, evs, 64, wait < 0 ? NULL : &ts, NULL);
         if (n < 0 && errno != EINTR) { ret = -errno; break; }
         if (wait == 0 && n <= 0 && !did)  /* a whole iteration of polling, nothing done */
@@ -373,6 +446,7 @@ out:
     if (dirs) {
         for (int k = 0; k < nd; k++) {
             io_out[k] = dirs[k].st;
+            if (dirs[k].ring) munmap(dirs[k].ring, dirs[k].ring_len);
             free(dirs[k].log);
             free(dirs[k].heap);
         }
