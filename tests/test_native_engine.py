@@ -5,6 +5,7 @@ idle periods, every frame size from 42 to 1514 B) go through ``DirectionModel``/
 and through the C core (``testbed.emulator.native.Engine``), over every LinkSpec feature and the
 shared Wi-Fi medium; verdicts, times and counters must agree exactly.
 """
+import os
 import random
 import zlib
 
@@ -244,6 +245,46 @@ def test_frame_longer_than_a_ring_slot_is_counted_not_forwarded_short(results_ro
     cut = rec[rec["verdict"] == linklog.SEND_ERROR]
     assert len(cut) == 1 and cut["length"][0] == 3042   # logged at its real length
     assert s["unintended_drops"] >= 1 and s["accounted"]
+
+
+def test_after_stall_attributes_lateness_during_and_just_after_a_stall():
+    from testbed.emulator.forwarder import after_stall
+    stalls = np.array([[1000, 3000], [10_000, 10_500]])
+    t_sched = np.array([500, 1500, 4900, 5100, 9000, 10_900, 11_100])
+    t_sent = np.array([3100, 3100, 5200, 5300, 10_600, 10_900, 11_200])
+    # due before the stall and sent after it; due in it; due within its length after its end;
+    # due later than that; due before the second stall; within its reach; beyond it
+    assert list(after_stall(stalls, t_sched, t_sent)) == [True, True, True, False, True, True, False]
+    assert not after_stall(np.zeros((0, 2), dtype=np.int64), t_sched, t_sent).any()
+
+
+@pytest.mark.root
+def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root, monkeypatch):
+    """SIGSTOP takes the CPU from the native loop as a hypervisor would: each stop is a stall, and
+    the frames it made late are attributed to it, not to an engine too slow for the traffic."""
+    import signal
+    import time
+    from testbed.emulator.config import ENGINE_ENV
+    from testbed.emulator.forwarder import STALL_NS
+    from testbed.network import Testbed
+    monkeypatch.setenv(ENGINE_ENV, "native")
+    with Testbed("longhaul", backend="userspace", results_root=results_root,
+                 overrides={"delay": "1ms", "loss_down": "0%"}) as tb:
+        ping = tb.popen("client", ["ping", "-c", "150", "-i", "0.002", "-q", tb.ip("server")],
+                        name="ping", text=True)
+        fwd = tb.backend.proc.pid
+        for _ in range(3):
+            time.sleep(0.05)
+            os.kill(fwd, signal.SIGSTOP)
+            time.sleep(0.03)
+            os.kill(fwd, signal.SIGCONT)
+        ping.communicate(timeout=30)
+    s = tb.metadata["backend_summary"]
+    assert 3 <= s["stalls"]["count"] and s["stalls"]["max_ms"] >= 25
+    assert s["stalls"]["threshold_us"] == STALL_NS / 1e3
+    assert s["totals"]["late"] > 0 and s["totals"]["late_after_stall"] == s["totals"]["late"]
+    assert not any("could not keep up" in w for w in s["engine_warnings"])
+    assert any("stopped the emulator" in w for w in s["engine_warnings"])
 
 
 def test_engine_selection(monkeypatch):

@@ -67,6 +67,8 @@ CLOCK_MONOTONIC = 1
 BATCH = 256  # frames read from one socket before departures are checked again
 MIN_BATCH = 16  # ... or fewer (at least this many) when a departure is due
 LAG_WARN_US = 10_000  # a read lag beyond this is reported as overload
+STALL_NS = 250_000  # the native loop reports a gap this long while it wanted to run as a stall
+STALL_CAP = 8192  # stalls listed (all are counted)
 MAX_FRAME = 65536
 PRIORITY = 10  # SCHED_FIFO priority of the loop (``realtime``)
 # The native loop goes one above: its bursts of work are short (a few µs per frame, at most 256
@@ -291,6 +293,19 @@ class Direction:
         self.pending.clear()
 
 
+def after_stall(stalls, t_sched, t_sent):
+    """Mask of the frames whose lateness a stall explains: a stall [a, b] began before the frame
+    left (a <= t_sent) and ended at most its own length before the frame was due
+    (t_sched <= b + (b - a): the backlog a stall leaves takes up to about as long to send)."""
+    import numpy as np
+    if len(stalls) == 0:
+        return np.zeros(len(t_sched), dtype=bool)
+    stalls = stalls[np.argsort(stalls[:, 0])]
+    reach = np.maximum.accumulate(2 * stalls[:, 1] - stalls[:, 0])
+    i = np.searchsorted(stalls[:, 0], t_sent, side="right") - 1
+    return (i >= 0) & (t_sched <= reach[np.maximum(i, 0)])
+
+
 def hold_cpu_latency() -> tuple[int | None, str]:
     """(fd, what it did): ask for a 0 µs CPU wake-up latency (PM QoS) for as long as the
     returned fd stays open; (None, why not) where ``/dev/cpu_dma_latency`` cannot be written."""
@@ -367,6 +382,8 @@ class Forwarder:
         self.poll_idle_ns = 0
         self.send_read_ns = (0, 0)
         self.cpu_latency = "not requested"
+        self.stall_count: int | None = None  # the Python loop does not look for stalls
+        self.stalls: list[tuple[int, int]] = []
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -466,8 +483,10 @@ class Forwarder:
                                                        *self.rings[d.cfg.in_ifname]) for d in dirs])
         io_stats = (native.IoStats * len(dirs))()
         run_stats = native.RunStats()
+        stalls = (ctypes.c_int64 * (2 * STALL_CAP))()
         ret = native.load().tb_run(self.native.ptr, io, native.RunCfg(cfg.late_ns, cfg.spin_ns,
-                                                                     cfg.early_ns),
+                                                                     cfg.early_ns, STALL_NS, stalls,
+                                                                     STALL_CAP),
                                    io_stats, ctypes.byref(run_stats))
         if ret != 0:
             raise OSError(-ret, f"native emulator loop failed: {os.strerror(-ret)}")
@@ -477,6 +496,9 @@ class Forwarder:
         self.iterations, self.timer_wakeups = run_stats.iterations, run_stats.timer_wakeups
         self.poll_idle_ns = run_stats.poll_idle_ns
         self.send_read_ns = (run_stats.send_ns, run_stats.read_ns)
+        self.stall_count = run_stats.stall_count
+        n = min(run_stats.stall_count, STALL_CAP)
+        self.stalls = [(stalls[2 * i], stalls[2 * i + 1]) for i in range(n)]
         self.stopping = True
 
     def _loop_times(self) -> dict[str, float | None]:
@@ -520,11 +542,17 @@ class Forwarder:
         cfg = self.cfg
         directions, errors, lags, checks = {}, [], [], []
         totals = collections.Counter()
+        stall_array = np.array(self.stalls, dtype=np.int64).reshape(-1, 2)
+        records = []
         for i, d in enumerate(self.dirs):
             _, rec = linklog.read_log(d.log.path)
+            records.append(rec)
             s = linklog.summarize(rec, cfg.late_ns)
             sent = rec[rec["verdict"] == linklog.DELIVERED]
             errors.append(sent["t_sent"] - sent["t_sched"])
+            late = errors[-1] > cfg.late_ns
+            s["late_after_stall"] = int(after_stall(stall_array, sent["t_sched"][late],
+                                                    sent["t_sent"][late]).sum())
             lags.append(rec["t_read"] - rec["t_arrival"])
             model_stats = self._model_stats(i, d)
             # PACKET_STATISTICS tp_packets = frames queued to the socket + tp_drops
@@ -538,7 +566,8 @@ class Forwarder:
                 "send_errors": d.send_errors, "model": model_stats, "log": str(d.log.path),
                 "log_flush_max_us": d.log.flush_max_ns / 1e3}
             for k in ("frames_in", "delivered", "dropped_loss", "dropped_queue", "send_error",
-                      "pending_at_exit", "late", "socket_drops", "unread_at_exit", "bytes_delivered"):
+                      "pending_at_exit", "late", "late_after_stall", "socket_drops", "unread_at_exit",
+                      "bytes_delivered"):
                 totals[k] += directions[d.cfg.name][k]
         ifdrops = {}
         for ifname in cfg.interfaces:
@@ -554,9 +583,16 @@ class Forwarder:
         if unintended:
             warnings.append(f"{unintended} frames lost by the emulator itself (socket buffer, send "
                             "errors or interface drops): results of this run are not trustworthy")
-        if totals["late"]:
-            warnings.append(f"{totals['late']} frames left more than {cfg.late_ns / 1e6:g} ms after "
-                            "their scheduled time: the emulator could not keep up")
+        stalls = self._stalls(stall_array, np.concatenate([r["t_arrival"] for r in records]))
+        if totals["late"] > totals["late_after_stall"]:
+            warnings.append(f"{totals['late'] - totals['late_after_stall']} frames left more than "
+                            f"{cfg.late_ns / 1e6:g} ms after their scheduled time: the emulator could "
+                            "not keep up")
+        if totals["late_after_stall"]:
+            warnings.append(f"{totals['late_after_stall']} frames left more than {cfg.late_ns / 1e6:g} ms "
+                            f"late after the machine stopped the emulator ({stalls['count']} stalls of "
+                            f"{STALL_NS / 1e3:g} µs or more, longest {stalls['max_ms']} ms): its CPU "
+                            "was taken away, the engine was not too slow for the traffic")
         if read_lag["max"] is not None and read_lag["max"] > LAG_WARN_US:
             warnings.append(f"frames waited up to {read_lag['max'] / 1e3:.1f} ms in the socket before "
                             "being read: the emulator was overloaded (their schedule still counts "
@@ -573,12 +609,31 @@ class Forwarder:
             "cpu": cfg.cpu,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),
-            "read_lag_us": read_lag, "warnings": warnings,
+            "read_lag_us": read_lag, "stalls": stalls, "warnings": warnings,
             "unintended_drops": int(unintended),
             "accounted": fates == totals["frames_in"] and all(checks),
             "directions": directions, "interfaces": ifdrops,
             "media": self._media_stats(),
         }
+
+
+    def _stalls(self, stalls, arrivals) -> dict[str, Any]:
+        """Stalls the native loop found (None for the Python loop): ``count``, their
+        ``total_ms`` and ``max_ms`` (of the first ``STALL_CAP`` listed), ``threshold_us``, and
+        ``quiet`` = those of 1 ms or more during which no frame arrived on any link: the
+        senders were stopped too, so the whole machine was (steal), not only the emulator's CPU."""
+        if self.stall_count is None:
+            return {"count": None, "total_ms": None, "max_ms": None, "quiet": None,
+                    "threshold_us": STALL_NS / 1e3}
+        import numpy as np
+        arrivals = np.sort(arrivals)
+        span = stalls[:, 1] - stalls[:, 0]
+        inside = (np.searchsorted(arrivals, stalls[:, 1], side="left")
+                  - np.searchsorted(arrivals, stalls[:, 0], side="right"))
+        return {"count": self.stall_count, "total_ms": round(float(span.sum()) / 1e6, 3),
+                "max_ms": round(float(span.max(initial=0)) / 1e6, 3),
+                "quiet": int(((span >= 1_000_000) & (inside == 0)).sum()),
+                "threshold_us": STALL_NS / 1e3}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,7 +62,8 @@ class IoCfg(ctypes.Structure):
 
 
 class RunCfg(ctypes.Structure):
-    _fields_ = [("late_ns", _i64), ("spin_ns", _i64), ("early_ns", _i64)]
+    _fields_ = [("late_ns", _i64), ("spin_ns", _i64), ("early_ns", _i64), ("stall_ns", _i64),
+                ("stalls", ctypes.POINTER(_i64)), ("stall_cap", _i64)]
 
 
 class IoStats(ctypes.Structure):
@@ -71,7 +72,7 @@ class IoStats(ctypes.Structure):
 
 class RunStats(ctypes.Structure):
     _fields_ = [("iterations", _i64), ("timer_wakeups", _i64), ("poll_idle_ns", _i64),
-                ("send_ns", _i64), ("read_ns", _i64)]
+                ("send_ns", _i64), ("read_ns", _i64), ("stall_count", _i64)]
 
 
 class Rec(ctypes.Structure):  # linklog.RECORD

@@ -24,6 +24,12 @@
  * converted with the realtime − monotonic offset read per batch), clamped to be nondecreasing
  * and not after the read; the model's verdict at once.  A burst is read at most MAX_READ frames
  * at a time and, once MIN_READ were read, reading stops when a departure is due.
+ * Stalls: times the loop did not run although it wanted to: a gap of at least stall_ns between
+ * two polls of the rings (nothing in between but reading the clock), a timed wait that returned
+ * at least stall_ns after its timeout with nothing to read, or a wait that returned at least
+ * stall_ns after the arrival of the first frame it returned for.  The CPU was taken away
+ * (the hypervisor, an interrupt, a task of higher priority); the summary attributes the late
+ * frames around them to the machine rather than to the engine.
  * Records are the linklog RECORD layout, appended to the log fd in chunks of LOG_CHUNK. */
 #define _GNU_SOURCE
 #include "tbcore.h"
@@ -49,6 +55,7 @@
 #define BUSY_SHARE_PCT 60
 #define BUSY_BURST_NS 5000000LL
 #define SIGNAL_EVERY 4096
+#define SIGNAL_ID 1000001u  /* epoll data of the signalfd (directions are 0..n-1) */
 
 enum { V_DELIVERED = 0, V_LOSS, V_QUEUE, V_SEND_ERROR, V_PENDING_AT_EXIT };
 
@@ -66,6 +73,9 @@ typedef struct { int32_t in_fd, out_fd, log_fd, ring_frame_size, ring_frame_nr, 
 
 typedef struct {
     int64_t late_ns, spin_ns, early_ns;
+    int64_t stall_ns;   /* a gap this long in the loop is a stall (see below) */
+    int64_t *stalls;    /* room for stall_cap (start, end) pairs */
+    int64_t stall_cap;
 } tb_run_cfg;
 
 typedef struct {  /* per-direction results of the run */
@@ -76,6 +86,7 @@ typedef struct {
     int64_t iterations, timer_wakeups;
     int64_t poll_idle_ns;  /* time spent polling before a departure with nothing to read */
     int64_t send_ns, read_ns;  /* time inside send() (the receiver's kernel work included) / drain */
+    int64_t stall_count;       /* stalls found; the first stall_cap are in tb_run_cfg.stalls */
 } tb_run_stats;
 
 typedef struct { int64_t t; uint64_t n; uint8_t *buf; tb_rec rec; } pend;
@@ -86,6 +97,7 @@ typedef struct {
     pend *heap; int64_t heap_len, heap_cap; uint64_t n;
     tb_rec *log; int64_t log_len;
     int64_t last_arrival;
+    int64_t first_arrival;  /* earliest arrival taken since the loop last reset it */
     tb_io_stats st;
 } io_dir;
 
@@ -229,6 +241,7 @@ static char ctrl[READ_BATCH][64];
 static void take(tb_engine *e, int k, io_dir *d, const uint8_t *f, uint32_t len, uint32_t caplen,
                  int64_t t_arr, int64_t now) {
     if (t_arr > now) t_arr = now;
+    if (t_arr < d->first_arrival) d->first_arrival = t_arr;
     if (t_arr < d->last_arrival) t_arr = d->last_arrival;
     d->last_arrival = t_arr;
     pend p;
@@ -329,6 +342,14 @@ static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
     else drain_socket(e, k, d, deadline);
 }
 
+static void stall(const tb_run_cfg *rc, tb_run_stats *out, int64_t from, int64_t to) {
+    if (out->stall_count < rc->stall_cap) {
+        rc->stalls[2 * out->stall_count] = from;
+        rc->stalls[2 * out->stall_count + 1] = to;
+    }
+    out->stall_count++;
+}
+
 /* Run until SIGTERM/SIGINT.  Returns 0, or -errno of a failed setup call. */
 int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats *io_out, tb_run_stats *out) {
     int nd = e->n_dirs, ret = 0, ringed = 1;  /* ringed: every direction reads a ring */
@@ -362,17 +383,20 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         ev.events = EPOLLIN; ev.data.u32 = (uint32_t)k;
         if (epoll_ctl(ep, EPOLL_CTL_ADD, io[k].in_fd, &ev) < 0) { ret = -errno; goto out; }
     }
-    ev.events = EPOLLIN; ev.data.u32 = 1000001;
+    ev.events = EPOLLIN; ev.data.u32 = SIGNAL_ID;
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
 
     int64_t spin = rc->spin_ns, early = rc->early_ns;
     int64_t budget = BUSY_BURST_NS, refilled = mono(), blocked = 0;
     int stopping = 0;
     uint32_t spins = 0;
+    int64_t spun_at = 0;  /* end of the last pure poll of the rings, 0 if the last iteration was not one */
     struct epoll_event evs[64];
     while (!stopping) {
         out->iterations++;
         int64_t t_iter = mono(), now = t_iter + early, nxt = INT64_MAX, did = 0;
+        if (spun_at && t_iter - spun_at >= rc->stall_ns) stall(rc, out, spun_at, t_iter);
+        spun_at = 0;
         for (int k = 0; k < nd; k++) {
             int64_t before = dirs[k].st.records + dirs[k].log_len;
             int64_t t = send_due(&dirs[k], now);
@@ -403,29 +427,46 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
                 out->read_ns += mono() - t0;
                 got = 1;
             }
-            if (!got && !did) out->poll_idle_ns += mono() - t_iter;
+            if (!got && !did) {
+                spun_at = mono();
+                out->poll_idle_ns += spun_at - t_iter;
+            }
             continue;
         }
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int n = epoll_pwait2(ep, evs, 64, wait < 0 ? NULL : &ts, NULL);
-        if (n < 0 && errno != EINTR) { ret = -errno; break; }
-        if (wait == 0 && n <= 0 && !did)  /* a whole iteration of polling, nothing done */
-            out->poll_idle_ns += mono() - t_iter;
-        else if (wait != 0)
-            blocked += mono() - t_sent_done;
-        if (wait > 0 && n == 0) out->timer_wakeups++;
-        for (int i = 0; i < n; i++) {
-            uint32_t id = evs[i].data.u32;
-            if (id < (uint32_t)nd) {
-                int64_t t0 = mono();
-                drain(e, (int)id, &dirs[id], nxt == INT64_MAX ? INT64_MAX : nxt - early);
-                out->read_ns += mono() - t0;
-            }
-            else {
-                struct signalfd_siginfo si;
-                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopping = 1;
-            }
+        int64_t woke = mono(), first = INT64_MAX;
+        if (n < 0) {  /* EINTR: e.g. the process was stopped and continued */
+            if (errno != EINTR) { ret = -errno; break; }
+            n = 0;
         }
+        if (wait == 0 && n == 0 && !did)  /* a whole iteration of polling, nothing done */
+            out->poll_idle_ns += woke - t_iter;
+        else if (wait != 0)
+            blocked += woke - t_sent_done;
+        if (wait > 0 && n == 0) {
+            out->timer_wakeups++;
+            int64_t due = t_sent_done + wait;
+            if (woke - due >= rc->stall_ns) stall(rc, out, due, woke);
+        }
+        for (int k = 0; k < nd; k++) {
+            int ready = 0;
+            for (int i = 0; i < n; i++) ready |= evs[i].data.u32 == (uint32_t)k;
+            if (!(ready || (dirs[k].ring && ring_ready(&dirs[k])))) continue;
+            int64_t t0 = mono();
+            dirs[k].first_arrival = INT64_MAX;
+            drain(e, k, &dirs[k], nxt == INT64_MAX ? INT64_MAX : nxt - early);
+            out->read_ns += mono() - t0;
+            if (dirs[k].first_arrival < first) first = dirs[k].first_arrival;
+        }
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.u32 != SIGNAL_ID) continue;
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopping = 1;
+        }
+        /* frames that arrived while the loop waited, read long after: it was not woken */
+        if (wait != 0 && first != INT64_MAX && first >= t_sent_done && woke - first >= rc->stall_ns)
+            stall(rc, out, first, woke);
     }
     for (int k = 0; k < nd; k++) {  /* frames still in flight */
         pend p;
