@@ -29,7 +29,10 @@
    each direction) over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for cubic
    and bbr, per engine; goodput per direction over the test after ``--omit`` seconds of
    start-up.  Target: bbr ≥ 90% of the 318 Mbit/s that 1448 B payloads in 1514 B frames allow,
-   with no overload warning from the emulator.
+   with no overload (``overload``: an unintended drop, a frame more than 1 ms late that no stall
+   explains, or a read lag above the forwarder's warning; ``late_stall`` = late frames the
+   machine's stalls explain, ``stalls`` = how many the native loop saw, see
+   ``emulator.forwarder.after_stall``).
 Every row carries /proc/loadavg at its end and the host's CPU steal/busy during the run: this
 machine is shared, and other work shows up in the tail of the scheduling error.
 """
@@ -104,11 +107,23 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
             "cpu_us_no_send": (round((emu["cpu_s"] - emu["poll_idle_s"] - emu["send_s"]) / frames * 1e6, 2)
                                if emu.get("send_s") is not None else None),
             "unintended": emu.get("unintended_drops"), "late": emu["totals"].get("late"),
+            "late_stall": emu["totals"].get("late_after_stall"),
+            "stalls": (emu.get("stalls") or {}).get("count"),
             "steal_pct": host.get("steal_percent"), "host_busy_pct": host.get("busy_percent"),
             "rq_wait_ms": (round(host["forwarder_runqueue_wait_s"] * 1e3, 1)
                            if "forwarder_runqueue_wait_s" in host else None),
             "warnings": len(_engine_warnings(emu)),
             "fidelity": (emu.get("fidelity") or {}).get("verdict")}
+
+
+def overload(emu: dict) -> bool:
+    """The emulator could not keep up: an unintended drop, a late frame no stall of the machine
+    explains, or a frame that waited more than the forwarder's LAG_WARN_US to be read."""
+    from testbed.emulator.forwarder import LAG_WARN_US
+    t = emu["totals"]
+    lag = (emu.get("read_lag_us") or {}).get("max") or 0
+    return bool(emu.get("unintended_drops") or t["late"] > t.get("late_after_stall", 0)
+                or lag > LAG_WARN_US)
 
 
 def _engine_warnings(emu: dict) -> list[str]:
@@ -154,8 +169,8 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
            "retrans_up": end["sum_sent"].get("retransmits"),
            "retrans_down": end["sum_sent_bidir_reverse"].get("retransmits"),
            **_emu_cols(emu, seconds + omit), "warning_text": _engine_warnings(emu)}
-    row["ok"] = bool(min(up, down) >= 0.9 * TCP_LIMIT_BPS and not _engine_warnings(emu)
-                     and emu.get("unintended_drops") == 0)
+    row["overload"] = overload(emu)
+    row["ok"] = bool(min(up, down) >= 0.9 * TCP_LIMIT_BPS and not row["overload"])
     return row
 
 
@@ -249,10 +264,12 @@ def main(argv=None) -> int:
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
-                                "p99_us", "max_us", "late", "warnings", "fidelity", "cpu_us_per_frame",
-                                "cpu_us_no_send", "steal_pct", "rq_wait_ms", "load", "ok"])
+                                "p99_us", "max_us", "late", "late_stall", "stalls", "overload", "fidelity",
+                                "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "steal_pct",
+                                "rq_wait_ms", "load", "ok"])
         print(f"TCP target: each direction ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "
-              f"{TCP_LIMIT_BPS / 1e6:.0f}) with no emulator warning")
+              f"{TCP_LIMIT_BPS / 1e6:.0f}) with no overload (late frames a stall of the machine "
+              "explains are counted apart: late_stall, stalls)")
     print(f"/proc/loadavg before: {load0}; after: {open('/proc/loadavg').read().strip()} "
           "(2 cores shared with other work: it shows up in the tail of the scheduling error)")
     return 0

@@ -75,9 +75,21 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
     native_ok, native_where = native_available()
     report["emulator_engines"] = ["native", "python"] if native_ok else ["python"]
     report["native_engine"] = native_where
+    cpus = sorted(os.sched_getaffinity(0))
+    report["emulator_cpu"] = {  # see backends.userspace (CPUs) and emulator.config (cpu_latency)
+        "cpus": cpus, "forwarder_cpu": cpus[-1] if len(cpus) > 1 else None,
+        "cpu_latency_request": os.access("/dev/cpu_dma_latency", os.W_OK),
+        "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver")}
     report["problems"] = problems
     report["ok"] = not problems
     return report
+
+
+def _cpu_line(e: dict[str, Any]) -> str:
+    if e["forwarder_cpu"] is None:
+        return "no (one CPU: the forwarder shares it with the hosts)"
+    others = ",".join(map(str, e["cpus"][:-1]))
+    return f"CPU {e['forwarder_cpu']} (hosts and their receive processing on {others})"
 
 
 def run(args) -> int:
@@ -93,7 +105,9 @@ def run(args) -> int:
             ("congestion control", " ".join(report["congestion_control"])), ("MPTCP", report["mptcp"]),
             ("netem in a UML guest", report["netem_uml"]["available"]),
             ("backend for --backend auto", report["backend"]),
-            ("userspace emulator engines", " ".join(report["emulator_engines"]))]
+            ("userspace emulator engines", " ".join(report["emulator_engines"])),
+            ("emulator's own CPU", _cpu_line(report["emulator_cpu"])),
+            ("0 µs CPU latency request", report["emulator_cpu"]["cpu_latency_request"])]
     for label, value in rows:
         print(f"{label:<28} {mark(value)}")
     for line in report["netem_uml"]["lines"]:

@@ -28,6 +28,9 @@ def test_doctor_json_keys():
     assert set(report["congestion_control"]) >= {"reno", "cubic"}
     assert report["backend"] == ("netem" if report["netem"] and report["htb"] else "userspace")
     assert out.returncode == (0 if report["ok"] else 1)
+    emu = report["emulator_cpu"]
+    assert emu["cpus"] and emu["forwarder_cpu"] == (emu["cpus"][-1] if len(emu["cpus"]) > 1 else None)
+    assert isinstance(emu["cpu_latency_request"], bool)
 
 
 def test_topo_list_names_longhaul():
