@@ -32,7 +32,10 @@ def test_reqresp_over_udp_through_execute_on_loopback(tmp_path):
     assert r.apps["client"][2] == "testbed.apps.udpreq" and "--fec" in r.apps["server"]
     assert not {"--sample", "--write", "--tls"} & set(r.apps["client"] + r.apps["server"])
     assert len(r.metrics["completion_ms"]) == 2
-    assert r.checks["repair_packets"] == 2 * 8 and r.checks["source_packets"] == 2 * 245
+    # all 245 source packets of each request; of the 8 repair packets, those sent before the
+    # server's ACK saying the message was delivered (it comes after the 245th, on a busy host
+    # sometimes before the sender got to the repair packets: they are then not needed)
+    assert r.checks["source_packets"] == 2 * 245 and r.checks["repair_packets"] <= 2 * 8
     done = events(r.dir / "server.jsonl", "request_complete")
     assert {e["sha256"] for e in done} == {events(r.dir / "client.jsonl", "request_body")[0]["sha256"]}
 
@@ -86,16 +89,19 @@ def test_bad_argument_is_one_line_and_exit_2(tmp_path):
 
 
 def test_ack_every_n_keeps_its_promise_through_the_udp_loop(tmp_path):
-    """One request of 245 source + 8 repair packets, in order on loopback: an ACK per 4 packets,
-    one at once when the 245th completes the message, none for a trailing remainder."""
+    """One request of 245 source + up to 8 repair packets (those sent before the delivery ACK
+    came back), in order on loopback: an ACK per 4 packets, one at once when the 245th completes
+    the message, none for a trailing remainder."""
     r = execute(SPEC.set("params.ack_policy", "n:4").set("params.requests", 1), tmp_path / "run")
     stats = [e for e in events(r.dir / "server.jsonl", "transport_stats") if e["conn"] == 0]
+    sent = [e for e in events(r.dir / "client.jsonl", "transport_stats") if e["conn"] == 0][0]
+    assert sent["source_sent"] == 245 and sent["repair_sent"] <= 8 and sent["retransmitted"] == 0
     expected, unacked = 0, 0
-    for i in range(253):
+    for i in range(sent["source_sent"] + sent["repair_sent"]):
         unacked += 1
         if unacked == 4 or i == 244:
             expected, unacked = expected + 1, 0
-    assert expected == 64 and stats[0]["acks_sent"] == expected
+    assert stats[0]["acks_sent"] == expected
 
 
 @pytest.mark.parametrize("given, message", [
