@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -31,3 +32,10 @@ def received_ip_ids(sock) -> list[int]:
             ids.append(IP(sock.recv(2048)[14:]).id)
         except BlockingIOError:
             return ids
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` for a child a test will Ctrl-C: SIGINT at its default, as in a terminal's
+    foreground job.  A background job of a non-interactive shell (``make test &`` in a script)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO, sigint_default
+
 SCALED = ["--set", "topology_params.delay=20ms", "--set", "topology_params.rate_up=50mbit",
           "--set", "topology_params.rate_down=50mbit", "--set", "topology_params.loss_down=0%",
           "--set", "params.requests=3"]
@@ -53,7 +54,8 @@ def test_real_interrupt_then_resume_redoes_no_finished_run(tmp_path):
     out = tmp_path / "reuse"
     argv = [sys.executable, "-m", "testbed", "experiment", "run", "reuse", "--reps", "2", "--warmup", "0",
             *SCALED, "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TESTBED
+from conftest import REPO, TESTBED, sigint_default
 from testbed.lifecycle import STATE_DIR, RunState, processes_in_netns
 
 pytestmark = pytest.mark.root
@@ -47,7 +47,7 @@ def test_longhaul_unshaped_tcp_transfer_and_clean_exit(results_root):
 
 def start_topology(results_root):
     proc = subprocess.Popen([*TESTBED, "topo", "up", "longhaul", *SMALL_PATH, "--hold", "120",
-                             "--results", str(results_root)], cwd=REPO,
+                             "--results", str(results_root)], cwd=REPO, preexec_fn=sigint_default,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
