@@ -430,7 +430,13 @@ ROWS: tuple[Row, ...] = (
         Measure("relay", "completion_ms", statistic="pooled_ratio", levels=("direct", "relay"),
                 sets=OPTIMISTIC), 0.15,
         note="relay with params.connect_mode optimistic, as C7.relay_new",
-        cause="see C7.direct_new and C7.relay_new"),
+        cause="the ratio divides this experiment's own direct and relay arms (per-request ms "
+              "below), not the runs of C7.direct_new and C7.relay_new: in either arm a lost "
+              "response segment (14% loss on that direction) costs a retransmission timeout — "
+              "the direct connection's retransmitted segments and the relay tunnel's below — and "
+              "a few such requests move a median of few requests",
+        explain=(("completion_ms", "per-request ms"), ("retransmissions", "retransmitted segments"),
+                 ("tunnel_retransmissions", "segments sent again on the tunnel per run"))),
     Row("C7.direct_keepalive", "direct, kept alive (median)", "ms", 240.9,
         M("connections", "direct_keepalive"), Measure("reuse", "completion_ms", "reuse", statistic=_REQ_MEDIAN),
         0.10,
