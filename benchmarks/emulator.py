@@ -1,7 +1,7 @@
 """Userspace emulator benchmark: plain veth, the Python engine and the native engine side by side.
 
     sudo .venv/bin/python benchmarks/emulator.py [--rates 100,200,333,500,1000] [--seconds 2]
-        [--engines python,native] [--tcp-seconds 20] [--skip-udp] [--skip-tcp]
+        [--engines python,native] [--tcp-seconds 20] [--skip-udp] [--skip-iperf-udp] [--skip-tcp]
 
 0. Model (``model`` rows, no root, no I/O): the long-haul direction's model (333 Mbit/s, 100 ms,
    14% Bernoulli loss, default buffer) fed the same 1,000,000-frame trace (bursts of 1514 B
@@ -25,7 +25,10 @@
    loop's polling before departures (``poll_idle_s``: CPU spent waiting on purpose, not work);
    ``cpu_us_no_send`` also excludes the time inside send(), most of which is the receiving
    host's kernel stack run in the forwarder's context on a veth (native engine only).
-2. TCP (``tcp`` rows): iperf3 ``--bidir`` (full-rate TCP both ways at once, data and ACKs in
+2. iperf3 UDP (``iperf3 udp`` rows): the same trains from iperf3 -u (C sender and receiver, 1472 B
+   datagrams at the offered rate, iperf3's own pacing), so the receiving process is no limit;
+   ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``emu_ok`` as above.
+3. TCP (``tcp`` rows): iperf3 ``--bidir`` (full-rate TCP both ways at once, data and ACKs in
    each direction) over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for cubic
    and bbr, per engine; goodput per direction over the test after ``--omit`` seconds of
    start-up.  Target: bbr ≥ 90% of the 318 Mbit/s that 1448 B payloads in 1514 B frames allow,
@@ -151,6 +154,27 @@ def evaluate(res: dict, rate_bps: float, emulated: bool) -> dict:
     return row
 
 
+def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, results_root: str) -> dict:
+    """iperf3 -u server → client at ``rate_bps`` of 1472 B datagrams through a link shaped at
+    that rate (C sender and receiver: the Python probe's receiver is not the limit here)."""
+    import time
+    overrides = {**PLAIN, "delay": delay, "rate_down": f"{rate_bps / 1e6:g}mbit", "queue": "50000"}
+    with _testbed(overrides, engine, results_root) as tb:
+        tb.popen("client", ["iperf3", "-s", "-1"], name="iperf3-server")
+        time.sleep(0.5)
+        r = tb.run("server", ["iperf3", "-c", tb.ip("client"), "-u", "-b", f"{rate_bps / 1e6:g}M",
+                              "-l", str(PAYLOAD), "-t", str(seconds), "-J"], timeout=seconds + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"iperf3 failed: {r.stdout[-500:]} {r.stderr[-500:]}")
+    s = json.loads(r.stdout)["end"]["sum"]
+    emu = tb.metadata["backend_summary"]
+    row = {"offered_mbps": rate_bps / 1e6, "delay": delay, "iperf_mbps": round(s["bits_per_second"] / 1e6, 1),
+           "iperf_lost": s.get("lost_packets"), **_emu_cols(emu, seconds)}
+    row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
+                         and emu.get("unintended_drops") == 0)
+    return row
+
+
 def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str) -> dict:
     """iperf3 --bidir client ⇄ server over the long-haul path with 0% loss."""
     import time
@@ -216,12 +240,13 @@ def main(argv=None) -> int:
     p.add_argument("--ccs", default="cubic,bbr")
     p.add_argument("--skip-udp", action="store_true")
     p.add_argument("--skip-tcp", action="store_true")
+    p.add_argument("--skip-iperf-udp", action="store_true")
     p.add_argument("--results", default="results/bench")
     a = p.parse_args(argv)
     rates = [float(x) * 1e6 for x in a.rates.split(",")]
     engines = [e for e in a.engines.split(",") if e]
     load0 = open("/proc/loadavg").read().strip()
-    rows, tcp_rows = [], []
+    rows, tcp_rows, iperf_rows = [], [], []
     print(json.dumps(run_model()), flush=True)
     if not a.skip_udp:
         cases = [("plain veth", None, PLAIN)]
@@ -236,6 +261,15 @@ def main(argv=None) -> int:
                        "load": open("/proc/loadavg").read().split()[0]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    if not a.skip_iperf_udp:
+        for engine in engines:
+            for delay in ("0ms", "100ms"):
+                for rate in rates:
+                    row = {"path": f"iperf3 udp {engine} {delay}",
+                           **run_iperf_udp(rate, delay, engine, a.seconds, a.results),
+                           "load": open("/proc/loadavg").read().split()[0]}
+                    iperf_rows.append(row)
+                    print(json.dumps(row), flush=True)
     if not a.skip_tcp:
         for engine in engines:
             for cc in a.ccs.split(","):
@@ -261,6 +295,11 @@ def main(argv=None) -> int:
                           f"CPU/frame {best.get('cpu_us_per_frame', '-')} µs "
                           f"({best.get('cpu_us_work', '-')} µs without polling, "
                           f"{best.get('cpu_us_no_send', '-')} µs without send)" if best else "none"))
+    if iperf_rows:
+        print()
+        _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "p50_us", "p99_us",
+                                  "max_us", "late", "late_stall", "cpu_pct", "cpu_us_work", "cpu_us_no_send",
+                                  "unintended", "rq_wait_ms", "load", "emu_ok"])
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "up_mbps", "down_mbps", "retrans_up", "retrans_down",

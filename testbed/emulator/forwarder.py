@@ -383,7 +383,7 @@ class Forwarder:
         self.send_read_ns = (0, 0)
         self.cpu_latency = "not requested"
         self.stall_count: int | None = None  # the Python loop does not look for stalls
-        self.stalls: list[tuple[int, int]] = []
+        self.stalls: list[tuple[int, int, int]] = []  # (start, end, run-queue wait) ns
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -483,7 +483,7 @@ class Forwarder:
                                                        *self.rings[d.cfg.in_ifname]) for d in dirs])
         io_stats = (native.IoStats * len(dirs))()
         run_stats = native.RunStats()
-        stalls = (ctypes.c_int64 * (2 * STALL_CAP))()
+        stalls = (ctypes.c_int64 * (3 * STALL_CAP))()
         ret = native.load().tb_run(self.native.ptr, io, native.RunCfg(cfg.late_ns, cfg.spin_ns,
                                                                      cfg.early_ns, STALL_NS, stalls,
                                                                      STALL_CAP),
@@ -498,7 +498,7 @@ class Forwarder:
         self.send_read_ns = (run_stats.send_ns, run_stats.read_ns)
         self.stall_count = run_stats.stall_count
         n = min(run_stats.stall_count, STALL_CAP)
-        self.stalls = [(stalls[2 * i], stalls[2 * i + 1]) for i in range(n)]
+        self.stalls = [tuple(stalls[3 * i:3 * i + 3]) for i in range(n)]
         self.stopping = True
 
     def _loop_times(self) -> dict[str, float | None]:
@@ -542,7 +542,10 @@ class Forwarder:
         cfg = self.cfg
         directions, errors, lags, checks = {}, [], [], []
         totals = collections.Counter()
-        stall_array = np.array(self.stalls, dtype=np.int64).reshape(-1, 2)
+        listed = np.array(self.stalls, dtype=np.int64).reshape(-1, 3)
+        # the machine's stalls: the loop was not held back by its own kernel (RT throttling, which
+        # its own load causes, or a task of higher priority) for most of the stall
+        stall_array = listed[listed[:, 2] < (listed[:, 1] - listed[:, 0]) // 2, :2]
         records = []
         for i, d in enumerate(self.dirs):
             _, rec = linklog.read_log(d.log.path)
@@ -583,7 +586,7 @@ class Forwarder:
         if unintended:
             warnings.append(f"{unintended} frames lost by the emulator itself (socket buffer, send "
                             "errors or interface drops): results of this run are not trustworthy")
-        stalls = self._stalls(stall_array, np.concatenate([r["t_arrival"] for r in records]))
+        stalls = self._stalls(listed, np.concatenate([r["t_arrival"] for r in records]))
         if totals["late"] > totals["late_after_stall"]:
             warnings.append(f"{totals['late'] - totals['late_after_stall']} frames left more than "
                             f"{cfg.late_ns / 1e6:g} ms after their scheduled time: the emulator could "
@@ -617,21 +620,26 @@ class Forwarder:
         }
 
 
-    def _stalls(self, stalls, arrivals) -> dict[str, Any]:
+    def _stalls(self, listed, arrivals) -> dict[str, Any]:
         """Stalls the native loop found (None for the Python loop): ``count``, their
-        ``total_ms`` and ``max_ms`` (of the first ``STALL_CAP`` listed), ``threshold_us``, and
+        ``total_ms`` and ``max_ms`` (of the first ``STALL_CAP`` listed), ``threshold_us``;
+        ``held_back`` = those during which the loop's own kernel kept it waiting for most of the
+        stall (run-queue wait: RT throttling after the loop used 95 % of its CPU, or a task of
+        higher priority) — overload, not counted as the machine's in ``late_after_stall``; and
         ``quiet`` = those of 1 ms or more during which no frame arrived on any link: the
         senders were stopped too, so the whole machine was (steal), not only the emulator's CPU."""
         if self.stall_count is None:
-            return {"count": None, "total_ms": None, "max_ms": None, "quiet": None,
-                    "threshold_us": STALL_NS / 1e3}
+            return {"count": None, "total_ms": None, "max_ms": None, "held_back": None,
+                    "quiet": None, "threshold_us": STALL_NS / 1e3}
         import numpy as np
         arrivals = np.sort(arrivals)
+        stalls = listed[:, :2]
         span = stalls[:, 1] - stalls[:, 0]
         inside = (np.searchsorted(arrivals, stalls[:, 1], side="left")
                   - np.searchsorted(arrivals, stalls[:, 0], side="right"))
         return {"count": self.stall_count, "total_ms": round(float(span.sum()) / 1e6, 3),
                 "max_ms": round(float(span.max(initial=0)) / 1e6, 3),
+                "held_back": int((listed[:, 2] >= span // 2).sum()),
                 "quiet": int(((span >= 1_000_000) & (inside == 0)).sum()),
                 "threshold_us": STALL_NS / 1e3}
 

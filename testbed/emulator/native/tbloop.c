@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "tbcore.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,7 @@ typedef struct { int32_t in_fd, out_fd, log_fd, ring_frame_size, ring_frame_nr, 
 typedef struct {
     int64_t late_ns, spin_ns, early_ns;
     int64_t stall_ns;   /* a gap this long in the loop is a stall (see below) */
-    int64_t *stalls;    /* room for stall_cap (start, end) pairs */
+    int64_t *stalls;    /* room for stall_cap (start, end, run-queue wait) triples */
     int64_t stall_cap;
 } tb_run_cfg;
 
@@ -342,10 +343,29 @@ static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
     else drain_socket(e, k, d, deadline);
 }
 
+static int schedstat_fd = -1;
+static int64_t run_delay_seen;
+
+/* this thread's run-queue wait so far (ns, /proc/thread-self/schedstat), -1 if unreadable */
+static int64_t run_delay(void) {
+    char buf[128];
+    ssize_t n = schedstat_fd < 0 ? -1 : pread(schedstat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *p = strchr(buf, ' ');
+    return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+/* a stall [from, to]; its third number is the run-queue wait the thread accrued since the last
+ * stall: about the stall's length when the kernel held the runnable loop back (RT throttling, a
+ * task of higher priority), about 0 when the whole vCPU did not run (the hypervisor) */
 static void stall(const tb_run_cfg *rc, tb_run_stats *out, int64_t from, int64_t to) {
+    int64_t rd = run_delay(), waited = rd < 0 ? -1 : rd - run_delay_seen;
+    if (rd >= 0) run_delay_seen = rd;
     if (out->stall_count < rc->stall_cap) {
-        rc->stalls[2 * out->stall_count] = from;
-        rc->stalls[2 * out->stall_count + 1] = to;
+        rc->stalls[3 * out->stall_count] = from;
+        rc->stalls[3 * out->stall_count + 1] = to;
+        rc->stalls[3 * out->stall_count + 2] = waited;
     }
     out->stall_count++;
 }
@@ -374,6 +394,8 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         else ringed = 0;
     }
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    run_delay_seen = run_delay();
     pthread_sigmask(SIG_BLOCK, &mask, &old);
     sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     ep = epoll_create1(EPOLL_CLOEXEC);
@@ -494,6 +516,8 @@ out:
         free(dirs);
     }
     free(stage); stage = NULL;
+    if (schedstat_fd >= 0) close(schedstat_fd);
+    schedstat_fd = -1;
     while (free_len) free(free_small[--free_len]);
     free(free_small); free_small = NULL; free_cap = 0;
     return ret;
