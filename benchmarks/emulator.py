@@ -27,7 +27,8 @@
    host's kernel stack run in the forwarder's context on a veth (native engine only).
 2. iperf3 UDP (``iperf3 udp`` rows): the same trains from iperf3 -u (C sender and receiver, 1472 B
    datagrams at the offered rate, iperf3's own pacing), so the receiving process is no limit;
-   ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``emu_ok`` as above.
+   ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``rx_drops`` those the
+   receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above.
 3. TCP (``tcp`` rows): iperf3 ``--bidir`` (full-rate TCP both ways at once, data and ACKs in
    each direction) over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for cubic
    and bbr, per engine; goodput per direction over the test after ``--omit`` seconds of
@@ -162,14 +163,16 @@ def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, resu
     with _testbed(overrides, engine, results_root) as tb:
         tb.popen("client", ["iperf3", "-s", "-1"], name="iperf3-server")
         time.sleep(0.5)
+        rcvbuf0 = udp_rcvbuf_errors(tb.host("client"))
         r = tb.run("server", ["iperf3", "-c", tb.ip("client"), "-u", "-b", f"{rate_bps / 1e6:g}M",
                               "-l", str(PAYLOAD), "-t", str(seconds), "-J"], timeout=seconds + 60)
+        rx_drops = udp_rcvbuf_errors(tb.host("client")) - rcvbuf0
     if r.returncode != 0:
         raise RuntimeError(f"iperf3 failed: {r.stdout[-500:]} {r.stderr[-500:]}")
     s = json.loads(r.stdout)["end"]["sum"]
     emu = tb.metadata["backend_summary"]
     row = {"offered_mbps": rate_bps / 1e6, "delay": delay, "iperf_mbps": round(s["bits_per_second"] / 1e6, 1),
-           "iperf_lost": s.get("lost_packets"), **_emu_cols(emu, seconds)}
+           "iperf_lost": s.get("lost_packets"), "rx_drops": rx_drops, **_emu_cols(emu, seconds)}
     row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
                          and emu.get("unintended_drops") == 0)
     return row
@@ -297,7 +300,7 @@ def main(argv=None) -> int:
                           f"{best.get('cpu_us_no_send', '-')} µs without send)" if best else "none"))
     if iperf_rows:
         print()
-        _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "p50_us", "p99_us",
+        _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
                                   "max_us", "late", "late_stall", "cpu_pct", "cpu_us_work", "cpu_us_no_send",
                                   "unintended", "rq_wait_ms", "load", "emu_ok"])
     if tcp_rows:
