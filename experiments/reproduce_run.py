@@ -337,7 +337,11 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                     rec["ok"] = within(value, row.chapter, row.tolerance)
                     if not rec["ok"]:
                         ev = _evidence(row, res["summary"], res["dir"]) if "summary" in res else []
-                        cause = row.cause or "unexplained"
+                        cause = (row.cause_low if value < row.chapter and row.cause_low
+                                 else row.cause) or "unexplained"
+                        if model is not None and math.isfinite(model) and model != row.chapter \
+                                and within(value, model, row.tolerance):
+                            cause += f" (the measured value is within tolerance of the model's {model:g})"
                         h = res.get("host")
                         if h:
                             ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else

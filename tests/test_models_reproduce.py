@@ -101,6 +101,30 @@ def test_measured_rows_come_from_the_experiment_runs(tmp_path):
     assert n == 2 * 10 and ci[0] < mean < ci[1]  # the fake executor logs 10 requests a run and mean == pytest.approx(1200, rel=0.1)
 
 
+def test_a_miss_names_the_cause_of_its_direction_and_a_model_it_matches(tmp_path):
+    """The fake relay arm measures 300 ms: against a chapter value above it the row's cause_low
+    is named, against one below it its cause; a miss within tolerance of the model says so."""
+    import dataclasses
+
+    class Model:
+        def __init__(self, v):
+            self.v = v
+
+        def value(self):
+            return self.v
+
+        def describe(self):
+            return "fake"
+    row = select(["C7.relay_new"])[0]
+    measured = measure_all([row], tmp_path, quick=True, executor=_Dispatch())
+    variants = [dataclasses.replace(row, chapter=400.0, cause="HIGH", cause_low="LOW", model=Model(1000.0)),
+                dataclasses.replace(row, chapter=200.0, cause="HIGH", cause_low="LOW", model=Model(290.0))]
+    low, high = result_rows(variants, measured, quick=True)
+    assert low["ok"] is False and low["note"].startswith("miss: LOW;") and "model's" not in low["note"]
+    assert high["ok"] is False and high["note"].startswith(
+        "miss: HIGH (the measured value is within tolerance of the model's 290);")
+
+
 def test_failed_experiment_is_a_note_not_a_number(tmp_path):
     def broken(spec, out_dir, **kw):
         from testbed.errors import SetupError
