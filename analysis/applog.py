@@ -49,6 +49,14 @@ def load(path: str | Path) -> list[dict]:
     return events
 
 
+def first(events: list[dict], name: str, where: str | Path) -> dict:
+    """The first event called ``name``; ValueError naming ``where`` (the log) when there is none."""
+    e = next((e for e in events if e["event"] == name), None)
+    if e is None:
+        raise ValueError(f"{where}: the log has no {name} event")
+    return e
+
+
 def clock_offset(events: list[dict]) -> int | None:
     """realtime - monotonic (ns) from a ``clock`` event, when a log has one."""
     for e in events:

@@ -52,11 +52,9 @@ def path_bytes(run_dir: Path, port: int = PORT) -> dict[str, int]:
 
 def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
     run_dir = Path(run_dir)
-    events = applog.load(run_dir / "client.jsonl")
-    start = next((e for e in events if e["event"] == "transfer_start"), None)
-    done = next((e for e in events if e["event"] == "transfer_done"), None)
-    if start is None or done is None:
-        raise ValueError(f"{run_dir}: the client log has no transfer_start/transfer_done")
+    log = run_dir / "client.jsonl"
+    events = applog.load(log)
+    start, done = (applog.first(events, name, log) for name in ("transfer_start", "transfer_done"))
     metrics = {"completion_ms": (done["t"] - start["t"]) / 1e6,
                "path_done_ms": [(e["t"] - start["t"]) / 1e6 for e in events if e["event"] == "path_done"]}
     checks: dict = {"scheme": start["scheme"]}
@@ -74,9 +72,7 @@ def duplicate_metrics(run_dir: str | Path) -> dict:
     run_dir = Path(run_dir)
     server = applog.load(run_dir / "server.jsonl")
     client = applog.load(run_dir / "client.jsonl")
-    summary = next((e for e in client if e["event"] == "summary"), None)
-    if summary is None:
-        raise ValueError(f"{run_dir}: the client log has no summary")
+    summary = applog.first(client, "summary", run_dir / "client.jsonl")
     arrivals = [e for e in server if e["event"] == "chunk_arrival"]
     seqs = {e["seq"] for e in arrivals}
     by_path: dict[str, int] = {}

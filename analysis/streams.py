@@ -147,9 +147,7 @@ def frames(run_dir: Path, port: int) -> tuple[list[dict], dict]:
     run_dir = Path(run_dir)
     client = applog.load(run_dir / "client.jsonl")
     server = applog.load(run_dir / "server.jsonl")
-    session = next((e for e in server if e["event"] == "streams_session"), None)
-    if session is None:
-        raise ValueError(f"{run_dir}: the server log has no streams_session event")
+    session = applog.first(server, "streams_session", run_dir / "server.jsonl")
     offset = applog.clock_offset(client)
     chunks = [e for e in client if e["event"] == "stream_chunk"]
     conn = next((e for e in client if e["event"] == "conn"), None)

@@ -120,16 +120,6 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
             "fidelity": (emu.get("fidelity") or {}).get("verdict")}
 
 
-def overload(emu: dict) -> bool:
-    """The emulator could not keep up: an unintended drop, a late frame no stall of the machine
-    explains, or a frame that waited more than the forwarder's LAG_WARN_US to be read."""
-    from testbed.emulator.forwarder import LAG_WARN_US
-    t = emu["totals"]
-    lag = (emu.get("read_lag_us") or {}).get("max") or 0
-    return bool(emu.get("unintended_drops") or t["late"] > t.get("late_after_stall", 0)
-                or lag > LAG_WARN_US)
-
-
 def _engine_warnings(emu: dict) -> list[str]:
     """The forwarder's own overload warnings (the backend rewords ``warnings`` by verdict)."""
     return emu.get("engine_warnings", emu.get("warnings", []))
@@ -196,7 +186,7 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
            "retrans_up": end["sum_sent"].get("retransmits"),
            "retrans_down": end["sum_sent_bidir_reverse"].get("retransmits"),
            **_emu_cols(emu, seconds + omit), "warning_text": _engine_warnings(emu)}
-    row["overload"] = overload(emu)
+    row["overload"] = emu["overload"]
     row["ok"] = bool(min(up, down) >= 0.9 * TCP_LIMIT_BPS and not row["overload"])
     return row
 

@@ -19,6 +19,8 @@ import os
 import sys
 from typing import Any, Iterable
 
+from .hosts import run_in
+
 CLONE_NEWNS = 0x00020000
 MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 0x40000, 2
 
@@ -36,7 +38,6 @@ def rps_mask(cpus: Iterable[int]) -> str:
 
 def set_rps(node: Any, ifnames: list[str], cpus: Iterable[int]) -> str:
     """Steer the receive processing of ``node``'s ``ifnames`` to ``cpus``; returns the mask."""
-    from .hosts import run_in
     mask = rps_mask(cpus)
     run_in(node, [sys.executable, "-m", "testbed.steering", mask, *ifnames])
     return mask

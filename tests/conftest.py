@@ -19,6 +19,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def isolated_state(tmp_path, monkeypatch):
+    """Runs keep their state files in the test's own directory, and every run is torn down."""
+    from testbed import lifecycle
+    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
+    yield
+    assert not list((tmp_path / "state").glob("*.json"))
+
+
+@pytest.fixture
 def results_root(tmp_path):
     return tmp_path / "results"
 

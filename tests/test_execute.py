@@ -6,7 +6,6 @@ import subprocess
 import pytest
 
 from conftest import REPO, TESTBED
-from testbed import lifecycle
 from testbed.errors import RunError, UsageError
 from testbed.execute import execute
 from testbed.runresult import MANIFEST_SCHEMA, load_run
@@ -17,12 +16,7 @@ LOOP = RunSpec(topology="loopback", capture=CaptureSpec("none"),
 # a scaled-down C7 path: 10 ms one way, no loss, so a run takes a few seconds
 SMALL = {"delay": "10ms", "loss_down": "0%", "rate_up": "50mbit", "rate_down": "50mbit"}
 
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
-    yield
-    assert not list((tmp_path / "state").glob("*.json"))        # every run was torn down
+pytestmark = pytest.mark.usefixtures("isolated_state")
 
 
 def analyze_json(run_dir):

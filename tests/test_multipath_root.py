@@ -7,19 +7,11 @@ import pytest
 
 from analysis.multipath import subflow_in_flight
 
-from testbed import lifecycle
 from testbed.execute import execute
 from testbed.runspec import CaptureSpec, RunSpec
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("isolated_state")]
 B1, B2, EGRESS = 20e6, 10e6, 24e6
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
-    yield
-    assert not list((tmp_path / "state").glob("*.json"))
 
 
 def _run(tmp_path, name, params, topo=None, links=None):

@@ -8,20 +8,12 @@ client; 1 MB image, 40 audio chunks of 20 ms, priority schedule (so audio is int
 the image and can arrive inside an image gap)."""
 import pytest
 
-from testbed import lifecycle
 from testbed.execute import execute
 from testbed.runspec import CaptureSpec, RunSpec
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("isolated_state")]
 TOPO = {"rate_up": "20mbit", "rate_down": "20mbit", "delay": "40ms", "loss_up": "0%", "loss_down": "3%"}
 PARAMS = {"image": "1MB", "chunks": 40, "schedule": "priority"}
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
-    yield
-    assert not list((tmp_path / "state").glob("*.json"))
 
 
 def _run(tmp_path, transport, seed=7):

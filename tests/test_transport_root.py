@@ -6,21 +6,13 @@ import statistics
 import pytest
 
 from apps_helpers import events
-from testbed import lifecycle
 from testbed.execute import execute
 from testbed.runspec import CaptureSpec, RunSpec
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("isolated_state")]
 LOSSY_UP = {"loss_up": "14%", "loss_down": "0%"}
 SEEDS = (11, 12, 13)
 REQUESTS = 3
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
-    yield
-    assert not list((tmp_path / "state").glob("*.json"))
 
 
 def test_fec_completes_without_a_recovery_round_arq_does_not(tmp_path):

@@ -5,18 +5,10 @@ exchange time for the run's ACK size — within 10%.  1 MB upload (short for CI)
 import pytest
 
 from analysis.airtime import run_airtime
-from testbed import lifecycle
 from testbed.execute import execute
 from testbed.runspec import CaptureSpec, RunSpec
 
-pytestmark = pytest.mark.root
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
-    yield
-    assert not list((tmp_path / "state").glob("*.json"))
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("isolated_state")]
 
 
 def test_halving_the_acks_frees_the_airtime_the_model_says(tmp_path):

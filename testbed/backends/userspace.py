@@ -297,6 +297,7 @@ class UserspaceBackend:
         summary["host_interface_drops"] = host_drops
         if summary.get("unintended_drops") is not None and "error" not in host_drops:
             summary["unintended_drops"] += sum(host_drops.values())
+            summary["overload"] = bool(summary.get("overload") or summary["unintended_drops"])
         return summary
 
     def summary(self) -> dict[str, Any]:

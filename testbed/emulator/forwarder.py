@@ -57,6 +57,7 @@ PACKET_IGNORE_OUTGOING = 23
 PACKET_RX_RING, PACKET_VERSION, TPACKET_V2 = 5, 10, 1
 RING_HEADROOM = 80  # a TPACKET_V2 slot's header + sockaddr_ll before the frame, aligned
 RING_BLOCK = 1 << 20
+RING_MIN_FRAME = 1518  # ring slots hold at least a full Ethernet frame with a VLAN tag
 PR_SET_TIMERSLACK = 29
 SO_SNDBUFFORCE, SO_RCVBUFFORCE, SO_TIMESTAMPNS = 32, 33, 35
 _TIMESPEC = struct.Struct("@qq")
@@ -143,21 +144,16 @@ def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int,
     """AF_PACKET raw socket bound to ``ifname``: receives every frame if ``receive`` else none.
 
     ring: (slot bytes, slots) of a memory-mapped receive ring (PACKET_RX_RING, TPACKET_V2, for the
-    native loop), set up before the socket is bound, so no frame is queued outside it."""
+    native loop), set up before the socket is bound and starts receiving, so every frame goes
+    into it."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                         socket.htons(ETH_P_ALL) if receive and ring is None else 0)
     if ring is not None:
         size, count = ring
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-        sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
         block = max(size, RING_BLOCK)
+        sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
         sock.setsockopt(SOL_PACKET, PACKET_RX_RING,
                         struct.pack("IIII", block, size * count // block, size, count))
-        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-        sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sndbuf)
-        sock.bind((ifname, ETH_P_ALL))
-        sock.setblocking(False)
-        sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)  # reading resets the counters
-        return sock
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL) if receive else 0)
     sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
@@ -365,7 +361,7 @@ class Forwarder:
         else:
             models, self.media = make_models(cfg)
         readers = {d.in_ifname: d.spec.frame_bytes for d in cfg.directions}
-        self.rings = ({ifname: ring_geometry(max(f, 1518), cfg.rcvbuf) for ifname, f in readers.items()}
+        self.rings = ({ifname: ring_geometry(max(f, RING_MIN_FRAME), cfg.rcvbuf) for ifname, f in readers.items()}
                       if cfg.engine == "native" else {})
         self.socks = {ifname: open_socket(ifname, ifname in readers, cfg.rcvbuf, cfg.sndbuf,
                                           self.rings.get(ifname))
@@ -534,6 +530,8 @@ class Forwarder:
 
         unintended_drops: frames lost by the emulator itself, not by the model: socket
         receive-buffer drops + send errors + drop counters of its interfaces.
+        overload: the emulator could not keep up — an unintended drop, a late frame no stall of
+        the machine explains, or a read lag above ``LAG_WARN_US`` (each also a warning).
         accounted: every frame read has exactly one logged fate, the model saw as many frames
         as were logged, and the kernel queued at least as many as were read (``unread_at_exit``
         = queued − read, still in the socket when the emulator stopped).
@@ -543,9 +541,10 @@ class Forwarder:
         directions, errors, lags, checks = {}, [], [], []
         totals = collections.Counter()
         listed = np.array(self.stalls, dtype=np.int64).reshape(-1, 3)
-        # the machine's stalls: the loop was not held back by its own kernel (RT throttling, which
-        # its own load causes, or a task of higher priority) for most of the stall
-        stall_array = listed[listed[:, 2] < (listed[:, 1] - listed[:, 0]) // 2, :2]
+        # held back by its own kernel for most of the stall (RT throttling, which the loop's own
+        # load causes, or a task of higher priority); the others are the machine's
+        held = listed[:, 2] >= (listed[:, 1] - listed[:, 0]) // 2
+        stall_array = listed[~held, :2]
         records = []
         for i, d in enumerate(self.dirs):
             _, rec = linklog.read_log(d.log.path)
@@ -586,8 +585,10 @@ class Forwarder:
         if unintended:
             warnings.append(f"{unintended} frames lost by the emulator itself (socket buffer, send "
                             "errors or interface drops): results of this run are not trustworthy")
-        stalls = self._stalls(listed, np.concatenate([r["t_arrival"] for r in records]))
-        if totals["late"] > totals["late_after_stall"]:
+        stalls = self._stalls(listed[:, :2], held, np.concatenate([r["t_arrival"] for r in records]))
+        late_overload = totals["late"] > totals["late_after_stall"]
+        lag_overload = read_lag["max"] is not None and read_lag["max"] > LAG_WARN_US
+        if late_overload:
             warnings.append(f"{totals['late'] - totals['late_after_stall']} frames left more than "
                             f"{cfg.late_ns / 1e6:g} ms after their scheduled time: the emulator could "
                             "not keep up")
@@ -596,7 +597,7 @@ class Forwarder:
                             f"late after the machine stopped the emulator ({stalls['count']} stalls of "
                             f"{STALL_NS / 1e3:g} µs or more, longest {stalls['max_ms']} ms): its CPU "
                             "was taken away, the engine was not too slow for the traffic")
-        if read_lag["max"] is not None and read_lag["max"] > LAG_WARN_US:
+        if lag_overload:
             warnings.append(f"frames waited up to {read_lag['max'] / 1e3:.1f} ms in the socket before "
                             "being read: the emulator was overloaded (their schedule still counts "
                             "from the kernel arrival time)")
@@ -614,13 +615,13 @@ class Forwarder:
             "sched_error_us": linklog.percentiles_us(all_err),
             "read_lag_us": read_lag, "stalls": stalls, "warnings": warnings,
             "unintended_drops": int(unintended),
+            "overload": bool(unintended or late_overload or lag_overload),
             "accounted": fates == totals["frames_in"] and all(checks),
             "directions": directions, "interfaces": ifdrops,
             "media": self._media_stats(),
         }
 
-
-    def _stalls(self, listed, arrivals) -> dict[str, Any]:
+    def _stalls(self, stalls, held, arrivals) -> dict[str, Any]:
         """Stalls the native loop found (None for the Python loop): ``count``, their
         ``total_ms`` and ``max_ms`` (of the first ``STALL_CAP`` listed), ``threshold_us``;
         ``held_back`` = those during which the loop's own kernel kept it waiting for most of the
@@ -633,13 +634,12 @@ class Forwarder:
                     "quiet": None, "threshold_us": STALL_NS / 1e3}
         import numpy as np
         arrivals = np.sort(arrivals)
-        stalls = listed[:, :2]
         span = stalls[:, 1] - stalls[:, 0]
         inside = (np.searchsorted(arrivals, stalls[:, 1], side="left")
                   - np.searchsorted(arrivals, stalls[:, 0], side="right"))
         return {"count": self.stall_count, "total_ms": round(float(span.sum()) / 1e6, 3),
                 "max_ms": round(float(span.max(initial=0)) / 1e6, 3),
-                "held_back": int((listed[:, 2] >= span // 2).sum()),
+                "held_back": int(held.sum()),
                 "quiet": int(((span >= 1_000_000) & (inside == 0)).sum()),
                 "threshold_us": STALL_NS / 1e3}
 
