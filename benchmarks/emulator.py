@@ -1,12 +1,18 @@
 """Userspace emulator benchmark: plain veth, the Python engine and the native engine side by side.
 
     sudo .venv/bin/python benchmarks/emulator.py [--rates 100,200,333,500,1000] [--seconds 2]
-        [--engines python,native] [--tcp-seconds 20] [--skip-udp] [--skip-iperf-udp] [--skip-tcp]
+        [--engines python,native] [--tcp-seconds 20] [--skip-cpu] [--skip-udp] [--skip-iperf-udp]
+        [--skip-tcp]
 
 0. Model (``model`` rows, no root, no I/O): the long-haul direction's model (333 Mbit/s, 100 ms,
    14% Bernoulli loss, default buffer) fed the same 1,000,000-frame trace (bursts of 1514 B
    frames at 400 Mbit/s on average) in virtual time: ns of CPU per frame of the Python
    ``DirectionModel`` and of the C core, verdicts checked equal.
+0b. The forwarder's CPU (``busy loop`` rows, ``--skip-cpu``): a loop that never sleeps, pinned
+   where the forwarder runs, as SCHED_FIFO (how the forwarder runs) and at nice −20; gaps ≥ 100 µs
+   are time it did not get.  With RT throttling (``rt_cap_percent`` < 100) the SCHED_FIFO loop
+   loses the rest of each period once it has been busy that long (50 ms per second measured on
+   a 2-core VM), which is why the native loop sleeps part of every second.
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
    testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
@@ -168,6 +174,44 @@ def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, resu
     return row
 
 
+def run_cpu_probe(policy: str, seconds: float, gap_ns: int = 100_000) -> dict:
+    """What a loop that never sleeps gets on the forwarder's CPU (the last one), in a child pinned
+    there: ``policy`` ``fifo`` (SCHED_FIFO at the native loop's priority, as the forwarder runs)
+    or ``nice-20`` (SCHED_OTHER at nice −20).  Gaps of at least ``gap_ns`` between two reads of
+    the clock are time the loop did not run: RT throttling, kernel threads, the hypervisor."""
+    from testbed.emulator.forwarder import NATIVE_PRIORITY, kernel_scheduling
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: spin, report, exit without cleanup handlers
+        try:
+            os.close(r)
+            os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+            if policy == "fifo":
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(NATIVE_PRIORITY))
+            else:
+                os.setpriority(os.PRIO_PROCESS, 0, -20)
+            import time
+            gaps, mono = [], time.monotonic_ns
+            last = start = mono()
+            end = start + int(seconds * 1e9)
+            while last < end:
+                now = mono()
+                if now - last >= gap_ns:
+                    gaps.append(now - last)
+                last = now
+            os.write(w, json.dumps(gaps).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        gaps = json.loads(f.read() or "[]")
+    os.waitpid(pid, 0)
+    sched = kernel_scheduling()
+    return {"path": f"busy loop {policy}", "seconds": seconds, "gaps": len(gaps),
+            "gaps_ms": round(sum(gaps) / 1e6, 3), "max_gap_ms": round(max(gaps, default=0) / 1e6, 3),
+            "preemption": sched["preemption"], "rt_cap_percent": sched["rt_cap_percent"]}
+
+
 def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str) -> dict:
     """iperf3 --bidir client ⇄ server over the long-haul path with 0% loss."""
     import time
@@ -234,6 +278,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip-udp", action="store_true")
     p.add_argument("--skip-tcp", action="store_true")
     p.add_argument("--skip-iperf-udp", action="store_true")
+    p.add_argument("--skip-cpu", action="store_true")
+    p.add_argument("--cpu-seconds", type=float, default=3.0,
+                   help="length of each busy loop on the forwarder's CPU")
     p.add_argument("--results", default="results/bench")
     a = p.parse_args(argv)
     rates = [float(x) * 1e6 for x in a.rates.split(",")]
@@ -241,6 +288,9 @@ def main(argv=None) -> int:
     load0 = open("/proc/loadavg").read().strip()
     rows, tcp_rows, iperf_rows = [], [], []
     print(json.dumps(run_model()), flush=True)
+    cpu_rows = [] if a.skip_cpu else [run_cpu_probe(policy, a.cpu_seconds) for policy in ("fifo", "nice-20")]
+    for row in cpu_rows:
+        print(json.dumps(row), flush=True)
     if not a.skip_udp:
         cases = [("plain veth", None, PLAIN)]
         for engine in engines:
@@ -271,6 +321,13 @@ def main(argv=None) -> int:
                 tcp_rows.append(row)
                 print(json.dumps(row), flush=True)
     print()
+    if cpu_rows:
+        _print_table(cpu_rows, ["path", "seconds", "gaps", "gaps_ms", "max_gap_ms", "preemption",
+                                "rt_cap_percent"])
+        print(f"busy loop: gaps ≥ 100 µs in a loop that never sleeps on the forwarder's CPU (RT "
+              "throttling stops a SCHED_FIFO loop busy beyond rt_cap_percent; the native loop "
+              "therefore sleeps part of each second)")
+        print()
     if rows:
         _print_table(rows, ["path", "offered_mbps", "sent_mbps", "fps", "rx_drops", "p50_us", "p99_us",
                             "max_us", "cpu_pct", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "unintended",

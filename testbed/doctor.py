@@ -71,6 +71,7 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
                                   "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
     from .uml import doctor_report
     report["netem_uml"] = doctor_report(refresh)
+    from .emulator.forwarder import kernel_scheduling
     from .emulator.native import available as native_available
     native_ok, native_where = native_available()
     report["emulator_engines"] = ["native", "python"] if native_ok else ["python"]
@@ -79,7 +80,8 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
     report["emulator_cpu"] = {  # see backends.userspace (CPUs) and emulator.config (cpu_latency)
         "cpus": cpus, "forwarder_cpu": cpus[-1] if len(cpus) > 1 else None,
         "cpu_latency_request": os.access("/dev/cpu_dma_latency", os.W_OK),
-        "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver")}
+        "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver"),
+        **kernel_scheduling()}
     report["problems"] = problems
     report["ok"] = not problems
     return report
@@ -90,6 +92,21 @@ def _cpu_line(e: dict[str, Any]) -> str:
         return "no (one CPU: the forwarder shares it with the hosts)"
     others = ",".join(map(str, e["cpus"][:-1]))
     return f"CPU {e['forwarder_cpu']} (hosts and their receive processing on {others})"
+
+
+def _preemption_line(e: dict[str, Any]) -> str:
+    mode = e["preemption"]
+    if mode in ("none", "voluntary"):
+        return (f"{mode} ({e['preemption_source']}): a kernel thread on the emulator's CPU can "
+                "delay its departures until it yields")
+    return f"{mode} ({e['preemption_source']})" if mode else "unknown"
+
+
+def _rt_line(e: dict[str, Any]) -> str:
+    cap = e["rt_cap_percent"]
+    if cap is None:
+        return "none"
+    return f"{cap:g}% of a CPU (a real-time loop busy beyond it is stopped until the period ends)"
 
 
 def run(args) -> int:
@@ -107,7 +124,9 @@ def run(args) -> int:
             ("backend for --backend auto", report["backend"]),
             ("userspace emulator engines", " ".join(report["emulator_engines"])),
             ("emulator's own CPU", _cpu_line(report["emulator_cpu"])),
-            ("0 µs CPU latency request", report["emulator_cpu"]["cpu_latency_request"])]
+            ("0 µs CPU latency request", report["emulator_cpu"]["cpu_latency_request"]),
+            ("kernel preemption", _preemption_line(report["emulator_cpu"])),
+            ("RT throttling cap", _rt_line(report["emulator_cpu"]))]
     for label, value in rows:
         print(f"{label:<28} {mark(value)}")
     for line in report["netem_uml"]["lines"]:

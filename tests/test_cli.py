@@ -31,6 +31,9 @@ def test_doctor_json_keys():
     emu = report["emulator_cpu"]
     assert emu["cpus"] and emu["forwarder_cpu"] == (emu["cpus"][-1] if len(emu["cpus"]) > 1 else None)
     assert isinstance(emu["cpu_latency_request"], bool)
+    assert emu["preemption"] in (None, "none", "voluntary", "full", "lazy", "rt")
+    assert emu["rt_cap_percent"] is None or 0 < emu["rt_cap_percent"] <= 100
+    assert "kernel preemption" in run_testbed("doctor").stdout
 
 
 def test_topo_list_names_longhaul():

@@ -60,6 +60,19 @@ def _frames():
     }
 
 
+@pytest.mark.parametrize("debugfs,cmdline,config,expected", [
+    ("none (voluntary) full lazy", "preempt=full", "CONFIG_PREEMPT_NONE=y", ("voluntary", "debugfs")),
+    (None, "quiet preempt=full", "CONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPT_DYNAMIC=y", ("full", "cmdline")),
+    (None, "quiet", "CONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPT_DYNAMIC=y", ("none", "config")),
+    (None, "", "# CONFIG_PREEMPT_NONE is not set\nCONFIG_PREEMPT=y", ("full", "config")),
+    (None, "", "CONFIG_PREEMPT_RT=y\nCONFIG_PREEMPT_LAZY=y", ("rt", "config")),
+    (None, "preempt=bogus", None, (None, "unknown")),
+])
+def test_preemption_mode_sources_in_order(debugfs, cmdline, config, expected):
+    from testbed.emulator.forwarder import preemption_mode
+    assert preemption_mode(debugfs, cmdline, config) == expected
+
+
 def test_parse_key_fields():
     f = _frames()
     assert linklog.parse_key(f["tcp"]) == (0x0A000002, 0x0A000001, 123456789, 0x0800, 4242, 5201, 40000, 6)

@@ -17,6 +17,7 @@ from testbed.emulator import linklog
 from testbed.emulator.config import DirectionConfig, ForwarderConfig
 from testbed.emulator.airtime import AirMedium, AirtimeSpec
 from testbed.emulator.direction import DirectionModel
+from testbed.emulator.forwarder import PREEMPTION_MODES
 from testbed.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 
 native = pytest.importorskip("testbed.emulator.native")
@@ -222,6 +223,7 @@ def test_both_engines_write_the_same_summary_fields(results_root, monkeypatch):
         down = s["directions"]["server-client"]
         assert down["frames_in"] >= 30 and down["model"]["frames_in"] == down["frames_in"]
         assert s["host"]["cpus"] >= 1 and len(s["host"]["loadavg_end"]) == 3
+        assert s["host"]["preemption"] in (None, *PREEMPTION_MODES) and "rt_cap_percent" in s["host"]
 
 
 @pytest.mark.root

@@ -317,6 +317,54 @@ def hold_cpu_latency() -> tuple[int | None, str]:
     return fd, "held at 0 us"
 
 
+PREEMPTION_MODES = ("none", "voluntary", "full", "lazy", "rt")
+
+
+def preemption_mode(debugfs: str | None, cmdline: str, config: str | None) -> tuple[str | None, str]:
+    """(the kernel's preemption model, where it was read): the mode in parentheses in
+    /sys/kernel/debug/sched/preempt, else ``preempt=`` on the kernel command line (a
+    PREEMPT_DYNAMIC kernel), else the kernel config's choice; (None, "unknown")."""
+    if debugfs:
+        for word in debugfs.split():
+            if word.startswith("(") and word.endswith(")") and word[1:-1] in PREEMPTION_MODES:
+                return word[1:-1], "debugfs"
+    for arg in cmdline.split():
+        if arg.startswith("preempt=") and arg[8:] in PREEMPTION_MODES:
+            return arg[8:], "cmdline"
+    options = {"CONFIG_PREEMPT_RT=y": "rt", "CONFIG_PREEMPT_LAZY=y": "lazy", "CONFIG_PREEMPT=y": "full",
+               "CONFIG_PREEMPT_VOLUNTARY=y": "voluntary", "CONFIG_PREEMPT_NONE=y": "none"}
+    lines = set((config or "").splitlines())
+    for option, mode in options.items():
+        if option in lines:
+            return mode, "config"
+    return None, "unknown"
+
+
+def kernel_scheduling() -> dict[str, Any]:
+    """What bounds a busy real-time loop on this kernel: ``preemption`` (with ``none`` or
+    ``voluntary`` a kernel thread that runs on the forwarder's CPU while the loop sleeps keeps it
+    until it yields: measured on a 2-core VM, DAMON's kdamond held it 100–270 µs at a time) and
+    ``rt_cap_percent`` = sched_rt_runtime_us / sched_rt_period_us (RT throttling: a SCHED_FIFO
+    loop busy beyond it is stopped for the rest of the period, measured 50 ms each second on that
+    VM; None = no cap)."""
+    import gzip
+
+    def read(path: str) -> str | None:
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                return f.read()
+        except OSError:
+            return None
+    config = read("/proc/config.gz") or read(f"/boot/config-{os.uname().release}")
+    mode, source = preemption_mode(read("/sys/kernel/debug/sched/preempt"),
+                                   read("/proc/cmdline") or "", config)
+    runtime, period = read("/proc/sys/kernel/sched_rt_runtime_us"), read("/proc/sys/kernel/sched_rt_period_us")
+    cap = (None if runtime is None or period is None or int(runtime) < 0
+           else round(100 * int(runtime) / int(period), 1))
+    return {"preemption": mode, "preemption_source": source, "rt_cap_percent": cap}
+
+
 def host_cpu() -> tuple[list[int], list[float], int]:
     """(the ``cpu`` line of /proc/stat as integers, the 1/5/15-minute load averages, this
     thread's run-queue wait in ns from /proc/thread-self/schedstat)."""
@@ -332,7 +380,8 @@ def host_summary(before: tuple[list[int], list[float], int],
     a vCPU wanted to run, ``busy_percent`` = non-idle time (user, nice, system, irq, softirq,
     steal), both in % of all ``cpus``' time; load averages at the start and the end;
     ``forwarder_runqueue_wait_s`` = time the forwarder's loop was runnable but not running
-    (other real-time tasks, RT throttling, interrupts; /proc/thread-self/schedstat)."""
+    (other real-time tasks, RT throttling, interrupts; /proc/thread-self/schedstat); and the
+    kernel's ``preemption`` model and RT cap (``kernel_scheduling``)."""
     (c0, load0, wait0), (c1, load1, wait1) = before, after
     delta = [b - a for a, b in zip(c0, c1)]
     total = sum(delta[:8]) or 1  # user nice system idle iowait irq softirq steal (guest is in user)
@@ -341,7 +390,7 @@ def host_summary(before: tuple[list[int], list[float], int],
     return {"cpus": os.cpu_count(), "steal_percent": round(100 * steal / total, 2),
             "busy_percent": round(100 * (total - idle) / total, 2),
             "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in load1],
-            "forwarder_runqueue_wait_s": round((wait1 - wait0) / 1e9, 6)}
+            "forwarder_runqueue_wait_s": round((wait1 - wait0) / 1e9, 6), **kernel_scheduling()}
 
 
 class Forwarder:

@@ -231,11 +231,6 @@ static int64_t send_due(io_dir *d, int64_t now) {
     return d->heap_len ? d->heap[0].t : INT64_MAX;
 }
 
-static uint8_t *stage;  /* READ_BATCH x MAX_FRAME */
-static struct mmsghdr msgs[READ_BATCH];
-static struct iovec iovs[READ_BATCH];
-static char ctrl[READ_BATCH][64];
-
 /* the model's verdict for one frame of `len` bytes read at `now` (arrival t_arr, clamped), of
  * which `caplen` are in `f`; queue it or log its fate.  A truncated frame (caplen < len: longer
  * than a ring slot) takes its place in the model but is not forwarded short: a send error. */
