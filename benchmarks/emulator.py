@@ -180,6 +180,7 @@ def run_cpu_probe(policy: str, seconds: float, gap_ns: int = 100_000) -> dict:
     or ``nice-20`` (SCHED_OTHER at nice −20).  Gaps of at least ``gap_ns`` between two reads of
     the clock are time the loop did not run: RT throttling, kernel threads, the hypervisor."""
     from testbed.emulator.forwarder import NATIVE_PRIORITY, kernel_scheduling
+    sched = kernel_scheduling()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: spin, report, exit without cleanup handlers
@@ -206,7 +207,6 @@ def run_cpu_probe(policy: str, seconds: float, gap_ns: int = 100_000) -> dict:
     with os.fdopen(r) as f:
         gaps = json.loads(f.read() or "[]")
     os.waitpid(pid, 0)
-    sched = kernel_scheduling()
     return {"path": f"busy loop {policy}", "seconds": seconds, "gaps": len(gaps),
             "gaps_ms": round(sum(gaps) / 1e6, 3), "max_gap_ms": round(max(gaps, default=0) / 1e6, 3),
             "preemption": sched["preemption"], "rt_cap_percent": sched["rt_cap_percent"]}

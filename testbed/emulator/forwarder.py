@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
+import functools
 import gc
 import heapq
 import json
@@ -340,26 +341,35 @@ def preemption_mode(debugfs: str | None, cmdline: str, config: str | None) -> tu
     return None, "unknown"
 
 
+def _read_text(path: str) -> str | None:
+    """A file's text (gunzipped for ``*.gz``), None when it cannot be read."""
+    import gzip
+    try:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _booted_preemption() -> tuple[str | None, str]:
+    """``preemption_mode`` of the running kernel: fixed from boot, so read (and the kernel config
+    decompressed) once per process."""
+    config = _read_text("/proc/config.gz") or _read_text(f"/boot/config-{os.uname().release}")
+    return preemption_mode(_read_text("/sys/kernel/debug/sched/preempt"),
+                           _read_text("/proc/cmdline") or "", config)
+
+
 def kernel_scheduling() -> dict[str, Any]:
     """What bounds a busy real-time loop on this kernel: ``preemption`` (with ``none`` or
     ``voluntary`` a kernel thread that runs on the forwarder's CPU while the loop sleeps keeps it
     until it yields: measured on a 2-core VM, DAMON's kdamond held it 100–270 µs at a time) and
     ``rt_cap_percent`` = sched_rt_runtime_us / sched_rt_period_us (RT throttling: a SCHED_FIFO
     loop busy beyond it is stopped for the rest of the period, measured 50 ms each second on that
-    VM; None = no cap)."""
-    import gzip
-
-    def read(path: str) -> str | None:
-        try:
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rt") as f:
-                return f.read()
-        except OSError:
-            return None
-    config = read("/proc/config.gz") or read(f"/boot/config-{os.uname().release}")
-    mode, source = preemption_mode(read("/sys/kernel/debug/sched/preempt"),
-                                   read("/proc/cmdline") or "", config)
-    runtime, period = read("/proc/sys/kernel/sched_rt_runtime_us"), read("/proc/sys/kernel/sched_rt_period_us")
+    VM; None = no cap; read each time, since a sysctl can change it)."""
+    mode, source = _booted_preemption()
+    runtime = _read_text("/proc/sys/kernel/sched_rt_runtime_us")
+    period = _read_text("/proc/sys/kernel/sched_rt_period_us")
     cap = (None if runtime is None or period is None or int(runtime) < 0
            else round(100 * int(runtime) / int(period), 1))
     return {"preemption": mode, "preemption_source": source, "rt_cap_percent": cap}
