@@ -249,6 +249,83 @@ def test_frame_longer_than_a_ring_slot_is_counted_not_forwarded_short(results_ro
     assert s["unintended_drops"] >= 1 and s["accounted"]
 
 
+def test_busy_policy_demotes_only_a_real_time_loop_with_a_cpu_of_its_own():
+    from testbed.emulator.forwarder import BUSY_SHARE_PCT, RT_MARGIN_PCT, busy_policy
+    assert busy_policy(None, True, 95.0) == (BUSY_SHARE_PCT, False)  # shares a CPU: sleeps
+    assert busy_policy(1, True, 95.0) == (95 - RT_MARGIN_PCT, True)
+    assert busy_policy(1, True, None) == (100, False)  # no RT throttling to stay under
+    assert busy_policy(1, False, 95.0) == (100, False)  # not real-time: never throttled
+
+
+def test_stall_kinds_tell_held_back_from_preempted_while_demoted():
+    from testbed.emulator.forwarder import stall_kinds
+    listed = np.array([[0, 1000, 900, 0],    # waited in the run queue, real-time: held back
+                       [0, 1000, 900, 1],    # waited, demoted: another task ran
+                       [0, 1000, 10, 0],     # no wait: the vCPU did not run
+                       [0, 1000, 10, 1],
+                       [0, 1000, -1, 0]])    # schedstat unreadable
+    held, demoted = stall_kinds(listed)
+    assert list(held) == [True, False, False, False, False]
+    assert list(demoted) == [False, True, False, False, False]
+
+
+def test_native_loop_logs_many_chunks_complete_and_in_order(tmp_path):
+    """40,000 frames (five log chunks and more) through tb_run: the writer thread writes every
+    record once, in the loop's order, before tb_run returns."""
+    import ctypes
+    import signal
+    import socket
+    import threading
+    from scapy.all import IP, UDP, Ether, raw
+    n = 40_000
+    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_in.setblocking(False)
+    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
+    eng = native.Engine([(LinkSpec.parse(), 3, None)])
+    io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
+    io_stats, run_stats = (native.IoStats * 1)(), native.RunStats()
+    main = threading.get_ident()
+    got = []
+
+    def feeder():
+        for i in range(n):
+            feed.send(raw(Ether() / IP(id=i % 65536) / UDP(sport=1, dport=2)))
+
+    def drain():
+        sink.settimeout(2)
+        try:
+            while len(got) < n:
+                got.append(sink.recv(2048))
+        except socket.timeout:
+            pass
+        signal.pthread_kill(main, signal.SIGTERM)
+
+    old = signal.signal(signal.SIGTERM, lambda *a: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    threads = [threading.Thread(target=f) for f in (feeder, drain)]
+    try:
+        for t in threads:
+            t.start()
+        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, 0), io_stats,
+                                   ctypes.byref(run_stats))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.signal(signal.SIGTERM, old)
+        for t in threads:
+            t.join()
+    log.close()
+    assert ret == 0 and run_stats.log_waits == 0
+    _, rec = linklog.read_log(log.path)
+    assert len(rec) == n and io_stats[0].records == n
+    sent = rec[rec["verdict"] == linklog.DELIVERED]
+    assert len(sent) + io_stats[0].send_errors == n
+    assert (np.diff(sent["t_sent"]) >= 0).all()  # one record per send, in the order sent
+    assert list(sent["ip_id"]) == [int.from_bytes(f[18:20], "big") for f in got][:len(sent)]
+    for s in (feed, b_in, a_out, sink):
+        s.close()
+
+
 def test_after_stall_attributes_lateness_during_and_just_after_a_stall():
     from testbed.emulator.forwarder import after_stall
     stalls = np.array([[1000, 3000], [10_000, 10_500]])
@@ -287,6 +364,39 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
     assert s["totals"]["late"] > 0 and s["totals"]["late_after_stall"] == s["totals"]["late"]
     assert not any("could not keep up" in w for w in s["engine_warnings"])
     assert any("stopped the emulator" in w for w in s["engine_warnings"])
+
+
+@pytest.mark.root
+def test_busy_native_loop_demotes_itself_instead_of_being_throttled(results_root, monkeypatch):
+    """1 Gbit/s of 1514 B frames keeps the native loop polling all the time: with a CPU of its
+    own and RT throttling on this kernel, it must demote itself to SCHED_OTHER before the kernel
+    throttles it (a throttled loop is held back for the rest of the period: ~50 ms a second),
+    and log every frame in order through its writer thread."""
+    from testbed.emulator.config import ENGINE_ENV
+    from testbed.emulator.forwarder import RT_MARGIN_PCT, kernel_scheduling
+    from testbed.network import Testbed
+    cap = kernel_scheduling()["rt_cap_percent"]
+    if cap is None or (os.cpu_count() or 1) < 2:
+        pytest.skip(f"needs RT throttling (cap {cap}) and 2 CPUs or more ({os.cpu_count()})")
+    monkeypatch.setenv(ENGINE_ENV, "native")
+    with Testbed("longhaul", backend="userspace", results_root=results_root,
+                 overrides={"rate_down": "1000mbit", "delay": "1ms", "loss_down": "0%",
+                            "queue": "50000"}) as tb:
+        tb.popen("client", ["iperf3", "-s", "-1"], name="iperf3-server")
+        import time
+        time.sleep(0.5)
+        r = tb.run("server", ["iperf3", "-c", tb.ip("client"), "-u", "-b", "1000M", "-l", "1472",
+                              "-t", "3"], timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    s = tb.metadata["backend_summary"]
+    assert (s["busy_share_pct"], s["demote"]) == (int(cap) - RT_MARGIN_PCT, True)
+    assert s["rt_demotions"] >= 1 and s["demoted_s"] > 0 and s["log_waits"] == 0
+    assert s["stalls"]["held_back_max_ms"] < 20, s["stalls"]  # no RT throttling
+    down = s["directions"]["server-client"]
+    assert s["accounted"] and down["frames_in"] > 100_000
+    _, rec = linklog.read_log(down["log"])
+    sent = rec[rec["verdict"] == linklog.DELIVERED]
+    assert (np.diff(sent["t_sent"]) >= 0).all() and (np.diff(sent["t_sched"]) >= 0).all()
 
 
 def test_engine_selection(monkeypatch):

@@ -85,7 +85,8 @@ class ForwarderConfig:
     rcvbuf, sndbuf: socket buffer bytes per interface (SO_RCVBUFFORCE/SO_SNDBUFFORCE).
     realtime: run the loop with SCHED_FIFO priority 10 (native: 11), ahead of the TCP endpoints (on 2 cores
         it halved the p99 scheduling error at 333 Mbit/s).  The loop sleeps whenever no departure
-        is due, and the kernel's RT throttling still caps it at 95% of a core.
+        is due; the native loop with a CPU of its own stays under the kernel's RT cap by demoting
+        itself to SCHED_OTHER while over it (``forwarder.busy_policy``), the others by sleeping.
     engine: ``"python"`` (the loop in forwarder.py) or ``"native"`` (the C loop and model in
         ``emulator/native``; same model, log and summary).
     cpu_latency: hold a 0 µs CPU wake-up latency request (PM QoS, ``/dev/cpu_dma_latency``, as

@@ -77,6 +77,8 @@ PRIORITY = 10  # SCHED_FIFO priority of the loop (``realtime``)
 # frames read at a time), while a Python loop of another run on the same machine holds its CPU
 # for milliseconds per batch (measured: ~100 ms of run-queue wait per calibrate run behind them).
 NATIVE_PRIORITY = 11
+BUSY_SHARE_PCT = 60  # native loop sharing its CPU with the endpoints: busy at most this share
+RT_MARGIN_PCT = 10  # native loop with a CPU of its own: real-time at most the RT cap minus this
 
 
 class _Timespec(ctypes.Structure):
@@ -303,6 +305,17 @@ def after_stall(stalls, t_sched, t_sent):
     return (i >= 0) & (t_sched <= reach[np.maximum(i, 0)])
 
 
+def stall_kinds(listed):
+    """(held back, preempted while demoted): masks over the native loop's stalls, rows (start,
+    end, run-queue wait, demoted) in ns.  A stall during which the loop waited in the run queue
+    for at least half its length was the kernel's doing, not the hypervisor's: while SCHED_FIFO
+    (demoted 0) it held the loop back — RT throttling, which the loop's own load causes, or a task
+    of higher priority — which is overload; while demoted to SCHED_OTHER (1, ``busy_policy``)
+    another task of the machine took the CPU, as the hypervisor does in the other stalls."""
+    waited = listed[:, 2] >= (listed[:, 1] - listed[:, 0]) // 2
+    return waited & (listed[:, 3] == 0), waited & (listed[:, 3] == 1)
+
+
 def hold_cpu_latency() -> tuple[int | None, str]:
     """(fd, what it did): ask for a 0 µs CPU wake-up latency (PM QoS) for as long as the
     returned fd stays open; (None, why not) where ``/dev/cpu_dma_latency`` cannot be written."""
@@ -375,6 +388,21 @@ def kernel_scheduling() -> dict[str, Any]:
     return {"preemption": mode, "preemption_source": source, "rt_cap_percent": cap}
 
 
+def busy_policy(cpu: int | None, realtime: bool, rt_cap_percent: float | None) -> tuple[int, bool]:
+    """(busy share %, demote) of the native loop (tbloop.c): how much of the elapsed time it may
+    spend running rather than blocked, and what it does once over that.  Sharing its CPU with the
+    endpoints (``cpu`` None) it keeps ``BUSY_SHARE_PCT`` and then sleeps until the next departure.
+    With a CPU of its own and SCHED_FIFO, it keeps its real-time runtime ``RT_MARGIN_PCT`` below
+    the kernel's RT cap and then demotes itself to SCHED_OTHER at nice -20 and goes on polling
+    (throttling, measured at 50 ms a second, never starts); with no cap, or not real-time, it
+    polls whenever a departure is near."""
+    if cpu is None:
+        return BUSY_SHARE_PCT, False
+    if not realtime or rt_cap_percent is None:
+        return 100, False
+    return max(0, int(rt_cap_percent) - RT_MARGIN_PCT), True
+
+
 def host_cpu() -> tuple[list[int], list[float], int]:
     """(the ``cpu`` line of /proc/stat as integers, the 1/5/15-minute load averages, this
     thread's run-queue wait in ns from /proc/thread-self/schedstat)."""
@@ -438,7 +466,10 @@ class Forwarder:
         self.send_read_ns = (0, 0)
         self.cpu_latency = "not requested"
         self.stall_count: int | None = None  # the Python loop does not look for stalls
-        self.stalls: list[tuple[int, int, int]] = []  # (start, end, run-queue wait) ns
+        self.stalls: list[tuple[int, int, int, int]] = []  # (start, end, run-queue wait) ns, demoted
+        self.busy: tuple[int, bool] | None = None  # the native loop's busy_policy
+        self.demotions: tuple[int, int] | None = None  # (count, ns) of the native loop
+        self.log_waits: int | None = None  # times the native loop waited for its log writer
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -538,10 +569,11 @@ class Forwarder:
                                                        *self.rings[d.cfg.in_ifname]) for d in dirs])
         io_stats = (native.IoStats * len(dirs))()
         run_stats = native.RunStats()
-        stalls = (ctypes.c_int64 * (3 * STALL_CAP))()
+        stalls = (ctypes.c_int64 * (4 * STALL_CAP))()
+        share, demote = self.busy = busy_policy(cfg.cpu, cfg.realtime, kernel_scheduling()["rt_cap_percent"])
         ret = native.load().tb_run(self.native.ptr, io, native.RunCfg(cfg.late_ns, cfg.spin_ns,
                                                                      cfg.early_ns, STALL_NS, stalls,
-                                                                     STALL_CAP),
+                                                                     STALL_CAP, share, int(demote)),
                                    io_stats, ctypes.byref(run_stats))
         if ret != 0:
             raise OSError(-ret, f"native emulator loop failed: {os.strerror(-ret)}")
@@ -552,20 +584,29 @@ class Forwarder:
         self.poll_idle_ns = run_stats.poll_idle_ns
         self.send_read_ns = (run_stats.send_ns, run_stats.read_ns)
         self.stall_count = run_stats.stall_count
+        self.demotions = (run_stats.demotions, run_stats.demoted_ns)
+        self.log_waits = run_stats.log_waits
         n = min(run_stats.stall_count, STALL_CAP)
-        self.stalls = [tuple(stalls[3 * i:3 * i + 3]) for i in range(n)]
+        self.stalls = [tuple(stalls[4 * i:4 * i + 4]) for i in range(n)]
         self.stopping = True
 
     def _loop_times(self) -> dict[str, float | None]:
         """Where the native loop's time went (None for the Python loop, which does not measure
         it): ``poll_idle_s`` polling before a departure with nothing to do (CPU spent waiting on
         purpose), ``send_s`` inside send() (including the receiving host's kernel work, done in
-        the sender's context on a veth), ``read_s`` reading frames and applying the model."""
+        the sender's context on a veth), ``read_s`` reading frames and applying the model;
+        ``busy_share_pct`` and ``demote`` (``busy_policy``), ``rt_demotions`` = times the loop
+        switched itself from SCHED_FIFO to SCHED_OTHER, ``demoted_s`` = time it ran there;
+        ``log_waits`` = times it waited for its log writer thread (all its queue unwritten)."""
         if self.native is None:
-            return {"poll_idle_s": None, "send_s": None, "read_s": None}
+            return {k: None for k in ("poll_idle_s", "send_s", "read_s", "busy_share_pct", "demote",
+                                      "rt_demotions", "demoted_s", "log_waits")}
         return {"poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
                 "send_s": round(self.send_read_ns[0] / 1e9, 6),
-                "read_s": round(self.send_read_ns[1] / 1e9, 6)}
+                "read_s": round(self.send_read_ns[1] / 1e9, 6),
+                "busy_share_pct": self.busy[0], "demote": self.busy[1],
+                "rt_demotions": self.demotions[0], "demoted_s": round(self.demotions[1] / 1e9, 6),
+                "log_waits": self.log_waits}
 
     def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
         if self.native is not None:
@@ -599,10 +640,8 @@ class Forwarder:
         cfg = self.cfg
         directions, errors, lags, checks = {}, [], [], []
         totals = collections.Counter()
-        listed = np.array(self.stalls, dtype=np.int64).reshape(-1, 3)
-        # held back by its own kernel for most of the stall (RT throttling, which the loop's own
-        # load causes, or a task of higher priority); the others are the machine's
-        held = listed[:, 2] >= (listed[:, 1] - listed[:, 0]) // 2
+        listed = np.array(self.stalls, dtype=np.int64).reshape(-1, 4)
+        held, demoted = stall_kinds(listed)
         stall_array = listed[~held, :2]
         records = []
         for i, d in enumerate(self.dirs):
@@ -644,7 +683,8 @@ class Forwarder:
         if unintended:
             warnings.append(f"{unintended} frames lost by the emulator itself (socket buffer, send "
                             "errors or interface drops): results of this run are not trustworthy")
-        stalls = self._stalls(listed[:, :2], held, np.concatenate([r["t_arrival"] for r in records]))
+        stalls = self._stalls(listed[:, :2], held, demoted,
+                              np.concatenate([r["t_arrival"] for r in records]))
         late_overload = totals["late"] > totals["late_after_stall"]
         lag_overload = read_lag["max"] is not None and read_lag["max"] > LAG_WARN_US
         if late_overload:
@@ -654,8 +694,10 @@ class Forwarder:
         if totals["late_after_stall"]:
             warnings.append(f"{totals['late_after_stall']} frames left more than {cfg.late_ns / 1e6:g} ms "
                             f"late after the machine stopped the emulator ({stalls['count']} stalls of "
-                            f"{STALL_NS / 1e3:g} µs or more, longest {stalls['max_ms']} ms): its CPU "
-                            "was taken away, the engine was not too slow for the traffic")
+                            f"{STALL_NS / 1e3:g} µs or more, longest {stalls['max_ms']} ms"
+                            + (f"; {stalls['demoted']} while it ran below real-time priority to stay "
+                               "under the kernel's RT cap and another task took its CPU" if stalls["demoted"] else "")
+                            + "): its CPU was taken away, the engine was not too slow for the traffic")
         if lag_overload:
             warnings.append(f"frames waited up to {read_lag['max'] / 1e3:.1f} ms in the socket before "
                             "being read: the emulator was overloaded (their schedule still counts "
@@ -680,17 +722,22 @@ class Forwarder:
             "media": self._media_stats(),
         }
 
-    def _stalls(self, stalls, held, arrivals) -> dict[str, Any]:
+    def _stalls(self, stalls, held, demoted, arrivals) -> dict[str, Any]:
         """Stalls the native loop found (None for the Python loop): ``count``, their
         ``total_ms`` and ``max_ms`` (of the first ``STALL_CAP`` listed), ``threshold_us``;
         ``held_back`` = those during which the loop's own kernel kept it waiting for most of the
         stall (run-queue wait: RT throttling after the loop used 95 % of its CPU, or a task of
-        higher priority) — overload, not counted as the machine's in ``late_after_stall``; and
-        ``quiet`` = those of 1 ms or more during which no frame arrived on any link: the
+        higher priority) — overload, not counted as the machine's in ``late_after_stall``; the
+        longest of them ``held_back_max_ms`` (RT throttling holds a loop for the rest of its
+        period: tens of ms);
+        ``demoted`` = those during which another task ran while the loop was demoted to
+        SCHED_OTHER to stay under the RT cap (``busy_policy``; on a kernel without preemption a
+        kernel thread that gets the CPU keeps it until it yields: DAMON's kdamond ~1 ms) — the
+        machine's, since the loop cannot be real-time all the time there; and ``quiet`` = those of 1 ms or more during which no frame arrived on any link: the
         senders were stopped too, so the whole machine was (steal), not only the emulator's CPU."""
         if self.stall_count is None:
             return {"count": None, "total_ms": None, "max_ms": None, "held_back": None,
-                    "quiet": None, "threshold_us": STALL_NS / 1e3}
+                    "held_back_max_ms": None, "demoted": None, "quiet": None, "threshold_us": STALL_NS / 1e3}
         import numpy as np
         arrivals = np.sort(arrivals)
         span = stalls[:, 1] - stalls[:, 0]
@@ -699,6 +746,8 @@ class Forwarder:
         return {"count": self.stall_count, "total_ms": round(float(span.sum()) / 1e6, 3),
                 "max_ms": round(float(span.max(initial=0)) / 1e6, 3),
                 "held_back": int(held.sum()),
+                "held_back_max_ms": round(float(span[held].max(initial=0)) / 1e6, 3),
+                "demoted": int(demoted.sum()),
                 "quiet": int(((span >= 1_000_000) & (inside == 0)).sum()),
                 "threshold_us": STALL_NS / 1e3}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 LIB = HERE / "libtbemu.so"
-CFLAGS = ["-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared"]
+CFLAGS = ["-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-pthread"]
 
 
 def sources() -> list[Path]:

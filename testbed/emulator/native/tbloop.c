@@ -8,12 +8,18 @@
  * Waiting: epoll_pwait2 blocks when nothing is pending, else waits with a nanosecond timeout (an
  * hrtimer, timer slack 1 ns; one system call per wait) until spin_ns before the next departure;
  * the last spin_ns are polled (timeout 0) so the timer's wake-up latency does not delay the
- * departure.  Polling is allowed only while the loop has been busy (running, not blocked in
- * epoll_pwait2) for at most BUSY_SHARE_PCT % of the time: a budget refills at that share of
- * elapsed time (at most BUSY_BURST_NS saved up) and running spends it; once spent, the loop
- * sleeps until the timer fires.  Without the bound a SCHED_FIFO loop polling back-to-back
- * departures runs for 950 ms of a second and the kernel's RT throttling then stops it for 50 ms
- * (measured: 46 ms stalls at 333 Mbit/s); it also leaves the endpoints CPU on a 2-core machine.
+ * departure.  The loop's busy time (running, not blocked in epoll_pwait2) is held to
+ * busy_share_pct % of elapsed time by a budget that refills at that share (at most BUSY_BURST_NS
+ * saved up) and that running spends.  Why: a SCHED_FIFO loop polling back-to-back departures
+ * runs for 950 ms of a second and the kernel's RT throttling then stops it for 50 ms (measured:
+ * 46 ms stalls at 333 Mbit/s); a loop sharing its CPU with the endpoints must leave them some.
+ * What happens when it is spent depends on rc->demote:
+ *   0 (no CPU of its own): the loop sleeps until the timer fires, polling nothing;
+ *   1 (a CPU of its own, started SCHED_FIFO): it demotes itself to SCHED_OTHER at nice -20 and
+ *     goes on polling; its time there is not real-time runtime, so the kernel never throttles
+ *     it.  It returns to SCHED_FIFO once the budget has refilled by RT_RESUME_NS.  Busy time
+ *     spent while demoted is not charged (the budget bounds real-time runtime only).
+ * Busy time is wall time outside epoll_pwait2, which is at least the CPU time the kernel charges.
  * Reading: from the socket's memory-mapped receive ring (PACKET_RX_RING, TPACKET_V2) when the
  * caller set one up (ring_frame_nr > 0; forwarder.open_socket does, before bind), else recvmmsg
  * in batches of READ_BATCH.  With a ring the kernel copies each frame in the sender's context,
@@ -24,24 +30,34 @@
  * converted with the realtime − monotonic offset read per batch), clamped to be nondecreasing
  * and not after the read; the model's verdict at once.  A burst is read at most MAX_READ frames
  * at a time and, once MIN_READ were read, reading stops when a departure is due.
- * Stalls: times the loop did not run although it wanted to: a gap of at least stall_ns between
- * two polls of the rings (nothing in between but reading the clock), a timed wait that returned
- * at least stall_ns after its timeout with nothing to read, or a wait that returned at least
- * stall_ns after the arrival of the first frame it returned for.  The CPU was taken away
- * (the hypervisor, an interrupt, a task of higher priority); the summary attributes the late
- * frames around them to the machine rather than to the engine.
- * Records are the linklog RECORD layout, appended to the log fd in chunks of LOG_CHUNK. */
+ * Stalls: times the loop did not run although it wanted to: two readings of its clock at
+ * least stall_ns apart while it was not sleeping on purpose (no code path of the loop between
+ * two readings takes more than a few tens of µs: reading reads the clock every READ_BATCH
+ * frames, sending around every call), a timed wait that returned at least stall_ns after its
+ * timeout with nothing to read, or a wait that returned at least stall_ns after the arrival of
+ * the first frame it returned for.  The CPU was taken away (the hypervisor, an interrupt, a
+ * task of higher priority, a system call that blocked); the summary attributes the late frames
+ * around them to the machine rather than to the engine, unless the kernel held the real-time
+ * loop back (see forwarder.Forwarder._summary).
+ * Records are the linklog RECORD layout, appended to the log fd in chunks of LOG_CHUNK by a
+ * writer thread (log_writer, below), never by the loop: a write() to the file system blocks
+ * for milliseconds now and then (measured: up to 4.8 ms on ext4 during writeback), which would
+ * stop the loop.  The writer runs SCHED_OTHER on the CPUs other than the loop's. */
 #define _GNU_SOURCE
 #include "tbcore.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/if_packet.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -53,8 +69,9 @@
 #define MAX_FRAME 65536
 #define SMALL 2048
 #define LOG_CHUNK 8192
-#define BUSY_SHARE_PCT 60
+#define LOG_QUEUE 256   /* full chunks handed to the writer thread and not yet written */
 #define BUSY_BURST_NS 5000000LL
+#define RT_RESUME_NS 1000000LL
 #define SIGNAL_EVERY 4096
 #define SIGNAL_ID 1000001u  /* epoll data of the signalfd (directions are 0..n-1) */
 
@@ -75,8 +92,10 @@ typedef struct { int32_t in_fd, out_fd, log_fd, ring_frame_size, ring_frame_nr, 
 typedef struct {
     int64_t late_ns, spin_ns, early_ns;
     int64_t stall_ns;   /* a gap this long in the loop is a stall (see below) */
-    int64_t *stalls;    /* room for stall_cap (start, end, run-queue wait) triples */
+    int64_t *stalls;    /* room for stall_cap (start, end, run-queue wait, demoted) quadruples */
     int64_t stall_cap;
+    int64_t busy_share_pct;  /* % of elapsed time the loop may be busy (see above) */
+    int64_t demote;     /* 1: over budget, demote to SCHED_OTHER and poll on; 0: sleep */
 } tb_run_cfg;
 
 typedef struct {  /* per-direction results of the run */
@@ -88,6 +107,8 @@ typedef struct {
     int64_t poll_idle_ns;  /* time spent polling before a departure with nothing to read */
     int64_t send_ns, read_ns;  /* time inside send() (the receiver's kernel work included) / drain */
     int64_t stall_count;       /* stalls found; the first stall_cap are in tb_run_cfg.stalls */
+    int64_t demotions, demoted_ns;  /* switches to SCHED_OTHER, time spent there */
+    int64_t log_waits;  /* times the loop waited for the log writer (LOG_QUEUE chunks unwritten) */
 } tb_run_stats;
 
 typedef struct { int64_t t; uint64_t n; uint8_t *buf; tb_rec rec; } pend;
@@ -97,6 +118,7 @@ typedef struct {
     uint8_t *ring; size_t ring_len; uint32_t head;  /* PACKET_RX_RING, or NULL */
     pend *heap; int64_t heap_len, heap_cap; uint64_t n;
     tb_rec *log; int64_t log_len;
+    struct log_writer *writer;
     int64_t last_arrival;
     int64_t first_arrival;  /* earliest arrival taken since the loop last reset it */
     tb_io_stats st;
@@ -104,10 +126,24 @@ typedef struct {
 
 static uint8_t **free_small; static int64_t free_len, free_cap;
 
-static inline int64_t mono(void) {
+static inline int64_t mono_raw(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The loop thread's clock: while a run is watched, two of its readings stall_ns or more apart
+ * are a stall (the loop did nothing in between but run its own short code paths, so it did
+ * not run); the loop resets `clock_seen` after sleeping on purpose.  Other threads use mono_raw. */
+struct tb_loop;
+static struct tb_loop *watched;
+static int64_t clock_seen, watch_ns;
+static void stall(struct tb_loop *L, int64_t from, int64_t to);
+static inline int64_t mono(void) {
+    int64_t t = mono_raw();
+    if (watched && t - clock_seen >= watch_ns) stall(watched, clock_seen, t);
+    clock_seen = t;
+    return t;
 }
 static inline int64_t real(void) {
     struct timespec ts;
@@ -160,20 +196,111 @@ void tb_parse_key(const uint8_t *f, uint32_t len, tb_rec *r) {
     }
 }
 
-static void log_flush(io_dir *d) {
-    if (!d->log_len) return;
-    int64_t t0 = mono();
-    const char *p = (const char *)d->log;
-    size_t left = (size_t)d->log_len * sizeof(tb_rec);
-    while (left) {
-        ssize_t w = write(d->io.log_fd, p, left);
-        if (w < 0) { if (errno == EINTR) continue; break; }
-        p += w; left -= (size_t)w;
+/* The log writer: the loop hands it full chunks through a single-producer single-consumer
+ * queue (the loop advances head, the writer tail) and wakes it with an eventfd; the writer
+ * write()s each chunk to its direction's log fd, in order, and gives the buffer back through a
+ * second such queue (spare: the writer advances head, the loop tail). */
+typedef struct { int fd; tb_rec *buf; int64_t n; int64_t *flush_max_ns; } log_chunk;
+
+typedef struct log_writer {
+    log_chunk q[LOG_QUEUE];
+    uint64_t head, tail;
+    tb_rec *spare[LOG_QUEUE];
+    uint64_t spare_head, spare_tail;
+    int efd, stop;
+    int64_t waits;  /* times the loop found the queue full and waited for the writer */
+    pthread_t thread;
+} log_writer;
+
+static void *log_writer_main(void *arg) {
+    log_writer *w = arg;
+    for (;;) {
+        uint64_t head = __atomic_load_n(&w->head, __ATOMIC_ACQUIRE);
+        for (uint64_t t = w->tail; t < head; t++) {
+            log_chunk *c = &w->q[t % LOG_QUEUE];
+            int64_t t0 = mono_raw();
+            const char *p = (const char *)c->buf;
+            size_t left = (size_t)c->n * sizeof(tb_rec);
+            while (left) {
+                ssize_t n = write(c->fd, p, left);
+                if (n < 0) { if (errno == EINTR) continue; break; }
+                p += n; left -= (size_t)n;
+            }
+            int64_t dt = mono_raw() - t0;
+            if (dt > *c->flush_max_ns) *c->flush_max_ns = dt;
+            uint64_t sh = w->spare_head;  /* never full: buffers in spare + q <= LOG_QUEUE */
+            w->spare[sh % LOG_QUEUE] = c->buf;
+            __atomic_store_n(&w->spare_head, sh + 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&w->tail, t + 1, __ATOMIC_RELEASE);
+        }
+        if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->tail == __atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
+            return NULL;
+        uint64_t n;
+        if (__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) == w->tail)
+            while (read(w->efd, &n, sizeof n) < 0 && errno == EINTR) {}
     }
+}
+
+static void log_wake(log_writer *w) {
+    uint64_t one = 1;
+    while (write(w->efd, &one, sizeof one) < 0 && errno == EINTR) {}
+}
+
+/* Start the writer on every CPU but those the loop is pinned to (all of them if it is not). */
+static int log_writer_start(log_writer *w) {
+    w->efd = eventfd(0, EFD_CLOEXEC);
+    if (w->efd < 0) return -errno;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);  /* not the loop's SCHED_FIFO */
+    pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+    struct sched_param none = {0};
+    pthread_attr_setschedparam(&attr, &none);
+    cpu_set_t loop_cpus, cpus;
+    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof loop_cpus, &loop_cpus) == 0 && CPU_COUNT(&loop_cpus) < n_cpus) {
+        CPU_ZERO(&cpus);
+        for (long i = 0; i < n_cpus && i < CPU_SETSIZE; i++)
+            if (!CPU_ISSET(i, &loop_cpus)) CPU_SET(i, &cpus);
+        pthread_attr_setaffinity_np(&attr, sizeof cpus, &cpus);
+    }
+    int r = pthread_create(&w->thread, &attr, log_writer_main, w);
+    pthread_attr_destroy(&attr);
+    if (r) { close(w->efd); w->efd = -1; return -r; }
+    return 0;
+}
+
+/* Write what is queued, stop the writer and free its buffers. */
+static void log_writer_stop(log_writer *w) {
+    __atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
+    log_wake(w);
+    pthread_join(w->thread, NULL);
+    close(w->efd);
+    for (uint64_t t = w->spare_tail; t < w->spare_head; t++) free(w->spare[t % LOG_QUEUE]);
+}
+
+/* Hand the direction's chunk to the writer and take an empty one (a spare, else a new one; the
+ * loop waits only if LOG_QUEUE chunks are still unwritten). */
+static void log_flush(io_dir *d) {
+    struct log_writer *w = d->writer;
+    if (!d->log_len) return;
+    uint64_t h = w->head;
+    if (h - __atomic_load_n(&w->tail, __ATOMIC_ACQUIRE) == LOG_QUEUE) {
+        w->waits++;
+        while (h - __atomic_load_n(&w->tail, __ATOMIC_ACQUIRE) == LOG_QUEUE) sched_yield();
+    }
+    w->q[h % LOG_QUEUE] = (log_chunk){d->io.log_fd, d->log, d->log_len, &d->st.flush_max_ns};
+    __atomic_store_n(&w->head, h + 1, __ATOMIC_RELEASE);
+    log_wake(w);
     d->st.records += d->log_len;
     d->log_len = 0;
-    int64_t dt = mono() - t0;
-    if (dt > d->st.flush_max_ns) d->st.flush_max_ns = dt;
+    d->log = NULL;
+    while (!d->log) {  /* out of memory: wait for the writer to give one back */
+        if (w->spare_tail < __atomic_load_n(&w->spare_head, __ATOMIC_ACQUIRE))
+            d->log = w->spare[w->spare_tail++ % LOG_QUEUE];
+        else if (!(d->log = malloc(LOG_CHUNK * sizeof(tb_rec))))
+            sched_yield();
+    }
 }
 
 static inline void log_add(io_dir *d, const tb_rec *r) {
@@ -215,14 +342,50 @@ static void heap_pop(io_dir *d, pend *out) {
     if (n) d->heap[i] = last;
 }
 
-/* send every frame due by now; returns the next departure or INT64_MAX */
-static int64_t send_due(io_dir *d, int64_t now) {
+/* what the loop's helpers need of the run: its configuration, results and scheduling state */
+typedef struct tb_loop {
+    const tb_run_cfg *rc;
+    tb_run_stats *out;
+    int demoted;           /* running SCHED_OTHER (see the top of this file) */
+    int schedstat_fd;      /* /proc/thread-self/schedstat */
+    int64_t run_delay_seen;
+} tb_loop;
+
+/* this thread's run-queue wait so far (ns, /proc/thread-self/schedstat), -1 if unreadable */
+static int64_t run_delay(const tb_loop *L) {
+    char buf[128];
+    ssize_t n = L->schedstat_fd < 0 ? -1 : pread(L->schedstat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *p = strchr(buf, ' ');
+    return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+/* a stall [from, to], listed as (from, to, run-queue wait, demoted): the run-queue wait the
+ * thread accrued since the last stall is about the stall's length when the kernel held the
+ * runnable loop back (RT throttling, a task of higher priority, or — demoted = 1, the loop
+ * running SCHED_OTHER — any task the scheduler preferred), about 0 when the whole vCPU did not
+ * run (the hypervisor) */
+static void stall(tb_loop *L, int64_t from, int64_t to) {
+    int64_t rd = run_delay(L), waited = rd < 0 ? -1 : rd - L->run_delay_seen;
+    if (rd >= 0) L->run_delay_seen = rd;
+    int64_t i = L->out->stall_count++;
+    if (i < L->rc->stall_cap) {
+        int64_t *s = L->rc->stalls + 4 * i;
+        s[0] = from; s[1] = to; s[2] = waited; s[3] = L->demoted;
+    }
+}
+
+/* send every frame due by now; returns the next departure or INT64_MAX.  Time inside send() is
+ * counted (send_ns); one that blocked is a stall of the watched clock. */
+static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
     pend p;
     while (d->heap_len && d->heap[0].t <= now) {
         heap_pop(d, &p);
         int64_t t_sent = mono();
         ssize_t w;
         do w = send(d->io.out_fd, p.buf, p.rec.length, MSG_DONTWAIT); while (w < 0 && errno == EINTR);
+        L->out->send_ns += mono() - t_sent;
         if (w < 0) { d->st.send_errors++; p.rec.verdict = V_SEND_ERROR; p.rec.t_sent = 0; }
         else { p.rec.verdict = V_DELIVERED; p.rec.t_sent = t_sent; }
         buf_put(p.buf, p.rec.length);
@@ -338,46 +501,23 @@ static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
     else drain_socket(e, k, d, deadline);
 }
 
-static int schedstat_fd = -1;
-static int64_t run_delay_seen;
-
-/* this thread's run-queue wait so far (ns, /proc/thread-self/schedstat), -1 if unreadable */
-static int64_t run_delay(void) {
-    char buf[128];
-    ssize_t n = schedstat_fd < 0 ? -1 : pread(schedstat_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return -1;
-    buf[n] = 0;
-    char *p = strchr(buf, ' ');
-    return p ? strtoll(p + 1, NULL, 10) : -1;
-}
-
-/* a stall [from, to]; its third number is the run-queue wait the thread accrued since the last
- * stall: about the stall's length when the kernel held the runnable loop back (RT throttling, a
- * task of higher priority), about 0 when the whole vCPU did not run (the hypervisor) */
-static void stall(const tb_run_cfg *rc, tb_run_stats *out, int64_t from, int64_t to) {
-    int64_t rd = run_delay(), waited = rd < 0 ? -1 : rd - run_delay_seen;
-    if (rd >= 0) run_delay_seen = rd;
-    if (out->stall_count < rc->stall_cap) {
-        rc->stalls[3 * out->stall_count] = from;
-        rc->stalls[3 * out->stall_count + 1] = to;
-        rc->stalls[3 * out->stall_count + 2] = waited;
-    }
-    out->stall_count++;
-}
-
 /* Run until SIGTERM/SIGINT.  Returns 0, or -errno of a failed setup call. */
 int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats *io_out, tb_run_stats *out) {
     int nd = e->n_dirs, ret = 0, ringed = 1;  /* ringed: every direction reads a ring */
     io_dir *dirs = calloc((size_t)nd, sizeof *dirs);
     stage = malloc((size_t)READ_BATCH * MAX_FRAME);
     int ep = -1, sfd = -1;
+    tb_loop L = {rc, out, 0, -1, 0};
+    log_writer *writer = calloc(1, sizeof *writer);
+    int writing = 0;  /* the writer thread runs */
     sigset_t mask, old;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
-    if (!dirs || !stage) { ret = -ENOMEM; goto out; }
+    if (!dirs || !stage || !writer) { ret = -ENOMEM; goto out; }
     for (int k = 0; k < nd; k++) {
         dirs[k].io = io[k];
+        dirs[k].writer = writer;
         dirs[k].log = malloc(LOG_CHUNK * sizeof(tb_rec));
         if (!dirs[k].log) { ret = -ENOMEM; goto out; }
         if (io[k].ring_frame_nr > 0) {
@@ -389,12 +529,14 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         else ringed = 0;
     }
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    run_delay_seen = run_delay();
+    L.schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    L.run_delay_seen = run_delay(&L);
     pthread_sigmask(SIG_BLOCK, &mask, &old);
     sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (sfd < 0 || ep < 0) { ret = -errno; goto out; }
+    if ((ret = log_writer_start(writer)) < 0) goto out;  /* after the mask: it inherits it */
+    writing = 1;
     struct epoll_event ev;
     for (int k = 0; k < nd; k++) {
         ev.events = EPOLLIN; ev.data.u32 = (uint32_t)k;
@@ -403,38 +545,47 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     ev.events = EPOLLIN; ev.data.u32 = SIGNAL_ID;
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
 
-    int64_t spin = rc->spin_ns, early = rc->early_ns;
-    int64_t budget = BUSY_BURST_NS, refilled = mono(), blocked = 0;
+    int64_t spin = rc->spin_ns, early = rc->early_ns, share = rc->busy_share_pct;
+    int64_t budget = BUSY_BURST_NS, refilled = mono(), blocked = 0, demoted_at = 0;
+    struct sched_param fifo = {0}, other = {0};
+    int demote = rc->demote && sched_getscheduler(0) == SCHED_FIFO && sched_getparam(0, &fifo) == 0;
+    if (demote && setpriority(PRIO_PROCESS, 0, -20) < 0) demote = 0;  /* nice while demoted */
     int stopping = 0;
+    watched = &L; watch_ns = rc->stall_ns; clock_seen = mono_raw();
     uint32_t spins = 0;
-    int64_t spun_at = 0;  /* end of the last pure poll of the rings, 0 if the last iteration was not one */
     struct epoll_event evs[64];
     while (!stopping) {
         out->iterations++;
         int64_t t_iter = mono(), now = t_iter + early, nxt = INT64_MAX, did = 0;
-        if (spun_at && t_iter - spun_at >= rc->stall_ns) stall(rc, out, spun_at, t_iter);
-        spun_at = 0;
         for (int k = 0; k < nd; k++) {
             int64_t before = dirs[k].st.records + dirs[k].log_len;
-            int64_t t = send_due(&dirs[k], now);
+            int64_t t = send_due(&L, &dirs[k], now);
             did += dirs[k].st.records + dirs[k].log_len - before;
             if (t < nxt) nxt = t;
         }
         int64_t wait;  /* ns; -1: until an event */
         int64_t t_now = mono(), dt = t_now - refilled;
-        budget += dt * BUSY_SHARE_PCT / 100 - (dt - blocked);
+        budget += dt * share / 100 - (L.demoted ? 0 : dt - blocked);
         if (budget > BUSY_BURST_NS) budget = BUSY_BURST_NS;
         if (budget < -BUSY_BURST_NS) budget = -BUSY_BURST_NS;
         refilled = t_now;
         blocked = 0;
+        if (demote && !L.demoted && budget <= 0) {  /* another task may take the CPU at once */
+            if (sched_setscheduler(0, SCHED_OTHER, &other) == 0) {
+                L.demoted = 1; demoted_at = t_now; out->demotions++;
+            }
+        }
+        else if (L.demoted && budget >= RT_RESUME_NS && sched_setscheduler(0, SCHED_FIFO, &fifo) == 0) {
+            L.demoted = 0; out->demoted_ns += t_now - demoted_at;
+        }
+        int may_poll = budget > 0 || L.demoted;
         if (nxt == INT64_MAX) wait = -1;
-        else if (nxt - early - t_now <= spin && budget > 0) wait = 0;
+        else if (nxt - early - t_now <= spin && may_poll) wait = 0;
         else {
-            wait = nxt - early - (budget > 0 ? spin : 0) - mono();
+            wait = nxt - early - (may_poll ? spin : 0) - mono();
             if (wait < 0) wait = 0;
         }
         int64_t t_sent_done = mono();
-        out->send_ns += t_sent_done - t_iter;
         if (wait == 0 && ringed && ++spins % SIGNAL_EVERY) {  /* poll the rings, no system call */
             int got = 0;
             for (int k = 0; k < nd; k++) {
@@ -444,15 +595,13 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
                 out->read_ns += mono() - t0;
                 got = 1;
             }
-            if (!got && !did) {
-                spun_at = mono();
-                out->poll_idle_ns += spun_at - t_iter;
-            }
+            if (!got && !did) out->poll_idle_ns += mono() - t_iter;
             continue;
         }
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int n = epoll_pwait2(ep, evs, 64, wait < 0 ? NULL : &ts, NULL);
-        int64_t woke = mono(), first = INT64_MAX;
+        int64_t woke = wait ? mono_raw() : mono(), first = INT64_MAX;
+        clock_seen = woke;  /* a sleep on purpose is no stall; the checks below look at it */
         if (n < 0) {  /* EINTR: e.g. the process was stopped and continued */
             if (errno != EINTR) { ret = -errno; break; }
             n = 0;
@@ -464,7 +613,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         if (wait > 0 && n == 0) {
             out->timer_wakeups++;
             int64_t due = t_sent_done + wait;
-            if (woke - due >= rc->stall_ns) stall(rc, out, due, woke);
+            if (woke - due >= rc->stall_ns) stall(&L, due, woke);
         }
         for (int k = 0; k < nd; k++) {
             int ready = 0;
@@ -483,7 +632,12 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         }
         /* frames that arrived while the loop waited, read long after: it was not woken */
         if (wait != 0 && first != INT64_MAX && first >= t_sent_done && woke - first >= rc->stall_ns)
-            stall(rc, out, first, woke);
+            stall(&L, first, woke);
+    }
+    watched = NULL;
+    if (L.demoted) {
+        out->demoted_ns += mono() - demoted_at;
+        sched_setscheduler(0, SCHED_FIFO, &fifo);  /* as the caller left it */
     }
     for (int k = 0; k < nd; k++) {  /* frames still in flight */
         pend p;
@@ -496,6 +650,11 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
         log_flush(&dirs[k]);
     }
 out:
+    if (writing) {
+        log_writer_stop(writer);
+        out->log_waits = writer->waits;
+    }
+    free(writer);
     if (ep >= 0) close(ep);
     if (sfd >= 0) {
         close(sfd);
@@ -511,8 +670,7 @@ out:
         free(dirs);
     }
     free(stage); stage = NULL;
-    if (schedstat_fd >= 0) close(schedstat_fd);
-    schedstat_fd = -1;
+    if (L.schedstat_fd >= 0) close(L.schedstat_fd);
     while (free_len) free(free_small[--free_len]);
     free(free_small); free_small = NULL; free_cap = 0;
     return ret;
