@@ -12,7 +12,8 @@
    where the forwarder runs, as SCHED_FIFO (how the forwarder runs) and at nice −20; gaps ≥ 100 µs
    are time it did not get.  With RT throttling (``rt_cap_percent`` < 100) the SCHED_FIFO loop
    loses the rest of each period once it has been busy that long (50 ms per second measured on
-   a 2-core VM), which is why the native loop sleeps part of every second.
+   a 2-core VM), which is why the native loop demotes itself to SCHED_OTHER while over its
+   real-time budget (``demotions``: how often it did in a row's run).
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
    testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
@@ -119,6 +120,7 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
             "unintended": emu.get("unintended_drops"), "late": emu["totals"].get("late"),
             "late_stall": emu["totals"].get("late_after_stall"),
             "stalls": (emu.get("stalls") or {}).get("count"),
+            "demotions": emu.get("rt_demotions"),
             "steal_pct": host.get("steal_percent"), "host_busy_pct": host.get("busy_percent"),
             "rq_wait_ms": (round(host["forwarder_runqueue_wait_s"] * 1e3, 1)
                            if "forwarder_runqueue_wait_s" in host else None),
@@ -326,7 +328,7 @@ def main(argv=None) -> int:
                                 "rt_cap_percent"])
         print(f"busy loop: gaps ≥ 100 µs in a loop that never sleeps on the forwarder's CPU (RT "
               "throttling stops a SCHED_FIFO loop busy beyond rt_cap_percent; the native loop "
-              "therefore sleeps part of each second)")
+              "therefore demotes itself to SCHED_OTHER while over its real-time budget)")
         print()
     if rows:
         _print_table(rows, ["path", "offered_mbps", "sent_mbps", "fps", "rx_drops", "p50_us", "p99_us",
@@ -348,13 +350,13 @@ def main(argv=None) -> int:
     if iperf_rows:
         print()
         _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
-                                  "max_us", "late", "late_stall", "cpu_pct", "cpu_us_work", "cpu_us_no_send",
-                                  "unintended", "rq_wait_ms", "load", "emu_ok"])
+                                  "max_us", "late", "late_stall", "demotions", "cpu_pct", "cpu_us_work",
+                                  "cpu_us_no_send", "unintended", "rq_wait_ms", "load", "emu_ok"])
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
-                                "p99_us", "max_us", "late", "late_stall", "stalls", "overload", "fidelity",
-                                "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "steal_pct",
+                                "p99_us", "max_us", "late", "late_stall", "stalls", "demotions", "overload",
+                                "fidelity", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "steal_pct",
                                 "rq_wait_ms", "load", "ok"])
         print(f"TCP target: each direction ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "
               f"{TCP_LIMIT_BPS / 1e6:.0f}) with no overload (late frames a stall of the machine "

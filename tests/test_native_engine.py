@@ -142,7 +142,6 @@ def test_parse_key_matches_linklog():
 def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reorder):
     """tb_run on AF_UNIX datagram pairs: every frame logged once with its fate, delivered frames
     leave in schedule order no earlier than scheduled, SIGTERM ends the loop."""
-    import ctypes
     import signal
     import socket
     import threading
@@ -157,20 +156,9 @@ def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reor
     for f in frames:
         feed.send(f)
     eng = native.Engine([(spec, 3, None)])
-    io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
-    io_stats, run_stats = (native.IoStats * 1)(), native.RunStats()
     main = threading.get_ident()
     stopper = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGTERM))
-    old = signal.signal(signal.SIGTERM, lambda *a: None)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    try:
-        stopper.start()
-        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, 0), io_stats,
-                                   ctypes.byref(run_stats))
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        signal.signal(signal.SIGTERM, old)
-    log.close()
+    ret, io_stats, run_stats = _run_loop(eng, b_in, a_out, log, [stopper])
     assert ret == 0
     out = received_ip_ids(sink)
     _, rec = linklog.read_log(log.path)
@@ -184,6 +172,29 @@ def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reor
     assert eng.stats(0)["frames_in"] == 50 and run_stats.iterations > 0
     for s in (feed, b_in, a_out, sink):
         s.close()
+
+
+def _run_loop(eng, b_in, a_out, log, threads):
+    """(return value, IoStats, RunStats) of tb_run from ``b_in`` to ``a_out`` logging to ``log``
+    (closed after), while ``threads`` run: one of them ends the loop with SIGTERM."""
+    import ctypes
+    import signal
+    io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
+    io_stats, run_stats = (native.IoStats * 1)(), native.RunStats()
+    old = signal.signal(signal.SIGTERM, lambda *a: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        for t in threads:
+            t.start()
+        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, 0), io_stats,
+                                   ctypes.byref(run_stats))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.signal(signal.SIGTERM, old)
+        for t in threads:
+            t.join()
+    log.close()
+    return ret, io_stats, run_stats
 
 
 def _keys(d, prefix=""):
@@ -272,7 +283,6 @@ def test_stall_kinds_tell_held_back_from_preempted_while_demoted():
 def test_native_loop_logs_many_chunks_complete_and_in_order(tmp_path):
     """40,000 frames (five log chunks and more) through tb_run: the writer thread writes every
     record once, in the loop's order, before tb_run returns."""
-    import ctypes
     import signal
     import socket
     import threading
@@ -283,8 +293,6 @@ def test_native_loop_logs_many_chunks_complete_and_in_order(tmp_path):
     b_in.setblocking(False)
     log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
     eng = native.Engine([(LinkSpec.parse(), 3, None)])
-    io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
-    io_stats, run_stats = (native.IoStats * 1)(), native.RunStats()
     main = threading.get_ident()
     got = []
 
@@ -301,20 +309,8 @@ def test_native_loop_logs_many_chunks_complete_and_in_order(tmp_path):
             pass
         signal.pthread_kill(main, signal.SIGTERM)
 
-    old = signal.signal(signal.SIGTERM, lambda *a: None)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    threads = [threading.Thread(target=f) for f in (feeder, drain)]
-    try:
-        for t in threads:
-            t.start()
-        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, 0), io_stats,
-                                   ctypes.byref(run_stats))
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        signal.signal(signal.SIGTERM, old)
-        for t in threads:
-            t.join()
-    log.close()
+    ret, io_stats, run_stats = _run_loop(eng, b_in, a_out, log,
+                                         [threading.Thread(target=f) for f in (feeder, drain)])
     assert ret == 0 and run_stats.log_waits == 0
     _, rec = linklog.read_log(log.path)
     assert len(rec) == n and io_stats[0].records == n

@@ -696,7 +696,8 @@ class Forwarder:
                             f"late after the machine stopped the emulator ({stalls['count']} stalls of "
                             f"{STALL_NS / 1e3:g} µs or more, longest {stalls['max_ms']} ms"
                             + (f"; {stalls['demoted']} while it ran below real-time priority to stay "
-                               "under the kernel's RT cap and another task took its CPU" if stalls["demoted"] else "")
+                               "under the kernel's RT cap and another task took its CPU"
+                               if stalls["demoted"] else "")
                             + "): its CPU was taken away, the engine was not too slow for the traffic")
         if lag_overload:
             warnings.append(f"frames waited up to {read_lag['max'] / 1e3:.1f} ms in the socket before "
@@ -729,15 +730,16 @@ class Forwarder:
         stall (run-queue wait: RT throttling after the loop used 95 % of its CPU, or a task of
         higher priority) — overload, not counted as the machine's in ``late_after_stall``; the
         longest of them ``held_back_max_ms`` (RT throttling holds a loop for the rest of its
-        period: tens of ms);
-        ``demoted`` = those during which another task ran while the loop was demoted to
+        period: tens of ms); ``demoted`` = those during which another task ran while the loop was demoted to
         SCHED_OTHER to stay under the RT cap (``busy_policy``; on a kernel without preemption a
         kernel thread that gets the CPU keeps it until it yields: DAMON's kdamond ~1 ms) — the
-        machine's, since the loop cannot be real-time all the time there; and ``quiet`` = those of 1 ms or more during which no frame arrived on any link: the
-        senders were stopped too, so the whole machine was (steal), not only the emulator's CPU."""
+        machine's, since the loop cannot be real-time all the time there; and ``quiet`` = those of 1
+        ms or more during which no frame arrived on any link: the senders were stopped too, so the
+        whole machine was (steal), not only the emulator's CPU."""
         if self.stall_count is None:
             return {"count": None, "total_ms": None, "max_ms": None, "held_back": None,
-                    "held_back_max_ms": None, "demoted": None, "quiet": None, "threshold_us": STALL_NS / 1e3}
+                    "held_back_max_ms": None, "demoted": None, "quiet": None,
+                    "threshold_us": STALL_NS / 1e3}
         import numpy as np
         arrivals = np.sort(arrivals)
         span = stalls[:, 1] - stalls[:, 0]

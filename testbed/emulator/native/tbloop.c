@@ -233,7 +233,8 @@ static void *log_writer_main(void *arg) {
             __atomic_store_n(&w->spare_head, sh + 1, __ATOMIC_RELEASE);
             __atomic_store_n(&w->tail, t + 1, __ATOMIC_RELEASE);
         }
-        if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->tail == __atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)
+            && w->tail == __atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
             return NULL;
         uint64_t n;
         if (__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) == w->tail)
