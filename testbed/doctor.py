@@ -71,7 +71,7 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
                                   "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
     from .uml import doctor_report
     report["netem_uml"] = doctor_report(refresh)
-    from .emulator.forwarder import kernel_scheduling
+    from .emulator.forwarder import busy_policy, kernel_scheduling
     from .emulator.native import available as native_available
     native_ok, native_where = native_available()
     report["emulator_engines"] = ["native", "python"] if native_ok else ["python"]
@@ -82,6 +82,9 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
         "cpu_latency_request": os.access("/dev/cpu_dma_latency", os.W_OK),
         "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver"),
         **kernel_scheduling()}
+    share, demote = busy_policy(report["emulator_cpu"]["forwarder_cpu"], True,
+                                report["emulator_cpu"]["rt_cap_percent"])
+    report["emulator_cpu"].update(native_busy_share_pct=share, native_demote=demote)
     report["problems"] = problems
     report["ok"] = not problems
     return report
@@ -109,6 +112,16 @@ def _rt_line(e: dict[str, Any]) -> str:
     return f"{cap:g}% of a CPU (a real-time loop busy beyond it is stopped until the period ends)"
 
 
+def _budget_line(e: dict[str, Any]) -> str:
+    share = e["native_busy_share_pct"]
+    if e["native_demote"]:
+        return (f"{share}% of its CPU as SCHED_FIFO, then SCHED_OTHER at nice -20 until 1 ms "
+                "is saved up again (RT throttling never starts)")
+    if share < 100:
+        return f"busy {share}% of the time, then it sleeps (it shares a CPU with the hosts)"
+    return "none (no RT throttling to stay under)"
+
+
 def run(args) -> int:
     report = diagnose(getattr(args, "refresh", False))
     if args.json:
@@ -126,7 +139,8 @@ def run(args) -> int:
             ("emulator's own CPU", _cpu_line(report["emulator_cpu"])),
             ("0 µs CPU latency request", report["emulator_cpu"]["cpu_latency_request"]),
             ("kernel preemption", _preemption_line(report["emulator_cpu"])),
-            ("RT throttling cap", _rt_line(report["emulator_cpu"]))]
+            ("RT throttling cap", _rt_line(report["emulator_cpu"])),
+            ("native loop's busy budget", _budget_line(report["emulator_cpu"]))]
     for label, value in rows:
         print(f"{label:<28} {mark(value)}")
     for line in report["netem_uml"]["lines"]:

@@ -33,7 +33,11 @@ def test_doctor_json_keys():
     assert isinstance(emu["cpu_latency_request"], bool)
     assert emu["preemption"] in (None, "none", "voluntary", "full", "lazy", "rt")
     assert emu["rt_cap_percent"] is None or 0 < emu["rt_cap_percent"] <= 100
-    assert "kernel preemption" in run_testbed("doctor").stdout
+    from testbed.emulator.forwarder import busy_policy
+    assert (emu["native_busy_share_pct"], emu["native_demote"]) == busy_policy(
+        emu["forwarder_cpu"], True, emu["rt_cap_percent"])
+    text = run_testbed("doctor").stdout
+    assert "kernel preemption" in text and "native loop's busy budget" in text
 
 
 def test_topo_list_names_longhaul():
