@@ -71,7 +71,7 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
                                   "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
     from .uml import doctor_report
     report["netem_uml"] = doctor_report(refresh)
-    from .emulator.forwarder import busy_policy, kernel_scheduling
+    from .emulator.forwarder import busy_policy, device_irqs_on, kernel_scheduling
     from .emulator.native import available as native_available
     native_ok, native_where = native_available()
     report["emulator_engines"] = ["native", "python"] if native_ok else ["python"]
@@ -85,6 +85,8 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
     share, demote = busy_policy(report["emulator_cpu"]["forwarder_cpu"], True,
                                 report["emulator_cpu"]["rt_cap_percent"])
     report["emulator_cpu"].update(native_busy_share_pct=share, native_demote=demote)
+    fwd = report["emulator_cpu"]["forwarder_cpu"]
+    report["emulator_cpu"]["device_irqs"] = device_irqs_on(fwd) if fwd is not None else []
     report["problems"] = problems
     report["ok"] = not problems
     return report
@@ -140,7 +142,8 @@ def run(args) -> int:
             ("0 µs CPU latency request", report["emulator_cpu"]["cpu_latency_request"]),
             ("kernel preemption", _preemption_line(report["emulator_cpu"])),
             ("RT throttling cap", _rt_line(report["emulator_cpu"])),
-            ("native loop's busy budget", _budget_line(report["emulator_cpu"]))]
+            ("native loop's busy budget", _budget_line(report["emulator_cpu"])),
+            ("device interrupts on it", ", ".join(report["emulator_cpu"]["device_irqs"]) or "none")]
     for label, value in rows:
         print(f"{label:<28} {mark(value)}")
     for line in report["netem_uml"]["lines"]:

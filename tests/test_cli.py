@@ -36,8 +36,10 @@ def test_doctor_json_keys():
     from testbed.emulator.forwarder import busy_policy
     assert (emu["native_busy_share_pct"], emu["native_demote"]) == busy_policy(
         emu["forwarder_cpu"], True, emu["rt_cap_percent"])
+    assert isinstance(emu["device_irqs"], list)
     text = run_testbed("doctor").stdout
     assert "kernel preemption" in text and "native loop's busy budget" in text
+    assert "device interrupts on it" in text
 
 
 def test_topo_list_names_longhaul():

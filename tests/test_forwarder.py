@@ -292,3 +292,18 @@ def test_direction_sends_in_schedule_order_and_logs_every_frame(tmp_path, reorde
     assert list(sent["ip_id"]) == out and 2 not in out
     assert (np.diff(sent["t_sched"]) >= 0).all()  # departures in scheduled order
     assert (out != sorted(out)) == reorder  # 5 ms of jitter reorders 1 µs-spaced frames
+
+
+def test_cpu_interrupts_reads_one_cpus_column_by_row():
+    from testbed.emulator.forwarder import cpu_interrupts, interrupts_during
+    text = ("           CPU0       CPU1       \n"
+            " 36:          0      72168  PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n"
+            " 24:          5          0  IO-APIC   5-edge      ACPI:Ged\n"
+            "LOC:     100200     300400   Local timer interrupts\n"
+            "CAL:         17         29   Function call interrupts\n"
+            "ERR:          0\n")
+    assert cpu_interrupts(1, text) == {"36 virtio1-req.0": 72168, "24 ACPI:Ged": 0, "LOC": 300400,
+                                       "CAL": 29}
+    assert cpu_interrupts(0, text)["LOC"] == 100200
+    after = {"36 virtio1-req.0": 72200, "24 ACPI:Ged": 0, "LOC": 300400, "CAL": 31}
+    assert interrupts_during(cpu_interrupts(1, text), after) == {"36 virtio1-req.0": 32, "CAL": 2}

@@ -411,6 +411,52 @@ def host_cpu() -> tuple[list[int], list[float], int]:
     return [int(x) for x in fields], list(os.getloadavg()), wait
 
 
+def cpu_interrupts(cpu: int, text: str | None = None) -> dict[str, int]:
+    """Interrupts CPU ``cpu`` has taken so far, by /proc/interrupts row: a device's as "IRQ
+    name" (e.g. "36 virtio1-req.0"), the others by their label (LOC: local timer, RES:
+    rescheduling IPIs, CAL: function-call IPIs, TLB: shootdowns, ...)."""
+    lines = (Path("/proc/interrupts").read_text() if text is None else text).splitlines()
+    col = lines[0].split().index(f"CPU{cpu}")
+    out = {}
+    for line in lines[1:]:
+        label, _, rest = line.partition(":")
+        fields = rest.split()
+        if len(fields) <= col or not fields[col].isdigit():
+            continue
+        label = label.strip()
+        out[f"{label} {fields[-1]}" if label.isdigit() else label] = int(fields[col])
+    return out
+
+
+def interrupts_during(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The rows of ``cpu_interrupts`` that grew, by how much."""
+    return {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
+
+
+def device_irqs_on(cpu: int) -> list[str]:
+    """The devices whose interrupts the kernel delivers to ``cpu`` (``cpu_interrupts`` names of
+    the IRQs whose /proc/irq/N/effective_affinity_list holds it)."""
+    names = []
+    for name in cpu_interrupts(cpu):
+        irq = name.split()[0]
+        if not irq.isdigit():
+            continue
+        cpus = _read_text(f"/proc/irq/{irq}/effective_affinity_list")
+        if cpus is not None and cpu in _cpu_list(cpus):
+            names.append(name)
+    return names
+
+
+def _cpu_list(text: str) -> set[int]:
+    """A kernel CPU list ("0-1,3") as a set."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 def host_summary(before: tuple[list[int], list[float], int],
                  after: tuple[list[int], list[float], int]) -> dict[str, Any]:
     """The whole host's CPU during the run (not only this process), to tell a slow or busy
@@ -502,6 +548,7 @@ class Forwarder:
         gc.disable()
         drops0 = interface_drops()
         host0 = host_cpu()
+        irq0 = cpu_interrupts(cfg.cpu) if cfg.cpu is not None else None
         rusage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic_ns()
         offset0 = clock_offset_ns()
         (self.log_dir / "ready").write_text(json.dumps({"pid": os.getpid(), "t": wall0}))
@@ -543,6 +590,9 @@ class Forwarder:
         wall1 = time.monotonic_ns()
         rusage1 = resource.getrusage(resource.RUSAGE_SELF)
         host = host_summary(host0, host_cpu())
+        # what interrupted the forwarder's own CPU during the run (None: not pinned to one)
+        host["interrupts_on_cpu"] = (None if irq0 is None
+                                     else interrupts_during(irq0, cpu_interrupts(cfg.cpu)))
         if cfg.realtime:  # the summary (numpy, file reads) must not hold up other real-time loops
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         if latency_fd is not None:
