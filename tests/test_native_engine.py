@@ -202,7 +202,9 @@ def _keys(d, prefix=""):
     out = set()
     for k, v in d.items():
         path = f"{prefix}.{k}"
-        if isinstance(v, dict):
+        if k == "interrupts_on_cpu":  # its rows are whatever interrupted the CPU in that run
+            out.add(path)
+        elif isinstance(v, dict):
             out |= _keys(v, prefix if prefix.endswith(("directions", "interfaces", "host_interface_drops",
                                                       "busy_ns_by_direction")) else path)
         else:
