@@ -91,7 +91,7 @@ typedef struct { int32_t in_fd, out_fd, log_fd, ring_frame_size, ring_frame_nr, 
 
 typedef struct {
     int64_t late_ns, spin_ns, early_ns;
-    int64_t stall_ns;   /* a gap this long in the loop is a stall (see below) */
+    int64_t stall_ns;   /* a gap this long in the loop is a stall (see below); 0: none looked for */
     int64_t *stalls;    /* room for stall_cap (start, end, run-queue wait, demoted) quadruples */
     int64_t stall_cap;
     int64_t busy_share_pct;  /* % of elapsed time the loop may be busy (see above) */
@@ -368,6 +368,7 @@ static int64_t run_delay(const tb_loop *L) {
  * running SCHED_OTHER — any task the scheduler preferred), about 0 when the whole vCPU did not
  * run (the hypervisor) */
 static void stall(tb_loop *L, int64_t from, int64_t to) {
+    if (L->rc->stall_ns <= 0) return;
     int64_t rd = run_delay(L), waited = rd < 0 ? -1 : rd - L->run_delay_seen;
     if (rd >= 0) L->run_delay_seen = rd;
     int64_t i = L->out->stall_count++;
@@ -552,7 +553,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     int demote = rc->demote && sched_getscheduler(0) == SCHED_FIFO && sched_getparam(0, &fifo) == 0;
     if (demote && setpriority(PRIO_PROCESS, 0, -20) < 0) demote = 0;  /* nice while demoted */
     int stopping = 0;
-    watched = &L; watch_ns = rc->stall_ns; clock_seen = mono_raw();
+    watched = rc->stall_ns > 0 ? &L : NULL; watch_ns = rc->stall_ns; clock_seen = mono_raw();
     uint32_t spins = 0;
     struct epoll_event evs[64];
     while (!stopping) {
