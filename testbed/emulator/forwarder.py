@@ -779,8 +779,8 @@ class Forwarder:
         ``held_back`` = those during which the loop's own kernel kept it waiting for most of the
         stall (run-queue wait: RT throttling after the loop used 95 % of its CPU, or a task of
         higher priority) — overload, not counted as the machine's in ``late_after_stall``; the
-        longest of them ``held_back_max_ms`` (RT throttling holds a loop for the rest of its
-        period: tens of ms); ``demoted`` = those during which another task ran while the loop was demoted to
+        longest of them ``held_back_max_ms`` (RT throttling holds a loop for the rest of its period:
+        tens of ms); ``demoted`` = those during which another task ran while the loop was demoted to
         SCHED_OTHER to stay under the RT cap (``busy_policy``; on a kernel without preemption a
         kernel thread that gets the CPU keeps it until it yields: DAMON's kdamond ~1 ms) — the
         machine's, since the loop cannot be real-time all the time there; and ``quiet`` = those of 1

@@ -111,6 +111,15 @@ typedef struct {
     int64_t log_waits;  /* times the loop waited for the log writer (LOG_QUEUE chunks unwritten) */
 } tb_run_stats;
 
+/* what the loop's helpers need of the run: its configuration, results and scheduling state */
+typedef struct tb_loop {
+    const tb_run_cfg *rc;
+    tb_run_stats *out;
+    int demoted;           /* running SCHED_OTHER (see the top of this file) */
+    int schedstat_fd;      /* /proc/thread-self/schedstat */
+    int64_t run_delay_seen;
+} tb_loop;
+
 typedef struct { int64_t t; uint64_t n; uint8_t *buf; tb_rec rec; } pend;
 
 typedef struct {
@@ -135,13 +144,12 @@ static inline int64_t mono_raw(void) {
 /* The loop thread's clock: while a run is watched, two of its readings stall_ns or more apart
  * are a stall (the loop did nothing in between but run its own short code paths, so it did
  * not run); the loop resets `clock_seen` after sleeping on purpose.  Other threads use mono_raw. */
-struct tb_loop;
-static struct tb_loop *watched;
-static int64_t clock_seen, watch_ns;
-static void stall(struct tb_loop *L, int64_t from, int64_t to);
+static tb_loop *watched;
+static int64_t clock_seen;
+static void stall(tb_loop *L, int64_t from, int64_t to);
 static inline int64_t mono(void) {
     int64_t t = mono_raw();
-    if (watched && t - clock_seen >= watch_ns) stall(watched, clock_seen, t);
+    if (watched && t - clock_seen >= watched->rc->stall_ns) stall(watched, clock_seen, t);
     clock_seen = t;
     return t;
 }
@@ -342,15 +350,6 @@ static void heap_pop(io_dir *d, pend *out) {
     }
     if (n) d->heap[i] = last;
 }
-
-/* what the loop's helpers need of the run: its configuration, results and scheduling state */
-typedef struct tb_loop {
-    const tb_run_cfg *rc;
-    tb_run_stats *out;
-    int demoted;           /* running SCHED_OTHER (see the top of this file) */
-    int schedstat_fd;      /* /proc/thread-self/schedstat */
-    int64_t run_delay_seen;
-} tb_loop;
 
 /* this thread's run-queue wait so far (ns, /proc/thread-self/schedstat), -1 if unreadable */
 static int64_t run_delay(const tb_loop *L) {
@@ -553,7 +552,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     int demote = rc->demote && sched_getscheduler(0) == SCHED_FIFO && sched_getparam(0, &fifo) == 0;
     if (demote && setpriority(PRIO_PROCESS, 0, -20) < 0) demote = 0;  /* nice while demoted */
     int stopping = 0;
-    watched = rc->stall_ns > 0 ? &L : NULL; watch_ns = rc->stall_ns; clock_seen = mono_raw();
+    watched = &L; clock_seen = mono_raw();
     uint32_t spins = 0;
     struct epoll_event evs[64];
     while (!stopping) {
