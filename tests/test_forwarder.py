@@ -305,5 +305,6 @@ def test_cpu_interrupts_reads_one_cpus_column_by_row():
     assert cpu_interrupts(1, text) == {"36 virtio1-req.0": 72168, "24 ACPI:Ged": 0, "LOC": 300400,
                                        "CAL": 29}
     assert cpu_interrupts(0, text)["LOC"] == 100200
+    assert cpu_interrupts(5, text) == {}  # not a CPU of this file (offline)
     after = {"36 virtio1-req.0": 72200, "24 ACPI:Ged": 0, "LOC": 300400, "CAL": 31}
     assert interrupts_during(cpu_interrupts(1, text), after) == {"36 virtio1-req.0": 32, "CAL": 2}

@@ -414,9 +414,13 @@ def host_cpu() -> tuple[list[int], list[float], int]:
 def cpu_interrupts(cpu: int, text: str | None = None) -> dict[str, int]:
     """Interrupts CPU ``cpu`` has taken so far, by /proc/interrupts row: a device's as "IRQ
     name" (e.g. "36 virtio1-req.0"), the others by their label (LOC: local timer, RES:
-    rescheduling IPIs, CAL: function-call IPIs, TLB: shootdowns, ...)."""
+    rescheduling IPIs, CAL: function-call IPIs, TLB: shootdowns, ...); empty when the file has
+    no column for that CPU (it lists online CPUs only)."""
     lines = (Path("/proc/interrupts").read_text() if text is None else text).splitlines()
-    col = lines[0].split().index(f"CPU{cpu}")
+    header = lines[0].split() if lines else []
+    if f"CPU{cpu}" not in header:
+        return {}
+    col = header.index(f"CPU{cpu}")
     out = {}
     for line in lines[1:]:
         label, _, rest = line.partition(":")
