@@ -14,6 +14,16 @@
    loses the rest of each period once it has been busy that long (50 ms per second measured on
    a 2-core VM), which is why the native loop demotes itself to SCHED_OTHER while over its
    real-time budget (``demotions``: how often it did in a row's run).
+0c. The send floor (``send floor`` rows, ``--skip-floor``): what one ``send()`` of a frame into a
+   veth costs on this machine with nothing of the engine around it (``native.send_train``, a C
+   loop pinned to the forwarder's CPU at nice −20, PM QoS latency held at 0 µs as the forwarder
+   does): 1514 B frames paced at the 1 Gbit/s spacing and 66 B (ACK-sized) frames back to back,
+   into a peer namespace that steers receive processing to the other CPUs (RPS, as the
+   userspace backend sets it), with a UDP socket reading there; once with those CPUs otherwise
+   idle, once with a busy loop on them (as when the hosts run), and once with frames addressed
+   to no one there (dropped on arrival: no work handed to another CPU).  The engine's
+   ``send()`` time per frame (``send_us`` in the other rows) cannot fall below the floor under
+   the same load: the difference between the rows is what handing a frame to a busy CPU costs.
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
    testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
@@ -117,6 +127,8 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
             "cpu_us_work": round((emu["cpu_s"] - (emu.get("poll_idle_s") or 0)) / frames * 1e6, 2),
             "cpu_us_no_send": (round((emu["cpu_s"] - emu["poll_idle_s"] - emu["send_s"]) / frames * 1e6, 2)
                                if emu.get("send_s") is not None else None),
+            "send_us": (round(emu["send_s"] / max(1, emu["totals"]["delivered"]) * 1e6, 2)
+                        if emu.get("send_s") is not None else None),
             "unintended": emu.get("unintended_drops"), "late": emu["totals"].get("late"),
             "late_stall": emu["totals"].get("late_after_stall"),
             "stalls": (emu.get("stalls") or {}).get("count"),
@@ -214,6 +226,101 @@ def run_cpu_probe(policy: str, seconds: float, gap_ns: int = 100_000) -> dict:
             "preemption": sched["preemption"], "rt_cap_percent": sched["rt_cap_percent"]}
 
 
+SEND_RECEIVER = """
+import os, socket, sys
+os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 33, 1 << 23)  # SO_RCVBUFFORCE: past rmem_max
+s.bind((sys.argv[1], int(sys.argv[3])))
+print("ready", flush=True)
+while True:
+    s.recv(2048)
+"""
+SEND_CHILD = """
+import json, os, socket, sys
+import numpy as np
+from testbed.emulator import native
+from testbed.emulator.config import ForwarderConfig
+from testbed.emulator.forwarder import hold_cpu_latency, open_socket
+frame, count, gap, cpu = bytes.fromhex(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+os.sched_setaffinity(0, {cpu})
+os.setpriority(os.PRIO_PROCESS, 0, -20)
+fd, _ = hold_cpu_latency()
+defaults = ForwarderConfig.__dataclass_fields__
+s = open_socket("tbt0", False, defaults["rcvbuf"].default, defaults["sndbuf"].default)  # the forwarder's
+ns = np.array(native.send_train(s.fileno(), frame, count, gap)) / 1e3
+print(json.dumps({"send_us_p50": round(float(np.median(ns)), 2), "send_us_mean": round(float(ns.mean()), 2),
+                  "send_us_p99": round(float(np.percentile(ns, 99)), 2)}))
+"""
+SPINNER = "import os, sys\nos.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')})\nwhile True: pass"
+
+
+def udp_frame(dst_mac: str, src_ip: str, dst_ip: str, length: int) -> bytes:
+    """An Ethernet/IPv4/UDP frame of ``length`` bytes to ``dst_ip``:PORT (UDP checksum 0)."""
+    import socket
+    import struct
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, length - 14, 0, 0, 64, 17, 0,
+                     socket.inet_aton(src_ip), socket.inet_aton(dst_ip))
+    csum = sum(struct.unpack("!10H", ip))
+    csum = ~((csum & 0xFFFF) + (csum >> 16)) & 0xFFFF
+    ip = ip[:10] + struct.pack("!H", csum) + ip[12:]
+    udp = struct.pack("!HHHH", PORT + 1, PORT, length - 34, 0)
+    eth = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex("020000000001") + b"\x08\x00"
+    return (eth + ip + udp).ljust(length, b"\0")
+
+
+def udp_in_datagrams(pair, ns: str) -> int:
+    """``Udp: InDatagrams`` of namespace ``ns`` (/proc/net/snmp): datagrams delivered to sockets."""
+    import subprocess
+    lines = [ln.split() for ln in subprocess.run(pair.exec_argv(ns, ["cat", "/proc/net/snmp"]), check=True,
+                                                 capture_output=True, text=True).stdout.splitlines()
+             if ln.startswith("Udp:")]
+    return int(lines[1][lines[0].index("InDatagrams")])
+
+
+def run_send_floor(count: int = 50_000) -> list[dict]:
+    """The ``send floor`` rows (see the module docstring, 0c)."""
+    import subprocess
+    from testbed.steering import rps_mask
+    from testbed.vethpair import veth_pair
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return []
+    cpu, others = cpus[-1], ",".join(map(str, cpus[:-1]))
+    rows = []
+    with veth_pair("f") as pair:
+        subprocess.run(pair.exec_argv(pair.b, [sys.executable, "-m", "testbed.steering",
+                                               rps_mask(cpus[:-1]), "tbt1"]), check=True)
+        link = subprocess.run(["ip", "-j", "-n", pair.b, "link", "show", "tbt1"], check=True,
+                              capture_output=True, text=True)
+        peer_mac = json.loads(link.stdout)[0]["address"]
+        rx = pair.popen(pair.b, [sys.executable, "-c", SEND_RECEIVER, pair.ip_b, others, str(PORT)],
+                        stdout=subprocess.PIPE, text=True)
+        if rx.stdout.readline().strip() != "ready":
+            raise RuntimeError("the send-floor receiver did not start")
+        spinner = None
+        for receiver, mac in (("UDP socket, its CPU idle", peer_mac), ("UDP socket, its CPU busy", peer_mac),
+                              ("none (dropped on arrival)", "02:00:00:00:00:09")):
+            if "busy" in receiver:
+                spinner = pair.popen(pair.b, [sys.executable, "-c", SPINNER, others])
+            elif spinner is not None:
+                spinner.kill()
+                spinner.wait()
+                spinner = None
+            for length, gap_ns in ((FRAME, FRAME * 8), (66, 0)):  # 1514 B at 1 Gbit/s; ACKs back to back
+                frame = udp_frame(mac, pair.ip_a, pair.ip_b, length)
+                before = udp_in_datagrams(pair, pair.b)
+                r = subprocess.run(pair.exec_argv(pair.a, [sys.executable, "-c", SEND_CHILD, frame.hex(),
+                                                           str(count), str(gap_ns), str(cpu)]),
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise RuntimeError(f"send floor ({receiver}, {length} B) failed: {r.stderr[-800:]}")
+                rows.append({"path": "send floor", "receiver": receiver, "frame": length,
+                             "gap_us": round(gap_ns / 1e3, 3), "frames": count,
+                             "received": udp_in_datagrams(pair, pair.b) - before, **json.loads(r.stdout)})
+    return rows
+
+
 def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str) -> dict:
     """iperf3 --bidir client ⇄ server over the long-haul path with 0% loss."""
     import time
@@ -281,6 +388,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-tcp", action="store_true")
     p.add_argument("--skip-iperf-udp", action="store_true")
     p.add_argument("--skip-cpu", action="store_true")
+    p.add_argument("--skip-floor", action="store_true")
     p.add_argument("--cpu-seconds", type=float, default=3.0,
                    help="length of each busy loop on the forwarder's CPU")
     p.add_argument("--results", default="results/bench")
@@ -292,6 +400,9 @@ def main(argv=None) -> int:
     print(json.dumps(run_model()), flush=True)
     cpu_rows = [] if a.skip_cpu else [run_cpu_probe(policy, a.cpu_seconds) for policy in ("fifo", "nice-20")]
     for row in cpu_rows:
+        print(json.dumps(row), flush=True)
+    floor_rows = [] if a.skip_floor else run_send_floor()
+    for row in floor_rows:
         print(json.dumps(row), flush=True)
     if not a.skip_udp:
         cases = [("plain veth", None, PLAIN)]
@@ -330,10 +441,17 @@ def main(argv=None) -> int:
               "throttling stops a SCHED_FIFO loop busy beyond rt_cap_percent; the native loop "
               "therefore demotes itself to SCHED_OTHER while over its real-time budget)")
         print()
+    if floor_rows:
+        _print_table(floor_rows, ["path", "receiver", "frame", "gap_us", "frames", "received", "send_us_p50", "send_us_mean",
+                                  "send_us_p99"])
+        print("send floor: the time inside one send() into a veth with nothing of the engine around "
+              "it; the engine's send time per frame (send_us below) cannot be lower under the same "
+              "receiver load")
+        print()
     if rows:
         _print_table(rows, ["path", "offered_mbps", "sent_mbps", "fps", "rx_drops", "p50_us", "p99_us",
-                            "max_us", "cpu_pct", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "unintended",
-                            "silent", "steal_pct", "rq_wait_ms", "load", "emu_ok", "ok"])
+                            "max_us", "cpu_pct", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "send_us",
+                            "unintended", "silent", "steal_pct", "rq_wait_ms", "load", "emu_ok", "ok"])
         print()
         for label in dict.fromkeys(r["path"] for r in rows):
             for key, what in (("ok", "end to end"), ("emu_ok", "emulator only")):
@@ -351,12 +469,12 @@ def main(argv=None) -> int:
         print()
         _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
                                   "max_us", "late", "late_stall", "demotions", "cpu_pct", "cpu_us_work",
-                                  "cpu_us_no_send", "unintended", "rq_wait_ms", "load", "emu_ok"])
+                                  "cpu_us_no_send", "send_us", "unintended", "rq_wait_ms", "load", "emu_ok"])
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
                                 "p99_us", "max_us", "late", "late_stall", "stalls", "demotions", "overload",
-                                "fidelity", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "steal_pct",
+                                "fidelity", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "send_us", "steal_pct",
                                 "rq_wait_ms", "load", "ok"])
         print(f"TCP target: each direction ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "
               f"{TCP_LIMIT_BPS / 1e6:.0f}) with no overload (late frames a stall of the machine "

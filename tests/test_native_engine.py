@@ -262,6 +262,54 @@ def test_frame_longer_than_a_ring_slot_is_counted_not_forwarded_short(results_ro
     assert s["unintended_drops"] >= 1 and s["accounted"]
 
 
+def test_send_train_paces_the_frames_and_times_each_send():
+    """The send floor's train (benchmarks/emulator.py): every frame sent whole, one per gap."""
+    import socket
+    import time
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    frame, count, gap = bytes(range(200)), 100, 50_000
+    t0 = time.monotonic_ns()
+    times = native.send_train(a.fileno(), frame, count, gap)
+    elapsed = time.monotonic_ns() - t0
+    assert len(times) == count and all(0 < t < elapsed for t in times)
+    assert elapsed >= (count - 1) * gap
+    b.setblocking(False)
+    got = [b.recv(1000) for _ in range(count)]
+    assert got == [frame] * count
+    with pytest.raises(BlockingIOError):
+        b.recv(1000)
+    b.close()
+    with pytest.raises(OSError):  # the peer is gone: the send fails, reported with its errno
+        native.send_train(a.fileno(), frame, 1, 0)
+    a.close()
+
+
+@pytest.mark.root
+def test_send_floor_rows_reach_the_receiver_or_nobody_as_labelled():
+    """benchmarks/emulator.py's send floor: the frames of the receiver rows arrive in its UDP
+    socket (a frame the peer's stack drops would measure a cheaper path), those addressed to
+    no one do not; its namespaces and processes are gone afterwards."""
+    import importlib.util
+    import subprocess
+    from conftest import REPO
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the send floor needs a CPU for the sender and another for the receiver")
+    spec = importlib.util.spec_from_file_location("bench_emulator", REPO / "benchmarks" / "emulator.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.run_send_floor(count=2000)
+    assert [(r["receiver"].split(",")[0], r["frame"]) for r in rows] == [
+        ("UDP socket", 1514), ("UDP socket", 66), ("UDP socket", 1514), ("UDP socket", 66),
+        ("none (dropped on arrival)", 1514), ("none (dropped on arrival)", 66)]
+    for r in rows:
+        assert r["received"] == (0 if r["receiver"].startswith("none") else 2000), r
+        assert 0 < r["send_us_p50"] <= r["send_us_p99"]
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"tbtest{os.getpid() % 10000}f" not in left
+
+
 def test_busy_policy_demotes_only_a_real_time_loop_with_a_cpu_of_its_own():
     from testbed.emulator.forwarder import BUSY_SHARE_PCT, RT_MARGIN_PCT, busy_policy
     assert busy_policy(None, True, 95.0) == (BUSY_SHARE_PCT, False)  # shares a CPU: sleeps

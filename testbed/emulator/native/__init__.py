@@ -10,6 +10,8 @@
   kernel timestamps; a send per departure; a timed epoll wait + bounded polling of the rings
   before departures; the same frame log records).  The Python side
   (``emulator.forwarder``) opens sockets and logs, calls ``run``, and writes the summary.
+- ``tbsend.c``: a paced train of one frame through a socket and nothing else (``send_train``):
+  the floor under the loop's send path, which ``benchmarks/emulator.py`` measures beside it.
 
 Built by ``python -m testbed.emulator.native.build`` (scripts/install.sh runs it; system gcc,
 no download; rebuilt when a source changes).  ``available()`` says whether the library is built and loadable.
@@ -119,10 +121,22 @@ def load():
             lib.tb_parse_key.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(Rec)]
             lib.tb_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(IoCfg), ctypes.POINTER(RunCfg),
                                    ctypes.POINTER(IoStats), ctypes.POINTER(RunStats)]
+            lib.tb_send_train.argtypes = [ctypes.c_int, ctypes.c_char_p, _i32, _i64, _i64,
+                                          ctypes.POINTER(_i64)]
             _lib = lib
     if _lib is None:
         raise RuntimeError(_error)
     return _lib
+
+
+def send_train(fd: int, frame: bytes, count: int, gap_ns: int) -> list[int]:
+    """Send ``frame`` ``count`` times through socket ``fd``, one every ``gap_ns`` (0: back to
+    back); the ns spent inside each ``send()`` (``tbsend.c``).  OSError when a send fails."""
+    out = (_i64 * count)()
+    ret = load().tb_send_train(fd, frame, len(frame), count, gap_ns, out)
+    if ret < 0:
+        raise OSError(-ret, f"send_train: {os.strerror(-ret)}")
+    return list(out)
 
 
 def available() -> tuple[bool, str]:
