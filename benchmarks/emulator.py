@@ -109,12 +109,16 @@ def run_load(overrides: dict, rate_bps: float, seconds: float, engine: str | Non
             "receiver_drops": receiver_drops}
 
 
+def udp_counter(snmp: str, name: str) -> int:
+    """The ``Udp:`` counter ``name`` in ``snmp``, the text of a namespace's /proc/net/snmp."""
+    lines = [ln.split() for ln in snmp.splitlines() if ln.startswith("Udp:")]
+    return int(lines[1][lines[0].index(name)])
+
+
 def udp_rcvbuf_errors(host) -> int:
     """UDP datagrams the host dropped because a socket's receive buffer was full."""
     from testbed.hosts import run_in
-    lines = [ln.split() for ln in run_in(host, ["cat", "/proc/net/snmp"]).stdout.splitlines()
-             if ln.startswith("Udp:")]
-    return int(lines[1][lines[0].index("RcvbufErrors")])
+    return udp_counter(run_in(host, ["cat", "/proc/net/snmp"]).stdout, "RcvbufErrors")
 
 
 def _emu_cols(emu: dict, seconds: float) -> dict:
@@ -269,15 +273,6 @@ def udp_frame(dst_mac: str, src_ip: str, dst_ip: str, length: int) -> bytes:
     return (eth + ip + udp).ljust(length, b"\0")
 
 
-def udp_in_datagrams(pair, ns: str) -> int:
-    """``Udp: InDatagrams`` of namespace ``ns`` (/proc/net/snmp): datagrams delivered to sockets."""
-    import subprocess
-    lines = [ln.split() for ln in subprocess.run(pair.exec_argv(ns, ["cat", "/proc/net/snmp"]), check=True,
-                                                 capture_output=True, text=True).stdout.splitlines()
-             if ln.startswith("Udp:")]
-    return int(lines[1][lines[0].index("InDatagrams")])
-
-
 def run_send_floor(count: int = 50_000) -> list[dict]:
     """The ``send floor`` rows (see the module docstring, 0c)."""
     import subprocess
@@ -298,18 +293,17 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
                         stdout=subprocess.PIPE, text=True)
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("the send-floor receiver did not start")
-        spinner = None
-        for receiver, mac in (("UDP socket, its CPU idle", peer_mac), ("UDP socket, its CPU busy", peer_mac),
-                              ("none (dropped on arrival)", "02:00:00:00:00:09")):
-            if "busy" in receiver:
-                spinner = pair.popen(pair.b, [sys.executable, "-c", SPINNER, others])
-            elif spinner is not None:
-                spinner.kill()
-                spinner.wait()
-                spinner = None
+        def delivered() -> int:  # datagrams the peer's UDP delivered to a socket
+            snmp = subprocess.run(pair.exec_argv(pair.b, ["cat", "/proc/net/snmp"]), check=True,
+                                  capture_output=True, text=True).stdout
+            return udp_counter(snmp, "InDatagrams")
+        for receiver, mac, busy in (("UDP socket, its CPU idle", peer_mac, False),
+                                    ("UDP socket, its CPU busy", peer_mac, True),
+                                    ("none (dropped on arrival)", "02:00:00:00:00:09", False)):
+            spinner = pair.popen(pair.b, [sys.executable, "-c", SPINNER, others]) if busy else None
             for length, gap_ns in ((FRAME, FRAME * 8), (66, 0)):  # 1514 B at 1 Gbit/s; ACKs back to back
                 frame = udp_frame(mac, pair.ip_a, pair.ip_b, length)
-                before = udp_in_datagrams(pair, pair.b)
+                before = delivered()
                 r = subprocess.run(pair.exec_argv(pair.a, [sys.executable, "-c", SEND_CHILD, frame.hex(),
                                                            str(count), str(gap_ns), str(cpu)]),
                                    capture_output=True, text=True)
@@ -317,7 +311,10 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
                     raise RuntimeError(f"send floor ({receiver}, {length} B) failed: {r.stderr[-800:]}")
                 rows.append({"path": "send floor", "receiver": receiver, "frame": length,
                              "gap_us": round(gap_ns / 1e3, 3), "frames": count,
-                             "received": udp_in_datagrams(pair, pair.b) - before, **json.loads(r.stdout)})
+                             "received": delivered() - before, **json.loads(r.stdout)})
+            if spinner is not None:
+                spinner.kill()
+                spinner.wait()
     return rows
 
 
