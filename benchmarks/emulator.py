@@ -250,8 +250,7 @@ frame, count, gap, cpu = bytes.fromhex(sys.argv[1]), int(sys.argv[2]), int(sys.a
 os.sched_setaffinity(0, {cpu})
 os.setpriority(os.PRIO_PROCESS, 0, -20)
 fd, _ = hold_cpu_latency()
-defaults = ForwarderConfig.__dataclass_fields__
-s = open_socket("tbt0", False, defaults["rcvbuf"].default, defaults["sndbuf"].default)  # the forwarder's
+s = open_socket("tbt0", False, ForwarderConfig.rcvbuf, ForwarderConfig.sndbuf)  # as the forwarder opens its own
 ns = np.array(native.send_train(s.fileno(), frame, count, gap)) / 1e3
 print(json.dumps({"send_us_p50": round(float(np.median(ns)), 2), "send_us_mean": round(float(ns.mean()), 2),
                   "send_us_p99": round(float(np.percentile(ns, 99)), 2)}))

@@ -82,11 +82,10 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
         "cpu_latency_request": os.access("/dev/cpu_dma_latency", os.W_OK),
         "cpuidle_driver": _read("/sys/devices/system/cpu/cpuidle/current_driver"),
         **kernel_scheduling()}
-    share, demote = busy_policy(report["emulator_cpu"]["forwarder_cpu"], True,
-                                report["emulator_cpu"]["rt_cap_percent"])
-    report["emulator_cpu"].update(native_busy_share_pct=share, native_demote=demote)
-    fwd = report["emulator_cpu"]["forwarder_cpu"]
-    report["emulator_cpu"]["device_irqs"] = device_irqs_on(fwd) if fwd is not None else []
+    emu = report["emulator_cpu"]
+    share, demote = busy_policy(emu["forwarder_cpu"], True, emu["rt_cap_percent"])
+    emu.update(native_busy_share_pct=share, native_demote=demote,
+               device_irqs=device_irqs_on(emu["forwarder_cpu"]) if emu["forwarder_cpu"] is not None else [])
     report["problems"] = problems
     report["ok"] = not problems
     return report

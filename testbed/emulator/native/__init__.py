@@ -10,7 +10,7 @@
   kernel timestamps; a send per departure; a timed epoll wait + bounded polling of the rings
   before departures; the same frame log records).  The Python side
   (``emulator.forwarder``) opens sockets and logs, calls ``run``, and writes the summary.
-- ``tbsend.c``: a paced train of one frame through a socket and nothing else (``send_train``):
+  It also holds ``send_train``: a paced train of one frame through a socket and nothing else,
   the floor under the loop's send path, which ``benchmarks/emulator.py`` measures beside it.
 
 Built by ``python -m testbed.emulator.native.build`` (scripts/install.sh runs it; system gcc,
@@ -131,7 +131,7 @@ def load():
 
 def send_train(fd: int, frame: bytes, count: int, gap_ns: int) -> list[int]:
     """Send ``frame`` ``count`` times through socket ``fd``, one every ``gap_ns`` (0: back to
-    back); the ns spent inside each ``send()`` (``tbsend.c``).  OSError when a send fails."""
+    back); the ns spent inside each ``send()`` (``tbloop.c``).  OSError when a send fails."""
     out = (_i64 * count)()
     ret = load().tb_send_train(fd, frame, len(frame), count, gap_ns, out)
     if ret < 0:

@@ -687,3 +687,23 @@ int tb_probe(void) {
     close(ep);
     return r;
 }
+
+/* A paced train of one frame through a socket and nothing else: the floor under the loop's send
+ * path (no model, no ring, no log), measured by benchmarks/emulator.py ("send floor" rows) on
+ * the same machine and in the same run as the engine.  Frame i is sent at t0 + i * gap_ns
+ * (busy-waiting for it, as the loop polls before a departure; gap_ns 0: back to back) with the
+ * loop's flags; send_ns[i] = the time inside that send().  Returns 0, or -errno of the first
+ * failed send. */
+int tb_send_train(int fd, const uint8_t *frame, int32_t len, int64_t count, int64_t gap_ns,
+                  int64_t *send_ns) {
+    int64_t t0 = mono_raw();
+    for (int64_t i = 0; i < count; i++) {
+        int64_t due = t0 + i * gap_ns, t;
+        while ((t = mono_raw()) < due) {}
+        ssize_t w;
+        do w = send(fd, frame, (size_t)len, MSG_DONTWAIT); while (w < 0 && errno == EINTR);
+        if (w < 0) return -errno;
+        send_ns[i] = mono_raw() - t;
+    }
+    return 0;
+}
