@@ -414,10 +414,13 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
 
 @pytest.mark.root
 def test_busy_native_loop_demotes_itself_instead_of_being_throttled(results_root, monkeypatch):
-    """1 Gbit/s of 1514 B frames keeps the native loop polling all the time: with a CPU of its
-    own and RT throttling on this kernel, it must demote itself to SCHED_OTHER before the kernel
-    throttles it (a throttled loop is held back for the rest of the period: ~50 ms a second),
-    and log every frame in order through its writer thread."""
+    """A link kept busy keeps the native loop polling all the time: with a CPU of its own and RT
+    throttling on this kernel, it must demote itself to SCHED_OTHER before the kernel throttles
+    it (a throttled loop is held back for the rest of the period: ~50 ms a second), and log
+    every frame in order through its writer thread.  iperf3 offers 1 Gbit/s to a 500 Mbit/s
+    link with a 2,000-frame queue, so departures follow each other every 24 µs whatever rate the
+    sender reaches on the machine (a sender of ~710 Mbit/s into a 1 Gbit/s link left the loop
+    gaps to sleep in, and it never needed to demote)."""
     from testbed.emulator.config import ENGINE_ENV
     from testbed.emulator.forwarder import RT_MARGIN_PCT, kernel_scheduling
     from testbed.network import Testbed
@@ -426,8 +429,8 @@ def test_busy_native_loop_demotes_itself_instead_of_being_throttled(results_root
         pytest.skip(f"needs RT throttling (cap {cap}) and 2 CPUs or more ({os.cpu_count()})")
     monkeypatch.setenv(ENGINE_ENV, "native")
     with Testbed("longhaul", backend="userspace", results_root=results_root,
-                 overrides={"rate_down": "1000mbit", "delay": "1ms", "loss_down": "0%",
-                            "queue": "50000"}) as tb:
+                 overrides={"rate_down": "500mbit", "delay": "1ms", "loss_down": "0%",
+                            "queue": "2000"}) as tb:
         tb.popen("client", ["iperf3", "-s", "-1"], name="iperf3-server")
         import time
         time.sleep(0.5)
