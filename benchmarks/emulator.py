@@ -21,9 +21,13 @@
    into a peer namespace that steers receive processing to the other CPUs (RPS, as the
    userspace backend sets it), with a UDP socket reading there; once with those CPUs otherwise
    idle, once with a busy loop on them (as when the hosts run), and once with frames addressed
-   to no one there (dropped on arrival: no work handed to another CPU).  The engine's
-   ``send()`` time per frame (``send_us`` in the other rows) cannot fall below the floor under
-   the same load: the difference between the rows is what handing a frame to a busy CPU costs.
+   to no one there (dropped on arrival: no work handed to another CPU).  1514 B frames also at
+   the long-haul spacing (333 Mbit/s), and both sizes also 8 frames to a ``sendmmsg`` call
+   (``batch`` 8, per frame: the call's time divided by 8), as the native loop sends once it has
+   fallen 8 frames behind.  The engine's ``send()`` time per frame (``send_us`` in the other
+   rows) cannot fall below the floor under the same load: the difference between the rows is
+   what handing a frame to a busy CPU costs (an RPS IPI whenever that CPU's backlog was empty;
+   a batch pays it once).
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
    testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
@@ -46,10 +50,11 @@
    datagrams at the offered rate, iperf3's own pacing), so the receiving process is no limit;
    ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``rx_drops`` those the
    receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above.
-3. TCP (``tcp`` rows): iperf3 ``--bidir`` (full-rate TCP both ways at once, data and ACKs in
-   each direction) over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for cubic
-   and bbr, per engine; goodput per direction over the test after ``--omit`` seconds of
-   start-up.  Target: bbr ≥ 90% of the 318 Mbit/s that 1448 B payloads in 1514 B frames allow,
+3. TCP (``tcp`` rows): over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for
+   cubic and bbr, per engine, two modes: ``one way`` (iperf3 ``-R``: data server → client, its
+   ACKs client → server) and ``bidir`` (iperf3 ``--bidir``: full-rate TCP both ways at once,
+   data and ACKs in each direction); goodput per direction over the test after ``--omit``
+   seconds of start-up.  Target: bbr ≥ 90% of the 318 Mbit/s that 1448 B payloads in 1514 B frames allow,
    with no overload (``overload``: an unintended drop, a frame more than 1 ms late that no stall
    explains, or a read lag above the forwarder's warning; ``late_stall`` = late frames the
    machine's stalls explain, ``stalls`` = how many the native loop saw, see
@@ -68,7 +73,8 @@ P99_LIMIT_US = 50.0
 PORT = 5600
 FRAME = 1514
 PAYLOAD = FRAME - 42
-TCP_LIMIT_BPS = 333e6 * 1448 / 1514  # goodput of 1448 B payloads in 1514 B frames at 333 Mbit/s
+LONGHAUL_BPS = 333e6
+TCP_LIMIT_BPS = LONGHAUL_BPS * 1448 / 1514  # goodput of 1448 B payloads in 1514 B frames at 333 Mbit/s
 PLAIN = {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms", "loss_down": "0%"}
 
 
@@ -246,12 +252,12 @@ import numpy as np
 from testbed.emulator import native
 from testbed.emulator.config import ForwarderConfig
 from testbed.emulator.forwarder import hold_cpu_latency, open_socket
-frame, count, gap, cpu = bytes.fromhex(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+frame, count, gap, batch, cpu = bytes.fromhex(sys.argv[1]), *map(int, sys.argv[2:6])
 os.sched_setaffinity(0, {cpu})
 os.setpriority(os.PRIO_PROCESS, 0, -20)
 fd, _ = hold_cpu_latency()
 s = open_socket("tbt0", False, ForwarderConfig.rcvbuf, ForwarderConfig.sndbuf)  # as the forwarder opens its own
-ns = np.array(native.send_train(s.fileno(), frame, count, gap)) / 1e3
+ns = np.array(native.send_train(s.fileno(), frame, count, gap, batch)) / 1e3
 print(json.dumps({"send_us_p50": round(float(np.median(ns)), 2), "send_us_mean": round(float(ns.mean()), 2),
                   "send_us_p99": round(float(np.percentile(ns, 99)), 2)}))
 """
@@ -270,6 +276,12 @@ def udp_frame(dst_mac: str, src_ip: str, dst_ip: str, length: int) -> bytes:
     udp = struct.pack("!HHHH", PORT + 1, PORT, length - 34, 0)
     eth = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex("020000000001") + b"\x08\x00"
     return (eth + ip + udp).ljust(length, b"\0")
+
+
+# (frame bytes, ns between frames, frames per call): 1514 B at 1 Gbit/s and at the long-haul
+# rate, one send() each and 8 to a sendmmsg (the native loop's catch-up batch); ACKs back to back
+FLOOR_TRAINS = ((FRAME, FRAME * 8, 1), (FRAME, round(FRAME * 8e9 / LONGHAUL_BPS), 1),
+                (FRAME, round(FRAME * 8e9 / LONGHAUL_BPS), 8), (66, 0, 1), (66, 0, 8))
 
 
 def run_send_floor(count: int = 50_000) -> list[dict]:
@@ -300,16 +312,16 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
                                     ("UDP socket, its CPU busy", peer_mac, True),
                                     ("none (dropped on arrival)", "02:00:00:00:00:09", False)):
             spinner = pair.popen(pair.b, [sys.executable, "-c", SPINNER, others]) if busy else None
-            for length, gap_ns in ((FRAME, FRAME * 8), (66, 0)):  # 1514 B at 1 Gbit/s; ACKs back to back
+            for length, gap_ns, batch in FLOOR_TRAINS:
                 frame = udp_frame(mac, pair.ip_a, pair.ip_b, length)
                 before = delivered()
                 r = subprocess.run(pair.exec_argv(pair.a, [sys.executable, "-c", SEND_CHILD, frame.hex(),
-                                                           str(count), str(gap_ns), str(cpu)]),
+                                                           str(count), str(gap_ns), str(batch), str(cpu)]),
                                    capture_output=True, text=True)
                 if r.returncode != 0:
                     raise RuntimeError(f"send floor ({receiver}, {length} B) failed: {r.stderr[-800:]}")
                 rows.append({"path": "send floor", "receiver": receiver, "frame": length,
-                             "gap_us": round(gap_ns / 1e3, 3), "frames": count,
+                             "gap_us": round(gap_ns / 1e3, 3), "batch": batch, "frames": count,
                              "received": delivered() - before, **json.loads(r.stdout)})
             if spinner is not None:
                 spinner.kill()
@@ -317,26 +329,35 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
     return rows
 
 
-def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str) -> dict:
-    """iperf3 --bidir client ⇄ server over the long-haul path with 0% loss."""
+def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str,
+            bidir: bool) -> dict:
+    """iperf3 over the long-haul path with 0% loss: ``--bidir`` (client ⇄ server at once), or
+    one way (server → client, ``-R``: the data on the 14%-loss direction's link, its ACKs on the
+    other).  Goodput per direction (``up_mbps`` None one way)."""
     import time
     with _testbed({"loss_down": "0%"}, engine, results_root) as tb:
         tb.popen("server", ["iperf3", "-s", "-1"], name="iperf3-server")
         time.sleep(0.5)
-        r = tb.run("client", ["iperf3", "-c", tb.ip("server"), "--bidir", "-C", cc, "-t", str(seconds),
-                              "-O", str(omit), "-J"], timeout=seconds + omit + 60)
+        r = tb.run("client", ["iperf3", "-c", tb.ip("server"), "--bidir" if bidir else "-R", "-C", cc,
+                              "-t", str(seconds), "-O", str(omit), "-J"], timeout=seconds + omit + 60)
     if r.returncode != 0:
         raise RuntimeError(f"iperf3 failed: {r.stdout[-500:]} {r.stderr[-500:]}")
     end = json.loads(r.stdout)["end"]
-    up = end["sum_received"]["bits_per_second"]               # client → server
-    down = end["sum_received_bidir_reverse"]["bits_per_second"]  # server → client
+    if bidir:
+        up = end["sum_received"]["bits_per_second"]               # client → server
+        down = end["sum_received_bidir_reverse"]["bits_per_second"]  # server → client
+        retrans = end["sum_sent"].get("retransmits"), end["sum_sent_bidir_reverse"].get("retransmits")
+    else:
+        up, down = None, end["sum_received"]["bits_per_second"]   # -R: the server sends
+        retrans = None, end["sum_sent"].get("retransmits")
     emu = tb.metadata["backend_summary"]
-    row = {"cc": cc, "up_mbps": round(up / 1e6, 1), "down_mbps": round(down / 1e6, 1),
-           "retrans_up": end["sum_sent"].get("retransmits"),
-           "retrans_down": end["sum_sent_bidir_reverse"].get("retransmits"),
+    row = {"cc": cc, "mode": "bidir" if bidir else "one way",
+           "up_mbps": None if up is None else round(up / 1e6, 1), "down_mbps": round(down / 1e6, 1),
+           "retrans_up": retrans[0], "retrans_down": retrans[1],
            **_emu_cols(emu, seconds + omit), "warning_text": _engine_warnings(emu)}
     row["overload"] = emu["overload"]
-    row["ok"] = bool(min(up, down) >= 0.9 * TCP_LIMIT_BPS and not row["overload"])
+    row["ok"] = bool(min(x for x in (up, down) if x is not None) >= 0.9 * TCP_LIMIT_BPS
+                     and not row["overload"])
     return row
 
 
@@ -425,10 +446,12 @@ def main(argv=None) -> int:
     if not a.skip_tcp:
         for engine in engines:
             for cc in a.ccs.split(","):
-                row = {"path": f"tcp {engine}", **run_tcp(cc, engine, a.tcp_seconds, a.omit, a.results),
-                       "load": open("/proc/loadavg").read().split()[0]}
-                tcp_rows.append(row)
-                print(json.dumps(row), flush=True)
+                for bidir in (False, True):
+                    row = {"path": f"tcp {engine}",
+                           **run_tcp(cc, engine, a.tcp_seconds, a.omit, a.results, bidir),
+                           "load": open("/proc/loadavg").read().split()[0]}
+                    tcp_rows.append(row)
+                    print(json.dumps(row), flush=True)
     print()
     if cpu_rows:
         _print_table(cpu_rows, ["path", "seconds", "gaps", "gaps_ms", "max_gap_ms", "preemption",
@@ -438,10 +461,11 @@ def main(argv=None) -> int:
               "therefore demotes itself to SCHED_OTHER while over its real-time budget)")
         print()
     if floor_rows:
-        _print_table(floor_rows, ["path", "receiver", "frame", "gap_us", "frames", "received", "send_us_p50", "send_us_mean",
-                                  "send_us_p99"])
-        print("send floor: the time inside one send() into a veth with nothing of the engine around "
-              "it; the engine's send time per frame (send_us below) cannot be lower under the same "
+        _print_table(floor_rows, ["path", "receiver", "frame", "gap_us", "batch", "frames", "received",
+                                  "send_us_p50", "send_us_mean", "send_us_p99"])
+        print("send floor: the time inside one send() (batch 1) or one sendmmsg() per 8 frames "
+              "(batch 8, per frame) into a veth with nothing of the engine around it; the "
+              "engine's send time per frame (send_us below) cannot be lower under the same "
               "receiver load")
         print()
     if rows:
@@ -468,11 +492,11 @@ def main(argv=None) -> int:
                                   "cpu_us_no_send", "send_us", "unintended", "rq_wait_ms", "load", "emu_ok"])
     if tcp_rows:
         print()
-        _print_table(tcp_rows, ["path", "cc", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
+        _print_table(tcp_rows, ["path", "cc", "mode", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
                                 "p99_us", "max_us", "late", "late_stall", "stalls", "demotions", "overload",
                                 "fidelity", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "send_us", "steal_pct",
                                 "rq_wait_ms", "load", "ok"])
-        print(f"TCP target: each direction ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "
+        print(f"TCP target: each direction with data ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "
               f"{TCP_LIMIT_BPS / 1e6:.0f}) with no overload (late frames a stall of the machine "
               "explains are counted apart: late_stall, stalls)")
     print(f"/proc/loadavg before: {load0}; after: {open('/proc/loadavg').read().strip()} "

@@ -174,9 +174,49 @@ def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reor
         s.close()
 
 
-def _run_loop(eng, b_in, a_out, log, threads):
+@pytest.mark.parametrize("receiver", ["open", "closed"])
+def test_frames_due_together_leave_in_batches_in_order(tmp_path, receiver):
+    """49 frames due at once (sent 10 ms early, delay 1 ms) leave 8 to a sendmmsg call, in
+    schedule order; a frame the kernel refuses is a send error and the call goes on after it
+    (a closed receiver refuses every frame: one call per frame, each logged as a send error)."""
+    import signal
+    import socket
+    import threading
+    from scapy.all import IP, UDP, Ether, raw
+    spec = LinkSpec.parse(delay="1ms", loss=DropList(frozenset({2})))
+    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_in.setblocking(False)
+    sink.setblocking(False)
+    if receiver == "closed":
+        sink.close()
+    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
+    for i in range(50):
+        feed.send(raw(Ether() / IP(id=i) / UDP(sport=1, dport=2)))
+    eng = native.Engine([(spec, 3, None)])
+    main = threading.get_ident()
+    stopper = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGTERM))
+    ret, io_stats, run_stats = _run_loop(eng, b_in, a_out, log, [stopper], early_ns=10**7)
+    assert ret == 0
+    _, rec = linklog.read_log(log.path)
+    assert len(rec) == 50 and int((rec["verdict"] == linklog.LOSS).sum()) == 1
+    left = rec[rec["verdict"] != linklog.LOSS]
+    assert (np.diff(left["t_sched"]) >= 0).all()
+    if receiver == "open":
+        assert run_stats.send_calls == 7 and io_stats[0].send_errors == 0  # 6 x 8 + 1
+        assert list(left["ip_id"]) == received_ip_ids(sink) and (np.diff(left["t_sent"]) >= 0).all()
+        sink.close()
+    else:
+        assert run_stats.send_calls == 49 and io_stats[0].send_errors == 49
+        assert (left["verdict"] == linklog.SEND_ERROR).all() and (left["t_sent"] == 0).all()
+    for s in (feed, b_in, a_out):
+        s.close()
+
+
+def _run_loop(eng, b_in, a_out, log, threads, early_ns=0):
     """(return value, IoStats, RunStats) of tb_run from ``b_in`` to ``a_out`` logging to ``log``
-    (closed after), while ``threads`` run: one of them ends the loop with SIGTERM."""
+    (closed after), while ``threads`` run: one of them ends the loop with SIGTERM; frames leave
+    ``early_ns`` before their departure time."""
     import ctypes
     import signal
     io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
@@ -186,7 +226,7 @@ def _run_loop(eng, b_in, a_out, log, threads):
     try:
         for t in threads:
             t.start()
-        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, 0), io_stats,
+        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, early_ns), io_stats,
                                    ctypes.byref(run_stats))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -262,8 +302,10 @@ def test_frame_longer_than_a_ring_slot_is_counted_not_forwarded_short(results_ro
     assert s["unintended_drops"] >= 1 and s["accounted"]
 
 
-def test_send_train_paces_the_frames_and_times_each_send():
-    """The send floor's train (benchmarks/emulator.py): every frame sent whole, one per gap."""
+@pytest.mark.parametrize("batch", [1, 8])
+def test_send_train_paces_the_frames_and_times_each_send(batch):
+    """The send floor's train (benchmarks/emulator.py): every frame sent whole, one due per gap,
+    ``batch`` to a call (the last call of 100 frames in eights takes the 4 left)."""
     import socket
     import time
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -271,16 +313,20 @@ def test_send_train_paces_the_frames_and_times_each_send():
     b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
     frame, count, gap = bytes(range(200)), 100, 50_000
     t0 = time.monotonic_ns()
-    times = native.send_train(a.fileno(), frame, count, gap)
+    times = native.send_train(a.fileno(), frame, count, gap, batch)
     elapsed = time.monotonic_ns() - t0
     assert len(times) == count and all(0 < t < elapsed for t in times)
     assert elapsed >= (count - 1) * gap
+    if batch > 1:  # a call's time shared by its frames
+        assert len(set(times[:8])) == 1 and len(set(times[96:])) == 1
     b.setblocking(False)
     got = [b.recv(1000) for _ in range(count)]
     assert got == [frame] * count
     with pytest.raises(BlockingIOError):
         b.recv(1000)
     b.close()
+    with pytest.raises(OSError):  # a batch the loop never uses
+        native.send_train(a.fileno(), frame, 1, 0, 9)
     with pytest.raises(OSError):  # the peer is gone: the send fails, reported with its errno
         native.send_train(a.fileno(), frame, 1, 0)
     a.close()
@@ -300,9 +346,10 @@ def test_send_floor_rows_reach_the_receiver_or_nobody_as_labelled():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     rows = bench.run_send_floor(count=2000)
-    assert [(r["receiver"].split(",")[0], r["frame"]) for r in rows] == [
-        ("UDP socket", 1514), ("UDP socket", 66), ("UDP socket", 1514), ("UDP socket", 66),
-        ("none (dropped on arrival)", 1514), ("none (dropped on arrival)", 66)]
+    trains = [(1514, 1), (1514, 1), (1514, 8), (66, 1), (66, 8)]
+    assert [(r["receiver"].split(",")[0], r["frame"], r["batch"]) for r in rows] == [
+        (receiver, frame, batch) for receiver in ("UDP socket", "UDP socket", "none (dropped on arrival)")
+        for frame, batch in trains]
     for r in rows:
         assert r["received"] == (0 if r["receiver"].startswith("none") else 2000), r
         assert 0 < r["send_us_p50"] <= r["send_us_p99"]
@@ -386,7 +433,8 @@ def test_after_stall_attributes_lateness_during_and_just_after_a_stall():
 @pytest.mark.root
 def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root, monkeypatch):
     """SIGSTOP takes the CPU from the native loop as a hypervisor would: each stop is a stall, and
-    the frames it made late are attributed to it, not to an engine too slow for the traffic."""
+    the frames it made late are attributed to it, not to an engine too slow for the traffic;
+    the frames it left due together are sent in batches."""
     import signal
     import time
     from testbed.emulator.config import ENGINE_ENV
@@ -410,6 +458,8 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
     assert s["totals"]["late"] > 0 and s["totals"]["late_after_stall"] == s["totals"]["late"]
     assert not any("could not keep up" in w for w in s["engine_warnings"])
     assert any("stopped the emulator" in w for w in s["engine_warnings"])
+    # the frames a stop left due together went out in fewer calls than frames (sendmmsg batches)
+    assert s["send_calls"] < s["totals"]["delivered"]
 
 
 @pytest.mark.root

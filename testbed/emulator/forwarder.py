@@ -520,6 +520,7 @@ class Forwarder:
         self.busy: tuple[int, bool] | None = None  # the native loop's busy_policy
         self.demotions: tuple[int, int] | None = None  # (count, ns) of the native loop
         self.log_waits: int | None = None  # times the native loop waited for its log writer
+        self.send_calls: int | None = None  # the native loop's send/sendmmsg calls
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -640,6 +641,7 @@ class Forwarder:
         self.stall_count = run_stats.stall_count
         self.demotions = (run_stats.demotions, run_stats.demoted_ns)
         self.log_waits = run_stats.log_waits
+        self.send_calls = run_stats.send_calls
         n = min(run_stats.stall_count, STALL_CAP)
         self.stalls = [tuple(stalls[4 * i:4 * i + 4]) for i in range(n)]
         self.stopping = True
@@ -651,16 +653,18 @@ class Forwarder:
         the sender's context on a veth), ``read_s`` reading frames and applying the model;
         ``busy_share_pct`` and ``demote`` (``busy_policy``), ``rt_demotions`` = times the loop
         switched itself from SCHED_FIFO to SCHED_OTHER, ``demoted_s`` = time it ran there;
-        ``log_waits`` = times it waited for its log writer thread (all its queue unwritten)."""
+        ``log_waits`` = times it waited for its log writer thread (all its queue unwritten);
+        ``send_calls`` = its send/sendmmsg calls (fewer than the frames sent when frames due
+        together left in one call)."""
         if self.native is None:
             return {k: None for k in ("poll_idle_s", "send_s", "read_s", "busy_share_pct", "demote",
-                                      "rt_demotions", "demoted_s", "log_waits")}
+                                      "rt_demotions", "demoted_s", "log_waits", "send_calls")}
         return {"poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
                 "send_s": round(self.send_read_ns[0] / 1e9, 6),
                 "read_s": round(self.send_read_ns[1] / 1e9, 6),
                 "busy_share_pct": self.busy[0], "demote": self.busy[1],
                 "rt_demotions": self.demotions[0], "demoted_s": round(self.demotions[1] / 1e9, 6),
-                "log_waits": self.log_waits}
+                "log_waits": self.log_waits, "send_calls": self.send_calls}
 
     def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
         if self.native is not None:

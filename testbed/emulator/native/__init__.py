@@ -76,7 +76,7 @@ class IoStats(ctypes.Structure):
 class RunStats(ctypes.Structure):
     _fields_ = [("iterations", _i64), ("timer_wakeups", _i64), ("poll_idle_ns", _i64),
                 ("send_ns", _i64), ("read_ns", _i64), ("stall_count", _i64), ("demotions", _i64),
-                ("demoted_ns", _i64), ("log_waits", _i64)]
+                ("demoted_ns", _i64), ("log_waits", _i64), ("send_calls", _i64)]
 
 
 class Rec(ctypes.Structure):  # linklog.RECORD
@@ -121,7 +121,7 @@ def load():
             lib.tb_parse_key.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(Rec)]
             lib.tb_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(IoCfg), ctypes.POINTER(RunCfg),
                                    ctypes.POINTER(IoStats), ctypes.POINTER(RunStats)]
-            lib.tb_send_train.argtypes = [ctypes.c_int, ctypes.c_char_p, _i32, _i64, _i64,
+            lib.tb_send_train.argtypes = [ctypes.c_int, ctypes.c_char_p, _i32, _i64, _i64, _i32,
                                           ctypes.POINTER(_i64)]
             _lib = lib
     if _lib is None:
@@ -129,11 +129,13 @@ def load():
     return _lib
 
 
-def send_train(fd: int, frame: bytes, count: int, gap_ns: int) -> list[int]:
-    """Send ``frame`` ``count`` times through socket ``fd``, one every ``gap_ns`` (0: back to
-    back); the ns spent inside each ``send()`` (``tbloop.c``).  OSError when a send fails."""
+def send_train(fd: int, frame: bytes, count: int, gap_ns: int, batch: int = 1) -> list[int]:
+    """Send ``frame`` ``count`` times through socket ``fd``, one due every ``gap_ns`` (0: back
+    to back), ``batch`` frames per call (1: ``send``, else ``sendmmsg`` once the last is due);
+    per frame, the ns inside its call divided by the call's frames (``tbloop.c``).  OSError
+    when a send fails or ``batch`` is outside 1..SEND_BATCH."""
     out = (_i64 * count)()
-    ret = load().tb_send_train(fd, frame, len(frame), count, gap_ns, out)
+    ret = load().tb_send_train(fd, frame, len(frame), count, gap_ns, batch, out)
     if ret < 0:
         raise OSError(-ret, f"send_train: {os.strerror(-ret)}")
     return list(out)

@@ -4,7 +4,7 @@
  * calls tb_run, which returns when SIGTERM or SIGINT arrives (taken from a signalfd while they
  * are blocked in the calling thread).
  *
- * Sending: every iteration sends every frame due (one send() each, t_sent read just before it).
+ * Sending: every iteration sends every frame due, those due together in one sendmmsg (send_due).
  * Waiting: epoll_pwait2 blocks when nothing is pending, else waits with a nanosecond timeout (an
  * hrtimer, timer slack 1 ns; one system call per wait) until spin_ns before the next departure;
  * the last spin_ns are polled (timeout 0) so the timer's wake-up latency does not delay the
@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #define READ_BATCH 32
+#define SEND_BATCH 8    /* at most this many frames due together go out in one sendmmsg (send_due) */
 #define MAX_READ 256
 #define MIN_READ 16
 #define MAX_FRAME 65536
@@ -109,6 +110,7 @@ typedef struct {
     int64_t stall_count;       /* stalls found; the first stall_cap are in tb_run_cfg.stalls */
     int64_t demotions, demoted_ns;  /* switches to SCHED_OTHER, time spent there */
     int64_t log_waits;  /* times the loop waited for the log writer (LOG_QUEUE chunks unwritten) */
+    int64_t send_calls; /* send/sendmmsg calls (frames sent in fewer calls: batches, see send_due) */
 } tb_run_stats;
 
 /* what the loop's helpers need of the run: its configuration, results and scheduling state */
@@ -377,20 +379,54 @@ static void stall(tb_loop *L, int64_t from, int64_t to) {
     }
 }
 
-/* send every frame due by now; returns the next departure or INT64_MAX.  Time inside send() is
- * counted (send_ns); one that blocked is a stall of the watched clock. */
+/* send every frame due by now; returns the next departure or INT64_MAX.  One due frame goes out
+ * with send() (t_sent read just before it); frames due together (the loop fell behind: a
+ * stall, or departures closer together than one send takes) go out SEND_BATCH at a time in one
+ * sendmmsg.  Why: on a veth a call into the kernel may have to interrupt the receiving CPU (an
+ * RPS IPI, 11-12 us per call on the VM of benchmarks/emulator.py's "send floor" when that CPU
+ * is busy), and a batch pays it once, so the loop catches up on a run of back-to-back ACKs (1.6
+ * us apart at 333 Mbit/s) instead of falling further behind.  The price is timing precision:
+ * the first frame of a call has t_sent read just before it, the others just after it (an upper
+ * bound: the kernel took them somewhere in between).  Time inside the calls is counted
+ * (send_ns); one that blocked is a stall of the watched clock. */
 static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
-    pend p;
+    pend p[SEND_BATCH];
+    struct mmsghdr mm[SEND_BATCH];
+    struct iovec iov[SEND_BATCH];
     while (d->heap_len && d->heap[0].t <= now) {
-        heap_pop(d, &p);
-        int64_t t_sent = mono();
-        ssize_t w;
-        do w = send(d->io.out_fd, p.buf, p.rec.length, MSG_DONTWAIT); while (w < 0 && errno == EINTR);
-        L->out->send_ns += mono() - t_sent;
-        if (w < 0) { d->st.send_errors++; p.rec.verdict = V_SEND_ERROR; p.rec.t_sent = 0; }
-        else { p.rec.verdict = V_DELIVERED; p.rec.t_sent = t_sent; }
-        buf_put(p.buf, p.rec.length);
-        log_add(d, &p.rec);
+        int n = 0;
+        while (n < SEND_BATCH && d->heap_len && d->heap[0].t <= now) {
+            heap_pop(d, &p[n]);
+            iov[n] = (struct iovec){p[n].buf, p[n].rec.length};
+            memset(&mm[n], 0, sizeof mm[n]);
+            mm[n].msg_hdr.msg_iov = &iov[n];
+            mm[n].msg_hdr.msg_iovlen = 1;
+            n++;
+        }
+        for (int i = 0; i < n;) {  /* a failed frame is a send error; the call goes on after it */
+            int64_t t0 = mono();
+            int r = n - i == 1 ? (send(d->io.out_fd, p[i].buf, p[i].rec.length, MSG_DONTWAIT) < 0 ? -1 : 1)
+                               : sendmmsg(d->io.out_fd, mm + i, (unsigned)(n - i), MSG_DONTWAIT);
+            int64_t t1 = mono();
+            L->out->send_ns += t1 - t0;
+            L->out->send_calls++;
+            if (r <= 0) {
+                if (r < 0 && errno == EINTR) continue;
+                d->st.send_errors++;
+                p[i].rec.verdict = V_SEND_ERROR; p[i].rec.t_sent = 0;
+                i++;
+                continue;
+            }
+            for (int j = 0; j < r; j++) {
+                p[i + j].rec.verdict = V_DELIVERED;
+                p[i + j].rec.t_sent = j ? t1 : t0;
+            }
+            i += r;
+        }
+        for (int i = 0; i < n; i++) {
+            buf_put(p[i].buf, p[i].rec.length);
+            log_add(d, &p[i].rec);
+        }
     }
     return d->heap_len ? d->heap[0].t : INT64_MAX;
 }
@@ -690,20 +726,33 @@ int tb_probe(void) {
 
 /* A paced train of one frame through a socket and nothing else: the floor under the loop's send
  * path (no model, no ring, no log), measured by benchmarks/emulator.py ("send floor" rows) on
- * the same machine and in the same run as the engine.  Frame i is sent at t0 + i * gap_ns
- * (busy-waiting for it, as the loop polls before a departure; gap_ns 0: back to back) with the
- * loop's flags; send_ns[i] = the time inside that send().  Returns 0, or -errno of the first
- * failed send. */
+ * the same machine and in the same run as the engine.  Frame i is due at t0 + i * gap_ns
+ * (busy-waiting for it, as the loop polls before a departure; gap_ns 0: back to back) and sent
+ * with the loop's flags, `batch` frames a call: one send() each (batch 1), or one sendmmsg per
+ * `batch` frames once the last of them is due, as send_due sends frames due together.
+ * send_ns[i] = the time inside the call that sent frame i, divided by the frames of that call.
+ * Returns 0, or -errno of the first failed call. */
 int tb_send_train(int fd, const uint8_t *frame, int32_t len, int64_t count, int64_t gap_ns,
-                  int64_t *send_ns) {
+                  int32_t batch, int64_t *send_ns) {
+    struct mmsghdr mm[SEND_BATCH];
+    struct iovec iov = {(void *)frame, (size_t)len};
+    if (batch < 1 || batch > SEND_BATCH) return -EINVAL;
+    memset(mm, 0, sizeof mm);
+    for (int j = 0; j < batch; j++) { mm[j].msg_hdr.msg_iov = &iov; mm[j].msg_hdr.msg_iovlen = 1; }
     int64_t t0 = mono_raw();
-    for (int64_t i = 0; i < count; i++) {
-        int64_t due = t0 + i * gap_ns, t;
+    for (int64_t i = 0; i < count; i += batch) {
+        int n = count - i < batch ? (int)(count - i) : batch;
+        int64_t due = t0 + (i + n - 1) * gap_ns, t;
         while ((t = mono_raw()) < due) {}
-        ssize_t w;
-        do w = send(fd, frame, (size_t)len, MSG_DONTWAIT); while (w < 0 && errno == EINTR);
-        if (w < 0) return -errno;
-        send_ns[i] = mono_raw() - t;
+        for (int sent = 0; sent < n;) {
+            int r = n == 1 ? (send(fd, frame, (size_t)len, MSG_DONTWAIT) < 0 ? -1 : 1)
+                           : sendmmsg(fd, mm + sent, (unsigned)(n - sent), MSG_DONTWAIT);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return -errno;
+            sent += r;
+        }
+        int64_t per = (mono_raw() - t) / n;
+        for (int j = 0; j < n; j++) send_ns[i + j] = per;
     }
     return 0;
 }
