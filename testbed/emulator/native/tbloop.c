@@ -379,6 +379,18 @@ static void stall(tb_loop *L, int64_t from, int64_t to) {
     }
 }
 
+/* hand mm[0..n) to the kernel with the loop's flags: send() for one frame, sendmmsg for more;
+ * returns how many frames it took (>= 1), or -1 (errno set) when it refused the first */
+static int send_frames(int fd, struct mmsghdr *mm, int n) {
+    for (;;) {
+        const struct iovec *v = mm->msg_hdr.msg_iov;
+        int r = n == 1 ? (send(fd, v->iov_base, v->iov_len, MSG_DONTWAIT) < 0 ? -1 : 1)
+                       : sendmmsg(fd, mm, (unsigned)n, MSG_DONTWAIT);
+        if (r > 0) return r;
+        if (errno != EINTR) return -1;
+    }
+}
+
 /* send every frame due by now; returns the next departure or INT64_MAX.  One due frame goes out
  * with send() (t_sent read just before it); frames due together (the loop fell behind: a
  * stall, or departures closer together than one send takes) go out SEND_BATCH at a time in one
@@ -398,20 +410,16 @@ static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
         while (n < SEND_BATCH && d->heap_len && d->heap[0].t <= now) {
             heap_pop(d, &p[n]);
             iov[n] = (struct iovec){p[n].buf, p[n].rec.length};
-            memset(&mm[n], 0, sizeof mm[n]);
-            mm[n].msg_hdr.msg_iov = &iov[n];
-            mm[n].msg_hdr.msg_iovlen = 1;
+            mm[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
             n++;
         }
-        for (int i = 0; i < n;) {  /* a failed frame is a send error; the call goes on after it */
+        for (int i = 0; i < n;) {  /* a refused frame is a send error; the next call goes on after it */
             int64_t t0 = mono();
-            int r = n - i == 1 ? (send(d->io.out_fd, p[i].buf, p[i].rec.length, MSG_DONTWAIT) < 0 ? -1 : 1)
-                               : sendmmsg(d->io.out_fd, mm + i, (unsigned)(n - i), MSG_DONTWAIT);
+            int r = send_frames(d->io.out_fd, mm + i, n - i);
             int64_t t1 = mono();
             L->out->send_ns += t1 - t0;
             L->out->send_calls++;
-            if (r <= 0) {
-                if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
                 d->st.send_errors++;
                 p[i].rec.verdict = V_SEND_ERROR; p[i].rec.t_sent = 0;
                 i++;
@@ -737,20 +745,14 @@ int tb_send_train(int fd, const uint8_t *frame, int32_t len, int64_t count, int6
     struct mmsghdr mm[SEND_BATCH];
     struct iovec iov = {(void *)frame, (size_t)len};
     if (batch < 1 || batch > SEND_BATCH) return -EINVAL;
-    memset(mm, 0, sizeof mm);
-    for (int j = 0; j < batch; j++) { mm[j].msg_hdr.msg_iov = &iov; mm[j].msg_hdr.msg_iovlen = 1; }
+    for (int j = 0; j < batch; j++) mm[j] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov, .msg_iovlen = 1}};
     int64_t t0 = mono_raw();
     for (int64_t i = 0; i < count; i += batch) {
         int n = count - i < batch ? (int)(count - i) : batch;
         int64_t due = t0 + (i + n - 1) * gap_ns, t;
         while ((t = mono_raw()) < due) {}
-        for (int sent = 0; sent < n;) {
-            int r = n == 1 ? (send(fd, frame, (size_t)len, MSG_DONTWAIT) < 0 ? -1 : 1)
-                           : sendmmsg(fd, mm + sent, (unsigned)(n - sent), MSG_DONTWAIT);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return -errno;
-            sent += r;
-        }
+        for (int sent = 0, r; sent < n; sent += r)
+            if ((r = send_frames(fd, mm + sent, n - sent)) < 0) return -errno;
         int64_t per = (mono_raw() - t) / n;
         for (int j = 0; j < n; j++) send_ns[i + j] = per;
     }
