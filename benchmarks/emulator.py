@@ -49,7 +49,10 @@
 2. iperf3 UDP (``iperf3 udp`` rows): the same trains from iperf3 -u (C sender and receiver, 1472 B
    datagrams at the offered rate, iperf3's own pacing), so the receiving process is no limit;
    ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``rx_drops`` those the
-   receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above.
+   receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above.  ``flood`` rows: iperf3
+   -u as fast as it sends (``-b 0``), 1514 B and 66 B frames, through an unshaped link with 1
+   ms delay: the frames/s the engine forwards when they come faster than one ``send`` each, and
+   its CPU per frame then (the frames due together leave in batches, ``frames_per_call``).
 3. TCP (``tcp`` rows): over the long-haul path with 0% loss (333 Mbit/s, 100 ms each way), for
    cubic and bbr, per engine, two modes: ``one way`` (iperf3 ``-R``: data server → client, its
    ACKs client → server) and ``bidir`` (iperf3 ``--bidir``: full-rate TCP both ways at once,
@@ -175,24 +178,53 @@ def evaluate(res: dict, rate_bps: float, emulated: bool) -> dict:
     return row
 
 
-def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, results_root: str) -> dict:
-    """iperf3 -u server → client at ``rate_bps`` of 1472 B datagrams through a link shaped at
-    that rate (C sender and receiver: the Python probe's receiver is not the limit here)."""
+def _iperf_udp(overrides: dict, bandwidth: str, payload: int, engine: str, seconds: float,
+               results_root: str) -> tuple[dict, dict, int]:
+    """iperf3 -u server → client (``-b bandwidth``, ``payload`` B datagrams) through a longhaul
+    topology with ``overrides``: (iperf3's end sum, the emulator's summary, datagrams the
+    client's sockets dropped)."""
     import time
-    overrides = {**PLAIN, "delay": delay, "rate_down": f"{rate_bps / 1e6:g}mbit", "queue": "50000"}
     with _testbed(overrides, engine, results_root) as tb:
         tb.popen("client", ["iperf3", "-s", "-1"], name="iperf3-server")
         time.sleep(0.5)
         rcvbuf0 = udp_rcvbuf_errors(tb.host("client"))
-        r = tb.run("server", ["iperf3", "-c", tb.ip("client"), "-u", "-b", f"{rate_bps / 1e6:g}M",
-                              "-l", str(PAYLOAD), "-t", str(seconds), "-J"], timeout=seconds + 60)
+        r = tb.run("server", ["iperf3", "-c", tb.ip("client"), "-u", "-b", bandwidth,
+                              "-l", str(payload), "-t", str(seconds), "-J"], timeout=seconds + 60)
         rx_drops = udp_rcvbuf_errors(tb.host("client")) - rcvbuf0
     if r.returncode != 0:
         raise RuntimeError(f"iperf3 failed: {r.stdout[-500:]} {r.stderr[-500:]}")
-    s = json.loads(r.stdout)["end"]["sum"]
-    emu = tb.metadata["backend_summary"]
+    return json.loads(r.stdout)["end"]["sum"], tb.metadata["backend_summary"], rx_drops
+
+
+def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, results_root: str) -> dict:
+    """iperf3 -u server → client at ``rate_bps`` of 1472 B datagrams through a link shaped at
+    that rate (C sender and receiver: the Python probe's receiver is not the limit here)."""
+    overrides = {**PLAIN, "delay": delay, "rate_down": f"{rate_bps / 1e6:g}mbit", "queue": "50000"}
+    s, emu, rx_drops = _iperf_udp(overrides, f"{rate_bps / 1e6:g}M", PAYLOAD, engine, seconds,
+                                  results_root)
     row = {"offered_mbps": rate_bps / 1e6, "delay": delay, "iperf_mbps": round(s["bits_per_second"] / 1e6, 1),
            "iperf_lost": s.get("lost_packets"), "rx_drops": rx_drops, **_emu_cols(emu, seconds)}
+    row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
+                         and emu.get("unintended_drops") == 0)
+    return row
+
+
+def run_iperf_flood(payload: int, engine: str, seconds: float, results_root: str) -> dict:
+    """iperf3 -u as fast as it sends (``-b 0``) through an unshaped link with 1 ms delay: the
+    frames/s the engine forwards (``fps``: frames it delivered server → client over the time
+    from its first such departure to its last) and its CPU per frame when frames come faster
+    than one ``send`` each (many due together: ``frames_per_call``)."""
+    from testbed.emulator.linklog import DELIVERED, read_log
+    s, emu, rx_drops = _iperf_udp({**PLAIN, "delay": "1ms", "queue": "50000"}, "0", payload,
+                                  engine, seconds, results_root)
+    _, rec = read_log(emu["directions"]["server-client"]["log"])
+    sent = rec["t_sent"][rec["verdict"] == DELIVERED]
+    delivered = len(sent)
+    span_s = (int(sent.max()) - int(sent.min())) / 1e9 if delivered > 1 else seconds
+    row = {"frame": payload + 42, "offered_pps": round(s["packets"] / seconds),
+           "fps": round(delivered / span_s), "rx_drops": rx_drops, **_emu_cols(emu, seconds),
+           "frames_per_call": (round(delivered / emu["send_calls"], 2) if emu.get("send_calls")
+                               else None)}
     row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
                          and emu.get("unintended_drops") == 0)
     return row
@@ -413,7 +445,7 @@ def main(argv=None) -> int:
     rates = [float(x) * 1e6 for x in a.rates.split(",")]
     engines = [e for e in a.engines.split(",") if e]
     load0 = open("/proc/loadavg").read().strip()
-    rows, tcp_rows, iperf_rows = [], [], []
+    rows, tcp_rows, iperf_rows, flood_rows = [], [], [], []
     print(json.dumps(run_model()), flush=True)
     cpu_rows = [] if a.skip_cpu else [run_cpu_probe(policy, a.cpu_seconds) for policy in ("fifo", "nice-20")]
     for row in cpu_rows:
@@ -443,6 +475,12 @@ def main(argv=None) -> int:
                            "load": open("/proc/loadavg").read().split()[0]}
                     iperf_rows.append(row)
                     print(json.dumps(row), flush=True)
+            for payload in (PAYLOAD, 24):  # 1514 B and 66 B frames
+                row = {"path": f"iperf3 udp {engine} flood",
+                       **run_iperf_flood(payload, engine, a.seconds, a.results),
+                       "load": open("/proc/loadavg").read().split()[0]}
+                flood_rows.append(row)
+                print(json.dumps(row), flush=True)
     if not a.skip_tcp:
         for engine in engines:
             for cc in a.ccs.split(","):
@@ -490,6 +528,15 @@ def main(argv=None) -> int:
         _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
                                   "max_us", "late", "late_stall", "demotions", "cpu_pct", "cpu_us_work",
                                   "cpu_us_no_send", "send_us", "unintended", "rq_wait_ms", "load", "emu_ok"])
+    if flood_rows:
+        print()
+        _print_table(flood_rows, ["path", "frame", "offered_pps", "fps", "rx_drops", "p50_us", "p99_us",
+                                  "max_us", "late", "late_stall", "cpu_pct", "cpu_us_per_frame",
+                                  "cpu_us_work", "send_us", "frames_per_call", "unintended", "load",
+                                  "emu_ok"])
+        print("flood: iperf3 -u -b 0 through an unshaped link with 1 ms delay; fps = frames the "
+              "emulator delivered per second of its departures, frames_per_call = frames per "
+              "send/sendmmsg call; unintended = frames it lost itself (not read in time)")
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "mode", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
