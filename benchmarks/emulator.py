@@ -59,7 +59,7 @@
    data and ACKs in each direction); goodput per direction over the test after ``--omit``
    seconds of start-up.  Target: bbr ≥ 90% of the 318 Mbit/s that 1448 B payloads in 1514 B frames allow,
    with no overload (``overload``: an unintended drop, a frame more than 1 ms late that no stall
-   explains, or a read lag above the forwarder's warning; ``late_stall`` = late frames the
+   explains, or a read lag above 10 ms that no stall explains; ``late_stall`` = late frames the
    machine's stalls explain, ``stalls`` = how many the native loop saw, see
    ``emulator.forwarder.after_stall``).
 Every row carries /proc/loadavg at its end and the host's CPU steal/busy during the run: this

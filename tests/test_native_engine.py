@@ -438,7 +438,7 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
     import signal
     import time
     from testbed.emulator.config import ENGINE_ENV
-    from testbed.emulator.forwarder import STALL_NS
+    from testbed.emulator.forwarder import LAG_WARN_US, STALL_NS
     from testbed.network import Testbed
     monkeypatch.setenv(ENGINE_ENV, "native")
     with Testbed("longhaul", backend="userspace", results_root=results_root,
@@ -458,6 +458,9 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
     assert s["totals"]["late"] > 0 and s["totals"]["late_after_stall"] == s["totals"]["late"]
     assert not any("could not keep up" in w for w in s["engine_warnings"])
     assert any("stopped the emulator" in w for w in s["engine_warnings"])
+    # pings that arrived during a 30 ms stop waited that long in the socket: the stop's doing
+    assert s["read_lag_us"]["max"] > LAG_WARN_US and not s["overload"]
+    assert not any("in the socket" in w for w in s["engine_warnings"])
     # the frames a stop left due together went out in fewer calls than frames (sendmmsg batches)
     assert s["send_calls"] < s["totals"]["delivered"]
 

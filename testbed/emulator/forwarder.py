@@ -689,14 +689,15 @@ class Forwarder:
         unintended_drops: frames lost by the emulator itself, not by the model: socket
         receive-buffer drops + send errors + drop counters of its interfaces.
         overload: the emulator could not keep up — an unintended drop, a late frame no stall of
-        the machine explains, or a read lag above ``LAG_WARN_US`` (each also a warning).
+        the machine explains, or a read lag above ``LAG_WARN_US`` no stall explains (each also a
+        warning; ``after_stall`` with arrival and read in place of due and sent).
         accounted: every frame read has exactly one logged fate, the model saw as many frames
         as were logged, and the kernel queued at least as many as were read (``unread_at_exit``
         = queued − read, still in the socket when the emulator stopped).
         """
         import numpy as np
         cfg = self.cfg
-        directions, errors, lags, checks = {}, [], [], []
+        directions, errors, lags, lags_unexplained, checks = {}, [], [], [], []
         totals = collections.Counter()
         listed = np.array(self.stalls, dtype=np.int64).reshape(-1, 4)
         held, demoted = stall_kinds(listed)
@@ -711,7 +712,11 @@ class Forwarder:
             late = errors[-1] > cfg.late_ns
             s["late_after_stall"] = int(after_stall(stall_array, sent["t_sched"][late],
                                                     sent["t_sent"][late]).sum())
-            lags.append(rec["t_read"] - rec["t_arrival"])
+            lag = rec["t_read"] - rec["t_arrival"]
+            lags.append(lag)
+            long = lag > LAG_WARN_US * 1000  # waited that long in the socket, no stall to blame
+            lags_unexplained.append(lag[long][~after_stall(stall_array, rec["t_arrival"][long],
+                                                           rec["t_read"][long])])
             model_stats = self._model_stats(i, d)
             # PACKET_STATISTICS tp_packets = frames queued to the socket + tp_drops
             unread = d.socket_packets - d.socket_drops - s["frames_in"]
@@ -744,7 +749,8 @@ class Forwarder:
         stalls = self._stalls(listed[:, :2], held, demoted,
                               np.concatenate([r["t_arrival"] for r in records]))
         late_overload = totals["late"] > totals["late_after_stall"]
-        lag_overload = read_lag["max"] is not None and read_lag["max"] > LAG_WARN_US
+        unexplained_lag = np.concatenate(lags_unexplained) if lags_unexplained else np.zeros(0)
+        lag_overload = len(unexplained_lag) > 0
         if late_overload:
             warnings.append(f"{totals['late'] - totals['late_after_stall']} frames left more than "
                             f"{cfg.late_ns / 1e6:g} ms after their scheduled time: the emulator could "
@@ -758,9 +764,10 @@ class Forwarder:
                                if stalls["demoted"] else "")
                             + "): its CPU was taken away, the engine was not too slow for the traffic")
         if lag_overload:
-            warnings.append(f"frames waited up to {read_lag['max'] / 1e3:.1f} ms in the socket before "
-                            "being read: the emulator was overloaded (their schedule still counts "
-                            "from the kernel arrival time)")
+            warnings.append(f"{len(unexplained_lag)} frames waited more than {LAG_WARN_US / 1e3:g} ms "
+                            f"(up to {unexplained_lag.max() / 1e6:.1f} ms) in the socket before being "
+                            "read with no stall of the machine to explain it: the emulator was "
+                            "overloaded (their schedule still counts from the kernel arrival time)")
         return {
             "pid": os.getpid(), "config": self.config_path, "log_dir": str(self.log_dir),
             "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
