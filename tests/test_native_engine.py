@@ -345,13 +345,13 @@ def test_send_floor_rows_reach_the_receiver_or_nobody_as_labelled():
     spec = importlib.util.spec_from_file_location("bench_emulator", REPO / "benchmarks" / "emulator.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rows = bench.run_send_floor(count=2000)
+    rows = bench.run_send_floor(count=500)  # below the default netdev_max_backlog (1000)
     trains = [(1514, 1), (1514, 1), (1514, 8), (66, 1), (66, 8)]
     assert [(r["receiver"].split(",")[0], r["frame"], r["batch"]) for r in rows] == [
         (receiver, frame, batch) for receiver in ("UDP socket", "UDP socket", "none (dropped on arrival)")
         for frame, batch in trains]
     for r in rows:
-        assert r["received"] == (0 if r["receiver"].startswith("none") else 2000), r
+        assert r["received"] == (0 if r["receiver"].startswith("none") else 500), r
         assert 0 < r["send_us_p50"] <= r["send_us_p99"]
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"tbtest{os.getpid() % 10000}f" not in left
