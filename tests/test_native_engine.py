@@ -213,10 +213,38 @@ def test_frames_due_together_leave_in_batches_in_order(tmp_path, receiver):
         s.close()
 
 
-def _run_loop(eng, b_in, a_out, log, threads, early_ns=0):
+def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
+    """A loop polling 0.3 s for one departure 0.2 s away (spin_ns 1 s, a busy share of 100 %)
+    spends its CPU polling: poll_idle_ns is nearly all of its thread's CPU time, so
+    ``cpu_us_work`` (CPU − polling) is the work on frames, not the loop's own turns between
+    polls (each idle iteration counts from its start to the next one's)."""
+    import signal
+    import socket
+    import threading
+    import time
+    from scapy.all import IP, UDP, Ether, raw
+    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_in.setblocking(False)
+    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
+    feed.send(raw(Ether() / IP() / UDP(sport=1, dport=2)))
+    eng = native.Engine([(LinkSpec.parse(delay="200ms"), 3, None)])
+    main = threading.get_ident()
+    stopper = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGTERM))
+    cfg = native.RunCfg(10**6, 10**9, 0, 0, None, 0, 100, 0)
+    cpu0 = time.thread_time_ns()
+    ret, _, run_stats = _run_loop(eng, b_in, a_out, log, [stopper], cfg=cfg)
+    cpu = time.thread_time_ns() - cpu0
+    assert ret == 0 and run_stats.send_calls == 1 and sink.recv(2048)
+    assert cpu > 0.2e9 and run_stats.poll_idle_ns >= 0.95 * cpu, (run_stats.poll_idle_ns, cpu)
+    for s in (feed, b_in, a_out, sink):
+        s.close()
+
+
+def _run_loop(eng, b_in, a_out, log, threads, early_ns=0, cfg=None):
     """(return value, IoStats, RunStats) of tb_run from ``b_in`` to ``a_out`` logging to ``log``
     (closed after), while ``threads`` run: one of them ends the loop with SIGTERM; frames leave
-    ``early_ns`` before their departure time."""
+    ``early_ns`` before their departure time (``cfg``: a whole RunCfg instead)."""
     import ctypes
     import signal
     io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
@@ -226,8 +254,8 @@ def _run_loop(eng, b_in, a_out, log, threads, early_ns=0):
     try:
         for t in threads:
             t.start()
-        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, early_ns), io_stats,
-                                   ctypes.byref(run_stats))
+        ret = native.load().tb_run(eng.ptr, io, cfg or native.RunCfg(10**6, 50_000, early_ns),
+                                   io_stats, ctypes.byref(run_stats))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         signal.signal(signal.SIGTERM, old)

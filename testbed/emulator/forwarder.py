@@ -649,8 +649,10 @@ class Forwarder:
     def _loop_times(self) -> dict[str, float | None]:
         """Where the native loop's time went (None for the Python loop, which does not measure
         it): ``poll_idle_s`` polling before a departure with nothing to do (CPU spent waiting on
-        purpose), ``send_s`` inside send() (including the receiving host's kernel work, done in
-        the sender's context on a veth), ``read_s`` reading frames and applying the model;
+        purpose: the loop's iterations that polled and neither sent nor read, each from its
+        start to the next one's, gaps of a stall left out), ``send_s`` inside send() (including
+        the receiving host's kernel work, done in the sender's context on a veth), ``read_s``
+        reading frames and applying the model;
         ``busy_share_pct`` and ``demote`` (``busy_policy``), ``rt_demotions`` = times the loop
         switched itself from SCHED_FIFO to SCHED_OTHER, ``demoted_s`` = time it ran there;
         ``log_waits`` = times it waited for its log writer thread (all its queue unwritten);

@@ -105,7 +105,9 @@ typedef struct {  /* per-direction results of the run */
 
 typedef struct {
     int64_t iterations, timer_wakeups;
-    int64_t poll_idle_ns;  /* time spent polling before a departure with nothing to read */
+    int64_t poll_idle_ns;  /* time spent polling before a departure with nothing to read: the
+                            * iterations that polled and neither sent nor read, each from its
+                            * start to the next one's (gaps of stall_ns or more left out) */
     int64_t send_ns, read_ns;  /* time inside send() (the receiver's kernel work included) / drain */
     int64_t stall_count;       /* stalls found; the first stall_cap are in tb_run_cfg.stalls */
     int64_t demotions, demoted_ns;  /* switches to SCHED_OTHER, time spent there */
@@ -599,9 +601,13 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     watched = &L; clock_seen = mono_raw();
     uint32_t spins = 0;
     struct epoll_event evs[64];
+    int64_t idle_from = -1;  /* start of the previous iteration if it polled idle, else -1 */
     while (!stopping) {
         out->iterations++;
         int64_t t_iter = mono(), now = t_iter + early, nxt = INT64_MAX, did = 0;
+        if (idle_from >= 0 && (rc->stall_ns <= 0 || t_iter - idle_from < rc->stall_ns))
+            out->poll_idle_ns += t_iter - idle_from;
+        idle_from = -1;
         for (int k = 0; k < nd; k++) {
             int64_t before = dirs[k].st.records + dirs[k].log_len;
             int64_t t = send_due(&L, &dirs[k], now);
@@ -640,7 +646,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
                 out->read_ns += mono() - t0;
                 got = 1;
             }
-            if (!got && !did) out->poll_idle_ns += mono() - t_iter;
+            if (!got && !did) idle_from = t_iter;
             continue;
         }
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
@@ -651,8 +657,8 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             if (errno != EINTR) { ret = -errno; break; }
             n = 0;
         }
-        if (wait == 0 && n == 0 && !did)  /* a whole iteration of polling, nothing done */
-            out->poll_idle_ns += woke - t_iter;
+        if (wait == 0 && n == 0 && !did)  /* polling, nothing done so far (a read below undoes it) */
+            idle_from = t_iter;
         else if (wait != 0)
             blocked += woke - t_sent_done;
         if (wait > 0 && n == 0) {
@@ -665,6 +671,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             for (int i = 0; i < n; i++) ready |= evs[i].data.u32 == (uint32_t)k;
             if (!(ready || (dirs[k].ring && ring_ready(&dirs[k])))) continue;
             int64_t t0 = mono();
+            idle_from = -1;
             dirs[k].first_arrival = INT64_MAX;
             drain(e, k, &dirs[k], nxt == INT64_MAX ? INT64_MAX : nxt - early);
             out->read_ns += mono() - t0;
