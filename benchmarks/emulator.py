@@ -23,8 +23,8 @@
    idle, once with a busy loop on them (as when the hosts run), and once with frames addressed
    to no one there (dropped on arrival: no work handed to another CPU).  1514 B frames also at
    the long-haul spacing (333 Mbit/s), and both sizes also 8 frames to a ``sendmmsg`` call
-   (``batch`` 8, per frame: the call's time divided by 8), as the native loop sends once it has
-   fallen 8 frames behind.  The engine's ``send()`` time per frame (``send_us`` in the other
+   (``batch`` 8, per frame: the call's time divided by 8), as the native loop sends frames due
+   together (up to 8 a call).  The engine's ``send()`` time per frame (``send_us`` in the other
    rows) cannot fall below the floor under the same load: the difference between the rows is
    what handing a frame to a busy CPU costs (an RPS IPI whenever that CPU's backlog was empty;
    a batch pays it once).
@@ -311,7 +311,7 @@ def udp_frame(dst_mac: str, src_ip: str, dst_ip: str, length: int) -> bytes:
 
 
 # (frame bytes, ns between frames, frames per call): 1514 B at 1 Gbit/s and at the long-haul
-# rate, one send() each and 8 to a sendmmsg (the native loop's catch-up batch); ACKs back to back
+# rate, one send() each and 8 to a sendmmsg (the native loop's largest batch); ACKs back to back
 FLOOR_TRAINS = ((FRAME, FRAME * 8, 1), (FRAME, round(FRAME * 8e9 / LONGHAUL_BPS), 1),
                 (FRAME, round(FRAME * 8e9 / LONGHAUL_BPS), 8), (66, 0, 1), (66, 0, 8))
 
