@@ -6,6 +6,7 @@ import pytest
 from apps_helpers import events, run, server
 from testbed.apps import eventlog as ev
 from testbed.apps import payload
+from testbed.apps.reqresp import WARM_STEADY
 
 RR = "testbed.apps.reqresp"
 CLIENT_EVENTS = [ev.REQUEST_ISSUED, ev.TCP_CONNECTED, ev.FIRST_REQUEST_BYTE_SENT,
@@ -49,7 +50,10 @@ def test_reqresp_reuse_keeps_one_connection(tmp_path):
     log = tmp_path / "c.jsonl"
     assert len(events(log, ev.CONN)) == 1
     warm = events(log, ev.WARMUP_DONE)[0]
-    assert warm["warm"] and 1 <= warm["requests"] <= 10 and warm["snd_cwnd"] >= warm["cwnd_wanted"]
+    assert warm["warm"] and 1 <= warm["requests"] <= 10
+    took = warm["took_ms"]  # warm by cwnd, or by two requests alike (on loopback, often the latter)
+    assert warm["snd_cwnd"] >= warm["cwnd_wanted"] or (
+        len(took) >= 2 and abs(took[-1] - took[-2]) <= WARM_STEADY * took[-2] + 0.001), warm
     assert len(events(tmp_path / "s.jsonl", ev.REQUEST_COMPLETE)) == warm["requests"] + 4
     issued = events(log, ev.REQUEST_ISSUED)
     assert [e["req"] for e in issued] == [0, 1, 2, 3]

@@ -236,7 +236,7 @@ def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
     ret, _, run_stats = _run_loop(eng, b_in, a_out, log, [stopper], cfg=cfg)
     cpu = time.thread_time_ns() - cpu0
     assert ret == 0 and run_stats.send_calls == 1 and sink.recv(2048)
-    assert cpu > 0.2e9 and run_stats.poll_idle_ns >= 0.95 * cpu, (run_stats.poll_idle_ns, cpu)
+    assert cpu > 0.1e9 and run_stats.poll_idle_ns >= 0.95 * cpu, (run_stats.poll_idle_ns, cpu)
     for s in (feed, b_in, a_out, sink):
         s.close()
 
