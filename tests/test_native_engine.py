@@ -138,30 +138,47 @@ def test_parse_key_matches_linklog():
 
 
 # --- the native loop on datagram socket pairs (no root) ------------------------------------------
-@pytest.mark.parametrize("reorder", [False, True])
-def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reorder):
-    """tb_run on AF_UNIX datagram pairs: every frame logged once with its fate, delivered frames
-    leave in schedule order no earlier than scheduled, SIGTERM ends the loop."""
+def _loop_on_pairs(tmp_path, spec, ip_ids, seconds, early_ns=0, cfg=None, receiver=True):
+    """tb_run for ``seconds`` (then SIGTERM) on AF_UNIX datagram pairs, fed one UDP frame per IP
+    id of ``ip_ids`` before it starts, the receiving end closed first unless ``receiver``:
+    (return value, IoStats, RunStats, the thread's CPU ns inside the loop, the frame log's
+    records, the receiving socket, non-blocking, or None; the caller closes it)."""
     import signal
     import socket
     import threading
+    import time
     from scapy.all import IP, UDP, Ether, raw
-    spec = LinkSpec.parse(delay="1ms", jitter="5ms", reorder=reorder, loss=DropList(frozenset({2})))
     feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     for s in (b_in, sink):
         s.setblocking(False)
+    if not receiver:
+        sink.close()
+        sink = None
     log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
-    frames = [raw(Ether() / IP(id=i) / UDP(sport=1, dport=2)) for i in range(50)]
-    for f in frames:
-        feed.send(f)
+    for i in ip_ids:
+        feed.send(raw(Ether() / IP(id=i) / UDP(sport=1, dport=2)))
     eng = native.Engine([(spec, 3, None)])
     main = threading.get_ident()
-    stopper = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGTERM))
-    ret, io_stats, run_stats = _run_loop(eng, b_in, a_out, log, [stopper])
+    stopper = threading.Timer(seconds, lambda: signal.pthread_kill(main, signal.SIGTERM))
+    cpu0 = time.thread_time_ns()
+    ret, io_stats, run_stats = _run_loop(eng, b_in, a_out, log, [stopper], early_ns, cfg)
+    cpu = time.thread_time_ns() - cpu0
+    assert eng.stats(0)["frames_in"] == len(ip_ids)
+    for s in (feed, b_in, a_out):
+        s.close()
+    return ret, io_stats, run_stats, cpu, linklog.read_log(log.path)[1], sink
+
+
+@pytest.mark.parametrize("reorder", [False, True])
+def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reorder):
+    """tb_run on AF_UNIX datagram pairs: every frame logged once with its fate, delivered frames
+    leave in schedule order no earlier than scheduled, SIGTERM ends the loop."""
+    spec = LinkSpec.parse(delay="1ms", jitter="5ms", reorder=reorder, loss=DropList(frozenset({2})))
+    ret, io_stats, run_stats, _, rec, sink = _loop_on_pairs(tmp_path, spec, range(50), 0.5)
     assert ret == 0
     out = received_ip_ids(sink)
-    _, rec = linklog.read_log(log.path)
+    sink.close()
     assert len(rec) == 50 and io_stats[0].records == 50
     assert int((rec["verdict"] == linklog.LOSS).sum()) == 1 and io_stats[0].send_errors == 0
     sent = rec[rec["verdict"] == linklog.DELIVERED]
@@ -169,9 +186,7 @@ def test_native_loop_sends_in_schedule_order_and_logs_every_frame(tmp_path, reor
     assert (np.diff(sent["t_sched"]) >= 0).all()
     assert (sent["t_sent"] >= sent["t_sched"]).all()  # never early (early_ns = 0)
     assert (out != sorted(out)) == reorder
-    assert eng.stats(0)["frames_in"] == 50 and run_stats.iterations > 0
-    for s in (feed, b_in, a_out, sink):
-        s.close()
+    assert run_stats.iterations > 0
 
 
 @pytest.mark.parametrize("receiver", ["open", "closed"])
@@ -179,26 +194,10 @@ def test_frames_due_together_leave_in_batches_in_order(tmp_path, receiver):
     """49 frames due at once (sent 10 ms early, delay 1 ms) leave 8 to a sendmmsg call, in
     schedule order; a frame the kernel refuses is a send error and the call goes on after it
     (a closed receiver refuses every frame: one call per frame, each logged as a send error)."""
-    import signal
-    import socket
-    import threading
-    from scapy.all import IP, UDP, Ether, raw
     spec = LinkSpec.parse(delay="1ms", loss=DropList(frozenset({2})))
-    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    b_in.setblocking(False)
-    sink.setblocking(False)
-    if receiver == "closed":
-        sink.close()
-    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
-    for i in range(50):
-        feed.send(raw(Ether() / IP(id=i) / UDP(sport=1, dport=2)))
-    eng = native.Engine([(spec, 3, None)])
-    main = threading.get_ident()
-    stopper = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGTERM))
-    ret, io_stats, run_stats = _run_loop(eng, b_in, a_out, log, [stopper], early_ns=10**7)
+    ret, io_stats, run_stats, _, rec, sink = _loop_on_pairs(
+        tmp_path, spec, range(50), 0.3, early_ns=10**7, receiver=receiver == "open")
     assert ret == 0
-    _, rec = linklog.read_log(log.path)
     assert len(rec) == 50 and int((rec["verdict"] == linklog.LOSS).sum()) == 1
     left = rec[rec["verdict"] != linklog.LOSS]
     assert (np.diff(left["t_sched"]) >= 0).all()
@@ -209,8 +208,6 @@ def test_frames_due_together_leave_in_batches_in_order(tmp_path, receiver):
     else:
         assert run_stats.send_calls == 49 and io_stats[0].send_errors == 49
         assert (left["verdict"] == linklog.SEND_ERROR).all() and (left["t_sent"] == 0).all()
-    for s in (feed, b_in, a_out):
-        s.close()
 
 
 def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
@@ -218,27 +215,12 @@ def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
     spends its CPU polling: poll_idle_ns is nearly all of its thread's CPU time, so
     ``cpu_us_work`` (CPU − polling) is the work on frames, not the loop's own turns between
     polls (each idle iteration counts from its start to the next one's)."""
-    import signal
-    import socket
-    import threading
-    import time
-    from scapy.all import IP, UDP, Ether, raw
-    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    b_in.setblocking(False)
-    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
-    feed.send(raw(Ether() / IP() / UDP(sport=1, dport=2)))
-    eng = native.Engine([(LinkSpec.parse(delay="200ms"), 3, None)])
-    main = threading.get_ident()
-    stopper = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGTERM))
     cfg = native.RunCfg(10**6, 10**9, 0, 0, None, 0, 100, 0)
-    cpu0 = time.thread_time_ns()
-    ret, _, run_stats = _run_loop(eng, b_in, a_out, log, [stopper], cfg=cfg)
-    cpu = time.thread_time_ns() - cpu0
+    ret, _, run_stats, cpu, _, sink = _loop_on_pairs(tmp_path, LinkSpec.parse(delay="200ms"), [0],
+                                                     0.3, cfg=cfg)
     assert ret == 0 and run_stats.send_calls == 1 and sink.recv(2048)
     assert cpu > 0.1e9 and run_stats.poll_idle_ns >= 0.95 * cpu, (run_stats.poll_idle_ns, cpu)
-    for s in (feed, b_in, a_out, sink):
-        s.close()
+    sink.close()
 
 
 def _run_loop(eng, b_in, a_out, log, threads, early_ns=0, cfg=None):
