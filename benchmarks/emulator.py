@@ -20,14 +20,16 @@
    does): 1514 B frames paced at the 1 Gbit/s spacing and 66 B (ACK-sized) frames back to back,
    into a peer namespace that steers receive processing to the other CPUs (RPS, as the
    userspace backend sets it), with a UDP socket reading there; once with those CPUs otherwise
-   idle, once with a busy loop on them (as when the hosts run), and once with frames addressed
-   to no one there (dropped on arrival: no work handed to another CPU).  1514 B frames also at
+   idle, once with a busy loop on them (as when the hosts run), once with frames addressed
+   to no one there (dropped on arrival, after the hand-over to another CPU), and once the same
+   with steering off (dropped inside the ``send``: no other CPU involved at all).  1514 B frames also at
    the long-haul spacing (333 Mbit/s), and both sizes also 8 frames to a ``sendmmsg`` call
    (``batch`` 8, per frame: the call's time divided by 8), as the native loop sends frames due
    together (up to 8 a call).  The engine's ``send()`` time per frame (``send_us`` in the other
    rows) cannot fall below the floor under the same load: the difference between the rows is
    what handing a frame to a busy CPU costs (an RPS IPI whenever that CPU's backlog was empty;
-   a batch pays it once).
+   a batch pays it once).  ``slow_calls``: calls that took ``SLOW_SEND_NS`` (50 µs) or more,
+   ``call_max_us`` the longest; the engine counts its own the same way (``slow_sends``).
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
    testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
@@ -145,7 +147,8 @@ def _emu_cols(emu: dict, seconds: float) -> dict:
             "unintended": emu.get("unintended_drops"), "late": emu["totals"].get("late"),
             "late_stall": emu["totals"].get("late_after_stall"),
             "stalls": (emu.get("stalls") or {}).get("count"),
-            "demotions": emu.get("rt_demotions"),
+            "demotions": emu.get("rt_demotions"), "slow_sends": emu.get("slow_sends"),
+            "send_max_us": emu.get("send_max_us"),
             "steal_pct": host.get("steal_percent"), "host_busy_pct": host.get("busy_percent"),
             "rq_wait_ms": (round(host["forwarder_runqueue_wait_s"] * 1e3, 1)
                            if "forwarder_runqueue_wait_s" in host else None),
@@ -283,15 +286,17 @@ import json, os, socket, sys
 import numpy as np
 from testbed.emulator import native
 from testbed.emulator.config import ForwarderConfig
-from testbed.emulator.forwarder import hold_cpu_latency, open_socket
+from testbed.emulator.forwarder import SLOW_SEND_NS, hold_cpu_latency, open_socket
 frame, count, gap, batch, cpu = bytes.fromhex(sys.argv[1]), *map(int, sys.argv[2:6])
 os.sched_setaffinity(0, {cpu})
 os.setpriority(os.PRIO_PROCESS, 0, -20)
 fd, _ = hold_cpu_latency()
 s = open_socket("tbt0", False, ForwarderConfig.rcvbuf, ForwarderConfig.sndbuf)  # as the forwarder opens its own
-ns = np.array(native.send_train(s.fileno(), frame, count, gap, batch)) / 1e3
-print(json.dumps({"send_us_p50": round(float(np.median(ns)), 2), "send_us_mean": round(float(ns.mean()), 2),
-                  "send_us_p99": round(float(np.percentile(ns, 99)), 2)}))
+ns = np.array(native.send_train(s.fileno(), frame, count, gap, batch))
+calls = ns[::batch] * batch  # each call's time (the last call's, if shorter, is overstated)
+print(json.dumps({"send_us_p50": round(float(np.median(ns)) / 1e3, 2), "send_us_mean": round(float(ns.mean()) / 1e3, 2),
+                  "send_us_p99": round(float(np.percentile(ns, 99)) / 1e3, 2),
+                  "slow_calls": int((calls >= SLOW_SEND_NS).sum()), "call_max_us": round(float(calls.max()) / 1e3, 1)}))
 """
 SPINNER = "import os, sys\nos.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')})\nwhile True: pass"
 
@@ -327,8 +332,9 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
     cpu, others = cpus[-1], ",".join(map(str, cpus[:-1]))
     rows = []
     with veth_pair("f") as pair:
-        subprocess.run(pair.exec_argv(pair.b, [sys.executable, "-m", "testbed.steering",
-                                               rps_mask(cpus[:-1]), "tbt1"]), check=True)
+        def steer(to: list[int]) -> None:  # the peer's receive processing to CPUs ``to`` (none: inline)
+            subprocess.run(pair.exec_argv(pair.b, [sys.executable, "-m", "testbed.steering",
+                                                   rps_mask(to), "tbt1"]), check=True)
         link = subprocess.run(["ip", "-j", "-n", pair.b, "link", "show", "tbt1"], check=True,
                               capture_output=True, text=True)
         peer_mac = json.loads(link.stdout)[0]["address"]
@@ -340,9 +346,12 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
             snmp = subprocess.run(pair.exec_argv(pair.b, ["cat", "/proc/net/snmp"]), check=True,
                                   capture_output=True, text=True).stdout
             return udp_counter(snmp, "InDatagrams")
-        for receiver, mac, busy in (("UDP socket, its CPU idle", peer_mac, False),
-                                    ("UDP socket, its CPU busy", peer_mac, True),
-                                    ("none (dropped on arrival)", "02:00:00:00:00:09", False)):
+        for receiver, mac, busy, to in (
+                ("UDP socket, its CPU idle", peer_mac, False, cpus[:-1]),
+                ("UDP socket, its CPU busy", peer_mac, True, cpus[:-1]),
+                ("none (dropped on arrival)", "02:00:00:00:00:09", False, cpus[:-1]),
+                ("none, not steered (dropped in the send: no other CPU)", "02:00:00:00:00:09", False, [])):
+            steer(to)
             spinner = pair.popen(pair.b, [sys.executable, "-c", SPINNER, others]) if busy else None
             for length, gap_ns, batch in FLOOR_TRAINS:
                 frame = udp_frame(mac, pair.ip_a, pair.ip_b, length)
@@ -500,11 +509,12 @@ def main(argv=None) -> int:
         print()
     if floor_rows:
         _print_table(floor_rows, ["path", "receiver", "frame", "gap_us", "batch", "frames", "received",
-                                  "send_us_p50", "send_us_mean", "send_us_p99"])
+                                  "send_us_p50", "send_us_mean", "send_us_p99", "slow_calls", "call_max_us"])
         print("send floor: the time inside one send() (batch 1) or one sendmmsg() per 8 frames "
               "(batch 8, per frame) into a veth with nothing of the engine around it; the "
               "engine's send time per frame (send_us below) cannot be lower under the same "
-              "receiver load")
+              "receiver load); slow_calls = calls of 50 µs or more (SLOW_SEND_NS), call_max_us = "
+              "the longest call")
         print()
     if rows:
         _print_table(rows, ["path", "offered_mbps", "sent_mbps", "fps", "rx_drops", "p50_us", "p99_us",
@@ -526,7 +536,7 @@ def main(argv=None) -> int:
     if iperf_rows:
         print()
         _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
-                                  "max_us", "late", "late_stall", "demotions", "cpu_pct", "cpu_us_work",
+                                  "max_us", "late", "late_stall", "slow_sends", "demotions", "cpu_pct", "cpu_us_work",
                                   "cpu_us_no_send", "send_us", "unintended", "rq_wait_ms", "load", "emu_ok"])
     if flood_rows:
         print()

@@ -210,6 +210,23 @@ def test_frames_due_together_leave_in_batches_in_order(tmp_path, receiver):
         assert (left["verdict"] == linklog.SEND_ERROR).all() and (left["t_sent"] == 0).all()
 
 
+@pytest.mark.parametrize("threshold_ns", [1, 10**10])
+def test_send_calls_over_the_slow_send_threshold_are_counted(tmp_path, threshold_ns):
+    """Every send/sendmmsg call at least ``slow_send_ns`` long is a slow send, its time summed,
+    and the longest call is kept: with a 1 ns threshold all 7 calls of 49 frames due at once
+    are slow and their time is all the time inside send; with 10 s none is."""
+    cfg = native.RunCfg(10**6, 50_000, 10**7, slow_send_ns=threshold_ns)
+    ret, _, st, _, _, sink = _loop_on_pairs(tmp_path, LinkSpec.parse(delay="1ms"), range(49), 0.3,
+                                            cfg=cfg)
+    sink.close()
+    assert ret == 0 and st.send_calls == 7
+    assert 0 < st.send_max_ns <= st.send_ns
+    if threshold_ns == 1:
+        assert st.slow_sends == 7 and st.slow_send_ns == st.send_ns
+    else:
+        assert st.slow_sends == 0 and st.slow_send_ns == 0
+
+
 def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
     """A loop polling 0.3 s for one departure 0.2 s away (spin_ns 1 s, a busy share of 100 %)
     spends its CPU polling: poll_idle_ns is nearly all of its thread's CPU time, so
@@ -358,11 +375,12 @@ def test_send_floor_rows_reach_the_receiver_or_nobody_as_labelled():
     rows = bench.run_send_floor(count=500)  # below the default netdev_max_backlog (1000)
     trains = [(1514, 1), (1514, 1), (1514, 8), (66, 1), (66, 8)]
     assert [(r["receiver"].split(",")[0], r["frame"], r["batch"]) for r in rows] == [
-        (receiver, frame, batch) for receiver in ("UDP socket", "UDP socket", "none (dropped on arrival)")
+        (receiver, frame, batch)
+        for receiver in ("UDP socket", "UDP socket", "none (dropped on arrival)", "none")
         for frame, batch in trains]
     for r in rows:
         assert r["received"] == (0 if r["receiver"].startswith("none") else 500), r
-        assert 0 < r["send_us_p50"] <= r["send_us_p99"]
+        assert 0 < r["send_us_p50"] <= r["send_us_p99"] and 0 <= r["slow_calls"] <= 500 / r["batch"]
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"tbtest{os.getpid() % 10000}f" not in left
 
@@ -473,6 +491,7 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
     assert not any("in the socket" in w for w in s["engine_warnings"])
     # the frames a stop left due together went out in fewer calls than frames (sendmmsg batches)
     assert s["send_calls"] < s["totals"]["delivered"]
+    assert 0 < s["send_max_us"] and 0 <= s["slow_sends"] <= s["send_calls"]
 
 
 @pytest.mark.root

@@ -71,6 +71,7 @@ MIN_BATCH = 16  # ... or fewer (at least this many) when a departure is due
 LAG_WARN_US = 10_000  # a read lag beyond this is overload, unless a stall of the machine explains it
 STALL_NS = 250_000  # the native loop reports a gap this long while it wanted to run as a stall
 STALL_CAP = 8192  # stalls listed (all are counted)
+SLOW_SEND_NS = 50_000  # the native loop counts a send/sendmmsg call this long as a slow send
 MAX_FRAME = 65536
 PRIORITY = 10  # SCHED_FIFO priority of the loop (``realtime``)
 # The native loop goes one above: its bursts of work are short (a few µs per frame, at most 256
@@ -521,6 +522,7 @@ class Forwarder:
         self.demotions: tuple[int, int] | None = None  # (count, ns) of the native loop
         self.log_waits: int | None = None  # times the native loop waited for its log writer
         self.send_calls: int | None = None  # the native loop's send/sendmmsg calls
+        self.slow_sends: tuple[int, int, int] | None = None  # (count, ns) of slow ones, longest ns
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -628,7 +630,8 @@ class Forwarder:
         share, demote = self.busy = busy_policy(cfg.cpu, cfg.realtime, kernel_scheduling()["rt_cap_percent"])
         ret = native.load().tb_run(self.native.ptr, io, native.RunCfg(cfg.late_ns, cfg.spin_ns,
                                                                      cfg.early_ns, STALL_NS, stalls,
-                                                                     STALL_CAP, share, int(demote)),
+                                                                     STALL_CAP, share, int(demote),
+                                                                     SLOW_SEND_NS),
                                    io_stats, ctypes.byref(run_stats))
         if ret != 0:
             raise OSError(-ret, f"native emulator loop failed: {os.strerror(-ret)}")
@@ -642,6 +645,7 @@ class Forwarder:
         self.demotions = (run_stats.demotions, run_stats.demoted_ns)
         self.log_waits = run_stats.log_waits
         self.send_calls = run_stats.send_calls
+        self.slow_sends = (run_stats.slow_sends, run_stats.slow_send_ns, run_stats.send_max_ns)
         n = min(run_stats.stall_count, STALL_CAP)
         self.stalls = [tuple(stalls[4 * i:4 * i + 4]) for i in range(n)]
         self.stopping = True
@@ -657,16 +661,21 @@ class Forwarder:
         switched itself from SCHED_FIFO to SCHED_OTHER, ``demoted_s`` = time it ran there;
         ``log_waits`` = times it waited for its log writer thread (all its queue unwritten);
         ``send_calls`` = its send/sendmmsg calls (fewer than the frames sent when frames due
-        together left in one call)."""
+        together left in one call); ``slow_sends`` = calls that took ``SLOW_SEND_NS`` or more
+        (the kernel, or the hypervisor under it, held the loop inside the call: every frame due
+        meanwhile leaves late), ``slow_send_s`` their time, ``send_max_us`` the longest call."""
         if self.native is None:
             return {k: None for k in ("poll_idle_s", "send_s", "read_s", "busy_share_pct", "demote",
-                                      "rt_demotions", "demoted_s", "log_waits", "send_calls")}
+                                      "rt_demotions", "demoted_s", "log_waits", "send_calls",
+                                      "slow_sends", "slow_send_s", "send_max_us")}
         return {"poll_idle_s": round(self.poll_idle_ns / 1e9, 6),
                 "send_s": round(self.send_read_ns[0] / 1e9, 6),
                 "read_s": round(self.send_read_ns[1] / 1e9, 6),
                 "busy_share_pct": self.busy[0], "demote": self.busy[1],
                 "rt_demotions": self.demotions[0], "demoted_s": round(self.demotions[1] / 1e9, 6),
-                "log_waits": self.log_waits, "send_calls": self.send_calls}
+                "log_waits": self.log_waits, "send_calls": self.send_calls,
+                "slow_sends": self.slow_sends[0], "slow_send_s": round(self.slow_sends[1] / 1e9, 6),
+                "send_max_us": round(self.slow_sends[2] / 1e3, 1)}
 
     def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
         if self.native is not None:

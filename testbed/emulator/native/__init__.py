@@ -66,7 +66,7 @@ class IoCfg(ctypes.Structure):
 class RunCfg(ctypes.Structure):
     _fields_ = [("late_ns", _i64), ("spin_ns", _i64), ("early_ns", _i64), ("stall_ns", _i64),
                 ("stalls", ctypes.POINTER(_i64)), ("stall_cap", _i64), ("busy_share_pct", _i64),
-                ("demote", _i64)]
+                ("demote", _i64), ("slow_send_ns", _i64)]
 
 
 class IoStats(ctypes.Structure):
@@ -76,7 +76,8 @@ class IoStats(ctypes.Structure):
 class RunStats(ctypes.Structure):
     _fields_ = [("iterations", _i64), ("timer_wakeups", _i64), ("poll_idle_ns", _i64),
                 ("send_ns", _i64), ("read_ns", _i64), ("stall_count", _i64), ("demotions", _i64),
-                ("demoted_ns", _i64), ("log_waits", _i64), ("send_calls", _i64)]
+                ("demoted_ns", _i64), ("log_waits", _i64), ("send_calls", _i64),
+                ("slow_sends", _i64), ("slow_send_ns", _i64), ("send_max_ns", _i64)]
 
 
 class Rec(ctypes.Structure):  # linklog.RECORD

@@ -97,6 +97,7 @@ typedef struct {
     int64_t stall_cap;
     int64_t busy_share_pct;  /* % of elapsed time the loop may be busy (see above) */
     int64_t demote;     /* 1: over budget, demote to SCHED_OTHER and poll on; 0: sleep */
+    int64_t slow_send_ns;  /* a send/sendmmsg call this long is a slow send; 0: none counted */
 } tb_run_cfg;
 
 typedef struct {  /* per-direction results of the run */
@@ -113,6 +114,8 @@ typedef struct {
     int64_t demotions, demoted_ns;  /* switches to SCHED_OTHER, time spent there */
     int64_t log_waits;  /* times the loop waited for the log writer (LOG_QUEUE chunks unwritten) */
     int64_t send_calls; /* send/sendmmsg calls (frames sent in fewer calls: batches, see send_due) */
+    int64_t slow_sends, slow_send_ns, send_max_ns;  /* calls of slow_send_ns or more, their time,
+                                                     * the longest call */
 } tb_run_stats;
 
 /* what the loop's helpers need of the run: its configuration, results and scheduling state */
@@ -130,6 +133,7 @@ typedef struct {
     tb_io_cfg io;
     uint8_t *ring; size_t ring_len; uint32_t head;  /* PACKET_RX_RING, or NULL */
     pend *heap; int64_t heap_len, heap_cap; uint64_t n;
+    pend *fifo; int64_t fifo_head, fifo_len, fifo_cap;  /* ring; see pend_push */
     tb_rec *log; int64_t log_len;
     struct log_writer *writer;
     int64_t last_arrival;
@@ -321,7 +325,10 @@ static inline void log_add(io_dir *d, const tb_rec *r) {
     if (d->log_len == LOG_CHUNK) log_flush(d);
 }
 
-/* heap ordered by (t, n) */
+/* Frames waiting to leave, in (t, n) order (n: order taken).  A FIFO ring holds every frame
+ * due no earlier than the last one it took, which on a link that does not reorder is every
+ * frame, in O(1); a binary heap holds the others (jitter with reordering); the next departure
+ * is the earlier of their heads.  Both are in (t, n) order, so the merge is too. */
 static inline int pend_less(const pend *a, const pend *b) { return a->t < b->t || (a->t == b->t && a->n < b->n); }
 static int heap_push(io_dir *d, const pend *p) {
     if (d->heap_len == d->heap_cap) {
@@ -353,6 +360,33 @@ static void heap_pop(io_dir *d, pend *out) {
         i = c;
     }
     if (n) d->heap[i] = last;
+}
+static int pend_push(io_dir *d, const pend *p) {
+    int64_t mask = d->fifo_cap - 1;  /* the capacity is a power of 2 */
+    if (d->fifo_len && p->t < d->fifo[(d->fifo_head + d->fifo_len - 1) & mask].t)
+        return heap_push(d, p);
+    if (d->fifo_len == d->fifo_cap) {  /* grow, the ring unwrapped to start at 0 */
+        int64_t cap = d->fifo_cap ? d->fifo_cap * 2 : 4096;
+        pend *q = malloc((size_t)cap * sizeof *q);
+        if (!q) return -1;
+        for (int64_t i = 0; i < d->fifo_len; i++) q[i] = d->fifo[(d->fifo_head + i) & mask];
+        free(d->fifo);
+        d->fifo = q; d->fifo_cap = cap; d->fifo_head = 0;
+    }
+    d->fifo[(d->fifo_head + d->fifo_len++) & (d->fifo_cap - 1)] = *p;
+    return 0;
+}
+/* the next frame to leave, or NULL */
+static inline const pend *pend_next(const io_dir *d) {
+    const pend *f = d->fifo_len ? &d->fifo[d->fifo_head] : NULL;
+    if (!d->heap_len) return f;
+    return f && pend_less(f, &d->heap[0]) ? f : &d->heap[0];
+}
+static void pend_pop(io_dir *d, pend *out) {
+    if (d->heap_len && pend_next(d) == &d->heap[0]) { heap_pop(d, out); return; }
+    *out = d->fifo[d->fifo_head];
+    d->fifo_head = (d->fifo_head + 1) & (d->fifo_cap - 1);
+    d->fifo_len--;
 }
 
 /* this thread's run-queue wait so far (ns, /proc/thread-self/schedstat), -1 if unreadable */
@@ -407,10 +441,11 @@ static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
     pend p[SEND_BATCH];
     struct mmsghdr mm[SEND_BATCH];
     struct iovec iov[SEND_BATCH];
-    while (d->heap_len && d->heap[0].t <= now) {
+    const pend *next;
+    while ((next = pend_next(d)) && next->t <= now) {
         int n = 0;
-        while (n < SEND_BATCH && d->heap_len && d->heap[0].t <= now) {
-            heap_pop(d, &p[n]);
+        while (n < SEND_BATCH && (next = pend_next(d)) && next->t <= now) {
+            pend_pop(d, &p[n]);
             iov[n] = (struct iovec){p[n].buf, p[n].rec.length};
             mm[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
             n++;
@@ -421,6 +456,11 @@ static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
             int64_t t1 = mono();
             L->out->send_ns += t1 - t0;
             L->out->send_calls++;
+            if (t1 - t0 > L->out->send_max_ns) L->out->send_max_ns = t1 - t0;
+            if (L->rc->slow_send_ns && t1 - t0 >= L->rc->slow_send_ns) {
+                L->out->slow_sends++;
+                L->out->slow_send_ns += t1 - t0;
+            }
             if (r < 0) {
                 d->st.send_errors++;
                 p[i].rec.verdict = V_SEND_ERROR; p[i].rec.t_sent = 0;
@@ -438,7 +478,7 @@ static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
             log_add(d, &p[i].rec);
         }
     }
-    return d->heap_len ? d->heap[0].t : INT64_MAX;
+    return (next = pend_next(d)) ? next->t : INT64_MAX;
 }
 
 /* the model's verdict for one frame of `len` bytes read at `now` (arrival t_arr, clamped), of
@@ -461,7 +501,7 @@ static void take(tb_engine *e, int k, io_dir *d, const uint8_t *f, uint32_t len,
         p.buf = buf_get(len);
         p.t = t;
         p.n = ++d->n;
-        if (p.buf && heap_push(d, &p) == 0) {
+        if (p.buf && pend_push(d, &p) == 0) {
             memcpy(p.buf, f, len);
             return;
         }
@@ -693,8 +733,8 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     }
     for (int k = 0; k < nd; k++) {  /* frames still in flight */
         pend p;
-        while (dirs[k].heap_len) {
-            heap_pop(&dirs[k], &p);
+        while (pend_next(&dirs[k])) {
+            pend_pop(&dirs[k], &p);
             p.rec.verdict = V_PENDING_AT_EXIT; p.rec.t_sent = 0;
             buf_put(p.buf, p.rec.length);
             log_add(&dirs[k], &p.rec);
@@ -718,6 +758,7 @@ out:
             if (dirs[k].ring) munmap(dirs[k].ring, dirs[k].ring_len);
             free(dirs[k].log);
             free(dirs[k].heap);
+            free(dirs[k].fifo);
         }
         free(dirs);
     }
