@@ -51,7 +51,10 @@
 2. iperf3 UDP (``iperf3 udp`` rows): the same trains from iperf3 -u (C sender and receiver, 1472 B
    datagrams at the offered rate, iperf3's own pacing), so the receiving process is no limit;
    ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``rx_drops`` those the
-   receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above.  ``flood`` rows: iperf3
+   receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above; ``late50``,
+   ``late50_held_pct`` and ``holds`` say how much of the tail followed a time in which the loop
+   sent nothing although a frame was due (``hold_stats``), ``slow_sends`` how many of the
+   loop's send calls took 50 µs or more.  ``flood`` rows: iperf3
    -u as fast as it sends (``-b 0``), 1514 B and 66 B frames, through an unshaped link with 1
    ms delay: the frames/s the engine forwards when they come faster than one ``send`` each, and
    its CPU per frame then (the frames due together leave in batches, ``frames_per_call``).
@@ -199,6 +202,39 @@ def _iperf_udp(overrides: dict, bandwidth: str, payload: int, engine: str, secon
     return json.loads(r.stdout)["end"]["sum"], tb.metadata["backend_summary"], rx_drops
 
 
+def hold_stats(sent, due) -> dict:
+    """Where the tail of the scheduling error comes from: ``sent`` and ``due`` (ns) of the
+    frames a direction delivered, in the order they left.  A *hold*: a frame waited at least
+    P99_LIMIT_US for the loop to send anything, counted from the later of the previous departure
+    and its own due time to its departure (the loop was held inside a call, or did not run).
+    ``late50`` = frames sent more than P99_LIMIT_US after their due time; ``late50_held_pct`` =
+    the share of them sent before the error a hold built up fell back under P99_LIMIT_US (no
+    frame in between left within it).  Late frames no hold explains fell behind a little at a
+    time: the loop was too slow for the traffic."""
+    import numpy as np
+    sent, due = np.asarray(sent, dtype=np.int64), np.asarray(due, dtype=np.int64)
+    limit = int(P99_LIMIT_US * 1000)
+    late = sent - due > limit
+    held = np.zeros(len(sent), dtype=bool)
+    held[1:] = sent[1:] - np.maximum(sent[:-1], due[1:]) >= limit
+    index = np.arange(len(sent))
+    last_held = np.maximum.accumulate(np.where(held, index, -1)) if len(sent) else index
+    last_ok = np.maximum.accumulate(np.where(~late, index, -1)) if len(sent) else index
+    in_hold = late & (last_held > last_ok)
+    return {"holds": int(held.sum()), "late50": int(late.sum()),
+            "late50_held_pct": round(100 * in_hold.sum() / late.sum(), 1) if late.any() else None}
+
+
+def _holds(log: str) -> dict:
+    """``hold_stats`` of the frames a direction's frame log says were delivered."""
+    import numpy as np
+    from testbed.emulator.linklog import DELIVERED, read_log
+    _, rec = read_log(log)
+    d = rec[rec["verdict"] == DELIVERED]
+    order = np.argsort(d["t_sent"], kind="stable")
+    return hold_stats(d["t_sent"][order], d["t_sched"][order])
+
+
 def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, results_root: str) -> dict:
     """iperf3 -u server → client at ``rate_bps`` of 1472 B datagrams through a link shaped at
     that rate (C sender and receiver: the Python probe's receiver is not the limit here)."""
@@ -206,7 +242,8 @@ def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, resu
     s, emu, rx_drops = _iperf_udp(overrides, f"{rate_bps / 1e6:g}M", PAYLOAD, engine, seconds,
                                   results_root)
     row = {"offered_mbps": rate_bps / 1e6, "delay": delay, "iperf_mbps": round(s["bits_per_second"] / 1e6, 1),
-           "iperf_lost": s.get("lost_packets"), "rx_drops": rx_drops, **_emu_cols(emu, seconds)}
+           "iperf_lost": s.get("lost_packets"), "rx_drops": rx_drops, **_emu_cols(emu, seconds),
+           **_holds(emu["directions"]["server-client"]["log"])}
     row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
                          and emu.get("unintended_drops") == 0)
     return row
@@ -536,7 +573,8 @@ def main(argv=None) -> int:
     if iperf_rows:
         print()
         _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
-                                  "max_us", "late", "late_stall", "slow_sends", "demotions", "cpu_pct", "cpu_us_work",
+                                  "max_us", "late", "late_stall", "late50", "late50_held_pct", "holds", "slow_sends",
+                                  "demotions", "cpu_pct", "cpu_us_work",
                                   "cpu_us_no_send", "send_us", "unintended", "rq_wait_ms", "load", "emu_ok"])
     if flood_rows:
         print()

@@ -385,6 +385,28 @@ def test_send_floor_rows_reach_the_receiver_or_nobody_as_labelled():
     assert f"tbtest{os.getpid() % 10000}f" not in left
 
 
+def test_hold_stats_tell_a_held_loop_from_a_slow_one():
+    """benchmarks/emulator.py's hold_stats: frames due every 12 µs.  A loop held 100 µs before
+    frame 10 that then sends every 2 µs makes one hold and late frames that all follow it; a
+    loop that sends every 20 µs falls behind with no hold at all (its late frames: 0 % held)."""
+    import importlib.util
+    from conftest import REPO
+    spec = importlib.util.spec_from_file_location("bench_emulator", REPO / "benchmarks" / "emulator.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    due = np.arange(40) * 12_000
+    sent = due.copy()
+    sent[10] = due[10] + 100_000
+    for i in range(11, 40):
+        sent[i] = max(due[i], sent[i - 1] + 2_000)
+    late = int((sent - due > 50_000).sum())
+    assert late > 1 and bench.hold_stats(sent, due) == {"holds": 1, "late50": late, "late50_held_pct": 100.0}
+    slow = np.arange(40) * 20_000
+    late = int((slow - due > 50_000).sum())
+    assert late > 1 and bench.hold_stats(slow, due) == {"holds": 0, "late50": late, "late50_held_pct": 0.0}
+    assert bench.hold_stats(due, due)["late50_held_pct"] is None
+
+
 def test_busy_policy_demotes_only_a_real_time_loop_with_a_cpu_of_its_own():
     from testbed.emulator.forwarder import BUSY_SHARE_PCT, RT_MARGIN_PCT, busy_policy
     assert busy_policy(None, True, 95.0) == (BUSY_SHARE_PCT, False)  # shares a CPU: sleeps
