@@ -227,6 +227,61 @@ def test_send_calls_over_the_slow_send_threshold_are_counted(tmp_path, threshold
         assert st.slow_sends == 0 and st.slow_send_ns == 0
 
 
+@pytest.mark.root  # SO_SNDBUFFORCE: room for the 5,000 frames the receiving thread reads late
+def test_departures_stay_in_order_when_the_ring_grows_wrapped(tmp_path):
+    """The loop's FIFO of departures (4,096 to start with) grows while its head has moved on:
+    100 frames leave (delay 50 ms), then 5,000 arrive within the delay, so more than 4,096 wait
+    at once in a ring that had wrapped.  All 5,100 arrive, in order, none early, and the log's
+    departures are in schedule order."""
+    import signal
+    import socket
+    import struct
+    import threading
+    import time
+    from scapy.all import IP, UDP, Ether, raw
+    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_in.setblocking(False)
+    a_out.setsockopt(socket.SOL_SOCKET, 32, 64 << 20)  # SO_SNDBUFFORCE
+    sink.settimeout(0.3)
+    frame = bytearray(raw(Ether() / IP(id=0) / UDP(sport=1, dport=2)))
+    def send(ids):
+        for i in ids:
+            frame[18:20] = struct.pack("!H", i)
+            feed.send(frame)
+    def feeder():
+        send(range(100))
+        time.sleep(0.1)
+        for first in range(100, 5100, 250):  # 20 bursts, ~1 ms apart: the reader keeps up
+            send(range(first, first + 250))
+            time.sleep(0.001)
+    got = []
+    def drainer():
+        while len(got) < 5100:
+            try:
+                got.append(struct.unpack("!H", sink.recv(2048)[18:20])[0])
+            except socket.timeout:
+                return
+    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
+    eng = native.Engine([(LinkSpec.parse(delay="50ms"), 3, None)])
+    main = threading.get_ident()
+    threads = [threading.Thread(target=feeder), threading.Thread(target=drainer),
+               threading.Timer(0.8, lambda: signal.pthread_kill(main, signal.SIGTERM))]
+    ret, io_stats, _ = _run_loop(eng, b_in, a_out, log, threads)
+    for s in (feed, b_in, a_out, sink):
+        s.close()
+    assert ret == 0 and io_stats[0].send_errors == 0
+    assert got == list(range(5100))
+    rec = linklog.read_log(log.path)[1]
+    assert len(rec) == 5100 and (rec["verdict"] == linklog.DELIVERED).all()
+    assert (np.diff(rec["t_sched"]) >= 0).all() and (rec["t_sent"] >= rec["t_sched"]).all()
+    # frames waiting when each was read: read so far minus sent before; the 101st read came
+    # after the first departure, and more than 4,096 waited at once later on
+    reads, sent = np.sort(rec["t_read"]), np.sort(rec["t_sent"])
+    waiting = np.arange(1, 5101) - np.searchsorted(sent, reads, side="left")
+    assert sent[0] < reads[100] and waiting.max() > 4096, waiting.max()
+
+
 def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
     """A loop polling 0.3 s for one departure 0.2 s away (spin_ns 1 s, a busy share of 100 %)
     spends its CPU polling: poll_idle_ns is nearly all of its thread's CPU time, so
