@@ -218,8 +218,8 @@ def hold_stats(sent, due) -> dict:
     held = np.zeros(len(sent), dtype=bool)
     held[1:] = sent[1:] - np.maximum(sent[:-1], due[1:]) >= limit
     index = np.arange(len(sent))
-    last_held = np.maximum.accumulate(np.where(held, index, -1)) if len(sent) else index
-    last_ok = np.maximum.accumulate(np.where(~late, index, -1)) if len(sent) else index
+    last_held = np.maximum.accumulate(np.where(held, index, -1))
+    last_ok = np.maximum.accumulate(np.where(~late, index, -1))
     in_hold = late & (last_held > last_ok)
     return {"holds": int(held.sum()), "late50": int(late.sum()),
             "late50_held_pct": round(100 * in_hold.sum() / late.sum(), 1) if late.any() else None}

@@ -382,8 +382,9 @@ static inline const pend *pend_next(const io_dir *d) {
     if (!d->heap_len) return f;
     return f && pend_less(f, &d->heap[0]) ? f : &d->heap[0];
 }
-static void pend_pop(io_dir *d, pend *out) {
-    if (d->heap_len && pend_next(d) == &d->heap[0]) { heap_pop(d, out); return; }
+/* take `next` (what pend_next returned) out */
+static void pend_pop(io_dir *d, const pend *next, pend *out) {
+    if (d->heap_len && next == &d->heap[0]) { heap_pop(d, out); return; }
     *out = d->fifo[d->fifo_head];
     d->fifo_head = (d->fifo_head + 1) & (d->fifo_cap - 1);
     d->fifo_len--;
@@ -445,7 +446,7 @@ static int64_t send_due(tb_loop *L, io_dir *d, int64_t now) {
     while ((next = pend_next(d)) && next->t <= now) {
         int n = 0;
         while (n < SEND_BATCH && (next = pend_next(d)) && next->t <= now) {
-            pend_pop(d, &p[n]);
+            pend_pop(d, next, &p[n]);
             iov[n] = (struct iovec){p[n].buf, p[n].rec.length};
             mm[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
             n++;
@@ -733,8 +734,9 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     }
     for (int k = 0; k < nd; k++) {  /* frames still in flight */
         pend p;
-        while (pend_next(&dirs[k])) {
-            pend_pop(&dirs[k], &p);
+        const pend *next;
+        while ((next = pend_next(&dirs[k]))) {
+            pend_pop(&dirs[k], next, &p);
             p.rec.verdict = V_PENDING_AT_EXIT; p.rec.t_sent = 0;
             buf_put(p.buf, p.rec.length);
             log_add(&dirs[k], &p.rec);
