@@ -116,9 +116,7 @@ def run_load(overrides: dict, rate_bps: float, seconds: float, engine: str | Non
     emu = tb.metadata.get("backend_summary", {})
     flow_delivered = None
     if "directions" in emu:  # the probe's frames the emulator says it delivered
-        from testbed.emulator.linklog import DELIVERED, read_log
-        _, rec = read_log(emu["directions"]["server-client"]["log"])
-        flow_delivered = int(((rec["dport"] == PORT) & (rec["verdict"] == DELIVERED)).sum())
+        flow_delivered = int((_delivered(emu)["dport"] == PORT).sum())
     return {"sent": sent, "received": got["received"], "emu": emu, "flow_delivered": flow_delivered,
             "receiver_drops": receiver_drops}
 
@@ -175,8 +173,7 @@ def evaluate(res: dict, rate_bps: float, emulated: bool) -> dict:
         row.update(_emu_cols(emu, sent["duration_s"]))
         silent = res["flow_delivered"] - res["received"] - res["receiver_drops"]
         row["silent"] = silent
-        row["emu_ok"] = bool(ok_rate and row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
-                             and emu.get("unintended_drops") == 0 and silent == 0)
+        row["emu_ok"] = ok_rate and _emu_ok(row, emu) and silent == 0
         row["ok"] = row["emu_ok"] and res["receiver_drops"] == 0
     else:
         row["lost"] = sent["sent"] - res["received"] - res["receiver_drops"]
@@ -225,14 +222,24 @@ def hold_stats(sent, due) -> dict:
             "late50_held_pct": round(100 * in_hold.sum() / late.sum(), 1) if late.any() else None}
 
 
-def _holds(log: str) -> dict:
-    """``hold_stats`` of the frames a direction's frame log says were delivered."""
+def _holds(delivered) -> dict:
+    """``hold_stats`` of delivered frame records, in the order they left."""
     import numpy as np
+    order = np.argsort(delivered["t_sent"], kind="stable")
+    return hold_stats(delivered["t_sent"][order], delivered["t_sched"][order])
+
+
+def _delivered(emu: dict):
+    """The records of the frames the emulator delivered server → client (its frame log)."""
     from testbed.emulator.linklog import DELIVERED, read_log
-    _, rec = read_log(log)
-    d = rec[rec["verdict"] == DELIVERED]
-    order = np.argsort(d["t_sent"], kind="stable")
-    return hold_stats(d["t_sent"][order], d["t_sched"][order])
+    _, rec = read_log(emu["directions"]["server-client"]["log"])
+    return rec[rec["verdict"] == DELIVERED]
+
+
+def _emu_ok(row: dict, emu: dict) -> bool:
+    """The emulator kept its schedule (p99 ≤ P99_LIMIT_US) and lost nothing itself."""
+    return bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
+                and emu.get("unintended_drops") == 0)
 
 
 def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, results_root: str) -> dict:
@@ -243,9 +250,8 @@ def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, resu
                                   results_root)
     row = {"offered_mbps": rate_bps / 1e6, "delay": delay, "iperf_mbps": round(s["bits_per_second"] / 1e6, 1),
            "iperf_lost": s.get("lost_packets"), "rx_drops": rx_drops, **_emu_cols(emu, seconds),
-           **_holds(emu["directions"]["server-client"]["log"])}
-    row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
-                         and emu.get("unintended_drops") == 0)
+           **_holds(_delivered(emu))}
+    row["emu_ok"] = _emu_ok(row, emu)
     return row
 
 
@@ -254,19 +260,16 @@ def run_iperf_flood(payload: int, engine: str, seconds: float, results_root: str
     frames/s the engine forwards (``fps``: frames it delivered server → client over the time
     from its first such departure to its last) and its CPU per frame when frames come faster
     than one ``send`` each (many due together: ``frames_per_call``)."""
-    from testbed.emulator.linklog import DELIVERED, read_log
     s, emu, rx_drops = _iperf_udp({**PLAIN, "delay": "1ms", "queue": "50000"}, "0", payload,
                                   engine, seconds, results_root)
-    _, rec = read_log(emu["directions"]["server-client"]["log"])
-    sent = rec["t_sent"][rec["verdict"] == DELIVERED]
+    sent = _delivered(emu)["t_sent"]
     delivered = len(sent)
     span_s = (int(sent.max()) - int(sent.min())) / 1e9 if delivered > 1 else seconds
     row = {"frame": payload + 42, "offered_pps": round(s["packets"] / seconds),
            "fps": round(delivered / span_s), "rx_drops": rx_drops, **_emu_cols(emu, seconds),
            "frames_per_call": (round(delivered / emu["send_calls"], 2) if emu.get("send_calls")
                                else None)}
-    row["emu_ok"] = bool(row["p99_us"] is not None and row["p99_us"] <= P99_LIMIT_US
-                         and emu.get("unintended_drops") == 0)
+    row["emu_ok"] = _emu_ok(row, emu)
     return row
 
 
