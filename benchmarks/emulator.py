@@ -52,7 +52,7 @@
    datagrams at the offered rate, iperf3's own pacing), so the receiving process is no limit;
    ``iperf_lost`` is iperf3's count of datagrams that did not arrive, ``rx_drops`` those the
    receiving socket dropped (UDP RcvbufErrors), ``emu_ok`` as above; ``late50``,
-   ``late50_held_pct`` and ``holds`` say how much of the tail followed a time in which the loop
+   ``late50_held_pct`` and ``holds50`` say how much of the tail followed a time in which the loop
    sent nothing although a frame was due (``hold_stats``), ``slow_sends`` how many of the
    loop's send calls took 50 µs or more.  ``flood`` rows: iperf3
    -u as fast as it sends (``-b 0``), 1514 B and 66 B frames, through an unshaped link with 1
@@ -66,7 +66,8 @@
    with no overload (``overload``: an unintended drop, a frame more than 1 ms late that no stall
    explains, or a read lag above 10 ms that no stall explains; ``late_stall`` = late frames the
    machine's stalls explain, ``stalls`` = how many the native loop saw, see
-   ``emulator.forwarder.after_stall``).
+   ``emulator.forwarder.after_stall``); ``late1ms``, ``late1ms_held_pct`` and ``holds1ms``:
+   ``hold_stats`` with 1 ms for both the hold and the lateness, summed over both directions.
 Every row carries /proc/loadavg at its end and the host's CPU steal/busy during the run: this
 machine is shared, and other work shows up in the tail of the scheduling error.
 """
@@ -199,18 +200,19 @@ def _iperf_udp(overrides: dict, bandwidth: str, payload: int, engine: str, secon
     return json.loads(r.stdout)["end"]["sum"], tb.metadata["backend_summary"], rx_drops
 
 
-def hold_stats(sent, due) -> dict:
+def hold_stats(sent, due, limit_us: float = P99_LIMIT_US) -> dict:
     """Where the tail of the scheduling error comes from: ``sent`` and ``due`` (ns) of the
-    frames a direction delivered, in the order they left.  A *hold*: a frame waited at least
-    P99_LIMIT_US for the loop to send anything, counted from the later of the previous departure
+    frames the loop delivered, in the order they left.  A *hold*: a frame waited at least
+    ``limit_us`` for the loop to send anything, counted from the later of the previous departure
     and its own due time to its departure (the loop was held inside a call, or did not run).
-    ``late50`` = frames sent more than P99_LIMIT_US after their due time; ``late50_held_pct`` =
-    the share of them sent before the error a hold built up fell back under P99_LIMIT_US (no
-    frame in between left within it).  Late frames no hold explains fell behind a little at a
-    time: the loop was too slow for the traffic."""
+    ``late<L>`` = frames sent more than ``limit_us`` after their due time; ``late<L>_held_pct``
+    = the share of them sent before the error a hold built up fell back under ``limit_us`` (no
+    frame in between left within it); ``holds<L>`` = how many holds.  <L> names the limit:
+    ``50`` for 50 µs, ``1ms`` for 1,000 µs.  Late frames no hold explains fell behind a little at
+    a time: the loop was too slow for the traffic."""
     import numpy as np
     sent, due = np.asarray(sent, dtype=np.int64), np.asarray(due, dtype=np.int64)
-    limit = int(P99_LIMIT_US * 1000)
+    limit = int(limit_us * 1000)
     late = sent - due > limit
     held = np.zeros(len(sent), dtype=bool)
     held[1:] = sent[1:] - np.maximum(sent[:-1], due[1:]) >= limit
@@ -218,21 +220,32 @@ def hold_stats(sent, due) -> dict:
     last_held = np.maximum.accumulate(np.where(held, index, -1))
     last_ok = np.maximum.accumulate(np.where(~late, index, -1))
     in_hold = late & (last_held > last_ok)
-    return {"holds": int(held.sum()), "late50": int(late.sum()),
-            "late50_held_pct": round(100 * in_hold.sum() / late.sum(), 1) if late.any() else None}
+    label = f"{limit_us / 1000:g}ms" if limit_us >= 1000 else f"{limit_us:g}"
+    n_late = int(late.sum())
+    return {f"holds{label}": int(held.sum()), f"late{label}": n_late,
+            f"late{label}_held_pct": round(100 * int(in_hold.sum()) / n_late, 1) if n_late else None}
 
 
-def _holds(delivered) -> dict:
-    """``hold_stats`` of delivered frame records, in the order they left."""
+def _holds(emu: dict, limit_us: float = P99_LIMIT_US) -> dict:
+    """``hold_stats`` of the frames the loop delivered, per direction in the order they left
+    (after a stall the loop sends one direction's backlog, then the other's: the second
+    direction's frames waited for its own previous departure), summed over the directions."""
     import numpy as np
-    order = np.argsort(delivered["t_sent"], kind="stable")
-    return hold_stats(delivered["t_sent"][order], delivered["t_sched"][order])
+    rows = []
+    for name in emu["directions"]:
+        rec = _delivered(emu, name)
+        order = np.argsort(rec["t_sent"], kind="stable")
+        rows.append(hold_stats(rec["t_sent"][order], rec["t_sched"][order], limit_us))
+    holds, late, pct = rows[0]  # the keys, named by the limit
+    n = sum(r[late] for r in rows)
+    held = sum(r[late] * (r[pct] or 0) / 100 for r in rows)
+    return {holds: sum(r[holds] for r in rows), late: n, pct: round(100 * held / n, 1) if n else None}
 
 
-def _delivered(emu: dict):
-    """The records of the frames the emulator delivered server → client (its frame log)."""
+def _delivered(emu: dict, direction: str = "server-client"):
+    """The records of the frames the emulator delivered in ``direction`` (its frame log)."""
     from testbed.emulator.linklog import DELIVERED, read_log
-    _, rec = read_log(emu["directions"]["server-client"]["log"])
+    _, rec = read_log(emu["directions"][direction]["log"])
     return rec[rec["verdict"] == DELIVERED]
 
 
@@ -250,7 +263,7 @@ def run_iperf_udp(rate_bps: float, delay: str, engine: str, seconds: float, resu
                                   results_root)
     row = {"offered_mbps": rate_bps / 1e6, "delay": delay, "iperf_mbps": round(s["bits_per_second"] / 1e6, 1),
            "iperf_lost": s.get("lost_packets"), "rx_drops": rx_drops, **_emu_cols(emu, seconds),
-           **_holds(_delivered(emu))}
+           **_holds(emu)}
     row["emu_ok"] = _emu_ok(row, emu)
     return row
 
@@ -435,7 +448,7 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
     row = {"cc": cc, "mode": "bidir" if bidir else "one way",
            "up_mbps": None if up is None else round(up / 1e6, 1), "down_mbps": round(down / 1e6, 1),
            "retrans_up": retrans[0], "retrans_down": retrans[1],
-           **_emu_cols(emu, seconds + omit), "warning_text": _engine_warnings(emu)}
+           **_emu_cols(emu, seconds + omit), **_holds(emu, 1000.0), "warning_text": _engine_warnings(emu)}
     row["overload"] = emu["overload"]
     row["ok"] = bool(min(x for x in (up, down) if x is not None) >= 0.9 * TCP_LIMIT_BPS
                      and not row["overload"])
@@ -576,7 +589,7 @@ def main(argv=None) -> int:
     if iperf_rows:
         print()
         _print_table(iperf_rows, ["path", "offered_mbps", "iperf_mbps", "iperf_lost", "rx_drops", "p50_us", "p99_us",
-                                  "max_us", "late", "late_stall", "late50", "late50_held_pct", "holds", "slow_sends",
+                                  "max_us", "late", "late_stall", "late50", "late50_held_pct", "holds50", "slow_sends",
                                   "demotions", "cpu_pct", "cpu_us_work",
                                   "cpu_us_no_send", "send_us", "unintended", "rq_wait_ms", "load", "emu_ok"])
     if flood_rows:
@@ -591,7 +604,8 @@ def main(argv=None) -> int:
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "mode", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
-                                "p99_us", "max_us", "late", "late_stall", "stalls", "demotions", "overload",
+                                "p99_us", "max_us", "late", "late_stall", "late1ms_held_pct", "holds1ms", "stalls",
+                                "slow_sends", "demotions", "overload",
                                 "fidelity", "cpu_us_per_frame", "cpu_us_work", "cpu_us_no_send", "send_us", "steal_pct",
                                 "rq_wait_ms", "load", "ok"])
         print(f"TCP target: each direction with data ≥ {0.9 * TCP_LIMIT_BPS / 1e6:.0f} Mbit/s (90% of "

@@ -443,7 +443,8 @@ def test_send_floor_rows_reach_the_receiver_or_nobody_as_labelled():
 def test_hold_stats_tell_a_held_loop_from_a_slow_one():
     """benchmarks/emulator.py's hold_stats: frames due every 12 µs.  A loop held 100 µs before
     frame 10 that then sends every 2 µs makes one hold and late frames that all follow it; a
-    loop that sends every 20 µs falls behind with no hold at all (its late frames: 0 % held)."""
+    loop that sends every 20 µs falls behind with no hold at all (its late frames: 0 % held).
+    The limit is a parameter: at 1 ms the 100 µs hold is none, a 2 ms one is."""
     import importlib.util
     from conftest import REPO
     spec = importlib.util.spec_from_file_location("bench_emulator", REPO / "benchmarks" / "emulator.py")
@@ -455,11 +456,20 @@ def test_hold_stats_tell_a_held_loop_from_a_slow_one():
     for i in range(11, 40):
         sent[i] = max(due[i], sent[i - 1] + 2_000)
     late = int((sent - due > 50_000).sum())
-    assert late > 1 and bench.hold_stats(sent, due) == {"holds": 1, "late50": late, "late50_held_pct": 100.0}
+    assert late > 1 and bench.hold_stats(sent, due) == {"holds50": 1, "late50": late, "late50_held_pct": 100.0}
     slow = np.arange(40) * 20_000
     late = int((slow - due > 50_000).sum())
-    assert late > 1 and bench.hold_stats(slow, due) == {"holds": 0, "late50": late, "late50_held_pct": 0.0}
+    assert late > 1 and bench.hold_stats(slow, due) == {"holds50": 0, "late50": late, "late50_held_pct": 0.0}
     assert bench.hold_stats(due, due)["late50_held_pct"] is None
+    assert bench.hold_stats(sent, due, 1000.0) == {"holds1ms": 0, "late1ms": 0, "late1ms_held_pct": None}
+    due = np.arange(400) * 12_000  # held 2 ms: a hold and late frames at the 1 ms limit too
+    sent = due.copy()
+    sent[10] = due[10] + 2_000_000
+    for i in range(11, 400):
+        sent[i] = max(due[i], sent[i - 1] + 2_000)
+    late = int((sent - due > 1_000_000).sum())
+    assert late > 1 and bench.hold_stats(sent, due, 1000.0) == {"holds1ms": 1, "late1ms": late,
+                                                                "late1ms_held_pct": 100.0}
 
 
 def test_busy_policy_demotes_only_a_real_time_loop_with_a_cpu_of_its_own():
