@@ -1,6 +1,6 @@
 """Where does bbr's goodput on the lossy long-haul path differ between arms, and why?
 
-    sudo .venv/bin/python benchmarks/bbr_gap.py [--reps 3] [--seconds 10]
+    .venv/bin/python benchmarks/bbr_gap.py [--reps 3] [--seconds 10]
 
 The path: 50 Mbit/s both ways, 100 ms each way, 14% loss server→client (the spec
 ``50M 200ms 14%down`` of benchmarks/emulator_vs_netem.py).  ``--reps`` iperf3 runs of bbr,

@@ -1,6 +1,6 @@
 """Userspace emulator benchmark: plain veth, the Python engine and the native engine side by side.
 
-    sudo .venv/bin/python benchmarks/emulator.py [--rates 100,200,333,500,1000] [--seconds 2]
+    .venv/bin/python benchmarks/emulator.py [--rates 100,200,333,500,1000] [--seconds 2]
         [--engines python,native] [--tcp-seconds 20] [--skip-cpu] [--skip-udp] [--skip-iperf-udp]
         [--skip-tcp]
 

@@ -1,6 +1,6 @@
 """Cross-validation: the userspace emulator against kernel netem, with the same TCP stack.
 
-    sudo .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--only SPEC] [--results DIR]
+    .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--only SPEC] [--results DIR]
 
 For each link spec below, the same measurements run through ``Testbed("longhaul")`` three times,
 each guest freshly booted (``testbed.uml``, the build and mode ``testbed doctor`` reports):

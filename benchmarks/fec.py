@@ -3,7 +3,7 @@ asserted.  Figures depend on the machine's load: each part prints /proc/loadavg 
 
     .venv/bin/python benchmarks/fec.py codec      # RaptorQ encode/decode of 245 + 63 symbols of 1448 B
     .venv/bin/python benchmarks/fec.py virtual    # ARQ and FEC completion in virtual time vs closed form
-    sudo .venv/bin/python benchmarks/fec.py veth  # goodput on an unimpaired veth, ours vs aioquic
+    .venv/bin/python benchmarks/fec.py veth  # goodput on an unimpaired veth, ours vs aioquic
 
 codec: median and min over ``--reps`` of RaptorQ encoding (Encoder + 63 repair symbols) and of
 decoding with 34 random source symbols missing (the expected loss at p = 0.14; symbols fed until
@@ -207,7 +207,7 @@ def _quic_client(addr: str, port: int, nbytes: int) -> None:
 
 def veth(reps: int, nbytes: int) -> None:
     if os.geteuid() != 0:
-        raise SystemExit("fec.py veth: needs root (network namespaces); run with sudo")
+        raise SystemExit("fec.py veth: needs root (network namespaces): run it as root")
     tag = f"tbfec{os.getpid()}"
     ns = (f"{tag}a", f"{tag}b")
     procs: list[subprocess.Popen] = []

@@ -2,7 +2,7 @@
 setting (the peer: ``sysctl -w``, ``ip route replace``, ``ip neigh replace`` through mnexec, as
 bring-up did before), measured in the same run, alternating.
 
-    sudo .venv/bin/python benchmarks/topo_up.py [--topo relay] [--backend userspace] [--rounds 5]
+    .venv/bin/python benchmarks/topo_up.py [--topo relay] [--backend userspace] [--rounds 5]
 
 Prints per round and arm the bring-up time (``Testbed.__enter__``: Mininet build, host
 configuration, static ARP, backend setup, metadata) and the medians, with /proc/loadavg: the

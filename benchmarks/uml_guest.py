@@ -1,6 +1,6 @@
 """How fast is a User-Mode Linux guest: every UML build and mode that boots here, side by side.
 
-    sudo .venv/bin/python benchmarks/uml_guest.py [--seconds 3] [--boots 3]
+    .venv/bin/python benchmarks/uml_guest.py [--seconds 3] [--boots 3]
 
 For each build (the system's ``user-mode-linux``; the provisioned one from
 ``python -m testbed.uml_provision``, if any) and each mode it supports (ptrace; seccomp where the

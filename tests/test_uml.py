@@ -12,7 +12,7 @@ this file as a script, which:
   users take.
 
 RTT and loss per direction come from ``testbed.probe`` (as in ``testbed calibrate``), with
-static ARP entries (Testbed sets its own).  Run: ``sudo .venv/bin/pytest tests/test_uml.py``
+static ARP entries (Testbed sets its own).  Run as root: ``.venv/bin/pytest tests/test_uml.py``
 (about 2 minutes).
 """
 from __future__ import annotations
