@@ -32,6 +32,7 @@ import os
 from typing import Any
 
 from .backends import BACKEND_CHOICES
+from .emulator.config import add_engine_option
 
 RTT_PROBES = 200
 PROBE_PAYLOAD = 64
@@ -55,6 +56,7 @@ def register(sub) -> None:
     p.add_argument("--loss-up", default="0%", help="client→server loss (default 0%%)")
     p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES, help="link backend (default: auto)")
+    add_engine_option(p)
     p.add_argument("--packets", type=int, default=10000,
                    help="datagrams per direction for the loss measurement, at least 1000 "
                         "(default: 10000)")

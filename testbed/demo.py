@@ -3,6 +3,7 @@ headline reproduction (``testbed reproduce C7 --quick``: connection setup vs tra
 from __future__ import annotations
 
 from .backends import BACKEND_CHOICES
+from .emulator.config import add_engine_option
 
 
 def register(sub) -> None:
@@ -10,6 +11,7 @@ def register(sub) -> None:
                                     "`testbed reproduce C7 --quick` (minutes)")
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
                    help="link backend (default: auto)")
+    add_engine_option(p)  # sets $TESTBED_ENGINE, which the calibration and the runs below inherit
     p.set_defaults(func=run)
 
 

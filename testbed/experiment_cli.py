@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from .emulator.config import add_engine_option
 from .errors import UsageError
 
 
@@ -41,6 +42,7 @@ def register(sub) -> None:
     r.add_argument("--backend", choices=("auto", "netem", "userspace", "netem-uml"),
                    help="link backend (netem-uml: the whole experiment in one User-Mode Linux guest; "
                    "default: the definition's, else auto)")
+    add_engine_option(r)
     r.add_argument("--link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
                    help="named-link override, repeatable")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from .emulator.config import add_engine_option
+
 
 def register(sub) -> None:
     p = sub.add_parser("reproduce", help="the chapter's numbers: chapter, model and measured side by side",
@@ -25,6 +27,7 @@ def register(sub) -> None:
     p.add_argument("--reps", type=int, help="repetitions per level (default: 2 with --quick, else 10)")
     p.add_argument("--model-only", action="store_true", help="do not run experiments")
     p.add_argument("--backend", choices=("auto", "netem", "userspace"), help="backend of every run (default: each experiment's, else auto)")
+    add_engine_option(p)
     p.add_argument("--keep-topology", action="store_true",
                    help="keep each experiment's topology up across the runs of a repetition")
     p.add_argument("--json", action="store_true", help="print summary.json's rows")

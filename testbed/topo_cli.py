@@ -22,7 +22,7 @@ import time
 
 from .backends import BACKEND_CHOICES
 from .errors import RunError, SetupError, UsageError
-from .emulator.config import ENGINES, EngineOption
+from .emulator.config import add_engine_option
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,7 @@ def add_topology_args(p) -> None:
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
                    help="link backend (auto: netem where the kernel has it, else userspace; netem-uml: run the command in a User-Mode Linux guest with netem) (default: auto)")
     p.add_argument("--seed", type=int, default=1, help="seed of the loss and jitter generators (default: 1)")
-    p.add_argument("--engine", choices=ENGINES, action=EngineOption,
-                   help="userspace emulator engine (default: native where built, else python)")
+    add_engine_option(p)
     p.add_argument("--results", default="results", help="directory for run results (default: results)")
 
 

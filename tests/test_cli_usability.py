@@ -1,5 +1,6 @@
 """What a new user trips over on the command line (found by following README.md)."""
 import logging
+import os
 
 import pytest
 
@@ -317,3 +318,16 @@ def test_testbed_run_reqresp_udp_refuses_in_one_line(argv, message, capsys, rest
     assert main(["run", "reqresp", "--topo", "loopback", "--capture", "none", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["topo", "up", "longhaul"], ["run", "reqresp"], ["calibrate"],
+                                  ["experiment", "run", "reuse"], ["reproduce", "C7"], ["demo"]])
+def test_every_command_that_brings_links_up_takes_the_engine(argv, monkeypatch):
+    """README: ``--engine native|python`` on every command that brings a topology up (calibrate,
+    experiments, reproduce and demo included); parsing it sets $TESTBED_ENGINE, which the
+    userspace backend and every process a command starts read."""
+    from testbed.cli import build_parser
+    from testbed.emulator.config import ENGINE_ENV
+    monkeypatch.delenv(ENGINE_ENV, raising=False)
+    args = build_parser().parse_args([*argv, "--engine", "python"])
+    assert args.engine == "python" and os.environ[ENGINE_ENV] == "python"

@@ -29,6 +29,12 @@ class EngineOption(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` on a command that brings up topologies (directly or through runs it starts)."""
+    parser.add_argument("--engine", choices=ENGINES, action=EngineOption,
+                        help="userspace emulator engine (default: native where built, else python)")
+
+
 @dataclass(frozen=True)
 class DirectionConfig:
     """One direction: frames read on ``in_ifname`` leave, once the model allows, on ``out_ifname``.
