@@ -31,8 +31,17 @@ COMMAND_MODULES = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line — what is wrong, and what is allowed where argparse knows it (the
+    choices) — and exit 2, not the usage block.  Every subcommand's parser is one too
+    (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="testbed",
         description="Packet-level transport research testbed: topologies with emulated links, "
                     "real stacks, captures and analysis.")

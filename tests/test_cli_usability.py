@@ -331,3 +331,19 @@ def test_every_command_that_brings_links_up_takes_the_engine(argv, monkeypatch):
     monkeypatch.delenv(ENGINE_ENV, raising=False)
     args = build_parser().parse_args([*argv, "--engine", "python"])
     assert args.engine == "python" and os.environ[ENGINE_ENV] == "python"
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (["run", "reqresp", "--topo", "longhaul", "--mode", "sometimes"], "'new', 'reuse'"),
+    (["topo", "up", "longhaul", "--hold", "abc"], "invalid float value"),
+    (["calibrate", "--engine", "x"], "'native', 'python'"),
+    (["nosuch"], "'doctor'"),
+])
+def test_argparse_errors_are_one_line_not_the_usage_block(argv, allowed, capsys, restore_logging):
+    """README: bad input gets one line saying what is wrong and what is allowed (argparse's own
+    errors printed the command's whole usage first: 28 lines for `run reqresp`)."""
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and allowed in err and "--help" in err
