@@ -56,8 +56,11 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
     params = workload.make_params(spec.params)
     workload = workload.for_params(params)           # e.g. reqresp over transport udp
     if spec.topology != LOOPBACK:
+        from .backends import check_available
         from .network import require_root
         require_root(f"topology {spec.topology!r}")
+        if testbed is None:
+            check_available(spec.backend)  # before the run directory: bad input, not a failed run
     _check_socket_factors(spec)
     out_dir = Path(out_dir).resolve()
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):

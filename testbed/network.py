@@ -109,9 +109,10 @@ class Testbed:
         from mininet.log import setLogLevel
         from mininet.net import Mininet
         from mininet.node import Host
-        from .backends import select_backend
+        from .backends import check_available, select_backend
 
         require_root(f"topology {self.topo.name!r}")
+        check_available(self.backend_name)
         setLogLevel("error")
         self.run_.__enter__()
         try:

@@ -347,3 +347,24 @@ def test_argparse_errors_are_one_line_not_the_usage_block(argv, allowed, capsys,
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and allowed in err and "--help" in err
+
+
+def test_backend_netem_without_netem_is_refused_before_anything_is_made(monkeypatch, tmp_path, capsys,
+                                                                        restore_logging):
+    """`--backend netem` on a kernel without netem (as this VM's): one line naming what to use
+    instead, exit 2, and no run, topology or experiment directory (it was a raw tc error after
+    a failed run directory)."""
+    if os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    from testbed.backends import kernel
+    from testbed.cli import main
+    monkeypatch.setattr(kernel, "probe_qdiscs", lambda: {
+        "netns": True, "veth": True, "netem": False, "htb": True,
+        "errors": {"netem": "Error: Specified qdisc kind is unknown."}})
+    for argv in (["topo", "up", "longhaul", "--hold", "1"], ["calibrate"],
+                 ["run", "reqresp", "--topo", "longhaul"],
+                 ["experiment", "run", "reuse", "--reps", "1", "--out", str(tmp_path / "exp")]):
+        assert main([*argv, "--backend", "netem", "--results", str(tmp_path)]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no netem qdisc" in err[0] and "netem-uml" in err[0], (argv, err)
+    assert list(tmp_path.iterdir()) == []

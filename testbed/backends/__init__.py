@@ -35,6 +35,23 @@ BACKENDS = ("auto", "netem", "userspace")
 BACKEND_CHOICES = BACKENDS + ("netem-uml",)
 
 
+def check_available(name: str) -> None:
+    """Refuse ``netem`` where the kernel lacks netem or htb (probed once, as root), saying what
+    to use instead, before anything is built."""
+    if name != "netem":
+        return
+    from ..errors import UsageError
+    from .kernel import probe_qdiscs
+    probe = probe_qdiscs()
+    missing = [q for q in ("netem", "htb") if not probe[q]]
+    if missing and probe["netns"]:  # without a namespace nothing was tried: root, netns say why
+        why = "; ".join(probe["errors"].get(q, "") for q in missing if probe["errors"].get(q))
+        raise UsageError(f"--backend netem: this kernel has no {' and no '.join(missing)} qdisc"
+                         + (f" ({why})" if why else "") + "; use --backend userspace or auto (the "
+                         "userspace emulator), or netem-uml (netem in a User-Mode Linux guest); "
+                         "`testbed doctor` shows what this machine has")
+
+
 def select_backend(name: str, seed: int = 1) -> Backend:
     """The backend object for ``name``; ``auto`` probes the kernel for netem and htb."""
     if name not in BACKENDS:
@@ -43,6 +60,7 @@ def select_backend(name: str, seed: int = 1) -> Backend:
         from .kernel import probe_qdiscs
         probe = probe_qdiscs()
         name = "netem" if probe["netem"] and probe["htb"] else "userspace"
+    check_available(name)
     if name == "netem":
         from .kernel import KernelBackend
         return KernelBackend(seed=seed)
