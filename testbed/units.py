@@ -18,10 +18,11 @@ SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
               "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
 
-def _split(text: str, what: str) -> tuple[float, str]:
+def _split(text: str, what: str, allowed: str) -> tuple[float, str]:
     match = _SPLIT.match(text)
     if not match:
-        raise ValueError(f"cannot read {what} {text!r}: expected a non-negative number with a unit")
+        raise ValueError(f"cannot read {what} {text!r}: expected a non-negative number with a unit; "
+                         f"{allowed}")
     return float(match.group(1)), match.group(2)
 
 
@@ -29,7 +30,7 @@ def parse_rate(value: float | int | str) -> float:
     """Rate in bit/s from 333e6, '333mbit', '333Mbit/s', '1gbit', '64kbit'."""
     if isinstance(value, (int, float)):
         return float(value)
-    number, unit = _split(value, "rate")
+    number, unit = _split(value, "rate", f"units: {', '.join(RATE_UNITS)}, e.g. 333mbit")
     key = unit.lower().removesuffix("/s").removesuffix("ps") if unit else "bit"
     if unit.lower().endswith("bps") and not unit.lower().endswith("bitps"):
         raise ValueError(f"ambiguous rate unit {unit!r} in {value!r}: tc reads 'mbps' as megabytes/s; "
@@ -44,7 +45,7 @@ def parse_time(value: float | int | str) -> float:
     """Duration in seconds from 0.1, '100ms', '0.1s', '50us'. A bare number in a string is seconds."""
     if isinstance(value, (int, float)):
         return float(value)
-    number, unit = _split(value, "duration")
+    number, unit = _split(value, "duration", f"units: {', '.join(TIME_UNITS)}, e.g. 100ms")
     key = unit.lower() or "s"
     if key not in TIME_UNITS:
         raise ValueError(f"unknown time unit {unit!r} in {value!r}; allowed: {', '.join(TIME_UNITS)}")
@@ -55,7 +56,7 @@ def parse_probability(value: float | int | str) -> float:
     """Probability in [0, 1] from 0.14 or '14%'. Range is checked by the caller."""
     if isinstance(value, (int, float)):
         return float(value)
-    number, unit = _split(value, "probability")
+    number, unit = _split(value, "probability", "write 0.14 or 14%")
     if unit == "%":
         return number / 100.0
     if unit:
@@ -67,7 +68,7 @@ def parse_size(value: float | int | str) -> int:
     """Size in bytes from 354640, '354640b', '64KB', '30MB', '64MiB'."""
     if isinstance(value, (int, float)):
         return int(value)
-    number, unit = _split(value, "size")
+    number, unit = _split(value, "size", "units: B, KB, MB, GB, KiB, MiB, GiB, e.g. 64KB")
     key = unit.lower() or "b"
     if key not in SIZE_UNITS:
         raise ValueError(f"unknown size unit {unit!r} in {value!r}; allowed: B, KB, MB, GB, KiB, MiB, GiB")
@@ -78,7 +79,7 @@ def parse_queue(value: int | str) -> tuple[int | None, int | None]:
     """A queue limit: '1000' or '1000p' → (packets, None); '1.5MB' → (None, bytes)."""
     if isinstance(value, int):
         return value, None
-    number, unit = _split(value, "queue limit")
+    number, unit = _split(value, "queue limit", "packets (1000 or 1000p) or a size (1.5MB)")
     if unit.lower() in ("", "p", "pkt", "packets"):
         if number != int(number):
             raise ValueError(f"queue limit {value!r}: a packet count must be whole")
