@@ -25,18 +25,32 @@ def cpu_times() -> list[int]:
         return [int(x) for x in f.readline().split()[1:]]
 
 
+def cpu_shares(before: list[int], after: list[int]) -> tuple[float, float] | None:
+    """(busy, steal): fractions of all cores' time between two ``cpu_times()`` samples that were
+    not idle (idle and iowait excluded) and that the hypervisor stole; None when they are less
+    than one second of CPU time apart (a few clock ticks, e.g. a --model-only run's, tell nothing)."""
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d[:8])
+    return (1 - (d[3] + d[4]) / total, d[7] / total) if total >= os.sysconf("SC_CLK_TCK") else None
+
+
+def describe_cpu(shares: tuple[float, float] | None) -> str:
+    return (f"CPU busy {shares[0]:.0%}, steal {shares[1]:.1%}" if shares else
+            "CPU busy and steal not measured (under a second of CPU time)")
+
+
 def host_load(before: tuple[tuple, list[int]], after: tuple[tuple, list[int]]) -> dict:
     """The host between two ``(os.getloadavg(), cpu_times())`` samples: 1-min load at both ends,
-    CPU busy and steal fractions of all cores, and ``busy``: the load exceeded 1.5 × the cores
-    or steal was ≥ 5 % (a run's own emulator, apps and captures keep ~1–2 runnable; beyond that,
-    other work competed with them)."""
-    d = [b - a for a, b in zip(before[1], after[1])]
-    total = sum(d[:8]) or 1
-    busy_frac, steal = 1 - (d[3] + d[4]) / total, d[7] / total
+    CPU busy and steal fractions of all cores (``cpu_shares``; None if unmeasured), and
+    ``busy``: the load exceeded 1.5 × the cores or steal was ≥ 5 % (a run's own emulator, apps
+    and captures keep ~1–2 runnable; beyond that, other work competed with them)."""
+    shares = cpu_shares(before[1], after[1])
+    busy_frac, steal = shares or (None, None)
     cores = os.cpu_count() or 1
     return {"load": [round(before[0][0], 2), round(after[0][0], 2)], "cores": cores,
-            "cpu_busy": round(busy_frac, 3), "steal": round(steal, 4),
-            "busy": max(before[0][0], after[0][0]) > 1.5 * cores or steal >= 0.05}
+            "cpu_busy": None if shares is None else round(busy_frac, 3),
+            "steal": None if shares is None else round(steal, 4),
+            "busy": max(before[0][0], after[0][0]) > 1.5 * cores or (steal or 0) >= 0.05}
 
 
 def host_sample() -> tuple[tuple, list[int]]:
@@ -44,8 +58,8 @@ def host_sample() -> tuple[tuple, list[int]]:
 
 
 def describe_load(h: dict) -> str:
-    return (f"host load {h['load'][0]:.2f} -> {h['load'][1]:.2f} on {h['cores']} cores, CPU busy "
-            f"{h['cpu_busy']:.0%}, steal {h['steal']:.1%}")
+    shares = None if h["cpu_busy"] is None else (h["cpu_busy"], h["steal"])
+    return f"host load {h['load'][0]:.2f} -> {h['load'][1]:.2f} on {h['cores']} cores, {describe_cpu(shares)}"
 
 
 def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "real stacks, captures and analysis.")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more output: -v progress, -vv debug (before the command)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="errors only (before the command)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on stderr, errors only; results still print (before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

@@ -40,12 +40,6 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _busy_steal(before: list[int], after: list[int]) -> str:
-    d = [b - a for a, b in zip(before, after)]
-    total = sum(d[:8]) or 1
-    return f"CPU busy {1 - (d[3] + d[4]) / total:.0%}, steal {d[7] / total:.1%} during the run"
-
-
 def _show(v) -> str:
     if v is None:
         return "-"
@@ -103,7 +97,7 @@ def run(args) -> int:
     out = Path(args.out or Path(args.results) / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}")
     meta = {"title": " ".join(args.cases) or "all", "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "load_before": _load()}
-    from experiments.reproduce_run import cpu_times
+    from experiments.reproduce_run import cpu_shares, cpu_times, describe_cpu
     cpu0 = cpu_times()
     skipped = "--model-only" if args.model_only else can_measure()
     measured = None
@@ -114,7 +108,7 @@ def run(args) -> int:
     results = result_rows(rows, measured, args.quick, skipped=skipped)
     reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
     meta.update(finished=time.strftime("%Y-%m-%d %H:%M:%S %Z"), load_after=_load(),
-                cpu=_busy_steal(cpu0, cpu_times()), cores=os.cpu_count(),
+                cpu=describe_cpu(cpu_shares(cpu0, cpu_times())) + " during the run", cores=os.cpu_count(),
                 mode=("model only: " + skipped) if skipped else
                 (f"quick ({reps} reps per level, no warm-up)" if args.quick else f"full ({reps} reps)"),
                 rows=len(results), measured=sum(r["measured"] is not None for r in results),

@@ -228,6 +228,8 @@ def test_host_load_flags_a_busy_machine():
     assert stolen["busy"] and stolen["steal"] == 0.1
     loaded = host_load(((2 * stolen["cores"], 0, 0), cpu0), ((0.5, 0, 0), [1, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
     assert loaded["busy"] and "steal 10.0%" in describe_load(stolen)
+    instant = host_load(((0.5, 0, 0), cpu0), ((0.5, 0, 0), [3, 0, 0, 0, 0, 0, 0, 0, 0, 0]))  # 3 ticks
+    assert instant["cpu_busy"] is None and not instant["busy"] and "not measured" in describe_load(instant)
 
 
 def test_pooled_ratio_is_the_quotient_of_the_pooled_medians(monkeypatch):
