@@ -217,3 +217,13 @@ def test_params_argv_passes_zero():
     from testbed.workloads import ReqRespParams, params_argv
     argv = params_argv(ReqRespParams(mode="reuse", warmup=0), "client")
     assert argv[argv.index("--warmup") + 1] == "0"
+
+
+def test_clients_print_every_request_s_completion():
+    """README: the client prints every request's completion, not only the median (the TCP and
+    the UDP client share completion_line)."""
+    from testbed.apps import udpreq
+    from testbed.apps.reqresp import completion_line, summarize
+    line = completion_line(summarize([1_000_000, 2_500_000]))
+    assert line == "median 1.75 ms over 2 requests; each (ms): 1.0, 2.5"
+    assert udpreq.completion_line is completion_line

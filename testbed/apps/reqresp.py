@@ -297,6 +297,12 @@ def summarize(times_ns: list[int]) -> dict:
             "min_ms": round(min(ms), 3) if ms else None, "max_ms": round(max(ms), 3) if ms else None}
 
 
+def completion_line(summary: dict) -> str:
+    """The median and every request's completion, as a client prints them (``summarize``)."""
+    return (f"median {summary['median_ms']} ms over {summary['requests']} requests; "
+            f"each (ms): {', '.join(f'{x:.1f}' for x in summary['completion_ms'])}")
+
+
 def run_client(args: argparse.Namespace) -> int:
     log = ev.EventLog(args.log)
 
@@ -318,8 +324,7 @@ def run_client(args: argparse.Namespace) -> int:
         times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)
         summary = summarize(times)
         log.emit(ev.SUMMARY, mode=args.mode, tls=args.tls, **summary)
-        print(f"{args.mode}: median {summary['median_ms']} ms over {summary['requests']} requests; "
-              f"each (ms): {', '.join(f'{x:.1f}' for x in summary['completion_ms'])}", flush=True)
+        print(f"{args.mode}: {completion_line(summary)}", flush=True)
         if line := ccusage.note(factors.cc):
             print(line, flush=True)
         return 0

@@ -34,7 +34,7 @@ from . import eventlog as ev
 from . import payload
 from .appcli import app_main, app_parser
 from .appmain import AppError, guarded, parse_hostport
-from .reqresp import summarize
+from .reqresp import completion_line, summarize
 from .sockets import announce_ready
 from ..workloads import ReqRespParams
 from ..units import parse_size, parse_time
@@ -221,8 +221,7 @@ def run_client(args: argparse.Namespace) -> int:
         times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)
         summary = summarize(times)
         log.emit(ev.SUMMARY, mode=args.mode, transport="udp", fec=args.fec, **summary)
-        print(f"udp {args.mode} fec {args.fec}: median {summary['median_ms']} ms over "
-              f"{summary['requests']} requests", flush=True)
+        print(f"udp {args.mode} fec {args.fec}: {completion_line(summary)}", flush=True)
         return 0
     return guarded(run, log)
 
