@@ -19,7 +19,7 @@
     hosts = ["client"]                 # capture only where metrics and checks need packets
 
 Whether the topology may stay up across runs is derived from the factor (see
-:func:`Experiment.keeps_topology`), never declared.
+:func:`Experiment.topology_may_stay_up`), never declared.
 """
 from __future__ import annotations
 
@@ -105,9 +105,10 @@ class Experiment:
     def labels(self) -> tuple[str, ...]:
         return tuple(level_label(v) for v in self.levels)
 
-    def keeps_topology(self) -> bool:
-        """The topology may stay up across runs iff the factor is not structural: neither the
-        topology, its parameters, a link, the backend nor the link seed."""
+    def topology_may_stay_up(self) -> bool:
+        """The topology may stay up across runs (with ``--keep-topology``; by default it is
+        rebuilt for every run) iff the factor is not structural: neither the topology, its
+        parameters, a link, the backend nor the link seed."""
         head = self.factor.split(".")[0]
         return head not in REBUILD_PREFIXES
 

@@ -15,7 +15,7 @@ Ctrl-C loses at most the run in progress, and ``resume=True`` skips every finish
 run is finished too: it is recorded, listed and excluded, not retried).
 
 The executor is any callable ``(spec, out_dir, **kw) -> RunResult`` (``testbed.execute.execute``
-by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.keeps_topology`)
+by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.topology_may_stay_up`)
 and a ``keep_up(spec)`` context manager is given (:func:`topology_keeper`), the topology is
 brought up once per repetition block (the arms of one repetition share its link seed) and passed
 to the executor as ``testbed=``; its bring-up time is recorded so the report can state the
@@ -80,7 +80,7 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     manifest = {"schema": SCHEMA, "kind": "experiment", "definition": exp.to_dict(),
                 "source": exp.source, "environment": _environment(),
-                "keeps_topology": exp.keeps_topology(),
+                "topology_may_stay_up": exp.topology_may_stay_up(),
                 "schedule": [s.to_dict() for s in schedule(exp)]}
     _write_json(path, manifest)
     return manifest
@@ -159,7 +159,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
             check_available(backend)  # before the experiment's directory
     start(exp, out, resume)
     todo = [s for s in slots if not finished(out, s)]
-    keep = keep_up if (keep_up is not None and exp.keeps_topology()) else None
+    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
                desc=exp.name, dynamic_ncols=True)
     try:

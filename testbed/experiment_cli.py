@@ -98,7 +98,7 @@ def run_show(args) -> int:
     from experiments import load_definition
     from experiments.order import schedule
     e = load_definition(args.experiment)
-    print(json.dumps({**e.to_dict(), "source": e.source, "keeps_topology": e.keeps_topology(),
+    print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(),
                       "schedule": [s.to_dict() for s in schedule(e)]}, indent=1))
     return 0
 

@@ -165,7 +165,7 @@ def test_topology_kept_up_per_repetition_block_only_when_the_factor_allows(tmp_p
     s = write_all(tmp_path / "a", plots=False)
     assert s["overhead"]["kept_topology"] and s["overhead"]["bringups"] == 4
     buf = load_definition("buffer").with_overrides(reps=2)
-    assert not buf.keeps_topology()
+    assert not buf.topology_may_stay_up()
     ups.clear()
     fb = FakeExecutor("links.bottleneck.up.queue", {"20": 1.0, "1000": 2.0})
     run_experiment(buf, tmp_path / "b", executor=fb, keep_up=keep_up, quiet=True)
