@@ -12,16 +12,17 @@ import dataclasses
 import json
 import sys
 
+from .cli import OneLineParser
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Bad input: one line naming what is wrong and the valid options, exit 2."""
+
+class _OneLineParser(OneLineParser):
+    """The CLI's one-line errors, naming the model's valid options too."""
 
     def error(self, message):
         valid = [a.option_strings[-1] for a in self._actions
                  if a.option_strings and a.dest not in ("help",)]
-        tail = f"; valid: {', '.join(valid)}" if valid else ""
-        sys.stderr.write(f"{self.prog}: error: {message}{tail}\n")
-        sys.exit(2)
+        # not super(): register() binds this to the `model` command's parser too
+        OneLineParser.error(self, message + (f"; valid: {', '.join(valid)}" if valid else ""))
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
