@@ -151,13 +151,13 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     from tqdm import tqdm
     out = Path(out)
     exp.validate()
-    slots = schedule(exp)
     if executor is None:
         from testbed.backends import check_available
         from testbed.execute import execute as executor
-        for backend in {exp.spec(exp.level(s.level), s.seed).backend for s in slots}:
+        for backend in {exp.spec(level).backend for level in exp.levels}:
             check_available(backend)  # before the experiment's directory
     start(exp, out, resume)
+    slots = schedule(exp)
     todo = [s for s in slots if not finished(out, s)]
     keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
