@@ -1,6 +1,6 @@
 """Put capture timestamps on the testbed's clock (CLOCK_MONOTONIC ns).
 
-pcaps carry CLOCK_REALTIME.  :mod:`testbed.capture` writes
+pcaps carry CLOCK_REALTIME.  :mod:`testbed.host.capture` writes
 ``realtime - monotonic`` at capture start and stop to ``<pcap>.meta.json``;
 the mean of the two is subtracted.  ``drift_ns`` (stop - start) says how much
 the realtime clock was stepped or slewed during the capture.
@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import numpy as np
+
+
+def meta_path(pcap: str | Path) -> Path:
+    return Path(str(pcap) + ".meta.json")
+
+
+def load_meta(pcap: str | Path) -> dict | None:
+    """The sidecar written by ``testbed.host.capture.Capture.stop``, or None when there is none."""
+    p = meta_path(pcap)
+    return json.loads(p.read_text()) if p.exists() else None
 
 
 def monotonic(ts_ns: np.ndarray, pcap: str | Path,
@@ -19,7 +31,6 @@ def monotonic(ts_ns: np.ndarray, pcap: str | Path,
     ``fallback_offset_ns`` (e.g. from an application log's ``clock`` event) is used
     when the capture has no sidecar; it is exact only if the realtime clock was not
     stepped between the two readings."""
-    from testbed.capture import load_meta
     meta = load_meta(pcap)
     if not meta and fallback_offset_ns is not None:
         return ts_ns - fallback_offset_ns, {"clock": "monotonic", "offset_ns": fallback_offset_ns,

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import applog, pcap
+from analysis import applog, pcap
 
 MAGIC, SOURCE, REPAIR, ACK = 0xFC, 1, 2, 3
 
@@ -72,7 +72,7 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
     ``repair_packets`` (check), ``rounds``, ``decode_ms`` (per request) — from the client's
     captures (packets to the server's UDP ``port``), or its ``transport_stats`` events when
     there are none."""
-    from .runmetrics import run_metrics as base
+    from analysis.runmetrics import run_metrics as base
     run_dir = Path(run_dir)
     out = base(run_dir, client)
     m, c = out["metrics"], out["checks"]
@@ -107,7 +107,7 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
 def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[str]:
     """The figure of the module docstring for packets to/from UDP ``port``; PNG and SVG at
     ``base``.  Time in ms from the first symbol packet to ``port``."""
-    from .plots import _plt, _save
+    from analysis.plots import _plt, _save
     sel = (pk.proto == pcap.UDP) & (pk.head_len >= 7) & (pk.head[:, 0] == MAGIC)
     t = pk.select(np.nonzero(sel)[0])
     kind = t.head[:, 1] & 0x0F

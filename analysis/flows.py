@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .pcap import ACK, SYN, TCP, UDP, Packets, format_addr
+from analysis.pcap import ACK, SYN, TCP, UDP, Packets, format_addr
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import native
-from .flows import Flow
-from .pcap import ACK, FIN, RST, SYN, Packets
-from .tcp import unwrap32
+from analysis import native
+from analysis.flows import Flow
+from analysis.pcap import ACK, FIN, RST, SYN, Packets
+from analysis.tcp import unwrap32
 
 
 def timeline(pk: Packets, flow: Flow) -> dict:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .pcap import Packets
+from analysis.pcap import Packets
 
 KEY = ("src", "dst", "ip_id", "proto", "sport", "dport", "seq")
 

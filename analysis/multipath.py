@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import applog
+from analysis import applog
 
 PORT = 5005
 SHARE = 0.01
@@ -40,7 +40,7 @@ def _client_host(run_dir: Path) -> str:
 
 def path_bytes(run_dir: Path, port: int = PORT) -> dict[str, int]:
     """{interface: TCP payload bytes the client sent to ``port``} from the client's captures."""
-    from . import pcap
+    from analysis import pcap
     host = _client_host(run_dir)
     out = {}
     for f in sorted((run_dir / "pcap").glob(f"{host}-*.pcap")):
@@ -94,7 +94,7 @@ def subflow_in_flight(run_dir: str | Path, port: int = PORT) -> dict[str, tuple[
     ``port`` — in-flight = highest sequence end the client sent − highest ACK the server
     returned (tcptrace's outstanding data; sequence numbers relative to each subflow's SYN).
     ``"all"``: the sum of the subflows on the merged timeline — the MPTCP connection as one."""
-    from . import clock, pcap
+    from analysis import clock, pcap
     run_dir = Path(run_dir)
     host = _client_host(run_dir)
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(json.dumps(run_metrics(a.run_dir), indent=1))
         if a.plots:
-            from .plots import steps
+            from analysis.plots import steps
             series = subflow_in_flight(a.run_dir)
             if not series:
                 raise ValueError(f"{a.run_dir}: no capture of the client's connections")

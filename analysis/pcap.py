@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import native
+from analysis import native
 
 LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW = 0, 1, 101
 LINKTYPE_SLL, LINKTYPE_SLL2 = 113, 276

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import plots
-from .report import series_table
+from analysis import plots
+from analysis.report import series_table
 
 
 def cwnd_samples(events: list[dict], host: str, port: int):
@@ -76,7 +76,7 @@ def write(result: dict, outdir: str | Path) -> list[str]:
 def write_qlog(traces, outdir: str | Path, stem: str) -> list[str]:
     """QUIC figures of the first trace: in-order delivery per stream (received streams, or
     sent ones when the trace received none) and bytes_in_flight / cwnd."""
-    from . import qlog
+    from analysis import qlog
     tr = traces[0]
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import applog, clock, flows as flowmod, handshake, linkjoin, native, pcap, tcp
+from analysis import applog, clock, flows as flowmod, handshake, linkjoin, native, pcap, tcp
 
 
 SAMPLES = ("tcp_info",)   # periodic samples: joined to the flow, not listed per request

@@ -69,7 +69,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from . import applog, report
+from analysis import applog, report
 
 CLIENT_LOG = "client.jsonl"
 
@@ -117,7 +117,7 @@ def _packets_of(pcap_path: Path, ips: list[str]) -> int:
 
     import numpy as np
 
-    from . import pcap
+    from analysis import pcap
     pk = pcap.read(pcap_path)
     tcp = pk.proto == pcap.TCP
     hit = np.zeros(len(pk), bool)
@@ -246,7 +246,7 @@ def _count(pk, flow, window, counts: dict) -> None:
 def _syn_option(pk, flow, option: str) -> dict[str, int]:
     """A SYN option (``wscale``: -1 when absent; ``mss``: 0 when absent) of each side of ``flow``
     (-1 when no SYN of that side was captured)."""
-    from .pcap import SYN
+    from analysis.pcap import SYN
     idx, fwd = flow.index, flow.fwd
     syn = (pk.flags[idx] & SYN) != 0
     out = {}
@@ -260,7 +260,7 @@ def _max_window(pk, flow, receiver_is_client: bool) -> int:
     """Largest scaled window the data receiver advertised on ``flow``, SYNs excluded."""
     import numpy as np
 
-    from .pcap import SYN
+    from analysis.pcap import SYN
     idx, fwd = flow.index, flow.fwd
     syn = (pk.flags[idx] & SYN) != 0
     ws = _syn_option(pk, flow, "wscale")

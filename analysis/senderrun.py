@@ -16,8 +16,8 @@ from functools import cached_property
 
 import numpy as np
 
-from . import native
-from .tcpsender import KINDS, Retransmission, SenderTracker
+from analysis import native
+from analysis.tcpsender import KINDS, Retransmission, SenderTracker
 
 SEGMENT, ACKROW = 1, 2          # Rows.kind: a packet from the sender / an ACK from the receiver
 SYNB, FINB, PUREB = 1, 2, 4     # Rows.fl bits

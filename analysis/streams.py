@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import applog
+from analysis import applog
 
 
 def covered_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int | None:
@@ -108,7 +108,7 @@ def _remap(ranges: list[tuple[int, int]]):
 
 def tcp_arrivals(pcap: Path, conn: dict, offset_ns: int | None):
     """(t, start, end) of the server→client payload of the logged connection in ``pcap``."""
-    from . import clock, pcap as pcapmod
+    from analysis import clock, pcap as pcapmod
     p = pcapmod.read(pcap)
     ip = lambda a: np.array([pcapmod.format_addr(x) for x in a])        # noqa: E731
     m = (p.proto == pcapmod.TCP) & (p.sport == conn["dport"]) & (p.dport == conn["sport"])
@@ -129,7 +129,7 @@ def tcp_arrivals(pcap: Path, conn: dict, offset_ns: int | None):
 
 def quic_arrivals(qlog_dir: Path, offset_ns: int | None):
     """{stream id: (t, start, end)} of the STREAM frames the client's qlog received."""
-    from . import qlog
+    from analysis import qlog
     files = sorted(qlog_dir.glob("*.qlog"))
     if not files:
         return None
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, s in delivery_series(Path(d)).items():
                 series.setdefault(name.split()[0], {})[f"{label}: {name.split()[1]}"] = s
         if a.plots:
-            from .plots import delivery
+            from analysis.plots import delivery
             for kind, s in series.items():
                 for f in delivery(s, 0, Path(a.plots) / f"{kind}_delivery",
                                   f"{kind}: bytes complete at the receiver vs delivered to the "

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .flows import Flow
-from .pcap import ACK, FIN, RST, SYN, Packets
-from . import senderrun
-from .tcpsender import KINDS
+from analysis.flows import Flow
+from analysis.pcap import ACK, FIN, RST, SYN, Packets
+from analysis import senderrun
+from analysis.tcpsender import KINDS
 
 TWO32 = 1 << 32
 

@@ -52,8 +52,8 @@ TSHARK_ANALYSIS = ["frame.number", "tcp.stream", "tcp.analysis.bytes_in_flight",
 
 
 def make_capture(out: Path, size: int, loss: int) -> Path:
-    from testbed.capture import Capture
-    from testbed.vethpair import veth_pair
+    from testbed.host.capture import Capture
+    from tests.fixtures.vethpair import veth_pair
     with veth_pair("bench") as p:
         p.loss(loss, 5201)
         cap = Capture(out, "tbt0", popen=lambda argv, **kw: p.popen(p.a, argv, **kw))
@@ -93,7 +93,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from analysis import native, pcap, report
-    from testbed.errors import SetupError
+    from testbed.spec.errors import SetupError
     tmp = tempfile.TemporaryDirectory(prefix="tbbench")
     try:
         path = args.pcap or make_capture(Path(tmp.name) / "bench.pcap", args.size, args.loss)

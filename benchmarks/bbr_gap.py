@@ -34,7 +34,7 @@ SPEC = "50M 200ms 14%down"
 
 
 def runs(backend: str, reps: int, seconds: int, results: Path) -> list[dict]:
-    from testbed.network import Testbed
+    from testbed.run.network import Testbed
     out = []
     with Testbed("longhaul", backend=backend, overrides=SPECS[SPEC], results_root=results) as tb:
         c = tb.ip("client")
@@ -71,7 +71,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="tb-bbrgap") as tmp:
             Path(out).write_text(json.dumps(runs(backend, args.reps, args.seconds, Path(tmp))))
         return 0
-    from testbed import uml
+    from testbed.backends import uml
     arms = {}
     with tempfile.TemporaryDirectory(prefix="tb-bbrgap", dir="/var/tmp") as tmp:
         for label, backend in (("netem, guest", "netem"), ("emulator, guest", "userspace")):

@@ -31,7 +31,7 @@
    a batch pays it once).  ``slow_calls``: calls that took ``SLOW_SEND_NS`` (50 µs) or more,
    ``call_max_us`` the longest; the engine counts its own the same way (``slow_sends``).
 1. Forwarding (``udp`` rows).  For every offered rate of 1514 B frames (UDP trains from
-   testbed.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
+   testbed.calibrate.probe, server → client, paced in 0.5 ms bursts by a SCHED_FIFO sender below the
    emulator's priority): a plain veth pair (the ceiling), then each engine with no delay and with
    100 ms one-way delay, shaped at the offered rate (departures evenly spaced, as on a real
    bottleneck; buffer 50000 frames so the sender's bursts are never dropped).  A row passes when
@@ -76,6 +76,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 import sys
 
 P99_LIMIT_US = 50.0
@@ -89,7 +90,7 @@ PLAIN = {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms", "loss_d
 
 def _testbed(overrides: dict, engine: str | None, results_root: str):
     from testbed.emulator.config import ENGINE_ENV
-    from testbed.network import Testbed
+    from testbed.run.network import Testbed
     if engine:
         os.environ[ENGINE_ENV] = engine
     else:
@@ -100,7 +101,7 @@ def _testbed(overrides: dict, engine: str | None, results_root: str):
 def run_load(overrides: dict, rate_bps: float, seconds: float, engine: str | None,
              results_root: str) -> dict:
     """Send a paced UDP train server → client through a longhaul topology with ``overrides``."""
-    from testbed.probe import last_json, probe_argv
+    from testbed.calibrate.probe import last_json, probe_argv
     count = max(1000, int(rate_bps * seconds / (FRAME * 8)))
     with _testbed(overrides, engine, results_root) as tb:
         rx = tb.popen("client", probe_argv("recv", "--port", PORT, "--idle", "1.5",
@@ -130,7 +131,7 @@ def udp_counter(snmp: str, name: str) -> int:
 
 def udp_rcvbuf_errors(host) -> int:
     """UDP datagrams the host dropped because a socket's receive buffer was full."""
-    from testbed.hosts import run_in
+    from testbed.host.namespace import run_in
     return udp_counter(run_in(host, ["cat", "/proc/net/snmp"]).stdout, "RcvbufErrors")
 
 
@@ -377,8 +378,9 @@ FLOOR_TRAINS = ((FRAME, FRAME * 8, 1), (FRAME, round(FRAME * 8e9 / LONGHAUL_BPS)
 def run_send_floor(count: int = 50_000) -> list[dict]:
     """The ``send floor`` rows (see the module docstring, 0c)."""
     import subprocess
-    from testbed.steering import rps_mask
-    from testbed.vethpair import veth_pair
+    from testbed.host.steering import rps_mask
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.fixtures
+    from tests.fixtures.vethpair import veth_pair
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return []
@@ -386,7 +388,7 @@ def run_send_floor(count: int = 50_000) -> list[dict]:
     rows = []
     with veth_pair("f") as pair:
         def steer(to: list[int]) -> None:  # the peer's receive processing to CPUs ``to`` (none: inline)
-            subprocess.run(pair.exec_argv(pair.b, [sys.executable, "-m", "testbed.steering",
+            subprocess.run(pair.exec_argv(pair.b, [sys.executable, "-m", "testbed.host.steering",
                                                    rps_mask(to), "tbt1"]), check=True)
         link = subprocess.run(["ip", "-j", "-n", pair.b, "link", "show", "tbt1"], check=True,
                               capture_output=True, text=True)
@@ -461,7 +463,7 @@ def run_model(frames: int = 1_000_000) -> dict:
     import numpy as np
     from testbed.emulator.direction import DirectionModel
     from testbed.emulator.native import Engine
-    from testbed.linkspec import LinkSpec
+    from testbed.spec.linkspec import LinkSpec
     spec = LinkSpec.parse(rate="333mbit", delay="100ms", loss="14%")
     rng = np.random.default_rng(1)
     gaps = rng.exponential(FRAME * 8 / 400e6 * 1e9 * 4, frames // 4).astype(np.int64)

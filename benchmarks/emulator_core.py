@@ -15,7 +15,7 @@ import time
 
 from testbed.emulator.airtime import AirMedium, AirtimeSpec
 from testbed.emulator.direction import DirectionModel
-from testbed.linkspec import Bernoulli, GilbertElliott, LinkSpec
+from testbed.spec.linkspec import Bernoulli, GilbertElliott, LinkSpec
 
 FRAME = 1514
 NEEDED = 40_000

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--only SPEC] [--results DIR]
 
 For each link spec below, the same measurements run through ``Testbed("longhaul")`` three times,
-each guest freshly booted (``testbed.uml``, the build and mode ``testbed doctor`` reports):
+each guest freshly booted (``testbed.backends.uml``, the build and mode ``testbed doctor`` reports):
 
 1. netem in a UML guest (``backend="netem"``);
 2. the userspace emulator in a UML guest of the same build (``backend="userspace"``);
@@ -16,14 +16,14 @@ header names the kernel its endpoints ran on; every row records the host's 1-min
 unimpaired link is measured the same way everywhere: guest minus host is what the guest itself
 adds to an RTT.
 
-Measurements (``testbed.probe`` UDP probes; TCP by iperf3 and testbed.apps.reqresp):
+Measurements (``testbed.calibrate.probe`` UDP probes; TCP by iperf3 and testbed.apps.reqresp):
 - rtt min / median (ms): 200 ping-pong probes of 64 B, 10 ms apart, send time to the echo's
   kernel receive timestamp.
 - loss up / down: 3000 datagrams of 64 B per direction, both directions at once, 500/s each
   (on a loaded host a guest's Python echo manages ~1,000 round trips/s: README, User-Mode Linux);
   loss = (sent − received) / sent.
 - rate up / down (Mbit/s): a one-second train of 1514 B frames sent at 1.05 × the rate; rate =
-  least-squares slope of sequence number over kernel receive time (``testbed.probe recv``);
+  least-squares slope of sequence number over kernel receive time (``testbed.calibrate.probe recv``);
   marked ``*`` where the sender did not exceed the rate (then it measures the sender).
 - goodput cubic / bbr (Mbit/s): iperf3 server→client (the direction carrying the loss), 10 s
   after 3 s left out; iperf3's receiver figure.  retransmits cubic / bbr: iperf3's sender count
@@ -44,7 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from testbed.probe import last_json, probe_argv  # noqa: E402
+from testbed.calibrate.probe import last_json, probe_argv  # noqa: E402
 
 SPECS = {  # name -> longhaul overrides
     "unimpaired": {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms",
@@ -72,7 +72,7 @@ def wait_listening(tb, host: str, port: int, timeout: float = 30) -> None:
 
 def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool) -> dict:
     """All measurements of one spec on one backend (see the module docstring)."""
-    from testbed.network import Testbed
+    from testbed.run.network import Testbed
     m: dict = {"name": name, "backend": backend, "kernel": os.uname().release,
                "uml": json.loads(os.environ.get("TESTBED_UML_GUEST") or "null")}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results) as tb:
@@ -150,7 +150,7 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
 def in_guest(name: str, backend: str, results: Path, quick: bool, mem: str) -> dict:
     """``measure(name, backend)`` in a freshly booted guest (one boot per spec and backend, so
     nothing a previous run left in the guest's single CPU can disturb the next)."""
-    from testbed import uml
+    from testbed.backends import uml
     out = results / f"{backend}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     res = uml.run_in_guest([sys.executable, str(Path(__file__).resolve()), "--results", str(results),
                             "--in-guest", str(out), "--spec", name, "--backend", backend,
@@ -232,7 +232,7 @@ def main() -> int:
         m = measure(args.spec, SPECS[args.spec], args.backend, results, args.quick)
         Path(args.in_guest).write_text(json.dumps(m))
         return 0
-    from testbed import uml
+    from testbed.backends import uml
     ok, reason = uml.availability()
     if not ok:
         print(f"emulator_vs_netem: {reason}", file=sys.stderr)

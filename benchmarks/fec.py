@@ -84,7 +84,7 @@ def codec(reps: int) -> None:
 def virtual(trials: int, protocol_trials: int) -> None:
     from analysis.models import evaluate
     from testbed.emulator.direction import DirectionModel
-    from testbed.linkspec import LinkSpec
+    from testbed.spec.linkspec import LinkSpec
     from testbed.transport import model
     cf = evaluate("fec")
 
@@ -134,7 +134,7 @@ def virtual(trials: int, protocol_trials: int) -> None:
 
 def _udp_server(port: int) -> None:
     from testbed.transport.config import TransportConfig
-    from testbed.transport.udploop import UdpLoop, udp_socket
+    from testbed.apps.udploop import UdpLoop, udp_socket
     sock = udp_socket(("0.0.0.0", port))
     loop = UdpLoop(sock, TransportConfig.from_factors(ack=os.environ.get("TB_ACK", "every")), accept=True)
     print("ready", flush=True)
@@ -143,7 +143,7 @@ def _udp_server(port: int) -> None:
 
 def _udp_client(addr: str, port: int, nbytes: int, ack: str) -> None:
     from testbed.transport.config import TransportConfig
-    from testbed.transport.udploop import UdpLoop, udp_socket
+    from testbed.apps.udploop import UdpLoop, udp_socket
     sock = udp_socket()
     loop = UdpLoop(sock, TransportConfig.from_factors(ack=ack, pacing="estimate"))
     ep = loop.endpoint((addr, port))

@@ -1,4 +1,4 @@
-"""``topo up`` time: host configuration over netlink (testbed.netlink) against one process per
+"""``topo up`` time: host configuration over netlink (testbed.host.netlink) against one process per
 setting (the peer: ``sysctl -w``, ``ip route replace``, ``ip neigh replace`` through mnexec, as
 bring-up did before), measured in the same run, alternating.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from testbed import hosts  # noqa: E402
+from testbed.host import namespace as hosts  # noqa: E402
 
 
 def spawn_set_sysctls(node, values):
@@ -61,8 +61,8 @@ def spawning():
         return real(pid, fn, what)
     with mock.patch.object(hosts, "set_sysctls", spawn_set_sysctls), \
             mock.patch.object(hosts, "read_sysctls", spawn_read_sysctls), \
-            mock.patch("testbed.network.read_sysctls", spawn_read_sysctls), \
-            mock.patch("testbed.network.static_arp", spawn_static_arp), \
+            mock.patch("testbed.run.network.read_sysctls", spawn_read_sysctls), \
+            mock.patch("testbed.run.network.static_arp", spawn_static_arp), \
             mock.patch.object(hosts.netlink, "in_netns", in_netns):
         yield
 
@@ -72,7 +72,7 @@ _routes: dict = {}
 
 
 def bring_up(topo: str, backend: str, results: Path) -> float:
-    from testbed.network import Testbed
+    from testbed.run.network import Testbed
     tb = Testbed(topo, backend=backend, results_root=results)
     for name in tb.topo.hosts():
         _routes[name] = list(tb.topo.nodeInfo(name).get("routes", ()))
@@ -82,7 +82,7 @@ def bring_up(topo: str, backend: str, results: Path) -> float:
         _nodes.append(node)
         return orig(node, *a, **k)
     t0 = time.perf_counter()
-    with mock.patch("testbed.network.configure_host", configure):
+    with mock.patch("testbed.run.network.configure_host", configure):
         tb.__enter__()
     up = time.perf_counter() - t0
     tb.close()

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/uml_guest.py [--seconds 3] [--boots 3]
 
 For each build (the system's ``user-mode-linux``; the provisioned one from
-``python -m testbed.uml_provision``, if any) and each mode it supports (ptrace; seccomp where the
+``python -m testbed.backends.uml.provision``, if any) and each mode it supports (ptrace; seccomp where the
 kernel has ``seccomp=on``), one table row:
 
 - boot (s): median host wall time of ``run_in_guest(["true"])`` over ``--boots`` guests (start
@@ -104,7 +104,7 @@ def guest_main(seconds: float) -> None:
 
 
 def measure(build, mode: str, seconds: float, boots: int) -> dict:
-    from testbed.uml import run_in_guest
+    from testbed.backends.uml import run_in_guest
     load = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory(prefix="tb-umlbench", dir="/var/tmp") as tmp:
         durations = [run_in_guest(["true"], results_dir=Path(tmp), build=build, mode=mode).duration
@@ -147,7 +147,7 @@ def main() -> int:
     if args.in_guest:
         guest_main(args.seconds)
         return 0
-    from testbed import uml_builds as ub
+    from testbed.backends.uml import builds as ub
     arms = [(b, m) for b in (ub.system_build(), ub.provisioned_build()) if b is not None
             for m in ub.modes(b)]
     rows = []

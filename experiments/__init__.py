@@ -1,15 +1,15 @@
 """Single-factor experiments: a TOML definition (``definition``), the run order and per-repetition
 seeds (``order``), the runner (``runner``), manipulation checks and the fidelity rule (``checks``),
 statistics (``stats``), ``summary.json`` (``summary``), ``report.md`` (``report``) and figures
-(``plots``).  ``testbed experiment ...`` (testbed/experiment_cli.py) is the command line.
+(``plots``).  ``testbed experiment ...`` (testbed/cli/experiment.py) is the command line.
 
     from experiments import load_definition, run_experiment, write_all
     exp = load_definition("reuse").with_overrides(reps=5)
-    out = run_experiment(exp, "results/reuse-test")      # executor=testbed.execute.execute
+    out = run_experiment(exp, "results/reuse-test")      # executor=testbed.run.execute.execute
     summary = write_all(out)                               # summary.json, plots/, report.md
 """
-from .definition import Experiment, builtin_names, load_definition
-from .report import write_all
-from .runner import run_experiment
+from experiments.definition import Experiment, builtin_names, load_definition
+from experiments.report import write_all
+from experiments.runner import run_experiment
 
 __all__ = ["Experiment", "builtin_names", "load_definition", "run_experiment", "write_all"]

@@ -14,7 +14,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from testbed.units import parse_probability, parse_size
+from testbed.spec.units import parse_probability, parse_size
 
 LOSS_P = 0.001
 FIDELITY_RULE = (
@@ -140,7 +140,7 @@ def _tls_resume(level, ch):
 
 def _queue(level, ch):
     """``queue_limit``: per overridden link direction the built buffer (packets or bytes)."""
-    from testbed.units import parse_queue
+    from testbed.spec.units import parse_queue
     packets, nbytes = parse_queue(level)
     want = packets if packets is not None else nbytes
     got = ch["queue_limit"]

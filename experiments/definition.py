@@ -11,7 +11,7 @@
     seed = 1                           # experiment seed: every repetition's link seed derives from it
     keep_pcaps = "representative"      # all | representative (run closest to each median) | none
     accept_degraded = true             # keep runs the emulator rated "degraded" (listed in the report)
-    [base]                             # RunSpec.from_dict(base), see testbed/runspec.py
+    [base]                             # RunSpec.from_dict(base), see testbed/spec/runspec.py
     topology = "longhaul"
     [base.params]
     requests = 10
@@ -35,9 +35,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from testbed.errors import UsageError
+from testbed.spec.errors import UsageError
 
-BUILTIN_DIR = Path(__file__).resolve().parent
+BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 ORDERS = ("alternate", "abba", "random")
 KEEP_PCAPS = ("all", "representative", "none")
 DEFAULT = "default"
@@ -113,7 +113,7 @@ class Experiment:
         return head not in REBUILD_PREFIXES
 
     def base_spec(self):
-        from testbed.runspec import RunSpec
+        from testbed.spec.runspec import RunSpec
         return RunSpec.from_dict(dict(self.base))
 
     def spec(self, level, seed: int | None = None):
@@ -133,7 +133,7 @@ class Experiment:
     def validate(self) -> None:
         """Refuse, before anything runs, a factor without a manipulation check and a spec the
         workload or factor registry cannot take."""
-        from .checks import CHECKS, check_for
+        from experiments.checks import CHECKS, check_for
         if check_for(self.factor) is None:
             raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
                              f"{self.factor!r} (add one to experiments/checks.py); checked factors: "

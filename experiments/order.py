@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .definition import Experiment
+from experiments.definition import Experiment
 
 
 @dataclass(frozen=True)

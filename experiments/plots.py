@@ -84,7 +84,7 @@ def _client_capture(run_dir: Path):
     """The analysed capture nearest the client of a run (None if it kept no pcap)."""
     from analysis.applog import load
     from analysis.report import analyze_file
-    from testbed.runresult import load_run
+    from testbed.spec.runresult import load_run
     r = load_run(run_dir)
     client = r.spec.roles[0] if r.spec.topology != "loopback" else None
     pcaps = [(f, run_dir / f["path"]) for f in r.files if f["kind"] == "pcap"]

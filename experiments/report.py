@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from testbed.runresult import load_run
+from testbed.spec.runresult import load_run
 
-from .summary import summarize
+from experiments.summary import summarize
 
 REPORT = "report.md"
 
@@ -143,7 +143,7 @@ def prune_pcaps(out: Path, summary: dict, keep: str) -> list[str]:
 def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:
     """summary.json, plots/, report.md; with ``prune`` (at the end of ``run``, never in
     ``report``) and a complete experiment, the pcaps ``keep_pcaps`` does not keep are deleted."""
-    from . import plots as pl
+    from experiments import plots as pl
     out = Path(out).resolve()
     summary = summarize(out)
     written = pl.write(out, summary) if plots else []

@@ -3,7 +3,7 @@ directory, resumable.
 
 Layout of ``OUT`` (``results/<name>-<YYYYmmdd-HHMMSS>/`` by default)::
 
-    manifest.json    schema, definition, environment (testbed.provenance), schedule, runner facts
+    manifest.json    schema, definition, environment (testbed.run.provenance), schedule, runner facts
     runs/NNN-LEVEL/  one [core] run directory per run (manifest.json from execute) plus
                      experiment.json (slot, wall-clock seconds, topology bring-up seconds,
                      MB on disk before any pcap was pruned, load average after the run)
@@ -14,7 +14,7 @@ manifest and experiment.json are written, so a run directory that exists is fini
 Ctrl-C loses at most the run in progress, and ``resume=True`` skips every finished run (a failed
 run is finished too: it is recorded, listed and excluded, not retried).
 
-The executor is any callable ``(spec, out_dir, **kw) -> RunResult`` (``testbed.execute.execute``
+The executor is any callable ``(spec, out_dir, **kw) -> RunResult`` (``testbed.run.execute.execute``
 by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.topology_may_stay_up`)
 and a ``keep_up(spec)`` context manager is given (:func:`topology_keeper`), the topology is
 brought up once per repetition block (the arms of one repetition share its link seed) and passed
@@ -32,11 +32,11 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
-from testbed.errors import TestbedError, UsageError
-from testbed.runresult import MANIFEST, load_run
+from testbed.spec.errors import TestbedError, UsageError
+from testbed.spec.runresult import MANIFEST, load_run
 
-from .definition import Experiment
-from .order import Slot, schedule
+from experiments.definition import Experiment
+from experiments.order import Slot, schedule
 
 SCHEMA = 1
 RUN_INFO = "experiment.json"
@@ -60,7 +60,7 @@ def _loadavg() -> list[float] | None:
 
 
 def _environment() -> dict:
-    from testbed.provenance import provenance
+    from testbed.run.provenance import provenance
     return {**provenance(), "loadavg": _loadavg()}
 
 
@@ -87,13 +87,13 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
 
 
 def topology_keeper(out: Path) -> Callable:
-    """``keep_up(spec)``: a Testbed (testbed.network) up for one repetition block, its results
+    """``keep_up(spec)``: a Testbed (testbed.run.network) up for one repetition block, its results
     (metadata, emulator logs) in ``OUT/topology/rep-…``."""
     @contextmanager
     def keep_up(spec):
         import tempfile
 
-        from testbed.network import Testbed
+        from testbed.run.network import Testbed
         root = out / "topology"
         root.mkdir(exist_ok=True)
         d = tempfile.mkdtemp(dir=root, prefix=f"seed{spec.seed}-")
@@ -153,7 +153,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     exp.validate()
     if executor is None:
         from testbed.backends import check_available
-        from testbed.execute import execute as executor
+        from testbed.run.execute import execute as executor
         for backend in {exp.spec(level).backend for level in exp.levels}:
             check_available(backend)  # before the experiment's directory
     start(exp, out, resume)

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from testbed.runresult import MANIFEST, load_run
+from testbed.spec.runresult import MANIFEST, load_run
 
-from . import checks as ck
-from . import stats
-from .definition import Experiment
-from .runner import RUN_INFO
+from experiments import checks as ck
+from experiments import stats
+from experiments.definition import Experiment
+from experiments.runner import RUN_INFO
 
 SCHEMA = 1
 SUMMARY = "summary.json"

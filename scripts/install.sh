@@ -41,4 +41,4 @@ fi
 make -s -C analysis/native  # analysis fast path (gcc; rebuilt when its source changes)
 "$VENV/bin/python" -c "import mininet.net, numpy, scapy, testbed" \
   || { echo "install.sh: the virtualenv cannot import mininet/numpy/scapy/testbed" >&2; exit 1; }
-"$VENV/bin/python" -m testbed.uml_provision || echo "install.sh: UML provisioning failed; all but --backend netem-uml works" >&2  # a UML guest that boots (TESTBED_UML=provision forces a fetched one)
+"$VENV/bin/python" -m testbed.backends.uml.provision || echo "install.sh: UML provisioning failed; all but --backend netem-uml works" >&2  # a UML guest that boots (TESTBED_UML=provision forces a fetched one)

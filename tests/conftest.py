@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def isolated_state(tmp_path, monkeypatch):
     """Runs keep their state files in the test's own directory, and every run is torn down."""
-    from testbed import lifecycle
+    from testbed.host import lifecycle
     monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
     yield
     assert not list((tmp_path / "state").glob("*.json"))

@@ -18,7 +18,7 @@ def topology_class(name: str):
     if name not in TOPOLOGIES:
         raise ValueError(f"unknown topology {name!r}; available: {', '.join(sorted(TOPOLOGIES))}")
     module = importlib.import_module(TOPOLOGIES[name])
-    from .base import TestbedTopo
+    from topologies.base import TestbedTopo
     for obj in vars(module).values():
         if isinstance(obj, type) and issubclass(obj, TestbedTopo) and obj.name == name:
             return obj

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Mapping
 
 from mininet.topo import Topo
 
-from testbed.linkspec import LinkSpec
+from testbed.spec.linkspec import LinkSpec
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
 # LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB').

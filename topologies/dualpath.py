@@ -10,7 +10,7 @@ proportion 20:10 takes 8 s on independent paths; here the common egress (24 Mbit
 Access delays are not in the chapter: the defaults (10 ms and 15 ms one way, 5 ms egress) are
 stated here so the paths differ, and every one is a parameter.
 """
-from .base import TestbedTopo, spec
+from topologies.base import TestbedTopo, spec
 
 
 class DualPath(TestbedTopo):

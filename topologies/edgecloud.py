@@ -6,7 +6,7 @@
 The chapter gives the uplink rates and RTTs; downlinks default to the same rates (an assumption
 stated here; the replies are small actions), and every value is a parameter.
 """
-from .base import TestbedTopo, spec
+from topologies.base import TestbedTopo, spec
 
 
 class EdgeCloud(TestbedTopo):

@@ -3,7 +3,7 @@
 Uplink 20 Mbit/s, downlink 100 Mbit/s, RTT 100 ms (50 ms each way), no loss: a 30 MB upload,
 0.3 s of processing and a 5 MB download take 12.8 s in the serial model.
 """
-from .base import TestbedTopo, spec
+from topologies.base import TestbedTopo, spec
 
 
 class Image(TestbedTopo):

@@ -4,7 +4,7 @@
 server→client (Irvine→Guiyang) direction, none client→server, MSS 1448 B (MTU 1500 with
 timestamps).  Every parameter can be overridden (``--set rate_down=50mbit``).
 """
-from .base import TestbedTopo, spec
+from topologies.base import TestbedTopo, spec
 
 
 class LongHaul(TestbedTopo):

@@ -8,7 +8,7 @@ connection through cgw and sgw as plain routers; ``relay`` hands it to the SOCKS
 which carries it over one pre-established tuned tunnel to sgw, which connects to the server.
 The LAN links are unimpaired veths.
 """
-from .base import TestbedTopo, spec
+from topologies.base import TestbedTopo, spec
 
 
 class Relay(TestbedTopo):

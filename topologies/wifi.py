@@ -4,9 +4,9 @@ Both directions of the link contend for the same medium: uplink data frames and 
 frames take turns in arrival order, each costing DIFS + data PPDU + SIFS + MAC-ACK PPDU of
 airtime (802.11a OFDM, no aggregation).  Only the userspace emulator models the shared medium.
 """
-from testbed.units import parse_rate, parse_time
+from testbed.spec.units import parse_rate, parse_time
 
-from .base import TestbedTopo, spec
+from topologies.base import TestbedTopo, spec
 
 
 class Wifi(TestbedTopo):

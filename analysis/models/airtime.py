@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from testbed.emulator.airtime import AirtimeSpec
 
-from .base import Params, Q, param, register
+from analysis.models.base import Params, Q, param, register
 
 
 @dataclass(frozen=True)

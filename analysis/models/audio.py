@@ -1,6 +1,6 @@
 """C9: streaming audio — the pipeline recurrence, playback with stalls, and a sustained deficit.
 
-The recurrence and the "wait" player are :mod:`testbed.apps.playback` (the same sans-I/O code
+The recurrence and the "wait" player are :mod:`testbed.protocols.playback` (the same sans-I/O code
 the audio workload runs); this module only feeds it the chapter's example:
 
     c_i = max(a_i, c_{i−1}) + m_i,  u_i = max(c_i, u_{i−1}) + s_i,  r_i = u_i + d_i,
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.apps.playback import Playback, chunk_bytes, pipeline
+from testbed.protocols.playback import Playback, chunk_bytes, pipeline
 
-from .base import Params, Q, param, register
+from analysis.models.base import Params, Q, param, register
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A model is a plain function ``fn(params) -> dict[str, Q]`` (no I/O).  Its parameter dataclass
 declares every field with :func:`param`: the default (the chapter's value, CHAPTER12.md), the unit
 and a help text.  Units of parameters are base units — ``B`` (bytes), ``bit/s``, ``s``, ``1``
-(dimensionless), ``count`` — so human strings parse with :mod:`testbed.units` (``20mbit``,
+(dimensionless), ``count`` — so human strings parse with :mod:`testbed.spec.units` (``20mbit``,
 ``100ms``, ``30MB``, ``14%``).  Outputs carry their own, reader-friendly unit (ms, Mbit/s, ...).
 
     evaluate("fec", loss=0.05, packets=100)["fec_repair"].value   # -> 14 repair symbols

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Params, Q, param, register
+from analysis.models.base import Params, Q, param, register
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Params, Q, param, register
+from analysis.models.base import Params, Q, param, register
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:

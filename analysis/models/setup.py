@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Params, Q, param, register
-from .window import SlowStartParams, cumulative
+from analysis.models.base import Params, Q, param, register
+from analysis.models.window import SlowStartParams, cumulative
 
 
 @dataclass(frozen=True)

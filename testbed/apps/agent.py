@@ -17,12 +17,12 @@ import argparse
 import sys
 import time
 
-from . import eventlog as ev
-from . import payload, tcpopts
-from .appmain import guarded, parse_hostport
-from .reqresp import Client, add_common
-from ..units import parse_size, parse_time
-from ..workloads import AgentParams, add_params
+from testbed.apps import eventlog as ev
+from testbed.apps import payload, tcpopts
+from testbed.apps.appmain import guarded, parse_hostport
+from testbed.apps.reqresp import Client, add_common
+from testbed.spec.units import parse_size, parse_time
+from testbed.workloads import AgentParams, add_params
 
 
 def run_client(args) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from ..workloads import add_params
-from .tcpopts import add_socket_arguments
+from testbed.workloads import add_params
+from testbed.apps.tcpopts import add_socket_arguments
 
 
 def app_parser(module: str, doc: str, params: type, port: int, run_server: Callable,

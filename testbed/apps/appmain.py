@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import Callable
 
-from .eventlog import ERROR, EventLog
+from testbed.apps.eventlog import ERROR, EventLog
 
 
 class AppError(Exception):

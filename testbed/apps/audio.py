@@ -22,13 +22,13 @@ import sys
 import threading
 import time
 
-from . import eventlog as ev
-from . import payload, sockets, tcpinfo, tcpopts
-from .appcli import app_main, app_parser
-from .appmain import guarded, parse_hostport
-from .playback import Playback, chunk_bytes
-from ..units import parse_time
-from ..workloads import AudioParams
+from testbed.apps import eventlog as ev
+from testbed.apps import payload, sockets, tcpinfo, tcpopts
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import guarded, parse_hostport
+from testbed.protocols.playback import Playback, chunk_bytes
+from testbed.spec.units import parse_time
+from testbed.workloads import AudioParams
 
 REQUEST = struct.Struct("!4sIIII")
 MAGIC = b"AU01"

@@ -27,12 +27,12 @@ import sys
 import threading
 import time
 
-from . import eventlog as ev
-from . import ccusage, sockets, tcpinfo, tcpopts
-from .appcli import app_main, app_parser
-from .appmain import AppError, guarded, parse_hostport
-from ..units import parse_size, parse_time
-from ..workloads import BulkParams
+from testbed.apps import eventlog as ev
+from testbed.apps import ccusage, sockets, tcpinfo, tcpopts
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import AppError, guarded, parse_hostport
+from testbed.spec.units import parse_size, parse_time
+from testbed.workloads import BulkParams
 
 HEADER = struct.Struct("!4sBQI")
 COUNTS = struct.Struct("!QQ")

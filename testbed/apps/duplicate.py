@@ -13,12 +13,12 @@ import struct
 import sys
 import time
 
-from . import eventlog as ev
-from . import sockets
-from .appcli import app_main, app_parser
-from .appmain import guarded, parse_hostport
-from .streamsworkload import DuplicateParams
-from ..units import parse_size, parse_time
+from testbed.apps import eventlog as ev
+from testbed.apps import sockets
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import guarded, parse_hostport
+from testbed.workloads.streams import DuplicateParams
+from testbed.spec.units import parse_size, parse_time
 
 DGRAM = struct.Struct("!4sIQ")
 DUP_MAGIC = b"DU01"

@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from ..clock import clock_offset_ns
+from testbed.spec.clock import clock_offset_ns
 
 CLOCK = "clock"
 START = "start"

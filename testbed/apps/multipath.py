@@ -27,12 +27,12 @@ import subprocess
 import sys
 import threading
 
-from . import eventlog as ev
-from . import sockets, tcpopts
-from .appcli import app_main, app_parser
-from .appmain import AppError, guarded, parse_hostport
-from .streamsworkload import MultipathParams
-from ..units import parse_rate, parse_size, parse_time
+from testbed.apps import eventlog as ev
+from testbed.apps import sockets, tcpopts
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import AppError, guarded, parse_hostport
+from testbed.workloads.streams import MultipathParams
+from testbed.spec.units import parse_rate, parse_size, parse_time
 
 IPPROTO_MPTCP = 262
 HEAD, DONE = struct.Struct("!4sQ"), struct.Struct("!Q")

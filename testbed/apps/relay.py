@@ -24,10 +24,11 @@ import dataclasses
 import socket
 import sys
 
-from . import eventlog as ev
-from . import mux, socks5, sockets, tcpopts
-from .appmain import AppError, guarded, parse_hostport
-from ..units import parse_time
+from testbed.apps import eventlog as ev
+from testbed.protocols import mux, socks5
+from testbed.apps import sockets, tcpopts
+from testbed.apps.appmain import AppError, guarded, parse_hostport
+from testbed.spec.units import parse_time
 
 
 CONNECT_MODES = ("confirmed", "optimistic")

@@ -35,11 +35,12 @@ import tempfile
 import threading
 import time
 
-from . import eventlog as ev
-from . import ccusage, payload, sockets, socks5, tcpinfo, tcpopts
-from .appcli import app_main, app_parser
-from .appmain import AppError, guarded, parse_hostport
-from ..units import parse_size, parse_time
+from testbed.apps import eventlog as ev
+from testbed.apps import ccusage, payload, sockets, tcpinfo, tcpopts
+from testbed.protocols import socks5
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import AppError, guarded, parse_hostport
+from testbed.spec.units import parse_size, parse_time
 
 HEADER = struct.Struct("!4sQII")
 MAGIC = b"RQ01"
@@ -132,7 +133,7 @@ def run_server(args: argparse.Namespace) -> int:
         factors = tcpopts.socket_factors(args)
         tls_ctx = None
         if args.tls:
-            from . import tls
+            from testbed.apps import tls
             cert_dir = tempfile.mkdtemp(prefix="tb-tls-")
             tls_ctx = tls.server_context(*tls.make_cert(cert_dir))
         listener = sockets.listen(parse_hostport(args.listen), factors, log)
@@ -163,7 +164,7 @@ class Client:
         self.interval, self.timeout, self.resume = interval, timeout, resume
         self.tls_ctx = None
         if tls:
-            from . import tls as tlsmod
+            from testbed.apps import tls as tlsmod
             self.tls_ctx = tlsmod.client_context()
         self.socks = socks
         self.session = None
@@ -338,7 +339,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of each side from ``testbed.workloads.ReqRespParams`` (one default each)."""
-    from ..workloads import ReqRespParams
+    from testbed.workloads import ReqRespParams
     p, _, c = app_parser("testbed.apps.reqresp", __doc__, ReqRespParams, 5000, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     c.add_argument("--socks", help="connect through this SOCKS5 proxy HOST:PORT (path = relay)")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 import socket
 
-from .eventlog import CONN, FACTORS, READY, EventLog, now
-from .tcpopts import SocketFactors, read_back
+from testbed.apps.eventlog import CONN, FACTORS, READY, EventLog, now
+from testbed.apps.tcpopts import SocketFactors, read_back
 
 SEND_BLOCK = 64 * 1024
 RECV_BLOCK = 256 * 1024
@@ -39,7 +39,7 @@ def listen(addr: tuple[str, int], factors: SocketFactors, log: EventLog | None =
 
 def announce_ready(log: EventLog, sock: socket.socket, **fields) -> None:
     """Log ``ready`` with the bound address and print ``ready HOST:PORT`` (what
-    ``testbed.apps.cli.wait_ready`` waits for)."""
+    ``testbed.cli.run.wait_ready`` waits for)."""
     addr = sock.getsockname()
     log.emit(READY, addr=list(addr), **fields)
     print(f"ready {addr[0]}:{addr[1]}", flush=True)

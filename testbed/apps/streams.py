@@ -39,13 +39,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import eventlog as ev
-from . import sockets, tcpopts
-from .appcli import app_main, app_parser
-from .appmain import AppError, guarded, parse_hostport
-from .streammux import AUDIO, HEADER, IMAGE, KINDS, REQUEST, Decoder, Plan, ProtocolError, Scheduler
-from .streamsworkload import StreamsParams
-from ..units import parse_size, parse_time
+from testbed.apps import eventlog as ev
+from testbed.apps import sockets, tcpopts
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import AppError, guarded, parse_hostport
+from testbed.protocols.streammux import AUDIO, HEADER, IMAGE, KINDS, REQUEST, Decoder, Plan, ProtocolError, Scheduler
+from testbed.workloads.streams import StreamsParams
+from testbed.spec.units import parse_size, parse_time
 
 SESSION, FRAME_SENT, PEER_ERROR = "streams_session", "frame_sent", "peer_error"
 STREAMS_REQUEST, STREAM_CHUNK = "streams_request", "stream_chunk"
@@ -184,7 +184,7 @@ def quic_server(args, log: ev.EventLog, plan: Plan) -> int:
     from aioquic.quic.events import StreamDataReceived
     from aioquic.quic.logger import QuicFileLogger
     from aioquic.quic.packet import pull_quic_header
-    from .tls import make_cert
+    from testbed.apps.tls import make_cert
     lowat = parse_size(args.lowat)
     conns = iter(range(1, 1 << 30))
 

@@ -27,7 +27,7 @@ import socket
 import struct
 import threading
 
-from .eventlog import TCP_INFO, EventLog
+from testbed.apps.eventlog import TCP_INFO, EventLog
 
 _FIELDS = [
     ("B", "state"), ("B", "ca_state"), ("B", "retransmits"), ("B", "probes"), ("B", "backoff"),
@@ -170,7 +170,7 @@ class SendQueueWatch:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
-        from .eventlog import now
+        from testbed.apps.eventlog import now
         left, poll_us = False, round(self.poll * 1e6)
         while True:
             last = self._stop.is_set()              # one more poll after stop(), then end

@@ -43,8 +43,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import factors
-from ..factors import available_cc, parse_ack  # noqa: F401  (parse_ack: part of this module's API)
+from testbed.spec import factors
+from testbed.spec.factors import available_cc, parse_ack  # noqa: F401  (parse_ack: part of this module's API)
 
 TCP_DELACK_MAX_US = getattr(socket, "TCP_DELACK_MAX_US", 46)
 ALLOWED_CC_PATH = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -135,7 +135,7 @@ def read_back(sock: socket.socket) -> dict:
 
 
 def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
-    """One option per socket factor of the registry (``testbed/factors.py``)."""
+    """One option per socket factor of the registry (``testbed/spec/factors.py``)."""
     factors.add_arguments(parser, "socket", "TCP socket factors (set before listen/connect)")
 
 
@@ -230,7 +230,7 @@ def apply_host(h: HostFactors) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .appmain import guarded
+    from testbed.apps.appmain import guarded
     p = argparse.ArgumentParser(prog="python -m testbed.apps.tcpopts",
                                 description="Apply host-wide TCP factors in this namespace; print the read-back as JSON.")
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -30,14 +30,14 @@ import struct
 import sys
 import time
 
-from . import eventlog as ev
-from . import payload
-from .appcli import app_main, app_parser
-from .appmain import AppError, guarded, parse_hostport
-from .reqresp import completion_line, summarize
-from .sockets import announce_ready
-from ..workloads import ReqRespParams
-from ..units import parse_size, parse_time
+from testbed.apps import eventlog as ev
+from testbed.apps import payload
+from testbed.apps.appcli import app_main, app_parser
+from testbed.apps.appmain import AppError, guarded, parse_hostport
+from testbed.apps.reqresp import completion_line, summarize
+from testbed.apps.sockets import announce_ready
+from testbed.workloads import ReqRespParams
+from testbed.spec.units import parse_size, parse_time
 
 REQUEST = struct.Struct("!4sQII")
 RESPONSE = struct.Struct("!4sI")
@@ -46,7 +46,7 @@ REPLY_SEED = b"testbed-reply-v1"
 
 
 def transport_config(args):
-    from ..transport.config import TransportConfig
+    from testbed.transport.config import TransportConfig
     return TransportConfig.from_factors(args.fec, args.ack_policy, args.pacing, args.loss_prior, args.backoff)
 
 
@@ -62,8 +62,8 @@ def run_server(args: argparse.Namespace) -> int:
     log = ev.EventLog(args.log)
 
     def run() -> int:
-        from ..transport.endpoint import MessageDelivered, MessageReceived
-        from ..transport.udploop import UdpLoop, udp_socket
+        from testbed.transport.endpoint import MessageDelivered, MessageReceived
+        from testbed.apps.udploop import UdpLoop, udp_socket
         log.emit(ev.START, role="server", argv=sys.argv[1:])
         config = transport_config(args)
         log.emit(ev.FACTORS, side="server", requested=config.describe(), transport=config.describe())
@@ -126,7 +126,7 @@ class Client:
         self.conn = -1
 
     def open(self) -> None:
-        from ..transport.udploop import UdpLoop, udp_socket
+        from testbed.apps.udploop import UdpLoop, udp_socket
         self.sock = udp_socket()
         self.loop = UdpLoop(self.sock, self.config)
         self.conn += 1
@@ -143,7 +143,7 @@ class Client:
             self.sock = None
 
     def exchange(self, req, t0: int, **fields) -> int:
-        from ..transport.endpoint import MessageReceived
+        from testbed.transport.endpoint import MessageReceived
         ep = self.loop.endpoint(self.server)
         mid = ep.send_message(t0, self.request)
         got: dict = {}

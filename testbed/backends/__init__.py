@@ -3,7 +3,7 @@
 ``netem``: the kernel's htb + netem on each side's egress (testbed/backends/kernel.py).
 ``userspace``: the project's emulator forwarding frames between veth ends
 (testbed/backends/userspace.py).  ``auto`` picks netem where the kernel has it.
-``netem-uml``: the kernel backend inside a User-Mode Linux guest (testbed/uml.py), for machines
+``netem-uml``: the kernel backend inside a User-Mode Linux guest (testbed/backends/uml/__init__.py), for machines
 whose own kernel has no netem.
 
 A backend is anything that satisfies ``Backend`` below.
@@ -31,7 +31,7 @@ class Backend(Protocol):
 
 BACKENDS = ("auto", "netem", "userspace")
 # What commands accept: ``netem-uml`` re-runs the whole command inside a User-Mode Linux guest
-# with ``--backend netem`` (testbed/uml.py); select_backend itself never sees it.
+# with ``--backend netem`` (testbed/backends/uml/__init__.py); select_backend itself never sees it.
 BACKEND_CHOICES = BACKENDS + ("netem-uml",)
 
 
@@ -40,8 +40,8 @@ def check_available(name: str) -> None:
     to use instead, before anything is built."""
     if name != "netem":
         return
-    from ..errors import UsageError
-    from .kernel import probe_qdiscs
+    from testbed.spec.errors import UsageError
+    from testbed.backends.kernel import probe_qdiscs
     probe = probe_qdiscs()
     missing = [q for q in ("netem", "htb") if not probe[q]]
     if missing and probe["netns"]:  # without a namespace nothing was tried: root, netns say why
@@ -57,11 +57,11 @@ def select_backend(name: str, seed: int = 1) -> Backend:
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
     if name == "auto":
-        from .kernel import probe_qdiscs
+        from testbed.backends.kernel import probe_qdiscs
         probe = probe_qdiscs()
         name = "netem" if probe["netem"] and probe["htb"] else "userspace"
     if name == "netem":
-        from .kernel import KernelBackend
+        from testbed.backends.kernel import KernelBackend
         return KernelBackend(seed=seed)
-    from .userspace import UserspaceBackend
+    from testbed.backends.userspace import UserspaceBackend
     return UserspaceBackend(seed=seed)

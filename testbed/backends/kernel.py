@@ -28,8 +28,8 @@ from typing import Any
 
 from mininet.link import Link
 
-from ..hosts import run_in
-from ..linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
+from testbed.host.namespace import run_in
+from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 
 UNSHAPED_LIMIT = 100_000  # netem limit when the rate is unshaped: the delay line is unbounded
 

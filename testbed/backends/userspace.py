@@ -25,7 +25,7 @@ the same model and write the same logs and summary, which records the engine.
 
 CPUs: on a machine with two CPUs or more the forwarder is pinned to the last one and the
 receive processing of the hosts' ends of emulated links is steered to the others (RPS,
-``testbed.steering``), so a ``send()`` into a veth does not run the receiving host's TCP on the
+``testbed.host.steering``), so a ``send()`` into a veth does not run the receiving host's TCP on the
 forwarder's CPU; ``summary()`` records both (``cpu``, ``rps_cpus``).
 
 Seeds: direction k (in link order, a→b then b→a) gets ``seed + k``; recorded in ``summary()``.
@@ -45,10 +45,10 @@ from typing import Any
 from mininet.link import Link
 from mininet.util import makeIntfPair
 
-from ..emulator.config import ENGINE_ENV, ENGINES
-from ..hosts import ns_argv, offloads_off, run_in, set_sysctls
-from ..linkspec import LinkSpec
-from ..steering import set_rps
+from testbed.emulator.config import ENGINE_ENV, ENGINES
+from testbed.host.namespace import ns_argv, offloads_off, run_in, set_sysctls
+from testbed.spec.linkspec import LinkSpec
+from testbed.host.steering import set_rps
 
 EMU_NODE = "tbemu"
 # The native loop polls this long before each departure instead of trusting the timer's
@@ -96,7 +96,7 @@ def default_engine() -> str:
     built and loads, else ``python``."""
     if os.environ.get(ENGINE_ENV):
         return os.environ[ENGINE_ENV]
-    from ..emulator.native import available
+    from testbed.emulator.native import available
     return "native" if available()[0] else "python"
 
 
@@ -146,13 +146,13 @@ class UserspaceBackend:
         engine: ``native`` or ``python`` (None: native where it is built, see ``default_engine``).
         spin_ns None: ``NATIVE_SPIN_NS`` for the native engine, 0 for the Python one.
         steer: on a machine with two CPUs or more, pin the forwarder to the last CPU and steer the
-        receive processing of the hosts' ends of emulated links to the others (``testbed.steering``).
+        receive processing of the hosts' ends of emulated links to the others (``testbed.host.steering``).
         """
         self.engine = engine or default_engine()
         if self.engine not in ENGINES:
             raise ValueError(f"emulator engine {self.engine!r} is unknown; allowed: {', '.join(ENGINES)}")
         if self.engine == "native":
-            from ..emulator.native import load
+            from testbed.emulator.native import load
             load()  # a clear error now rather than a forwarder that does not start
         if spin_ns is None:
             spin_ns = NATIVE_SPIN_NS if self.engine == "native" else 0
@@ -187,7 +187,7 @@ class UserspaceBackend:
         return self.emu
 
     def forwarder_config(self, log_dir: Path):
-        from ..emulator.config import DirectionConfig, ForwarderConfig
+        from testbed.emulator.config import DirectionConfig, ForwarderConfig
         directions, media = [], {}
         pairs = [frozenset((lk.intf1.node.name, lk.intf2.node.name)) for lk in self.links]
         for link in self.links:
@@ -308,7 +308,7 @@ class UserspaceBackend:
             out["log_dir"] = str(self.log_dir)
         out.update(self._summary)
         if self._summary:   # warnings worded by the run's fidelity verdict (emulator.fidelity)
-            from ..emulator.fidelity import verdict
+            from testbed.emulator.fidelity import verdict
             v = verdict(out)
             out["engine_warnings"] = out.get("warnings", [])
             out["fidelity"] = {k: v.get(k) for k in ("verdict", "reasons", "notes", "path_rtt_ms")}

@@ -16,8 +16,8 @@ The I/O loop around it (AF_PACKET forwarder, logs, Mininet link class) lives in 
 modules of this package; ``native`` holds the C engine, the same model and loop in C, tested
 against these classes frame by frame.  Nothing here imports numpy, so importing the package stays cheap.
 """
-from .airtime import AirMedium, AirStats, AirtimeSpec
-from .direction import DELIVER, DROP_LOSS, DROP_QUEUE, VERDICT_NAMES, DirectionModel, DirectionStats
+from testbed.emulator.airtime import AirMedium, AirStats, AirtimeSpec
+from testbed.emulator.direction import DELIVER, DROP_LOSS, DROP_QUEUE, VERDICT_NAMES, DirectionModel, DirectionStats
 
 __all__ = ["AirMedium", "AirStats", "AirtimeSpec", "DELIVER", "DROP_LOSS", "DROP_QUEUE",
            "VERDICT_NAMES", "DirectionModel", "DirectionStats"]

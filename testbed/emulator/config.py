@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..linkspec import LinkSpec
+from testbed.spec.linkspec import LinkSpec
 
 IFNAMSIZ = 15  # longest Linux interface name
 ENGINES = ("native", "python")
@@ -102,7 +102,7 @@ class ForwarderConfig:
         without it and 11–22 µs with it.  Released when the process ends.
     cpu: pin the loop to this CPU (``sched_setaffinity``); None: wherever the scheduler puts it.
         The userspace backend picks the last CPU and steers the endpoints' receive processing to
-        the others (``testbed.steering``).
+        the others (``testbed.host.steering``).
     """
     directions: tuple[DirectionConfig, ...]
     log_dir: str

@@ -40,11 +40,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..linkspec import ETH_HEADER, LinkSpec
-from .airtime import AirMedium
-from .loss import make_loss
-from .queue import DropTailQueue
-from .serializer import Serializer
+from testbed.spec.linkspec import ETH_HEADER, LinkSpec
+from testbed.emulator.airtime import AirMedium
+from testbed.emulator.loss import make_loss
+from testbed.emulator.queue import DropTailQueue
+from testbed.emulator.serializer import Serializer
 
 DELIVER, DROP_LOSS, DROP_QUEUE = 0, 1, 2
 VERDICT_NAMES = ("deliver", "drop_loss", "drop_queue")

@@ -47,9 +47,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..clock import clock_offset_ns
-from . import linklog
-from .config import DirectionConfig, ForwarderConfig
+from testbed.spec.clock import clock_offset_ns
+from testbed.emulator import linklog
+from testbed.emulator.config import DirectionConfig, ForwarderConfig
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -176,8 +176,8 @@ def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int,
 
 def make_models(cfg: ForwarderConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(direction name -> DirectionModel, medium name -> AirMedium)."""
-    from .airtime import AirMedium, AirtimeSpec
-    from .direction import DirectionModel
+    from testbed.emulator.airtime import AirMedium, AirtimeSpec
+    from testbed.emulator.direction import DirectionModel
     media = {name: AirMedium(AirtimeSpec.from_dict(d), seed=_medium_seed(cfg, name))
              for name, d in cfg.media.items()}
     models = {d.name: DirectionModel(d.spec, seed=d.seed, medium=media[d.medium] if d.medium else None,
@@ -199,7 +199,7 @@ class Direction:
 
     def __init__(self, cfg: DirectionConfig, model: Any, in_sock: socket.socket,
                  out_sock: socket.socket, log: linklog.LogWriter):
-        from .direction import DELIVER, DROP_LOSS, DROP_QUEUE
+        from testbed.emulator.direction import DELIVER, DROP_LOSS, DROP_QUEUE
         self.cfg = cfg
         self.model = model
         self.in_sock = in_sock
@@ -490,8 +490,8 @@ class Forwarder:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.native = None
         if cfg.engine == "native":
-            from .airtime import AirtimeSpec
-            from .native import Engine
+            from testbed.emulator.airtime import AirtimeSpec
+            from testbed.emulator.native import Engine
             self.native = Engine([(d.spec, d.seed, d.medium) for d in cfg.directions],
                                  {name: (AirtimeSpec.from_dict(m), _medium_seed(cfg, name))
                                   for name, m in cfg.media.items()})
@@ -620,7 +620,7 @@ class Forwarder:
 
     def _run_native(self) -> None:
         """Run the C loop until SIGTERM/SIGINT (see ``emulator.native``); it logs every frame."""
-        from . import native
+        from testbed.emulator import native
         cfg, dirs = self.cfg, self.dirs
         io = (native.IoCfg * len(dirs))(*[native.IoCfg(d.in_sock.fileno(), d.out_sock.fileno(), d.log._fd,
                                                        *self.rings[d.cfg.in_ifname]) for d in dirs])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from ..linkspec import Bernoulli, DropList, GilbertElliott, LossModel
+from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LossModel
 
 LossFn = Callable[[], bool]
 

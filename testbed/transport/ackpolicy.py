@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..units import parse_time
+from testbed.spec.units import parse_time
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import parse_probability
-from .ackpolicy import AckPolicy
-from .fec import FecPolicy
-from .pacing import PacingPolicy
+from testbed.spec.units import parse_probability
+from testbed.transport.ackpolicy import AckPolicy
+from testbed.transport.fec import FecPolicy
+from testbed.transport.pacing import PacingPolicy
 
 MS = 1_000_000
 

@@ -32,12 +32,12 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import wire
-from .ackpolicy import AckScheduler
-from .config import TransportConfig
-from .fec import BlockEncoder, LossEstimator, decode
-from .pacing import DeliveryRate, Pacer
-from .rtt import RttEstimator
+from testbed.transport import wire
+from testbed.transport.ackpolicy import AckScheduler
+from testbed.transport.config import TransportConfig
+from testbed.transport.fec import BlockEncoder, LossEstimator, decode
+from testbed.transport.pacing import DeliveryRate, Pacer
+from testbed.transport.rtt import RttEstimator
 
 MAX_MESSAGE = 64 * 1024 * 1024
 MAX_PROBES = 2

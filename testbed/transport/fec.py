@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import raptorq
 from scipy.special import bdtr            # binomial CDF: bdtr(r, n, p) = P(Binomial(n, p) <= r)
 
-from .wire import PAYLOAD_ID, SYMBOL, k_of
+from testbed.transport.wire import PAYLOAD_ID, SYMBOL, k_of
 
 MAX_REPAIR = 1 << 16
 

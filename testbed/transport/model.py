@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ..emulator.direction import DELIVER, DirectionModel
+from testbed.emulator.direction import DELIVER, DirectionModel
 
 
 def round_trial(k: int, r: int, link: DirectionModel, rtt_ns: int, process_ns: int,

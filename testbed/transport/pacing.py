@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..units import parse_rate
+from testbed.spec.units import parse_rate
 
 STARTUP_GAIN = 2.885
 

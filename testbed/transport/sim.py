@@ -13,8 +13,8 @@ from __future__ import annotations
 import heapq
 from typing import Callable
 
-from ..emulator.direction import DELIVER, DirectionModel
-from .endpoint import Endpoint
+from testbed.emulator.direction import DELIVER, DirectionModel
+from testbed.transport.endpoint import Endpoint
 
 FRAME_OVERHEAD = 14 + 20 + 8
 

@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
+from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 
 LIB_PATH = Path(__file__).with_name("libtbemu.so")
 LOSS_NONE, LOSS_ALWAYS, LOSS_BERNOULLI, LOSS_GE, LOSS_DROPLIST = range(5)
@@ -158,7 +158,7 @@ def _mt_state(seed: Any) -> Any:
 
 def medium_cfg(spec: Any, seed: int) -> MediumCfg:
     """``AirMedium(spec, seed)`` as the C engine's configuration (same rounding as airtime.py)."""
-    from ..airtime import PREAMBLE, SYMBOL, _bits_per_symbol, _ns
+    from testbed.emulator.airtime import PREAMBLE, SYMBOL, _bits_per_symbol, _ns
     return MediumCfg(difs_ns=_ns(spec.difs),
                      tail_ns=_ns(spec.sifs) + spec.ppdu_ns(spec.ack_bytes, spec.control_rate),
                      slot_ns=_ns(spec.slot), preamble_ns=_ns(PREAMBLE), symbol_ns=_ns(SYMBOL),

@@ -1,0 +1,392 @@
+"""``testbed reproduce``'s engine: evaluate each row's model, run the experiments the rows need
+(once per experiment and ``sets``), read their ``summary.json``, and compose the result rows.
+
+The measurement hook is :func:`measure_all`: it takes the rows and an ``executor`` (default
+``testbed.run.execute.execute``) and returns, per experiment key, the experiment directory and its
+summary (``experiments.summary``), or the one-line reason it could not run; the C5 path rows
+run ``testbed calibrate`` (:func:`calibrate`).  A row's measured value is read from those files
+by :func:`measured_value` / :func:`_calibrated` — nothing else feeds the column.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+from experiments.reproduce.cases import CALIBRATE, EXPERIMENTS, FULL_REPS, QUICK_REPS, QUICK_SETS, Measure, Row, within
+
+
+def cpu_times() -> list[int]:
+    """/proc/stat's aggregate cpu line: user nice system idle iowait irq softirq steal ..."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def cpu_shares(before: list[int], after: list[int]) -> tuple[float, float] | None:
+    """(busy, steal): fractions of all cores' time between two ``cpu_times()`` samples that were
+    not idle (idle and iowait excluded) and that the hypervisor stole; None when they are less
+    than one second of CPU time apart (a few clock ticks, e.g. a --model-only run's, tell nothing)."""
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d[:8])
+    return (1 - (d[3] + d[4]) / total, d[7] / total) if total >= os.sysconf("SC_CLK_TCK") else None
+
+
+def describe_cpu(shares: tuple[float, float] | None) -> str:
+    return (f"CPU busy {shares[0]:.0%}, steal {shares[1]:.1%}" if shares else
+            "CPU busy and steal not measured (under a second of CPU time)")
+
+
+def host_load(before: tuple[tuple, list[int]], after: tuple[tuple, list[int]]) -> dict:
+    """The host between two ``(os.getloadavg(), cpu_times())`` samples: 1-min load at both ends,
+    CPU busy and steal fractions of all cores (``cpu_shares``; None if unmeasured), and
+    ``busy``: the load exceeded 1.5 × the cores or steal was ≥ 5 % (a run's own emulator, apps
+    and captures keep ~1–2 runnable; beyond that, other work competed with them)."""
+    shares = cpu_shares(before[1], after[1])
+    busy_frac, steal = shares or (None, None)
+    cores = os.cpu_count() or 1
+    return {"load": [round(before[0][0], 2), round(after[0][0], 2)], "cores": cores,
+            "cpu_busy": None if shares is None else round(busy_frac, 3),
+            "steal": None if shares is None else round(steal, 4),
+            "busy": max(before[0][0], after[0][0]) > 1.5 * cores or (steal or 0) >= 0.05}
+
+
+def host_sample() -> tuple[tuple, list[int]]:
+    return os.getloadavg(), cpu_times()
+
+
+def describe_load(h: dict) -> str:
+    shares = None if h["cpu_busy"] is None else (h["cpu_busy"], h["steal"])
+    return f"host load {h['load'][0]:.2f} -> {h['load'][1]:.2f} on {h['cores']} cores, {describe_cpu(shares)}"
+
+
+def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
+    """The Experiment a measure runs: its definition, only the levels the rows read, the reps and
+    the row's RunSpec ``sets`` (and --backend; with ``quick`` also the experiment's QUICK_SETS)."""
+    from experiments.definition import Experiment, load_definition
+    exp = (Experiment.from_dict(EXPERIMENTS[measure.experiment], source="experiments/reproduce/cases.py")
+           if measure.experiment in EXPERIMENTS else load_definition(measure.experiment))
+    keep = [lab for lab in exp.labels if lab in levels] or None
+    sets = {**(QUICK_SETS.get(measure.experiment, {}) if quick else {}), **measure.sets}
+    if backend:
+        sets["backend"] = backend
+    exp = exp.with_overrides(levels=keep if keep and len(keep) >= 2 else None, reps=reps, sets=sets)
+    return exp.replace(warmup=0) if quick else exp
+
+
+def _dirname(measure: Measure) -> str:
+    if not measure.sets:
+        return measure.experiment
+    digest = hashlib.sha1(json.dumps(sorted(measure.sets.items())).encode()).hexdigest()[:6]
+    return f"{measure.experiment}-{digest}"
+
+
+def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = None,
+                backend: str | None = None, executor: Callable | None = None,
+                keep_topology: bool = False, progress: Callable = lambda msg: None) -> dict:
+    """Run every experiment the rows need; ``{key: {"dir", "summary"} | {"error"}}``.
+    ``keep_topology``: one topology bring-up per repetition block (experiments.runner)."""
+    from experiments.report import write_all
+    from experiments.runner import run_experiment, topology_keeper
+    reps = reps or (QUICK_REPS if quick else FULL_REPS)
+    wanted: dict[tuple, tuple[Measure, set]] = {}
+    for row in rows:
+        m = row.measure
+        if m is None or (quick and m.full_only):
+            continue
+        levels = wanted.setdefault(m.key, (m, set()))[1]
+        levels.update(m.levels or (m.level,))
+    results = {}
+    for key, (m, levels) in wanted.items():
+        d = out / "experiments" / _dirname(m)
+        if m.experiment == CALIBRATE:
+            progress(f"testbed calibrate (long-haul path) -> {d}")
+            results[key] = calibrate(d, backend)
+            continue
+        try:
+            exp = experiment_for(m, levels, reps, quick, backend)
+            exp.validate()
+            progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
+            resumed = (d / "manifest.json").is_file()
+            h0 = host_sample()
+            run_experiment(exp, d, executor=executor, quiet=True,
+                           keep_up=topology_keeper(d) if keep_topology else None, resume=resumed)
+            host = d / "host.json"          # written by the invocation that ran the experiment
+            if not resumed:
+                host.write_text(json.dumps(host_load(h0, host_sample())))
+            results[key] = {"dir": str(d), "summary": write_all(d, plots=False), "resumed": resumed,
+                            "host": json.loads(host.read_text()) if host.is_file() else None}
+        except Exception as exc:   # setup/run errors, a missing executor: one line per row, go on
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            results[key] = {"error": f"{type(exc).__name__}: {first}"}
+    return results
+
+
+def calibrate(d: Path, backend: str | None) -> dict:
+    """``testbed calibrate --json`` on its default (the long-haul path), in a child process:
+    ``{"dir", "calibrate": its JSON}`` or ``{"error"}``; an existing ``calibrate.json`` in ``d``
+    is reused (like finished experiment runs)."""
+    import subprocess
+    import sys
+    if (d / "calibrate.json").is_file():            # resumed report directory: measured already
+        return {"dir": str(d), "calibrate": json.loads((d / "calibrate.json").read_text()),
+                "resumed": True}
+    d.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "testbed", "calibrate", "--json", "--results", str(d)]
+    if backend:
+        argv += ["--backend", backend]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    (d / "calibrate.stderr").write_text(proc.stderr)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"testbed calibrate exited {proc.returncode}: {last}"}
+    (d / "calibrate.json").write_text(proc.stdout)
+    return {"dir": str(d), "calibrate": json.loads(proc.stdout)}
+
+
+def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
+    """A value of calibrate's ``measured`` section by dotted path (``rtt_ms.min``, ``loss.down``);
+    n = probes echoed (RTT) or probes sent (loss)."""
+    v = res["calibrate"].get("measured", {})
+    for part in m.metric.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    meas = res["calibrate"].get("measured", {})
+    if m.metric.startswith("loss."):
+        n = (meas.get("loss_sent") or {}).get(m.metric.split(".")[1], 0)
+    else:
+        n = (meas.get("rtt_ms") or {}).get("echoed", 0)
+    if v is None:
+        return None, None, 0, f"calibrate reported no {m.metric}"
+    return float(v) * m.scale, None, int(n or 0), ""
+
+
+def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
+    lev = summary.get("by_level", {}).get(level)
+    if lev is None:
+        return None
+    return lev.get("metrics", {}).get(m.metric)
+
+
+def _transport(run) -> list[dict]:
+    """The udpreq run's request connections (``analysis.fec``: one per request), in time order."""
+    return sorted(run.checks.get("transport_connections") or [], key=lambda c: c["first_ns"])
+
+
+def _tunnel_retransmissions(run) -> list[int]:
+    """Segments sent again on the relay's gateway-to-gateway connection (``testbed.run.execute``'s
+    tunnel port), both directions, from the server gateway's captures (``analysis.tcpsender``)."""
+    from analysis import report
+    from testbed.run.execute import TUNNEL_PORT
+    sgw = (run.spec.params.get("relay_hosts") or "cgw,sgw").split(",")[1]
+    total = 0
+    for pcap in sorted((Path(run.dir) / "pcap").glob(f"{sgw}-*.pcap")):
+        res = report.analyze_file(pcap, keep=True)
+        for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
+            if rec["proto"] == "tcp" and obj["flow"].key.server_port == TUNNEL_PORT:
+                total += sum(len(d.tracker.retransmissions) for d in obj["directions"].values())
+    return [total]
+
+
+#: Per-run values computed from a run's read-backs (a Measure or explain metric by name), each a list:
+#: ``arq_rounds``: per udpreq request, transmission rounds (1 + the highest round number);
+#: ``arq_round_ms``: per request with retransmissions, the span of its symbol packets on the
+#: client's wire (first to last sent) ÷ its retransmission rounds — one RTT each when ideal;
+#: ``symbol_span_ms``: per request, first to last symbol packet sent (the sending time);
+#: ``tunnel_retransmissions``: per relay run, segments sent again on the gateways' tunnel.
+DERIVED = {
+    "arq_rounds": lambda run: [c["rounds"] + 1 for c in _transport(run)],
+    "arq_round_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 / c["rounds"]
+                                 for c in _transport(run) if c["rounds"]],
+    "symbol_span_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 for c in _transport(run)],
+    "tunnel_retransmissions": _tunnel_retransmissions,
+}
+
+
+def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
+                  source: str = "metrics") -> list[float]:
+    """Every value of ``metric`` (each element of a list) over the level's valid runs; a
+    :data:`DERIVED` name is computed from each run's read-backs."""
+    from testbed.spec.runresult import load_run
+    values = []
+    for rec in summary.get("runs", []):
+        if rec.get("valid") and rec.get("level") == level:
+            run = load_run(Path(exp_dir) / rec["dir"])
+            if metric in DERIVED:
+                values += [float(x) for x in DERIVED[metric](run)]
+                continue
+            v = (run.checks if source == "checks" else run.metrics).get(metric)
+            values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+    return values
+
+
+def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
+    """``pooled_mean`` / ``pooled_p99`` / ``pooled_median``: every value of a metric (or, with
+    ``source="checks"``, a read-back) over the level's valid runs — each element of a list
+    (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
+    (2000 resamples, seed 1).  n = number of values."""
+    import numpy as np
+    values = pooled_values(exp_dir, summary, m.level, m.metric, m.source)
+    if not values:
+        what = "read-back" if m.source == "checks" else "metric"
+        return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
+                               f"({_excluded(summary, m.level)})")
+    x = np.asarray(values)
+    q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99}[m.statistic]
+    stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \
+        (lambda a, axis=-1: np.percentile(a, q, axis=axis))
+    boots = stat(x[np.random.default_rng(1).integers(0, len(x), (2000, len(x)))], axis=1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return float(stat(x)) * m.scale, [float(lo) * m.scale, float(hi) * m.scale], len(x), ""
+
+
+def pooled_ratio(exp_dir: str | Path, summary: dict, m: Measure
+                 ) -> tuple[float | None, list | None, int, str]:
+    """``pooled_ratio``: median of every value of level a over median of every value of level b
+    (``levels`` = (a, b)), the same pooled medians the rows of each level show; CI: bootstrap 95 %
+    resampling each level's values independently (2000 resamples, seed 1).  n = the smaller
+    number of values."""
+    import numpy as np
+    (a, b), rng = m.levels, np.random.default_rng(1)
+    xs = [np.asarray(pooled_values(exp_dir, summary, lv, m.metric, m.source)) for lv in (a, b)]
+    if not all(len(x) for x in xs):
+        return None, None, 0, f"no valid runs to compare ({_excluded(summary, a)}; {_excluded(summary, b)})"
+    boots = [np.median(x[rng.integers(0, len(x), (2000, len(x)))], axis=1) for x in xs]
+    lo, hi = np.percentile(boots[0] / boots[1], [2.5, 97.5])
+    return float(np.median(xs[0]) / np.median(xs[1])), [float(lo), float(hi)], min(map(len, xs)), ""
+
+
+def measured_value(summary: dict, m: Measure, exp_dir: str | Path | None = None
+                   ) -> tuple[float | None, list | None, int, str]:
+    """(value, ci95, n, reason if None) of a measure in an experiment summary, in the row's unit."""
+    def scaled(x):
+        return None if x is None else x * m.scale
+    if m.statistic == "pooled_ratio":
+        return pooled_ratio(exp_dir, summary, m)
+    if m.statistic.startswith("pooled_"):
+        return pooled(exp_dir, summary, m)
+    if m.statistic == "median":
+        st = _level_stat(summary, m.level, m)
+        if not st or not st.get("n") or st.get("median") is None:
+            return None, None, 0, f"no valid run of level {m.level} ({_excluded(summary, m.level)})"
+        ci = st.get("median_ci")
+        return scaled(st["median"]), [scaled(c) for c in ci] if ci else None, st["n"], ""
+    a, b = m.levels
+    for comp in summary.get("comparisons", []):
+        if comp["a"] == a and comp["b"] == b and comp["metric"] == m.metric:
+            value, ci = comp.get(m.statistic), comp.get(f"{m.statistic}_ci")
+            na = (_level_stat(summary, a, m) or {}).get("n", 0)
+            nb = (_level_stat(summary, b, m) or {}).get("n", 0)
+            if value is None:
+                return None, None, 0, f"no valid runs to compare ({_excluded(summary, a)}; {_excluded(summary, b)})"
+            s = m.scale if m.statistic == "difference" else 1.0
+            return value * s, [c * s for c in ci] if ci else None, min(na, nb), ""
+    return None, None, 0, f"summary has no {a}/{b} comparison of {m.metric}"
+
+
+def _excluded(summary: dict, level: str) -> str:
+    reasons = [e["reason"] for e in summary.get("excluded", []) if e.get("level") == level and e.get("reason")]
+    return f"excluded: {reasons[0]}" if reasons else "no runs"
+
+
+def _evidence(row: Row, summary: dict, exp_dir: str | Path | None = None) -> list[str]:
+    """Numbers of the same runs quoted for a miss: the summary's median of each ``explain``
+    metric per level, or — for a metric the experiment does not summarize — the median of every
+    value of it in the level's valid runs' manifests (each element of a list)."""
+    import statistics
+    m = row.measure
+    levels = m.levels or (m.level,)
+    used = [r for r in summary.get("runs", []) if r.get("valid") and r.get("level") in levels]
+    degraded = sum(r.get("fidelity") == "degraded" for r in used)
+    out = [f"{degraded} of {len(used)} runs used carry emulator timing error (fidelity degraded)"] \
+        if degraded else []
+    for metric, label in row.explain:
+        for level in levels:
+            st = (summary.get("by_level", {}).get(level, {}).get("metrics", {}) or {}).get(metric)
+            if st and st.get("median") is not None:
+                out.append(f"{label} {st['median']:.4g} (median of {st['n']}, {level})")
+            elif exp_dir is not None:
+                vals = pooled_values(exp_dir, summary, level, metric)
+                if vals:
+                    out.append(f"{label} {statistics.median(vals):.4g} (median of {len(vals)} values "
+                               f"in the runs, {level}; range {min(vals):.4g}–{max(vals):.4g})")
+    return out
+
+
+def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: str | None = None) -> list[dict]:
+    """One result dict per row (the table's columns plus how each value was obtained);
+    ``measured`` None: no experiment ran (``skipped`` says why)."""
+    out = []
+    for row in rows:
+        model = row.model.value() if row.model else None
+        rec = {"id": row.id, "case": row.case, "quantity": row.quantity, "unit": row.unit,
+               "chapter": row.chapter, "model": model, "measured": None, "ci95": None, "n": 0,
+               "tolerance": row.tolerance if row.measure else None, "ok": None, "note": "",
+               "experiment_dir": None, "model_call": row.model.describe() if row.model else None,
+               "measure": _describe(row.measure)}
+        notes = []
+        m = row.measure
+        if m is None:
+            notes.append(row.unmeasured)
+        elif quick and m.full_only:
+            notes.append("not measured with --quick (full run only)")
+        elif measured is None:
+            notes.append(f"not measured in this run: {skipped or 'measurement skipped'}")
+        else:
+            res = measured.get(m.key)
+            if res is None:
+                notes.append("not measured in this run: its experiment was not run")
+            elif "error" in res:
+                notes.append(f"not measured: the experiment failed: {res['error']}")
+            else:
+                rec["experiment_dir"] = res["dir"]
+                rec["host"] = res.get("host")
+                value, ci, n, why = (_calibrated(res, m) if "calibrate" in res
+                                     else measured_value(res["summary"], m, res["dir"]))
+                rec.update(measured=value, ci95=ci, n=n)
+                if value is None:
+                    notes.append(f"not measured: {why}")
+                else:
+                    rec["ok"] = within(value, row.chapter, row.tolerance)
+                    if not rec["ok"]:
+                        ev = _evidence(row, res["summary"], res["dir"]) if "summary" in res else []
+                        cause = (row.cause_low if value < row.chapter and row.cause_low
+                                 else row.cause) or "unexplained"
+                        if model is not None and math.isfinite(model) and model != row.chapter \
+                                and within(value, model, row.tolerance):
+                            cause += f" (the measured value is within tolerance of the model's {model:g})"
+                        h = res.get("host")
+                        if h:
+                            ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else
+                                       "during its experiment: ") + describe_load(h))
+                        notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
+        if rec["experiment_dir"] and quick and m.experiment in QUICK_SETS:
+            notes.append("--quick: " + ", ".join(f"{k}={v}" for k, v in QUICK_SETS[m.experiment].items()))
+        if row.note:
+            notes.append(row.note)
+        if model is not None and math.isfinite(model) and row.chapter and \
+                abs(model - row.chapter) > 0.05 * abs(row.chapter) and not row.note:
+            notes.append(f"model differs from the chapter by {model / row.chapter - 1:+.0%}")
+        rec["note"] = "; ".join(n for n in notes if n)
+        out.append(rec)
+    return out
+
+
+def _describe(m: Measure | None) -> dict | None:
+    if m is None:
+        return None
+    return {"experiment": m.experiment, "level": m.level, "levels": list(m.levels), "metric": m.metric,
+            "statistic": m.statistic, "sets": dict(m.sets), "source": m.source, "scale": m.scale,
+            "full_only": m.full_only}
+
+
+def can_measure() -> str | None:
+    """None when packets can be measured here, else the reason."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    try:
+        import testbed.run.execute  # noqa: F401
+    except ImportError as exc:
+        return f"testbed.run.execute is not available ({exc})"
+    return None

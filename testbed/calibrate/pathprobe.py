@@ -1,0 +1,101 @@
+"""The probe sequence between two hosts of an up Testbed, shared by ``testbed calibrate`` and
+the benchmarks: RTT, loss per direction, bottleneck rate per direction, reordering.
+
+Each step starts ``testbed.calibrate.probe`` listeners and waits for their ``ready`` line
+(``testbed.host.ready``), runs the senders, and returns what the probes printed, with the
+definitions of ``testbed.calibrate.probe``.  ``a`` is the "up" sender (client side), ``b`` the "down" one.
+
+* ``rtt``: ``count`` ping-pong probes of ``size`` B payload, ``interval`` s apart; min and
+  median of the echoed ones.
+* ``loss``: ``count`` datagrams per direction, both directions at once, paced at ``rate``
+  frame bit/s without catching up after a stall; loss = (sent − received) / sent.
+* ``rate``: per direction, a train of ``TRAIN_PAYLOAD`` B datagrams at ``overdrive`` × the
+  spec's rate for ``seconds`` after a head start of up to ``head_start`` s of frames (capped so
+  head start and queue growth stay within 40% of the buffer); the bottleneck rate is the
+  probe's least-squares fit (``rate_bps``, or ``rate_delivered_bps`` when lost frames never
+  used the rate, as under netem).
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from testbed.spec.errors import RunError
+from testbed.spec.linkspec import LinkSpec
+from testbed.calibrate.probe import FRAME_OVERHEAD, last_json, probe_argv
+from testbed.host.ready import wait_ready
+
+TRAIN_PAYLOAD = 1472
+PORTS = {"echo": 5700, "loss_up": 5701, "loss_down": 5702, "rate_up": 5703, "rate_down": 5704}
+
+
+def _listener(tb, host: str, argv: list[str], name: str):
+    proc = tb.popen(host, argv, name=name, text=True)
+    wait_ready(proc, f"{name} on {host}")
+    return proc
+
+
+def _received(proc, stream: int, timeout: float = 600) -> dict | None:
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode:
+        raise RunError(f"probe receiver failed: {err.strip()}")
+    return last_json(out)["streams"].get(str(stream))
+
+
+def rtt(tb, a: str, b: str, count: int = 200, interval: float = 0.01, size: int = 64,
+        wait: float = 2.0) -> dict[str, Any]:
+    echo = _listener(tb, b, probe_argv("echo", "--port", PORTS["echo"]), "probe-echo")
+    try:
+        ping = last_json(tb.run(a, probe_argv("ping", "--dst", tb.ip(b), "--port", PORTS["echo"],
+                                              "--count", count, "--interval", interval, "--size", size,
+                                              "--wait", wait), timeout=60 + count * interval + wait,
+                                check=True).stdout)
+    finally:
+        echo.kill()
+        echo.communicate()
+    rtts = sorted(ping["rtt_ms"])
+    return {"min": rtts[0] if rtts else None, "median": statistics.median(rtts) if rtts else None,
+            "max": rtts[-1] if rtts else None, "probes": ping["sent"], "echoed": ping["received"]}
+
+
+def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: float = 2.0) -> dict:
+    """{"up"/"down": {"sent", "received", "reordered"}} of one paced stream per direction."""
+    rx = {"up": _listener(tb, b, probe_argv("recv", "--port", PORTS["loss_up"], "--idle", idle,
+                                            "--timeout", 600), "probe-recv"),
+          "down": _listener(tb, a, probe_argv("recv", "--port", PORTS["loss_down"], "--idle", idle,
+                                              "--timeout", 600), "probe-recv")}
+    tx = {d: tb.popen(src, probe_argv("send", "--dst", tb.ip(dst), "--port", PORTS[f"loss_{d}"],
+                                      "--count", count, "--rate", rate, "--size", size,
+                                      "--stream", stream, "--no-catch-up"), name="probe-send", text=True)
+          for d, src, dst, stream in (("up", a, b, 1), ("down", b, a, 2))}
+    sent = {d: last_json(p.communicate(timeout=600)[0])["sent"] for d, p in tx.items()}
+    out = {}
+    for d, stream in (("up", 1), ("down", 2)):
+        got = _received(rx[d], stream) or {}
+        out[d] = {"sent": sent[d], "received": got.get("received", 0),
+                  "reordered": got.get("reordered", 0)}
+    return out
+
+
+def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: float = 0.5,
+         overdrive: float = 1.05, head_start: float = 0.1, realtime: bool = True,
+         idle: float = 2.0, delivered: bool = False) -> dict[str, Any]:
+    """The bottleneck rate of ``src``→``dst`` (a shaped ``spec``) in Mbit/s of frames of the
+    spec's size accounting (payload + headers + overhead), and the train it used."""
+    frame_bits = (TRAIN_PAYLOAD + FRAME_OVERHEAD + spec.overhead) * 8
+    queue = spec.queue_limit_packets or (spec.queue_bytes // spec.frame_bytes)
+    head = min(head_start, 0.4 * queue * frame_bits / spec.rate)
+    count = int(min(seconds * spec.rate / frame_bits, 0.4 * queue / (1 - 1 / overdrive)))
+    port = PORTS[f"rate_{direction}"]
+    rx = _listener(tb, dst, probe_argv("recv", "--port", port, "--idle", idle, "--timeout", 600),
+                   "probe-recv")
+    snt = last_json(tb.run(src, probe_argv("send", "--dst", tb.ip(dst), "--port", port, "--count",
+                                           count, "--rate", overdrive * spec.rate, "--size",
+                                           TRAIN_PAYLOAD, "--stream", 3, "--burst", head,
+                                           *(["--realtime"] if realtime else [])),
+                           timeout=600, check=True).stdout)
+    got = _received(rx, 3)
+    key = "rate_delivered_bps" if delivered else "rate_bps"
+    mbps = got[key] * (frame_bits / 8) / got["frame_bytes"] / 1e6 if got and got[key] else None
+    return {"rate_mbps": mbps, "frames": count, "send_rate_mbps": snt["send_rate_bps"] / 1e6,
+            "received": got["received"] if got else 0, "reordered": got["reordered"] if got else 0}

@@ -1,0 +1,129 @@
+"""The ``testbed`` command line. Each subcommand lives in its own module, which exposes
+``register(subparsers)``; modules import their heavy dependencies inside ``run``.
+
+Errors are handled here, once: ``testbed.spec.errors.UsageError`` (and ValueError) → exit 2,
+SetupError / RunError → exit 1, each as one line ``testbed: error: <what failed: why>`` with the
+run directory when there is one; no traceback for an expected failure.  Library code logs with
+``logging``; ``-v`` shows progress (INFO), ``-vv`` debug, ``-q`` errors only.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import subprocess
+import sys
+
+from testbed.spec.errors import TestbedError
+
+COMMAND_MODULES = [
+    "testbed.cli.doctor",
+    "testbed.cli.topo",
+    "testbed.cli.clean",
+    "testbed.calibrate.link",
+    "testbed.cli.run",
+    "testbed.cli.analyze",
+    "testbed.cli.demo",
+    "testbed.cli.experiment",
+    "testbed.cli.model",
+    "testbed.cli.reproduce",
+]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line — what is wrong, and what is allowed where argparse knows it (the
+    choices) — and exit 2, not the usage block.  Every subcommand's parser is one too
+    (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="testbed",
+        description="Packet-level transport research testbed: topologies with emulated links, "
+                    "real stacks, captures and analysis.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more output: -v progress, -vv debug (before the command)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on stderr, errors only; results still print (before the command)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """A message on one line: its lines joined with ' | ', cut at ``limit`` characters."""
+    line = " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("testbed: %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # -vv: the testbed's debug lines, not every netlink message (pyroute2 resets its own level)
+    handler.addFilter(lambda r: r.levelno >= logging.WARNING
+                      or not r.name.startswith(("pyroute2", "asyncio")))
+    logging.addLevelName(logging.WARNING, "warning")
+    logging.addLevelName(logging.INFO, "info")
+    logging.addLevelName(logging.ERROR, "error")
+    logging.addLevelName(logging.DEBUG, "debug")
+    # importing mininet.log makes every logger created afterwards a MininetLogger with its own
+    # newline-less stderr handler, so each of our warnings printed twice, run together: undo that
+    try:
+        import mininet.log
+    except ImportError:
+        return
+    logging.setLoggerClass(logging.Logger)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, mininet.log.MininetLogger) and name != "mininet":
+            logger.handlers[:] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    error = parser.error
+
+    def error_with_hint(message: str):          # `testbed run reqresp -v`: say where -v goes
+        if message.startswith("unrecognized arguments") and \
+                {"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"} & set(message.split()):
+            message += " (-v and -q go before the command: testbed -v run …)"
+        error(message)
+    parser.error = error_with_hint
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose, args.quiet)
+    try:
+        if getattr(args, "backend", None) == "netem-uml":  # a guest that fails: one line too
+            from testbed.backends.uml import run_cli_in_guest
+            return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
+                                    results_root=getattr(args, "results", "results"))
+        return int(args.func(args) or 0)
+    except TestbedError as exc:
+        where = f" (run directory: {exc.run_dir})" if exc.run_dir else ""
+        print(f"testbed: error: {one_line(exc)}{where}", file=sys.stderr)
+        return exc.exit_code
+    except ValueError as exc:
+        print(f"testbed: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except subprocess.TimeoutExpired as exc:
+        print(f"testbed: error: {' '.join(map(str, exc.cmd))} did not finish within {exc.timeout:g} s",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("testbed: interrupted; everything the run created was removed", file=sys.stderr)
+        return 130
+    except BrokenPipeError:     # `testbed … | head` stopped reading: not the command's error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
+    except SystemExit as exc:
+        if isinstance(exc.code, int) and exc.code >= 128:
+            print(f"testbed: stopped by signal {exc.code - 128}; everything the run created was "
+                  "removed", file=sys.stderr)
+        raise

@@ -1,0 +1,19 @@
+"""``testbed clean``: remove what crashed runs left behind (see testbed.host.lifecycle)."""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("clean", help="remove namespaces, processes and temp dirs of crashed runs",
+                       description="End the processes recorded by runs whose owner is gone (by PID and "
+                                   "start time), which frees their namespaces and veths; remove their "
+                                   "temporary directories. Runs still in progress are left alone.")
+    p.add_argument("--force", action="store_true",
+                   help="also clean runs whose owner process is still alive")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from testbed.host.lifecycle import clean
+    for line in clean(force=args.force):
+        print(line)
+    return 0

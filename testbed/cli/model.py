@@ -1,0 +1,163 @@
+"""``testbed model NAME [--PARAM VALUE ...] [--json]``: evaluate one closed-form model of
+CHAPTER12.md (``analysis.models``) for any parameters; ``testbed model list`` lists them.
+
+Each model's options are derived from its parameter dataclass: one ``--name`` per field, the
+field's unit deciding how a value parses (``20mbit``, ``100ms``, ``30MB``, ``14%``, ``a,b,c``
+for lists, ``true``/``false``), its default shown in ``--help``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from testbed.cli import OneLineParser
+
+
+class _OneLineParser(OneLineParser):
+    """The CLI's one-line errors, naming the model's valid options too."""
+
+    def error(self, message):
+        valid = [a.option_strings[-1] for a in self._actions
+                 if a.option_strings and a.dest not in ("help",)]
+        # not super(): register() binds this to the `model` command's parser too
+        OneLineParser.error(self, message + (f"; valid: {', '.join(valid)}" if valid else ""))
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+def _named(name: str, fn):
+    def parse(text):
+        return fn(text)
+    parse.__name__ = name    # argparse says "invalid <name> value"
+    return parse
+
+
+def _parser_for(unit: str):
+    from testbed.spec import units
+
+    def listed(one):
+        return lambda text: tuple(one(x) for x in text.split(",") if x.strip())
+
+    def boolean(text):
+        low = text.lower()
+        if low not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(text)
+        return low in ("true", "1", "yes")
+
+    def count(text):
+        value = float(text)
+        if value != int(value):
+            raise ValueError(text)
+        return int(value)
+    def size(t):
+        return float(units.parse_size(t))
+    fn = {"B": size, "bit/s": units.parse_rate, "s": units.parse_time,
+          "1": units.parse_probability, "count": count, "choice": str, "bool": boolean,
+          "B list": listed(size), "s list": listed(units.parse_time)}[unit]
+    return _named({"B": "size", "bit/s": "rate", "s": "time", "1": "number", "count": "whole number",
+                   "bool": "true/false", "B list": "size list", "s list": "time list"}.get(unit, unit), fn)
+
+
+def _fmt_one(v, unit: str) -> str:
+    if unit.startswith("B") and v:
+        for div, suffix in ((1e6, "MB"), (2**20, "MiB"), (1e3, "KB")):
+            if v >= div and v % div == 0:
+                return f"{v / div:g}{suffix}"
+    if unit == "bit/s" and v:
+        for div, suffix in ((1e6, "mbit"), (1e3, "kbit")):
+            if v >= div and (v / div) == round(v / div, 3):
+                return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
+def _metavar(unit: str) -> str:
+    """The option's value placeholder: the unit (``S``, ``BIT/S``), ``X`` for a pure number."""
+    return "X" if unit == "1" else unit.upper().replace(" ", "_")
+
+
+def _fmt_default(value, unit: str) -> str:
+    """A default as the user would type it (30MB, 20mbit, 0.1)."""
+    if value is None:
+        return "derived"
+    if isinstance(value, tuple):
+        return ",".join(_fmt_one(v, unit) for v in value)
+    if isinstance(value, (bool, str)):
+        return str(value).lower()
+    return _fmt_one(value, unit)
+
+
+def register(sub) -> None:
+    from analysis.models import MODELS
+    p = sub.add_parser("model", help="evaluate a closed-form model of the chapter (what if?)",
+                       description="Evaluate one model of CHAPTER12.md for any parameters. "
+                                   "'testbed model list' lists the models.")
+    p.error = _OneLineParser.error.__get__(p)   # "testbed model nosuch": one line too
+    models = p.add_subparsers(dest="model_name", metavar="NAME", parser_class=_OneLineParser)
+    models.required = True
+    lst = models.add_parser("list", help="list the models")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=run_list)
+    for m in MODELS.values():
+        mp = models.add_parser(m.name, help=f"{m.case}: {m.help}",
+                               description=f"{m.case}: {m.help} (model: {m.fn.__module__}).")
+        for f in dataclasses.fields(m.params):
+            meta = f.metadata
+            mp.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=argparse.SUPPRESS,
+                            type=_parser_for(meta["unit"]),
+                            choices=meta["choices"] or None,
+                            metavar=None if meta["choices"] else _metavar(meta["unit"]),
+                            help=f"{meta['help']} [{meta['unit']}]" + (
+                                "" if "(default:" in meta["help"]
+                                else f" (default: {_fmt_default(f.default, meta['unit'])})"))
+        mp.add_argument("--json", action="store_true", help="print JSON")
+        mp.set_defaults(func=run)
+
+
+def run_list(args) -> int:
+    from analysis.models import MODELS
+    if args.json:
+        print(json.dumps([{"name": m.name, "case": m.case, "help": m.help} for m in MODELS.values()],
+                         indent=1))
+        return 0
+    width = max(map(len, MODELS))
+    for m in MODELS.values():
+        print(f"{m.name:<{width}}  {m.case:<7} {m.help}")
+    return 0
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, tuple):
+        return ", ".join(_show(v) for v in value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def run(args) -> int:
+    from analysis.models import get
+    model = get(args.model_name)
+    names = {f.name for f in dataclasses.fields(model.params)}
+    overrides = {k: v for k, v in vars(args).items() if k in names}
+    params = model.params(**overrides)
+    outputs = model.fn(params)
+    if args.json:
+        print(json.dumps({"model": model.name, "case": model.case, "params": params.to_dict(),
+                          "outputs": {k: q.to_dict() for k, q in outputs.items()}}, indent=1))
+        return 0
+    print(f"{model.name} ({model.case}): {model.help}")
+    set_ = ", ".join(f"{k}={_show(v)}" for k, v in overrides.items())
+    print(f"parameters: {set_ or 'the chapter defaults'}")
+    width = max(map(len, outputs))
+    for k, q in outputs.items():
+        print(f"  {k:<{width}}  {_show(q.value):>14} {q.unit:<8} {q.help}")
+    return 0

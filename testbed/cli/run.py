@@ -1,0 +1,88 @@
+"""``testbed run WORKLOAD``: parse the command line into a RunSpec, ``execute`` it, print.
+
+    testbed run reqresp --topo longhaul --set loss_down=0% --mode reuse --requests 10 \\
+        --cc bbr --window 64KB --ack max:10ms --initcwnd 10 --capture client
+    testbed run reqresp --topo relay --path relay --mode new --requests 10
+    testbed run reqresp --topo longhaul --transport udp --fec adaptive --loss-prior 14%
+    testbed run reqresp --topo dualpath --link access2.up.queue=50 --link egress.down.loss=1%
+    testbed run bulk --topo longhaul --size 30MB --direction up
+    testbed run audio --topo longhaul --transport udp --duration 5s --buffer 40ms,45ms
+    testbed run agent --topo longhaul --rounds 30 --reuse
+    testbed run reqresp --topo loopback ...     # 127.0.0.1, no root, no host factors
+
+Every workload option comes from the workload's params dataclass (``testbed/workloads/__init__.py``),
+every factor option from the factor registry (``testbed/spec/factors.py``); what the options mean
+and where each applies is written there once.  The run directory and its manifest are
+described in ``testbed/run/execute.py`` and ``testbed/spec/runresult.py``.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from testbed.spec import factors
+from testbed import workloads
+from testbed.spec.runspec import CaptureSpec, RunSpec
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a workload on a topology (" + ", ".join(workloads.all_workloads()) + ")",
+                       description=__doc__.split("\n\n")[0])
+    wsub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
+    wsub.required = True
+    for name, w in workloads.all_workloads().items():
+        aliases = [a for a, (target, _) in workloads.ALIASES.items() if target == name]
+        wp = wsub.add_parser(name, help=w.help, description=f"{name}: {w.help}", aliases=aliases)
+        _add_common(wp)
+        workloads.add_params(wp.add_argument_group(f"{name} parameters"), w.params, defaults=False)
+        factors.add_arguments(wp, "socket", "socket factors (both ends, before listen/connect)")
+        factors.add_arguments(wp, "host", "host factors (both end hosts' namespaces)")
+        wp.set_defaults(func=run)
+
+
+def _add_common(p) -> None:
+    from testbed.cli.topo import add_topology_args
+    p.add_argument("--topo", default="longhaul",
+                   help="topology name, or 'loopback' (127.0.0.1, no root) (default: longhaul)")
+    add_topology_args(p)
+    p.add_argument("--client-host", help="host of the client (default: the topology's client role)")
+    p.add_argument("--server-host", help="host of the server (default: the topology's server role)")
+    p.add_argument("--capture", default="all", metavar="all|none|HOST,...",
+                   help="tcpdump (headers only) on every interface of these hosts (default: all)")
+    p.add_argument("--full-payload", action="store_true", help="capture whole frames")
+    p.add_argument("--discard-pcaps", action="store_true",
+                   help="delete the pcaps once the metrics are computed")
+    p.add_argument("--timeout", default=600.0, type=float, help="seconds the client may take (default: 600)")
+    p.add_argument("--json", action="store_true", help="print the run id, directory and metrics as JSON")
+
+
+def spec_from_args(args) -> RunSpec:
+    """The RunSpec of a ``testbed run`` command line (only what was given; defaults stay in the
+    registries)."""
+    from testbed.cli.topo import parse_links, parse_overrides
+    w = workloads.get(workloads.resolve_alias(args.workload, {})[0])
+    return RunSpec(
+        topology=args.topo, topology_params=parse_overrides(args.overrides),
+        links=parse_links(args.link), backend=args.backend, seed=args.seed,
+        workload=args.workload, params=workloads.from_args(args, w.params),
+        socket=factors.from_args(args, "socket"), host=factors.from_args(args, "host"),
+        capture=CaptureSpec(args.capture, args.full_payload, not args.discard_pcaps),
+        client_host=args.client_host, server_host=args.server_host, timeout=args.timeout)
+
+
+def run(args) -> int:
+    from testbed.run.execute import execute
+    from testbed.host.lifecycle import new_run_id
+    spec = spec_from_args(args)
+    run_id = new_run_id()
+    result = execute(spec, Path(args.results) / run_id, run_id=run_id)
+    if args.json:
+        print(json.dumps({"run_id": result.run_id, "dir": str(result.dir), "status": result.status,
+                          "metrics": result.metrics}, indent=1))
+        return 0
+    out = result.dir / "client.stdout"
+    if out.exists():
+        sys.stdout.write(out.read_text(errors="replace"))
+    print(f"results in {result.dir}")
+    return 0

@@ -1,0 +1,237 @@
+"""``testbed topo list``, ``testbed topo show NAME [--json]`` and
+``testbed topo up NAME [--set KEY=VALUE ...] [--link LINK.DIR.FIELD=VALUE ...] [--backend B]
+[--cli | --hold S | --exec HOST CMD ... [--exec ...]]``.
+
+``--exec HOST CMD ARGS...`` runs an outside program in a host (argv split without a shell;
+``{host}`` in an argument becomes that host's address, e.g. ``{server}``); every program's
+output goes to ``<run dir>/exec-<n>-<host>.stdout``/``.stderr``; all but the last run in the
+background (servers), the last in the foreground; the exit status is the last one's.
+``--exec`` options come last (everything after the first one belongs to the programs).
+
+    testbed topo up longhaul --set loss_down=0% --exec server iperf3 -s \
+        --exec client iperf3 -c {server} -t 5
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+import time
+
+from testbed.backends import BACKEND_CHOICES
+from testbed.spec.errors import RunError, SetupError, UsageError
+from testbed.emulator.config import add_engine_option
+
+log = logging.getLogger(__name__)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("topo", help="list topologies or bring one up")
+    tsub = p.add_subparsers(dest="topo_command", metavar="ACTION")
+    tsub.required = True
+    lp = tsub.add_parser("list", help="list the topologies: hosts, roles, links and parameters")
+    lp.set_defaults(func=run_list)
+    sp = tsub.add_parser("show", help="one topology's hosts, roles, and links with both directions' specs")
+    sp.add_argument("name")
+    sp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a topology parameter")
+    sp.add_argument("--link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
+                    help="override one field of one direction of a named link")
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.set_defaults(func=run_show)
+    up = tsub.add_parser("up", help="bring a topology up, print it, tear it down on exit")
+    up.add_argument("name")
+    add_topology_args(up)
+    up.add_argument("--cli", action="store_true", help="open Mininet's CLI to poke around")
+    up.add_argument("--hold", type=float, default=0, metavar="SECONDS",
+                    help="without --cli: keep the topology up this long (default: tear down at once)")
+    up.add_argument("--exec", dest="execs", action="append", nargs=argparse.REMAINDER, default=[],
+                    metavar="HOST CMD", help="run CMD in HOST ({host} → its address); the last "
+                    "--exec in the foreground, the others in the background (see above)")
+    up.set_defaults(func=run_up)
+
+
+def add_topology_args(p) -> None:
+    """Options every command that brings up a topology shares."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a topology parameter (see `testbed topo list`)")
+    p.add_argument("--link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
+                   help="override one field of one direction of a named link, e.g. "
+                        "bottleneck.down.loss=3%%, access2.up.queue=50 (see `testbed topo show NAME`)")
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
+                   help="link backend (auto: netem where the kernel has it, else userspace; netem-uml: run the command in a User-Mode Linux guest with netem) (default: auto)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the loss and jitter generators (default: 1)")
+    add_engine_option(p)
+    p.add_argument("--results", default="results", help="directory for run results (default: results)")
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value.strip():   # an empty value once meant 'unshaped'
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set rate_down=50mbit "
+                             "(a rate may be 'unshaped')")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_links(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key.count(".") != 2 or not value.strip():
+            raise UsageError(f"--link {item!r}: expected LINK.DIR.FIELD=VALUE, e.g. "
+                             "--link bottleneck.down.loss=3% (a rate may be 'unshaped')")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def describe(name: str, overrides: dict | None = None, links: dict | None = None) -> dict:
+    """Hosts (addresses), roles, parameters and named links (both directions) of a topology."""
+    from topologies import topology_class
+    cls = topology_class(name)
+    topo = cls(links=links or {}, **(overrides or {}))
+    hosts = {}
+    for h in topo.hosts():
+        ips = [info[key]["ip"] for _, _, info in topo.links(withInfo=True)
+               for node, key in ((info["node1"], "params1"), (info["node2"], "params2"))
+               if node == h and info.get(key, {}).get("ip")]
+        hosts[h] = {"ips": ips or ([topo.nodeInfo(h)["ip"]] if topo.nodeInfo(h).get("ip") else []),
+                    "router": bool(topo.nodeInfo(h).get("router"))}
+    return {"name": cls.name, "chapter_case": cls.chapter_case, "description": cls.description,
+            "roles": dict(cls.roles), "hosts": hosts,
+            "params": {k: {"value": topo.values[k], "default": d, "help": h}
+                       for k, (d, h) in cls.params.items()},
+            "links": topo.link_table()}
+
+
+def run_list(args) -> int:
+    from topologies import TOPOLOGIES
+    for name in TOPOLOGIES:
+        d = describe(name)
+        case = f" [{d['chapter_case']}]" if d["chapter_case"] else ""
+        print(f"{name}{case}: {d['description']}")
+        print(f"    hosts: {', '.join(d['hosts'])} (client {d['roles']['client']}, "
+              f"server {d['roles']['server']}); links: {', '.join(l['name'] for l in d['links'])}")
+        width = max(map(len, d["params"]), default=0)
+        for key, p in d["params"].items():
+            print(f"    {key:<{width}}  {str(p['default']):<10} {p['help']}")
+    return 0
+
+
+def run_show(args) -> int:
+    d = describe(args.name, parse_overrides(args.overrides), parse_links(args.link))
+    if args.json:
+        print(json.dumps(d, indent=1))
+        return 0
+    print(f"{d['name']}: {d['description']}")
+    print(f"  roles: client {d['roles']['client']}, server {d['roles']['server']}")
+    for host, info in d["hosts"].items():
+        print(f"  host {host}: {', '.join(info['ips']) or '-'}{' (router)' if info['router'] else ''}")
+    for link in d["links"]:
+        print(f"  link {link['name']}:")
+        for direction in ("up", "down"):
+            x = link[direction]
+            print(f"    {direction:<4} {x['from']} → {x['to']}: {x['describe']}")
+    return 0
+
+
+def check_up_args(args) -> None:
+    """What ``topo up`` can refuse before it builds anything: alternatives, --hold, --exec hosts."""
+    if sum(map(bool, (args.cli, args.hold, args.execs))) > 1:
+        raise UsageError("--cli, --hold and --exec are alternatives; give one of them")
+    if args.hold < 0:
+        raise UsageError(f"--hold {args.hold:g}: give the seconds to keep the topology up (>= 0)")
+    hosts = describe(args.name, parse_overrides(args.overrides), parse_links(args.link))["hosts"]
+    for item in split_execs(args.execs) if args.execs else []:
+        if len(item) < 2 or item[0] not in hosts:
+            raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
+                             f"of {', '.join(sorted(hosts))}")
+
+
+def run_up(args) -> int:
+    from testbed.run.network import Testbed
+    check_up_args(args)
+    t0 = time.monotonic()
+    with Testbed(args.name, backend=args.backend, overrides=parse_overrides(args.overrides),
+                 links=parse_links(args.link), results_root=args.results, seed=args.seed) as tb:
+        log.info("topo up took %.3f s", time.monotonic() - t0)
+        print(f"{tb.topo.name} up with backend {tb.backend.name}; results in {tb.dir}")
+        for link in tb.metadata["links"]:
+            print(f"  {link['name']} up   {link['a']} → {link['b']}: {link['describe'][0]}")
+            print(f"  {link['name']} down {link['b']} → {link['a']}: {link['describe'][1]}")
+        for name, info in tb.metadata["hosts"].items():
+            print(f"  {name}: {', '.join(f'{i} {ip}' for i, ip in info['ips'].items())}")
+        status = 0
+        if args.execs:
+            status = run_execs(tb, args.execs)
+        elif args.cli:
+            from mininet.cli import CLI
+            CLI(tb.net)
+        elif args.hold:
+            time.sleep(args.hold)
+    print("torn down")
+    return status
+
+
+def split_execs(execs: list[list[str]]) -> list[list[str]]:
+    """argparse gives the first ``--exec`` everything after it: split at each ``--exec``."""
+    out: list[list[str]] = []
+    for group in execs:
+        current: list[str] = []
+        for token in group:
+            if token == "--exec":
+                out.append(current)
+                current = []
+            else:
+                current.append(token)
+        out.append(current)
+    return out
+
+
+def run_execs(tb, execs: list[list[str]]) -> int:
+    """Run each ``[HOST, CMD, ARG...]`` in its host; the last in the foreground."""
+    import subprocess
+    hosts = set(tb.hosts)
+    commands = []
+    for item in split_execs(execs):
+        if len(item) < 2 or item[0] not in hosts:
+            raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
+                             f"of {', '.join(sorted(hosts))}")
+        try:
+            argv = [arg.format(**{h: tb.ip(h) for h in hosts}) for arg in item[1:]]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UsageError(f"--exec {' '.join(item)!r}: bad {{host}} substitution ({exc}); "
+                             f"hosts: {', '.join(sorted(hosts))}") from None
+        commands.append((item[0], argv))
+    background = []
+    for n, (host, argv) in enumerate(commands):
+        stem = tb.dir / f"exec-{n}-{host}"
+        with open(f"{stem}.stdout", "wb") as out, open(f"{stem}.stderr", "wb") as err:
+            try:
+                proc = tb.popen(host, argv, name=f"exec {argv[0]}", stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL)
+            except OSError as exc:
+                raise SetupError(f"--exec on {host}: cannot start {argv[0]}: {exc.strerror}") from None
+        if n < len(commands) - 1:
+            background.append(proc)
+            time.sleep(0.5)        # let a server bind before the next program connects
+            if proc.poll() is not None:
+                raise RunError(f"--exec on {host}: {' '.join(argv)} exited {proc.returncode} at once; "
+                               f"see {stem}.stderr")
+        else:
+            status = proc.wait()
+    for proc in background:          # a server that ends with its client (iperf3 -s -1) flushes
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)
+    for n, (host, argv) in enumerate(commands):
+        text = (tb.dir / f"exec-{n}-{host}.stdout").read_text(errors="replace")
+        print(f"--- {host}: {' '.join(argv)}\n{text}", end="" if text.endswith("\n") else "\n")
+    if status:                       # e.g. a program the host cannot find: say so, and where
+        err = (tb.dir / f"exec-{len(commands) - 1}-{commands[-1][0]}.stderr").read_text(errors="replace")
+        print(f"testbed: {' '.join(commands[-1][1])} on {commands[-1][0]} exited {status}"
+              + (f": {err.strip().splitlines()[-1]}" if err.strip() else ""), file=sys.stderr)
+    return status

@@ -1,0 +1,383 @@
+"""``execute(spec, out_dir) -> RunResult``: one run, from a RunSpec to a run directory.
+
+    from testbed.run.execute import execute
+    from testbed.spec.runspec import RunSpec
+    r = execute(RunSpec(topology="relay", workload="reqresp", params={"path": "relay"}), "out/r1")
+    r.metrics["completion_ms"], r.checks["cc"], r.fidelity["verdict"]
+
+Steps: validate the spec (UsageError, nothing created); bring the topology up in ``out_dir``
+(or use ``testbed``, an already-up Testbed whose topology, links, seed and backend match);
+apply the host factors in both end hosts (route options, sysctls, tcp_metrics flush; read
+back); start captures on the spec's hosts; start the server (and for ``path=relay`` the gateway
+pair) and wait for their ``ready`` lines (``testbed.host.ready``); run the client until it exits or
+``spec.timeout``; keep capturing for ``drain_time``; stop everything this run started; tear
+down what it brought up; write ``manifest.json``; compute metrics (``Workload.metrics``, the
+code ``testbed analyze RUN_DIR`` runs) and the fidelity verdict; write the manifest again.
+
+A setup or run failure writes the manifest with status ``failed`` and the error, then raises
+SetupError / RunError (``.result`` is the RunResult).  Never sees argparse or sys.argv.
+
+Files in the run directory: ``manifest.json``; ``metadata.json`` (the Testbed's provenance);
+``client.jsonl``, ``server.jsonl`` (``cgw.jsonl``, ``sgw.jsonl``) event logs and
+``<role>.stdout``/``.stderr``; ``pcap/<host>-<iface>.pcap`` with ``.meta.json`` and
+``.tcpdump.log``; ``emulator/`` (userspace backend: ``config.json``, ``<direction>.frames``,
+``summary.json``, ``forwarder.log``).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from testbed.spec import factors
+from testbed import workloads
+from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
+from testbed.host.lifecycle import new_run_id
+from testbed.host.ready import wait_ready
+from testbed.spec.runresult import RunResult
+from testbed.spec.runspec import LOOPBACK, RunSpec
+
+log = logging.getLogger(__name__)
+PY = [sys.executable, "-m"]
+TUNNEL_PORT, SOCKS_PORT = 7000, 1080
+
+
+def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
+            run_id: str | None = None) -> RunResult:
+    """Run ``spec`` into the run directory ``out_dir`` (created; must not exist or be empty);
+    see the module docstring.  ``run_id``: the id recorded (default: a new one)."""
+    spec.validate()
+    workload = workloads.get(spec.workload)
+    params = workload.make_params(spec.params)
+    workload = workload.for_params(params)           # e.g. reqresp over transport udp
+    if spec.topology != LOOPBACK:
+        from testbed.backends import check_available
+        from testbed.run.network import require_root
+        require_root(f"topology {spec.topology!r}")
+        if testbed is None:
+            check_available(spec.backend)  # before the run directory: bad input, not a failed run
+    _check_socket_factors(spec)
+    out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UsageError(f"run directory {out_dir} exists and is not empty")
+    if testbed is not None:
+        _check_matches(spec, testbed)
+    client, server = spec.roles
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = RunResult(run_id or new_run_id(), out_dir, spec, "failed", None, time.time(), 0.0,
+                       roles={"client": client, "server": server})
+    phases: dict[str, float] = {}
+    error: BaseException | None = None
+    bed = testbed
+    try:
+        with _phase(phases, "total_s"):
+            with contextlib.ExitStack() as stack:
+                with _phase(phases, "bring_up_s"):
+                    if bed is None:
+                        bed = _bring_up(spec, out_dir, stack)
+                _run(spec, workload, params, bed, result, phases)
+                t_down = time.monotonic()
+            phases["teardown_s"] = time.monotonic() - t_down
+    except TestbedError as exc:
+        error = exc
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        error = RunError(f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:       # Ctrl-C, SIGTERM: record, then let it end the program
+        result.error = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped ({exc!r})"
+        _finish(result, bed, phases, workload, compute=False)
+        raise
+    if error is not None:
+        result.error = str(error)
+    _finish(result, bed, phases, workload, compute=error is None)
+    if error is not None:
+        error.run_dir, error.result = out_dir, result
+        raise error
+    return result
+
+
+# --- steps -----------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _phase(phases: dict, name: str):
+    label = name.removesuffix("_s").replace("_", " ")     # `testbed -v run …` shows progress
+    if name != "total_s":
+        log.info("%s …", label)
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = time.monotonic() - t0
+        log.info("%s: %.2f s", label, phases[name])
+
+
+def _check_socket_factors(spec: RunSpec) -> None:
+    """Try the SocketFactors both ends will use on a socket here: what only the kernel knows,
+    such as TCP_DELACK_MAX_US ticks, fails now rather than in the apps."""
+    import socket
+    from testbed.apps.tcpopts import SocketFactors
+    try:
+        sf = SocketFactors(**factors.socket_fields(spec.socket, spec.host))
+        with socket.socket() as probe:
+            sf.apply(probe)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_matches(spec: RunSpec, tb: Any) -> None:
+    topo = tb.topo
+    want = topo.resolve(spec.topology_params)
+    problems = [what for what, ok in (
+        ("topology", topo.name == spec.topology), ("topology_params", topo.values == want),
+        ("links", topo.link_overrides == dict(spec.links)), ("seed", tb.seed == spec.seed),
+        ("backend", spec.backend in ("auto", tb.backend.name))) if not ok]
+    if problems:
+        raise UsageError(f"the given testbed does not match the spec in {', '.join(problems)}")
+
+
+def _bring_up(spec: RunSpec, out_dir: Path, stack: contextlib.ExitStack):
+    if spec.topology == LOOPBACK:
+        from testbed.run.loopback import Loopback
+        return stack.enter_context(Loopback(run_dir=out_dir))
+    from testbed.run.network import Testbed
+    return stack.enter_context(Testbed(spec.topology, backend=spec.backend, seed=spec.seed,
+                                       overrides=dict(spec.topology_params), links=dict(spec.links),
+                                       run_dir=out_dir))
+
+
+def _run(spec, workload, params, tb, result: RunResult, phases: dict) -> None:
+    from testbed.apps.tcpopts import HostFactors
+    out = result.dir
+    client, server = result.roles["client"], result.roles["server"]
+    loopback = spec.topology == LOOPBACK
+    server_ip = tb.ip(server)
+    host_factors: dict[str, Any] = {}
+    result.checks["host_factors"] = host_factors
+    if not loopback:
+        with _phase(phases, "host_factors_s"):
+            fields = factors.host_fields(spec.host)
+            for host, peer in ((client, server_ip), (server, tb.ip(client))):
+                host_factors[host] = _host_apply(tb, host, HostFactors(peer, **fields))
+    sock_argv = factors.socket_argv(spec.socket, spec.host)
+    started: list[tuple[str, subprocess.Popen]] = []
+    caps, cpu = [], []
+    try:
+        with contextlib.ExitStack() as stack:
+            hosts = _capture_hosts(spec, tb)
+            if hosts:
+                from testbed.host.capture import capture_hosts
+                caps = stack.enter_context(capture_hosts(tb, hosts, directory=out,
+                                                         full_payload=spec.capture.full_payload))
+            sargv = PY + workload.server_argv(params, out / "server.jsonl") + sock_argv
+            result.apps["server"] = sargv
+            proc = tb.popen(server, sargv, name=f"{workload.name} server")
+            started.append(("server", proc))
+            wait_ready(proc, f"{workload.name} server on {server}")
+            socks = None
+            if getattr(params, "path", "direct") == "relay":
+                socks = _start_relay(tb, params, spec, result, started)
+            cargv = PY + workload.client_argv(params, f"{server_ip}:{workload.port}",
+                                              out / "client.jsonl", socks) + sock_argv
+            result.apps["client"] = cargv
+            with _phase(phases, "workload_s"):
+                cproc = tb.popen(client, cargv, name=f"{workload.name} client",
+                                 stdin=subprocess.DEVNULL)
+                started.append(("client", cproc))
+                try:
+                    cproc.wait(timeout=spec.timeout)
+                except subprocess.TimeoutExpired:
+                    raise RunError(f"{workload.name} client on {client} did not finish within "
+                                   f"{spec.timeout:g} s") from None
+            with _phase(phases, "drain_s"):
+                if caps:
+                    time.sleep(drain_time(tb))
+            cpu = [_cpu_seconds(c.proc.pid) for c in caps]
+    finally:
+        for role, proc in reversed(started):
+            _stop(proc, out / role)
+    cap_records = [_capture_record(c, s) for c, s in zip(caps, cpu)]
+    if cap_records:
+        result.capture = {"cpu_s": sum(c["cpu_s"] or 0 for c in cap_records),
+                          "dropped_by_kernel": sum(c["dropped_by_kernel"] or 0 for c in cap_records),
+                          "interfaces": cap_records}
+    rc = started[-1][1].returncode if started and started[-1][0] == "client" else None
+    if rc:
+        err = _last_line(out / "client.stderr")
+        raise RunError(f"{workload.name} client on {client} exited {rc}: {err}")
+
+
+def _host_apply(tb, host: str, h) -> dict:
+    import json
+    r = tb.run(host, PY + ["testbed.apps.tcpopts", "host", *h.argv()], timeout=30, name="tcpopts")
+    if r.returncode:
+        raise SetupError(f"applying host factors on {host} failed: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def _start_relay(tb, params, spec: RunSpec, result: RunResult, started: list) -> str:
+    """Gateways on the relay hosts joined by one tuned tunnel; returns the SOCKS5 address."""
+    from testbed.apps.tcpopts import HostFactors
+    from testbed.spec.units import parse_size
+    out = result.dir
+    cgw, sgw = params.relay_hosts.split(",")
+    cgw_ip = tb.ip(cgw)                                   # where the application connects
+    cgw_tunnel_ip, sgw_ip = _link_ips(tb, cgw, sgw)       # the tunnel's two ends
+    buffers = str(parse_size(params.tunnel_buffers))
+    tunnel = ["--sndbuf", buffers, "--rcvbuf", buffers, "--cc", params.tunnel_cc]
+    flush = factors.host_fields(spec.host)["flush_metrics"]
+    for host, peer in ((cgw, sgw_ip), (sgw, cgw_tunnel_ip)):
+        h = HostFactors(peer, initcwnd=params.tunnel_initcwnd, initrwnd=params.tunnel_initcwnd,
+                        slow_start_after_idle=False, flush_metrics=flush)
+        result.checks["host_factors"][host] = _host_apply(tb, host, h)
+    sargv = PY + ["testbed.apps.relay", "server-gw", "--listen", f"0.0.0.0:{TUNNEL_PORT}",
+                  "--log", str(out / "sgw.jsonl"), *tunnel]
+    result.apps["sgw"] = sargv
+    proc = tb.popen(sgw, sargv, name="relay server-gw")
+    started.append(("sgw", proc))
+    wait_ready(proc, f"server gateway on {sgw}")
+    cargv = PY + ["testbed.apps.relay", "client-gw", "--socks", f"0.0.0.0:{SOCKS_PORT}",
+                  "--tunnel", f"{sgw_ip}:{TUNNEL_PORT}", "--log", str(out / "cgw.jsonl"), *tunnel,
+                  "--connect", params.connect_mode]
+    result.apps["cgw"] = cargv
+    proc = tb.popen(cgw, cargv, name="relay client-gw")
+    started.append(("cgw", proc))
+    wait_ready(proc, f"client gateway on {cgw}")
+    return f"{cgw_ip}:{SOCKS_PORT}"
+
+
+def _link_ips(tb, a: str, b: str) -> tuple[str, str]:
+    """IP addresses of ``a`` and ``b`` on the link joining them."""
+    links = tb.net.linksBetween(tb.host(a), tb.host(b))
+    if not links:
+        raise UsageError(f"no link between {a} and {b}; relay_hosts names the two gateways")
+    by_node = {end.node.name: end.IP() for end in (links[0].intf1, links[0].intf2)}
+    return by_node[a], by_node[b]
+
+
+def _capture_hosts(spec: RunSpec, tb) -> list[str]:
+    hosts = spec.capture.hosts
+    if spec.topology == LOOPBACK or hosts == "none":
+        return []
+    return sorted(tb.hosts) if hosts == "all" else list(hosts)
+
+
+def drain_time(tb) -> float:
+    """Seconds to keep capturing after the workload ends, so its last ACKs and FINs are on file:
+    twice the sum of every link direction's delay and jitter (an upper bound on any path's RTT)
+    plus 100 ms."""
+    total = sum(spec["delay"] + spec["jitter"] for link in tb.metadata["links"]
+                for spec in (link["a_to_b"], link["b_to_a"]) if spec)
+    return 2 * total + 0.1
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a live process (fields 14, 15 of /proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _capture_record(cap, cpu_s: float | None) -> dict:
+    r = cap.result
+    return {"pcap": r.pcap, "interface": r.interface, "captured": r.captured,
+            "dropped_by_kernel": r.dropped_by_kernel, "cpu_s": cpu_s, "warnings": r.warnings}
+
+
+def _stop(proc: subprocess.Popen, stem: Path) -> None:
+    """End a process this run started (its whole group) and save its output."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+    else:
+        out, err = proc.communicate()
+    for data, suffix in ((out, ".stdout"), (err, ".stderr")):
+        if data:
+            Path(f"{stem}{suffix}").write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def _last_line(path: Path) -> str:
+    text = path.read_text(errors="replace") if path.exists() else ""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no error output"
+
+
+# --- the record ------------------------------------------------------------------------------
+
+def _finish(result: RunResult, bed, phases: dict, workload, compute: bool) -> None:
+    result.timings = phases
+    from testbed.run.provenance import provenance
+    metadata = getattr(bed, "metadata", {}) or {}
+    result.environment = {**provenance(), **{k: v for k, v in metadata.items()
+                                             if k not in ("backend_summary", "run_id")}}
+    result.fidelity = _fidelity(metadata)
+    result.files = inventory(result)
+    result.finished = time.time()
+    result.status = "complete" if compute else "failed"
+    result.write()
+    if not compute:
+        return
+    with _phase(phases, "metrics_s"):
+        try:
+            computed = workload.metrics(result.dir)
+        except (ValueError, OSError) as exc:
+            log.warning("metrics of %s could not be computed: %s", result.dir, exc)
+            computed = {"metrics": {}, "checks": {"metrics_error": str(exc)}}
+    result.metrics = computed.get("metrics", {})
+    result.checks.update(computed.get("checks", {}))
+    if not result.spec.capture.keep:
+        for pcap in result.files_of("pcap"):
+            pcap.unlink(missing_ok=True)
+        result.files = inventory(result)
+    result.write()
+
+
+def _fidelity(metadata: dict) -> dict:
+    """The link backend's verdict on this run (``testbed.emulator.fidelity.verdict``; unknown
+    without a summary: loopback, a testbed shared between runs, or a backend without one)."""
+    from testbed.emulator import fidelity
+    summary = metadata.get("backend_summary")
+    return {"backend": metadata.get("backend"), "engine": (summary or {}).get("engine"),
+            **fidelity.verdict(summary, metadata.get("links"))}
+
+
+KINDS = (("manifest.json", "manifest"), ("metadata.json", "metadata"), (".pcap", "pcap"),
+         (".pcap.meta.json", "pcap_meta"), (".tcpdump.log", "capture_log"), (".jsonl", "eventlog"),
+         (".frames", "framelog"), ("summary.json", "emulator_summary"),
+         ("config.json", "emulator_config"), ("forwarder.log", "emulator_log"),
+         (".stdout", "output"), (".stderr", "output"))
+
+
+def inventory(result: RunResult) -> list[dict]:
+    """Every file of the run directory: path (relative), kind, and the host and interface it
+    was recorded on where one applies (frame logs: the emulator direction as interface)."""
+    roles = {**result.roles, "cgw": "cgw", "sgw": "sgw"}
+    out = []
+    for path in sorted(p for p in result.dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(result.dir).as_posix()
+        kind = next((k for suffix, k in sorted(KINDS, key=lambda x: -len(x[0]))
+                     if path.name.endswith(suffix)), "other")
+        host = interface = None
+        if kind in ("pcap", "pcap_meta", "capture_log"):
+            stem = path.name.split(".pcap")[0]
+            host, _, interface = stem.partition("-")
+            interface = interface or None
+        elif kind in ("eventlog", "output"):
+            host = roles.get(path.name.split(".")[0])
+        elif kind == "framelog":
+            interface = path.stem
+        out.append({"path": rel, "kind": kind, "host": host, "interface": interface,
+                    "bytes": path.stat().st_size})
+    return out

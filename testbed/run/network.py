@@ -1,0 +1,184 @@
+"""``Testbed``: a topology brought up on Mininet with one backend, torn down without leftovers.
+
+    with Testbed("longhaul", backend="userspace", overrides={"rate_down": "20mbit"}) as tb:
+        server = tb.popen("server", [...])        # inside the host's namespace, PID recorded
+        result = tb.run("client", [...], timeout=30)
+
+Hosts are Mininet ``Host``s (unnamed network namespaces held by their shells).  Every host gets
+the per-host configuration of ``testbed.host.namespace`` (offloads off, sysctls, routes, forwarding on
+routers).  The run's metadata (``tb.metadata``, written to ``metadata.json`` in ``tb.dir``)
+records what a reader needs to trust or redo the run.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Sequence
+
+from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
+from testbed.host.namespace import DEFAULT_SYSCTLS, configure_host, ns_argv, read_sysctls, static_arp
+from testbed.host.lifecycle import Run
+from testbed.run.provenance import provenance
+
+log = logging.getLogger(__name__)
+
+
+def require_root(what: str) -> None:
+    """Raise SetupError, one line, when not root: namespaces, veths and captures need it."""
+    if os.geteuid() != 0:
+        raise SetupError(f"{what} needs root (network namespaces, veths, captures): run it as "
+                         "root, e.g. sudo .venv/bin/testbed …")
+
+
+class Testbed:
+    def __init__(self, topo: Any, backend: str = "auto", overrides: dict[str, Any] | None = None,
+                 results_root: Path | str = "results", seed: int = 1, sysctls: dict[str, str] | None = None,
+                 links: dict[str, str] | None = None, run_dir: Path | str | None = None):
+        """``overrides``: the topology's parameters (``--set``); ``links``: named-link overrides
+        ``{"LINK.DIR.FIELD": "VALUE"}`` (``--link``); ``run_dir``: the results directory
+        (default ``results_root/<run id>``)."""
+        from topologies import topology_class
+        from topologies.base import TestbedTopo
+        if isinstance(topo, str):
+            topo = topology_class(topo)(links=links, **(overrides or {}))
+        elif overrides or links:
+            raise ValueError("overrides and links apply to a topology given by name")
+        if not isinstance(topo, TestbedTopo):
+            raise TypeError(f"topology must be a name or a TestbedTopo, not {type(topo).__name__}")
+        self.topo = topo
+        self.backend_name = backend
+        self.seed = seed
+        self.sysctls = dict(sysctls or {})
+        self.run_ = Run(results_root, run_dir=run_dir)
+        self.net = None
+        self.backend = None
+        self.metadata: dict[str, Any] = {}
+
+    # --- access -----------------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self.run_.dir
+
+    @property
+    def hosts(self) -> dict[str, Any]:
+        return {h.name: h for h in self.net.hosts}
+
+    def host(self, name: str):
+        try:
+            return self.hosts[name]
+        except KeyError:
+            raise ValueError(f"no host {name!r} in topology {self.topo.name!r}; hosts: "
+                             f"{', '.join(self.hosts)}") from None
+
+    def ip(self, name: str) -> str:
+        return self.host(name).IP()
+
+    def popen(self, host: str, argv: Sequence[str], name: str = "process", **kwargs: Any) -> subprocess.Popen:
+        """Start argv inside ``host`` in its own process group; recorded, ended at teardown."""
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        proc = subprocess.Popen(ns_argv(self.host(host), argv), start_new_session=True, **kwargs)
+        self.run_.record_pid(proc.pid, f"{name} on {host}", group=True)
+        return proc
+
+    def run(self, host: str, argv: Sequence[str], timeout: float = 60, check: bool = False,
+            name: str = "command", input: str | None = None) -> subprocess.CompletedProcess:
+        """Run argv inside ``host`` and wait; text output captured. On timeout the process group
+        is ended and ``subprocess.TimeoutExpired`` raised."""
+        proc = self.popen(host, argv, name=name, text=True,
+                          stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        result = subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+        if check and result.returncode:
+            raise RunError(f"{host}: {' '.join(argv)} exited {result.returncode}: {err.strip()}")
+        return result
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def __enter__(self) -> "Testbed":
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import Host
+        from testbed.backends import check_available, select_backend
+
+        require_root(f"topology {self.topo.name!r}")
+        check_available(self.backend_name)
+        setLogLevel("error")
+        self.run_.__enter__()
+        try:
+            self.backend = select_backend(self.backend_name, seed=self.seed)
+            self.run_.add_cleanup(self._stop)
+            run = self.run_
+
+            class RecordedHost(Host):
+                """A Mininet host whose shell (the holder of its namespace) is recorded at birth."""
+                def startShell(self, *args, **kwargs):
+                    super().startShell(*args, **kwargs)
+                    run.record_pid(self.pid, f"mininet host {self.name}", group=True)
+
+            self.net = Mininet(topo=self.topo, controller=None, host=RecordedHost,
+                               link=self.backend.link_class(), build=False, autoSetMacs=True)
+            self.net.build()
+            for host in self.net.hosts:
+                info = self.topo.nodeInfo(host.name)
+                configure_host(host, {**self.sysctls, **info.get("sysctls", {})},
+                               router=info.get("router", False), routes=info.get("routes", ()),
+                               commands=info.get("commands", ()))
+            self.arp_entries = static_arp(self.net.links)
+            self.backend.setup(self.net, self.run_)
+            self.metadata = self._metadata()
+            (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
+        except BaseException as exc:
+            self.run_.close()
+            if isinstance(exc, TestbedError):
+                raise
+            if isinstance(exc, ValueError):
+                raise UsageError(f"topology {self.topo.name!r}: {exc}") from exc
+            if isinstance(exc, (RuntimeError, OSError, subprocess.SubprocessError, LookupError)):
+                raise SetupError(f"bringing up topology {self.topo.name!r} with backend "
+                                 f"{self.backend_name!r} failed: {exc}", run_dir=self.dir) from exc
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.run_.close()
+
+    def _stop(self) -> None:
+        if self.backend is not None:
+            self.backend.teardown()
+            summary = self.backend.summary()
+            self.metadata["backend_summary"] = summary
+            for warning in summary.get("warnings", []):
+                log.warning("%s backend: %s", self.backend.name, warning)
+            if self.dir.exists():
+                (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
+        if self.net is not None:
+            self.net.stop()
+
+    def _metadata(self) -> dict[str, Any]:
+        keys = sorted(set(DEFAULT_SYSCTLS) | set(self.sysctls) | {"net.ipv4.ip_forward",
+                      "net.ipv4.tcp_congestion_control"})
+        return {
+            **provenance(),
+            "run_id": self.run_.id,
+            "topology": {"name": self.topo.name, "params": self.topo.values},
+            "backend": self.backend.name,
+            "seed": self.seed,
+            "static_arp_entries": self.arp_entries,
+            "links": self.topo.link_records(),
+            "hosts": {h.name: {"ips": {i.name: i.IP() for i in h.intfList() if i.name != "lo"},
+                               "sysctls": read_sysctls(h, keys)} for h in self.net.hosts},
+        }

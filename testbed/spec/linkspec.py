@@ -1,0 +1,254 @@
+"""``LinkSpec``: the impairment of one direction of one link.
+
+A link a–b has two independent LinkSpecs, a→b and b→a.  Both backends (kernel htb+netem and
+the userspace emulator) read the same spec; what each makes of it is documented in its module.
+
+Queue semantics.  ``queue_packets``/``queue_bytes`` bound the *bottleneck buffer*: frames that
+have arrived but not yet finished serialization at ``rate``.  Frames already on the wire
+(propagating for ``delay``) do not count.  The default bottleneck buffer is one bandwidth-delay
+product of the round trip, assuming the reverse direction has the same delay
+(rate × 2·delay, in full-size frames, at least ``MIN_DEFAULT_QUEUE`` packets).  netem counts
+its delay line in its ``limit`` too; the kernel backend adds it (see ``netem_limit``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+from testbed.spec.units import format_rate, format_time, parse_bool, parse_probability, parse_queue, parse_rate, parse_size, parse_time
+
+ETH_HEADER = 14
+MIN_DEFAULT_QUEUE = 100
+
+
+@dataclass(frozen=True)
+class Bernoulli:
+    """Independent random loss: every frame is lost with probability ``p``."""
+    p: float = 0.0
+
+    def __post_init__(self):
+        _check_prob("loss", self.p)
+
+    @property
+    def mean_loss(self) -> float:
+        return self.p
+
+
+@dataclass(frozen=True)
+class GilbertElliott:
+    """Two-state Markov loss, parameters as netem's ``loss gemodel p r 1-h 1-k``.
+
+    p: P(good→bad) per frame; r: P(bad→good) per frame; loss_bad (1−h): loss probability in
+    the bad state; loss_good (1−k): loss probability in the good state.
+    """
+    p: float
+    r: float
+    loss_bad: float = 1.0
+    loss_good: float = 0.0
+
+    def __post_init__(self):
+        for name in ("p", "r", "loss_bad", "loss_good"):
+            _check_prob(f"gilbert-elliott {name}", getattr(self, name))
+        if self.p + self.r == 0:
+            raise ValueError("gilbert-elliott: p and r cannot both be 0 (the chain never moves)")
+
+    @property
+    def mean_loss(self) -> float:
+        """Stationary loss rate: π_bad·(1−h) + π_good·(1−k), π_bad = p/(p+r)."""
+        bad = self.p / (self.p + self.r)
+        return bad * self.loss_bad + (1 - bad) * self.loss_good
+
+
+@dataclass(frozen=True)
+class DropList:
+    """Deterministic loss for tests: drop the frames with these 0-based indices (userspace only)."""
+    indices: frozenset[int] = frozenset()
+
+    @property
+    def mean_loss(self) -> float:
+        return float("nan")
+
+
+LossModel = Union[Bernoulli, GilbertElliott, DropList]
+
+
+def _check_prob(name: str, value: float) -> None:
+    if not (0.0 <= value <= 1.0) or math.isnan(value):
+        raise ValueError(f"{name} {value!r} is outside [0, 1]; give a probability like 0.14 or '14%'")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One direction of a link.
+
+    rate: bottleneck rate in bit/s, or None for unshaped.
+    delay: one-way propagation delay in seconds.
+    jitter: extra delay uniform in [0, jitter] s per frame (see ``reorder``).
+    reorder: allow jitter to reorder frames; False keeps FIFO order (a frame never leaves before
+        the one ahead of it).
+    loss: Bernoulli, GilbertElliott or DropList.
+    queue_packets, queue_bytes: bottleneck buffer limits (see module doc); None = default.
+    overhead: bytes added to every frame's size for serialization (e.g. 24 for Ethernet preamble,
+        SFD and inter-frame gap beyond the 14-byte header the frame already has).
+    mtu: IP MTU of the link; a queue limit below one full frame is rejected.
+    """
+    rate: float | None = None
+    delay: float = 0.0
+    jitter: float = 0.0
+    reorder: bool = False
+    loss: LossModel = field(default_factory=Bernoulli)
+    queue_packets: int | None = None
+    queue_bytes: int | None = None
+    overhead: int = 0
+    mtu: int = 1500
+
+    def __post_init__(self):
+        if self.rate is not None and not (self.rate > 0):
+            raise ValueError(f"rate {self.rate!r} must be > 0 bit/s (or None/'unshaped')")
+        if not (self.delay >= 0):
+            raise ValueError(f"delay {self.delay!r} must be >= 0 s")
+        if not (self.jitter >= 0):
+            raise ValueError(f"jitter {self.jitter!r} must be >= 0 s")
+        if not isinstance(self.loss, (Bernoulli, GilbertElliott, DropList)):
+            raise ValueError(f"loss must be Bernoulli, GilbertElliott or DropList, not {self.loss!r}")
+        if self.overhead < 0:
+            raise ValueError(f"overhead {self.overhead!r} must be >= 0 bytes")
+        if not (68 <= self.mtu <= 65535):
+            raise ValueError(f"mtu {self.mtu!r} must be in [68, 65535]")
+        if self.queue_packets is not None and self.queue_packets < 1:
+            raise ValueError(f"queue limit {self.queue_packets} packets is smaller than one MTU-sized "
+                             "frame; give at least 1 packet")
+        if self.queue_bytes is not None and self.queue_bytes < self.frame_bytes:
+            raise ValueError(f"queue limit {self.queue_bytes} B is smaller than one MTU-sized frame "
+                             f"({self.frame_bytes} B)")
+
+    # --- derived values -------------------------------------------------------------------
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes of one full-size Ethernet frame on this link (MTU + Ethernet header)."""
+        return self.mtu + ETH_HEADER
+
+    @property
+    def queue_limit_packets(self) -> int | None:
+        """Effective bottleneck buffer in packets (None: unbounded, for unshaped links)."""
+        if self.queue_packets is not None:
+            return self.queue_packets
+        if self.queue_bytes is not None or self.rate is None:
+            return None
+        bdp_packets = self.rate * 2 * self.delay / 8 / (self.frame_bytes + self.overhead)
+        return max(MIN_DEFAULT_QUEUE, math.ceil(bdp_packets))
+
+    @property
+    def delay_line_packets(self) -> int:
+        """Full-size frames on the wire at ``rate`` during one ``delay + jitter``."""
+        if self.rate is None:
+            return 0
+        return math.ceil(self.rate * (self.delay + self.jitter) / 8 / (self.frame_bytes + self.overhead))
+
+    @property
+    def unimpaired(self) -> bool:
+        """True when the spec changes nothing: unshaped, no delay, no jitter, no loss."""
+        return (self.rate is None and self.delay == 0 and self.jitter == 0
+                and isinstance(self.loss, Bernoulli) and self.loss.p == 0)
+
+    def serialization_time(self, frame_len: int) -> float:
+        """Seconds to send a frame of ``frame_len`` bytes (plus overhead) at ``rate``."""
+        if self.rate is None:
+            return 0.0
+        return (frame_len + self.overhead) * 8 / self.rate
+
+    def replace(self, **changes: Any) -> "LinkSpec":
+        return dataclasses.replace(self, **changes)
+
+    # --- (de)serialization --------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        loss = self.loss
+        if isinstance(loss, DropList):
+            loss_d: dict[str, Any] = {"model": "droplist", "indices": sorted(loss.indices)}
+        elif isinstance(loss, GilbertElliott):
+            loss_d = {"model": "gilbert-elliott", **dataclasses.asdict(loss)}
+        else:
+            loss_d = {"model": "bernoulli", "p": loss.p}
+        d = dataclasses.asdict(self)
+        d["loss"] = loss_d
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LinkSpec":
+        d = dict(d)
+        loss = d.pop("loss", None)
+        if isinstance(loss, Mapping):
+            loss = dict(loss)
+            model = loss.pop("model", "bernoulli")
+            if model == "droplist":
+                d["loss"] = DropList(frozenset(loss.get("indices", ())))
+            elif model == "gilbert-elliott":
+                d["loss"] = GilbertElliott(**loss)
+            else:
+                d["loss"] = Bernoulli(**loss)
+        elif loss is not None:
+            d["loss"] = loss
+        return cls(**d)
+
+    @classmethod
+    def parse(cls, **fields: Any) -> "LinkSpec":
+        """Build from human units: rate='333mbit', delay='100ms', loss='14%', queue='1000',
+        loss='ge:p,r,1-h,1-k' for Gilbert–Elliott, rate='unshaped' or None."""
+        known = {"rate", "delay", "jitter", "reorder", "loss", "queue", "queue_packets",
+                 "queue_bytes", "overhead", "mtu"}
+        unknown = set(fields) - known
+        if unknown:
+            raise ValueError(f"unknown link parameter(s) {sorted(unknown)}; allowed: {sorted(known)}")
+        kw: dict[str, Any] = {}
+        rate = fields.get("rate")
+        if rate not in (None, "unshaped", "none", ""):
+            kw["rate"] = parse_rate(rate)
+        for name in ("delay", "jitter"):
+            if fields.get(name) is not None:
+                kw[name] = parse_time(fields[name])
+        if fields.get("reorder") is not None:
+            kw["reorder"] = parse_bool(fields["reorder"])
+        if fields.get("loss") is not None:
+            kw["loss"] = parse_loss(fields["loss"])
+        if fields.get("queue") is not None:
+            kw["queue_packets"], kw["queue_bytes"] = parse_queue(fields["queue"])
+        if fields.get("queue_packets") is not None:
+            kw["queue_packets"] = int(fields["queue_packets"])
+        if fields.get("queue_bytes") is not None:
+            kw["queue_bytes"] = parse_size(fields["queue_bytes"])
+        if fields.get("overhead") is not None:
+            kw["overhead"] = parse_size(fields["overhead"])
+        if fields.get("mtu") is not None:
+            kw["mtu"] = parse_size(fields["mtu"])
+        return cls(**kw)
+
+    def describe(self) -> str:
+        parts = [format_rate(self.rate), f"delay {format_time(self.delay)}"]
+        if self.jitter:
+            parts.append(f"jitter {format_time(self.jitter)}{' (reorder)' if self.reorder else ''}")
+        if isinstance(self.loss, Bernoulli):
+            if self.loss.p:
+                parts.append(f"loss {self.loss.p:.4g}")
+        else:
+            parts.append(f"loss {self.loss}")
+        q = self.queue_limit_packets
+        if self.queue_bytes is not None:
+            parts.append(f"queue {self.queue_bytes}B")
+        elif q is not None:
+            parts.append(f"queue {q}p")
+        return ", ".join(parts)
+
+
+def parse_loss(value: Any) -> LossModel:
+    """'14%', 0.14 → Bernoulli; 'ge:p,r[,1-h[,1-k]]' → GilbertElliott (netem's gemodel order)."""
+    if isinstance(value, (Bernoulli, GilbertElliott, DropList)):
+        return value
+    if isinstance(value, str) and value.lower().startswith(("ge:", "gemodel:")):
+        numbers = [parse_probability(v) for v in value.split(":", 1)[1].split(",")]
+        if not 2 <= len(numbers) <= 4:
+            raise ValueError(f"gilbert-elliott loss {value!r}: give 2 to 4 values p,r[,1-h[,1-k]]")
+        return GilbertElliott(*numbers)
+    return Bernoulli(parse_probability(value))
+

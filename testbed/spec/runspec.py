@@ -1,0 +1,264 @@
+"""``RunSpec``: everything that defines one run, as one frozen, validated value.
+
+A run = a topology (name, structural parameters, named-link overrides, backend, seed) + a
+workload (name, parameters) + socket and host factors + what to capture.  ``execute(spec,
+out_dir)`` (``testbed/run/execute.py``) runs it and records ``spec.to_dict()`` in the run's
+manifest; two runs that differ in one factor differ in exactly one path of their specs
+(``spec.diff(other)``).
+
+Paths name one value for ``set``/``get``/``diff``: ``topology``, ``backend``, ``seed``,
+``workload``, ``client_host``, ``server_host``, ``timeout``, ``capture.hosts``,
+``capture.full_payload``, ``capture.keep``, and one key of a mapping: ``params.mode``,
+``socket.cc``, ``host.ack``, ``topology_params.rate1``, ``links.bottleneck.down.queue``
+(the link key is ``LINK.DIR.FIELD``, see ``topologies.base``).  ``set(path, None)`` on a
+mapping key removes it (back to the default).
+
+Values in the mappings are JSON scalars (str, int, float, bool) in the units the registries
+parse (``"64KB"``, ``"100ms"``, ``"3%"``); ``to_json``/``from_json`` round-trip exactly.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from testbed.spec.errors import UsageError
+
+MAPPINGS = ("topology_params", "links", "params", "socket", "host")
+SCALARS = {"topology": str, "backend": str, "seed": int, "workload": str, "timeout": float,
+           "client_host": str, "server_host": str}
+BACKENDS = ("auto", "netem", "userspace")
+LOOPBACK = "loopback"   # not a topology: processes on this host over 127.0.0.1, no root
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    """Captures of a run: tcpdump on every interface of ``hosts`` ("all", "none" or a tuple of
+    host names), headers only unless ``full_payload``; ``keep=False`` deletes the pcaps once
+    the metrics were computed."""
+    hosts: str | tuple[str, ...] = "all"
+    full_payload: bool = False
+    keep: bool = True
+
+    def __post_init__(self):
+        hosts = self.hosts
+        if isinstance(hosts, (list, tuple)):
+            object.__setattr__(self, "hosts", tuple(str(h) for h in hosts))
+        elif isinstance(hosts, str) and hosts not in ("all", "none"):
+            object.__setattr__(self, "hosts", tuple(h for h in hosts.split(",") if h))
+        elif not isinstance(hosts, str):
+            raise UsageError(f"capture hosts {hosts!r}: give 'all', 'none' or host names")
+        for name in ("full_payload", "keep"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"capture.{name} must be true or false, not {getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hosts": self.hosts if isinstance(self.hosts, str) else list(self.hosts),
+                "full_payload": self.full_payload, "keep": self.keep}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSpec":
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise UsageError(f"unknown capture field(s) {sorted(unknown)}; allowed: hosts, full_payload, keep")
+        return cls(**d)
+
+
+def _scalar(path: str, value: Any) -> Any:
+    if isinstance(value, (str, bool, int, float)) and value is not None:
+        return value
+    raise UsageError(f"{path}: value {value!r} must be a string, number or boolean")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    topology: str = "longhaul"
+    topology_params: Mapping[str, str] = field(default_factory=dict)
+    links: Mapping[str, str] = field(default_factory=dict)
+    backend: str = "auto"
+    seed: int = 1
+    workload: str = "reqresp"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    socket: Mapping[str, Any] = field(default_factory=dict)
+    host: Mapping[str, Any] = field(default_factory=dict)
+    capture: CaptureSpec = field(default_factory=CaptureSpec)
+    client_host: str | None = None
+    server_host: str | None = None
+    timeout: float = 600.0
+
+    def __post_init__(self):
+        for name in MAPPINGS:
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise UsageError(f"{name} must be a mapping, not {type(value).__name__}")
+            object.__setattr__(self, name, {str(k): _scalar(f"{name}.{k}", v)
+                                            for k, v in sorted(value.items())})
+        if isinstance(self.capture, Mapping):
+            object.__setattr__(self, "capture", CaptureSpec.from_dict(self.capture))
+        elif not isinstance(self.capture, CaptureSpec):
+            raise UsageError(f"capture must be a CaptureSpec, not {type(self.capture).__name__}")
+        for name, typ in SCALARS.items():
+            value = getattr(self, name)
+            if value is None and name in ("client_host", "server_host"):
+                continue
+            if typ is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, float(value))
+            elif not isinstance(value, typ) or isinstance(value, bool):
+                raise UsageError(f"{name} must be a {typ.__name__}, not {value!r}")
+        from testbed.workloads import resolve_alias          # e.g. udpreq → reqresp, transport udp
+        workload, params = resolve_alias(self.workload, self.params)
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "params", dict(sorted(params.items())))
+
+    def __hash__(self) -> int:          # the mappings are dicts: hash the canonical JSON
+        return hash(self.to_json())
+
+    # --- validation against the registries ----------------------------------------------------
+    def validate(self) -> None:
+        """Check every name and value against the registries (topologies, links, workloads,
+        factors); raise UsageError naming what is wrong and what is allowed.  Needs no root."""
+        from testbed.spec import factors
+        from testbed import workloads
+        if self.backend not in BACKENDS:
+            raise UsageError(f"unknown backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
+        if self.timeout <= 0:
+            raise UsageError(f"timeout {self.timeout} must be > 0 seconds")
+        workload = workloads.get(self.workload)
+        workload.make_params(self.params)
+        factors.parse_all(self.socket, "socket")
+        factors.parse_all(self.host, "host")
+        if self.topology == LOOPBACK:
+            if self.topology_params or self.links:
+                raise UsageError("topology 'loopback' has no parameters or links")
+            namespaced = factors.namespace_effects(self.host)
+            if namespaced:
+                raise UsageError(f"topology 'loopback' has no namespaces: host factors "
+                                 f"({', '.join(namespaced)}) need a topology")
+            if isinstance(self.capture.hosts, tuple):
+                raise UsageError("topology 'loopback' has no hosts to capture on; use capture 'none'")
+            workload.validate_spec(self, None)
+            return
+        topo = self.build_topology()
+        hosts = set(topo.hosts())
+        for name in ("client_host", "server_host"):
+            host = getattr(self, name)
+            if host is not None and host not in hosts:
+                raise UsageError(f"{name} {host!r} is not a host of topology {self.topology!r}; "
+                                 f"hosts: {', '.join(sorted(hosts))}")
+        if isinstance(self.capture.hosts, tuple):
+            bad = [h for h in self.capture.hosts if h not in hosts]
+            if bad:
+                raise UsageError(f"capture host(s) {bad} not in topology {self.topology!r}; "
+                                 f"hosts: {', '.join(sorted(hosts))}")
+        workload.validate_spec(self, topo)
+
+    def build_topology(self):
+        """The topology description (a Mininet Topo, no namespaces) with parameters and link
+        overrides applied; UsageError for a bad name or value."""
+        from topologies import topology_class
+        try:
+            cls = topology_class(self.topology)
+            return cls(links=self.links, **self.topology_params)
+        except UsageError:
+            raise
+        except (ValueError, LookupError) as exc:
+            raise UsageError(str(exc)) from None
+
+    @property
+    def roles(self) -> tuple[str, str]:
+        """(client host, server host): the given ones, else the topology's declared roles."""
+        if self.topology == LOOPBACK:
+            return "client", "server"
+        from topologies import topology_class
+        cls = topology_class(self.topology)
+        return self.client_host or cls.roles["client"], self.server_host or cls.roles["server"]
+
+    # --- paths --------------------------------------------------------------------------------
+    @staticmethod
+    def _split(path: str) -> tuple[str, str | None]:
+        head, _, rest = path.partition(".")
+        if head in MAPPINGS:
+            if not rest:
+                raise UsageError(f"path {path!r}: name a key, e.g. {head}.NAME")
+            return head, rest
+        if head == "capture":
+            if rest not in ("hosts", "full_payload", "keep"):
+                raise UsageError(f"path {path!r}: allowed capture.hosts, capture.full_payload, capture.keep")
+            return head, rest
+        if head in SCALARS and not rest:
+            return head, None
+        raise UsageError(f"unknown RunSpec path {path!r}; allowed: {', '.join(SCALARS)}, "
+                         f"capture.FIELD, or {'|'.join(MAPPINGS)}.KEY")
+
+    def set(self, path: str, value: Any) -> "RunSpec":
+        """A new spec with one value changed (see the module docstring for paths)."""
+        head, key = self._split(path)
+        if head in MAPPINGS:
+            mapping = dict(getattr(self, head))
+            if value is None:
+                mapping.pop(key, None)
+            else:
+                mapping[key] = value
+            return dataclasses.replace(self, **{head: mapping})
+        if head == "capture":
+            return dataclasses.replace(self, capture=dataclasses.replace(self.capture, **{key: value}))
+        if SCALARS[head] in (int, float) and isinstance(value, str):
+            try:
+                value = SCALARS[head](value)
+            except ValueError:
+                raise UsageError(f"{head}: {value!r} is not a number") from None
+        return dataclasses.replace(self, **{head: value})
+
+    def get(self, path: str) -> Any:
+        """The value at ``path``; for a mapping key that is not set, None."""
+        head, key = self._split(path)
+        if head in MAPPINGS:
+            return getattr(self, head).get(key)
+        if head == "capture":
+            return getattr(self.capture, key)
+        return getattr(self, head)
+
+    def flat(self) -> dict[str, Any]:
+        """Every set value by path (mapping keys only where set)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in MAPPINGS:
+                out.update({f"{f.name}.{k}": v for k, v in value.items()})
+            elif f.name == "capture":
+                out.update({f"capture.{k}": v for k, v in value.to_dict().items()})
+            else:
+                out[f.name] = value
+        return out
+
+    def diff(self, other: "RunSpec") -> dict[str, tuple[Any, Any]]:
+        """path → (value here, value there) for every path whose values differ."""
+        a, b = self.flat(), other.flat()
+        return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+    # --- serialization ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in MAPPINGS:
+            d[name] = dict(d[name])
+        d["capture"] = self.capture.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunSpec":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise UsageError(f"unknown RunSpec field(s) {sorted(unknown)}; allowed: {', '.join(sorted(names))}")
+        d = dict(d)
+        if "capture" in d:
+            d["capture"] = CaptureSpec.from_dict(d["capture"])
+        return cls(**d)
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, **kw)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        return cls.from_dict(json.loads(text))

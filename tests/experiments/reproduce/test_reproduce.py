@@ -1,0 +1,246 @@
+"""The reproduce table (experiments/reproduce*.py) and the two CLIs (testbed model, testbed
+reproduce), without root: measurements come from tests.fixtures.fake_execute's executor."""
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from analysis.models import MODELS
+from experiments.reproduce.cases import ROWS, select, within
+from experiments.reproduce.report import write
+from experiments.reproduce.run import measure_all, pooled_values, result_rows
+
+
+def _cli(argv, modules=("testbed.cli.model", "testbed.cli.reproduce")):
+    import importlib
+    p = argparse.ArgumentParser(prog="testbed")
+    sub = p.add_subparsers(dest="command")
+    for m in modules:
+        importlib.import_module(m).register(sub)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+def test_every_case_has_rows_ids_are_unique_and_models_evaluate():
+    assert {r.case for r in ROWS} == {f"C{i}" for i in range(1, 16)}
+    assert len({r.id for r in ROWS}) == len(ROWS)
+    for r in ROWS:
+        if r.model is not None:
+            assert r.model.name in MODELS and isinstance(r.model.value(), float), r.id
+        assert (r.measure is None) == bool(r.unmeasured), f"{r.id}: a measure or a reason, not both"
+        assert r.unmeasured == "" or r.unmeasured.startswith(("not yet measured", "model-only")), r.id
+
+
+def test_select_cases_ids_and_refusal():
+    assert {r.case for r in select(["C1", "C7"])} == {"C1", "C7"}
+    assert [r.id for r in select(["C7.ratio_new"])] == ["C7.ratio_new"]
+    with pytest.raises(ValueError, match="valid: all, C1, C2"):
+        select(["C99"])
+
+
+def test_within_is_relative_and_none_without_a_value():
+    assert within(105, 100, 0.05) and not within(106, 100, 0.05)
+    assert within(None, 1, 0.1) is None
+
+
+class _Dispatch:
+    """One fake executor per topology: relay (direct 1200 / relay 300 ms) and longhaul (reuse)."""
+
+    def __init__(self):
+        from tests.fixtures.fake_execute import FakeExecutor
+        self.relay = FakeExecutor("params.path", {"direct": 1200.0, "relay": 300.0})
+        self.reuse = FakeExecutor("params.mode", {"new": 1200.0, "reuse": 250.0})
+        self.specs = []
+
+    def __call__(self, spec, out_dir, **kw):
+        self.specs.append(spec)
+        return (self.relay if spec.topology == "relay" else self.reuse)(spec, out_dir, **kw)
+
+
+def test_measured_rows_come_from_the_experiment_runs(tmp_path):
+    rows = select(["C7"])
+    ex = _Dispatch()
+    measured = measure_all(rows, tmp_path, quick=True, executor=ex)
+    assert all("error" not in v for v in measured.values()), measured
+    # relay (new), relay with params.mode=reuse, reuse: only the levels the rows read, 2 reps each
+    assert len(measured) == 3 and len(ex.specs) == 3 * 2 * 2
+    assert {s.get("params.mode") for s in ex.specs if s.topology == "relay"} == {"new", "reuse"}
+    # relay new connections as the model assumes them (SOCKS5 reply at once); --quick: 5 requests
+    assert {s.get("params.connect_mode") for s in ex.specs
+            if s.topology == "relay" and s.get("params.mode") == "new"} == {"optimistic"}
+    assert {str(s.get("params.requests")) for s in ex.specs} == {"5"}
+    res = {r["id"]: r for r in result_rows(rows, measured, quick=True)}
+    assert res["C7.direct_new"]["measured"] == pytest.approx(1200, rel=0.15)
+    # C7: the median of every request (the chapter's statistic): n = 2 runs x 10 requests (fake)
+    assert res["C7.direct_new"]["n"] == 2 * 10 and res["C7.direct_new"]["experiment_dir"]
+    assert res["C7.ratio_new"]["measured"] == pytest.approx(4.0, rel=0.2)
+    # a ratio row is the quotient of its experiment's two levels' medians over every request
+    exp_dir = Path(res["C7.ratio_new"]["experiment_dir"])
+    summary = json.loads((exp_dir / "summary.json").read_text())
+    direct, relay = (statistics.median(pooled_values(exp_dir, summary, lv, "completion_ms"))
+                     for lv in ("direct", "relay"))
+    assert res["C7.ratio_new"]["measured"] == pytest.approx(direct / relay)
+    lo, hi = res["C7.ratio_new"]["ci95"]
+    assert lo <= res["C7.ratio_new"]["measured"] <= hi
+    assert res["C7.direct_keepalive"]["measured"] == pytest.approx(250, rel=0.15)
+    # the chapter's 301.6 ms vs a fake 300 ms: within 15 %; 236.5 vs 300: a miss with its cause
+    assert res["C7.relay_new"]["ok"] is True
+    assert res["C7.relay_keepalive"]["ok"] is False
+    assert res["C7.relay_keepalive"]["note"].startswith("miss: ")
+    # a miss says how busy the host was during its experiment (load, CPU busy, steal)
+    assert "during its experiment: host load" in res["C7.relay_keepalive"]["note"]
+    assert res["C7.relay_keepalive"]["host"]["cores"] >= 1
+    # pooled statistics read every request of the level's valid runs from their manifests
+    from experiments.reproduce.cases import Measure
+    from experiments.reproduce.run import measured_value
+    relay = next(v for k, v in measured.items() if k == ("relay", (("params.connect_mode", "optimistic"),)))
+    mean, ci, n, _ = measured_value(relay["summary"], Measure("relay", "completion_ms", "direct",
+                                                              statistic="pooled_mean"), relay["dir"])
+    assert n == 2 * 10 and ci[0] < mean < ci[1]  # the fake executor logs 10 requests a run and mean == pytest.approx(1200, rel=0.1)
+
+
+def test_a_miss_names_the_cause_of_its_direction_and_a_model_it_matches(tmp_path):
+    """The fake relay arm measures 300 ms: against a chapter value above it the row's cause_low
+    is named, against one below it its cause; a miss within tolerance of the model says so."""
+    import dataclasses
+
+    class Model:
+        def __init__(self, v):
+            self.v = v
+
+        def value(self):
+            return self.v
+
+        def describe(self):
+            return "fake"
+    row = select(["C7.relay_new"])[0]
+    measured = measure_all([row], tmp_path, quick=True, executor=_Dispatch())
+    variants = [dataclasses.replace(row, chapter=400.0, cause="HIGH", cause_low="LOW", model=Model(1000.0)),
+                dataclasses.replace(row, chapter=200.0, cause="HIGH", cause_low="LOW", model=Model(290.0))]
+    low, high = result_rows(variants, measured, quick=True)
+    assert low["ok"] is False and low["note"].startswith("miss: LOW;") and "model's" not in low["note"]
+    assert high["ok"] is False and high["note"].startswith(
+        "miss: HIGH (the measured value is within tolerance of the model's 290);")
+
+
+def test_failed_experiment_is_a_note_not_a_number(tmp_path):
+    def broken(spec, out_dir, **kw):
+        from testbed.spec.errors import SetupError
+        raise SetupError("no netem here")
+    rows = select(["C7.direct_new"])
+    res = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=broken), quick=True)
+    assert res[0]["measured"] is None and "no netem here" in res[0]["note"]
+
+
+def test_report_files_and_html_embed_every_figure(tmp_path):
+    rows = select(["C1", "C4", "C6", "C7", "C9", "C10", "C11"])
+    measured = measure_all(select(["C7"]), tmp_path, quick=True, executor=_Dispatch())
+    res = result_rows(rows, measured, quick=True)
+    meta = {"title": "test", "started": "s", "finished": "f", "load_before": "0", "load_after": "0",
+            "mode": "quick", "rows": len(res), "measured": 6, "ok": 0}
+    summary = write(tmp_path, meta, res)
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(summary["figures"]) == 7
+    assert json.loads((tmp_path / "summary.json").read_text())["rows"][0]["id"] == "C1.serial_total"
+    assert "| C7.ratio_new |" in (tmp_path / "report.md").read_text()
+
+
+def test_model_cli_evaluates_with_units_and_json(capsys):
+    assert _cli(["model", "fec", "--loss", "5%", "--packets", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"]["loss"] == 0.05 and out["outputs"]["fec_repair"]["value"] == 14
+    assert _cli(["model", "serial", "--uplink", "100mbit"]) == 0
+    assert "3.2" in capsys.readouterr().out
+    assert _cli(["model", "list"]) == 0
+    assert "migration" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["model", "fec", "--bogus", "1"], "unrecognized arguments: --bogus 1; valid: --size"),
+    (["model", "fec", "--loss", "abc"], "invalid number value"),
+    (["model", "nosuch"], "invalid choice: 'nosuch'"),
+])
+def test_model_cli_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        _cli(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_reproduce_cli_model_only(tmp_path, capsys):
+    assert _cli(["reproduce", "C6", "C10", "--model-only", "--json", "--out", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["id"]: r for r in out["rows"]}
+    assert rows["C6.fec_repair"]["model"] == 63 and rows["C6.fec_repair"]["measured"] is None
+    assert rows["C10.data_exchange"]["note"].startswith("model-only: ")
+    assert (tmp_path / "report.html").is_file()
+
+
+def test_path_rows_read_testbed_calibrate_json():
+    from experiments.reproduce.cases import ROWS
+    from experiments.reproduce.run import _calibrated
+    res = {"dir": "x", "calibrate": {"measured": {
+        "rtt_ms": {"min": 200.2, "median": 200.4, "probes": 200, "echoed": 200},
+        "loss": {"up": 0.0, "down": 0.1377}, "loss_sent": {"up": 10000, "down": 10000}}}}
+    rows = {r.id: r for r in ROWS}
+    assert _calibrated(res, rows["C5.rtt_min"].measure) == (200.2, None, 200, "")
+    assert _calibrated(res, rows["C5.loss_down"].measure)[:3] == (0.1377, None, 10000)
+    res["calibrate"]["measured"]["loss"].pop("up")
+    assert _calibrated(res, rows["C5.lost_up"].measure)[0] is None
+
+
+def test_every_measure_names_a_valid_experiment_level_and_spec():
+    """Typos in the table (experiment, level, --set path) are caught without running anything."""
+    from experiments.reproduce.cases import CALIBRATE
+    from experiments.reproduce.run import experiment_for
+    for r in ROWS:
+        m = r.measure
+        if m is None or m.experiment == CALIBRATE:
+            continue
+        exp = experiment_for(m, set(m.levels or (m.level,)), 2, True, None)
+        exp.validate()
+        assert set(m.levels or (m.level,)) <= set(exp.labels), r.id
+        assert m.statistic in ("median", "ratio", "difference", "pooled_mean", "pooled_median",
+                               "pooled_p99", "pooled_ratio"), r.id
+
+
+def test_commands_are_registered_in_the_testbed_cli():
+    import subprocess
+    import sys
+    from conftest import REPO
+    out = subprocess.run([sys.executable, "-m", "testbed", "model", "window", "--window", "64KB",
+                          "--json"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["outputs"]["batch_cycle"]["value"] == pytest.approx(125.6)
+    bad = subprocess.run([sys.executable, "-m", "testbed", "reproduce", "C99", "--model-only"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert bad.returncode == 2 and "valid: all, C1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_host_load_flags_a_busy_machine():
+    from experiments.reproduce.run import describe_load, host_load
+    cpu0 = [0] * 10
+    quiet = host_load(((0.5, 0, 0), cpu0), ((0.7, 0, 0), [50, 0, 0, 150, 0, 0, 0, 0, 0, 0]))
+    assert not quiet["busy"] and quiet["cpu_busy"] == 0.25 and quiet["steal"] == 0
+    stolen = host_load(((0.5, 0, 0), cpu0), ((0.5, 0, 0), [80, 0, 0, 10, 0, 0, 0, 10, 0, 0]))
+    assert stolen["busy"] and stolen["steal"] == 0.1
+    loaded = host_load(((2 * stolen["cores"], 0, 0), cpu0), ((0.5, 0, 0), [1, 0, 0, 1, 0, 0, 0, 0, 0, 0]))
+    assert loaded["busy"] and "steal 10.0%" in describe_load(stolen)
+    instant = host_load(((0.5, 0, 0), cpu0), ((0.5, 0, 0), [3, 0, 0, 0, 0, 0, 0, 0, 0, 0]))  # 3 ticks
+    assert instant["cpu_busy"] is None and not instant["busy"] and "not measured" in describe_load(instant)
+
+
+def test_pooled_ratio_is_the_quotient_of_the_pooled_medians(monkeypatch):
+    """Not the ratio of per-run medians: run medians 1 and 10 (median 5.5) vs every value."""
+    import experiments.reproduce.run as rr
+    from experiments.reproduce.cases import Measure
+    values = {"a": [1.0, 1.0, 1.0, 10.0, 10.0], "b": [2.0, 2.0, 2.0, 2.0]}
+    monkeypatch.setattr(rr, "pooled_values", lambda d, s, level, metric, source="metrics": values[level])
+    value, ci, n, why = rr.pooled_ratio("x", {}, Measure("e", "completion_ms", statistic="pooled_ratio",
+                                                          levels=("a", "b")))
+    assert value == pytest.approx(0.5) and n == 4 and not why
+    assert ci[0] <= value <= ci[1]
+    values["b"] = []
+    assert rr.pooled_ratio("x", {}, Measure("e", "m", statistic="pooled_ratio", levels=("a", "b")))[0] is None

@@ -1,0 +1,230 @@
+"""Sans-I/O and socket-level pieces of testbed.apps, on loopback without root."""
+import json
+import socket
+
+import pytest
+
+from testbed.apps import eventlog, payload, tcpinfo, tcpopts
+from testbed.protocols import mux, socks5
+from testbed.apps.appmain import parse_hostport
+
+
+def test_eventlog_clock_line_and_threadsafe_jsonl(tmp_path):
+    path = tmp_path / "log.jsonl"
+    with eventlog.EventLog(path) as log:
+        log.emit("x", a=1)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    clock = lines[0]
+    assert clock["event"] == "clock"
+    assert clock["realtime_minus_monotonic_ns"] == clock["realtime_ns"] - clock["monotonic_ns"]
+    assert lines[1]["event"] == "x" and lines[1]["t"] >= clock["t"]
+
+
+def test_payload_is_fixed():
+    body = payload.body()
+    assert len(body) == 354_640
+    assert body == payload.body(354_640)
+    assert payload.digest(body) == payload.digest(payload.body(354_640, payload.DEFAULT_SEED))
+    assert payload.body(10) == body[:10]
+    with pytest.raises(ValueError):
+        payload.body(-1)
+
+
+def _pair():
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen()
+    c = socket.create_connection(lst.getsockname())
+    s, _ = lst.accept()
+    lst.close()
+    return c, s
+
+
+def test_socket_factors_set_before_connect_read_back():
+    f = tcpopts.SocketFactors(cc="reno", sndbuf=100_000, rcvbuf=64_000, window_clamp=64_000,
+                              nodelay=True, delack_max_us=10_000)
+    lst = socket.socket()
+    f.apply(lst)
+    lst.bind(("127.0.0.1", 0))
+    lst.listen()
+    c = socket.socket()
+    f.apply(c)
+    c.connect(lst.getsockname())
+    s, _ = lst.accept()
+    for sock in (c, s):              # the accepted socket inherits from the listener
+        rb = tcpopts.read_back(sock)
+        assert rb["cc"] == "reno" and rb["nodelay"] is True
+        assert rb["rcvbuf"] == 128_000 and rb["sndbuf"] == 200_000   # Linux doubles
+        assert rb["window_clamp"] == 64_000
+        # stored in jiffies: read back is >= the request and within one tick (HZ >= 100)
+        assert 10_000 <= rb["delack_max_us"] < 20_000
+    for x in (c, s, lst):
+        x.close()
+
+
+def test_bad_factors_are_clear_errors():
+    with pytest.raises(ValueError, match="not available on this kernel; allowed: "):
+        tcpopts.SocketFactors(cc="vegasx")
+    with pytest.raises(ValueError, match="positive"):
+        tcpopts.SocketFactors(rcvbuf=-1)
+    with pytest.raises(ValueError, match="allowed: delayed"):
+        tcpopts.parse_ack("sometimes")
+    assert tcpopts.parse_ack("max:10ms") == (False, 10_000)
+    assert tcpopts.parse_ack("quick") == (True, None)
+    with pytest.raises(ValueError):
+        tcpopts.HostFactors("10.0.0.2", initcwnd=0)
+    with pytest.raises(ValueError):
+        parse_hostport("host:99999")
+
+
+def test_route_argv_and_host_flags():
+    h = tcpopts.HostFactors("10.0.0.2", quickack=True, initcwnd=100, slow_start_after_idle=False)
+    route = {"dst": "10.0.0.2", "dev": "client-eth0", "prefsrc": "10.0.0.1", "gateway": "10.0.1.254"}
+    assert tcpopts.route_argv("10.0.0.2", route, h.route_options()) == [
+        "ip", "route", "replace", "10.0.0.2/32", "dev", "client-eth0", "via", "10.0.1.254",
+        "src", "10.0.0.1", "quickack", "1", "initcwnd", "100"]
+    assert h.argv() == ["--peer", "10.0.0.2", "--quickack", "--initcwnd", "100",
+                        "--slow-start-after-idle", "0"]
+    from testbed.spec import factors
+    mss = tcpopts.HostFactors("10.0.0.2", **factors.host_fields({"advmss": "1180"}))
+    assert mss.route_options() == ["advmss", "1180"]
+    assert mss.argv()[2:4] == ["--advmss", "1180"]
+
+
+def test_tcpinfo_decodes_this_kernel():
+    c, s = _pair()
+    c.sendall(b"x" * 100_000)
+    got = 0
+    while got < 100_000:
+        got += len(s.recv(65536))
+    raw = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 512)
+    assert len(raw) <= tcpinfo.STRUCT_SIZE == 280
+    info = tcpinfo.decode(raw)
+    assert info["state"] == 1                        # TCP_ESTABLISHED
+    assert info["bytes_acked"] >= 100_000 - 1
+    assert info["bytes_sent"] >= 100_000
+    assert info["snd_cwnd"] >= 1 and info["snd_mss"] > 0
+    assert info["snd_wscale"] > 0 and info["snd_wnd"] > 0
+    assert tcpinfo.decode(raw[:104])["total_retrans"] == 0   # prefix of an older kernel
+    c.close()
+    s.close()
+
+
+def test_mux_roundtrip_fragmented_and_interleaved():
+    client, server = mux.Mux("client"), mux.Mux("server")
+    s1, open1 = client.open("10.0.3.2", 5000)
+    s2, open2 = client.open("example", 80)
+    big = bytes(range(256)) * 1000                   # 256,000 B → 4 DATA frames
+    wire = open1 + open2 + mux.encode_data(s2, b"hi") + mux.encode_data(s1, big) + client.eof(s1)
+    frames = []
+    for i in range(0, len(wire), 7):                 # fed 7 bytes at a time
+        frames += server.receive(wire[i:i + 7])
+    assert [f.type for f in frames[:2]] == [mux.FrameType.OPEN] * 2
+    assert mux.decode_open(frames[0].payload) == ("10.0.3.2", 5000)
+    assert b"".join(f.payload for f in frames if f.stream == s1 and f.type is mux.FrameType.DATA) == big
+    assert frames[-1].type is mux.FrameType.EOF
+    back = server.accept(s1, True) + server.accept(s2, False, socks5.CONNECTION_REFUSED)
+    got = client.receive(back)
+    assert [f.type for f in got] == [mux.FrameType.OPENED, mux.FrameType.REFUSED]
+    assert s2 not in client.streams
+    client.receive(server.eof(s1))
+    assert s1 not in client.streams                  # both directions finished
+
+
+def test_mux_protocol_errors():
+    with pytest.raises(mux.ProtocolError):
+        mux.Decoder().feed(bytes([99, 0, 0, 0, 1, 0, 0, 0, 0]))
+    with pytest.raises(mux.ProtocolError):
+        mux.Decoder().feed(mux.HEADER.pack(4, 1, mux.MAX_PAYLOAD + 1))
+    with pytest.raises(mux.ProtocolError):
+        mux.Mux("client").receive(mux.encode(mux.FrameType.OPEN, 1, b"\0\x50x"))
+    with pytest.raises(mux.ProtocolError):
+        mux.Mux("client").receive(mux.encode(mux.FrameType.OPENED, 7))
+
+
+def test_socks5_parser_connect_ipv4_and_domain():
+    p = socks5.Socks5Server()
+    msg = socks5.greeting() + socks5.connect_request("10.0.3.2", 5000) + b"early"
+    out = b"".join(p.feed(msg[i:i + 1]) for i in range(len(msg)))   # byte by byte
+    assert out == bytes([5, 0]) and p.state == "connect"
+    assert p.target == ("10.0.3.2", 5000) and p.leftover() == b"early"
+    p = socks5.Socks5Server()
+    p.feed(socks5.greeting() + socks5.connect_request("service.local", 443))
+    assert p.target == ("service.local", 443)
+    assert socks5.reply(0)[:2] == bytes([5, 0]) and len(socks5.reply(0)) == 10
+
+
+def test_socks5_parser_rejections():
+    p = socks5.Socks5Server()
+    assert p.feed(bytes([5, 1, 2])) == bytes([5, 0xFF]) and p.state == "failed"   # auth only
+    p = socks5.Socks5Server()
+    out = p.feed(socks5.greeting() + bytes([5, 2, 0, 1, 1, 2, 3, 4, 0, 80]))     # BIND
+    assert out[-10:-8] == bytes([5, socks5.COMMAND_NOT_SUPPORTED]) and p.state == "failed"
+    p = socks5.Socks5Server()
+    assert p.feed(bytes([4, 1])) == b"" and p.state == "failed"                 # SOCKS4
+
+
+def test_cc_used_parses_ss_and_compares_with_the_namespace_default(tmp_path):
+    import json
+    from testbed.apps import ccusage
+    ss = ("ESTAB 0      0      127.0.0.1:45629 127.0.0.1:56506\n"
+          "\t bbr wscale:9,9 rto:208 rtt:0.019/0.009 ato:40 mss:22016 bbr:(bw:0bps,mrtt:0.019)\n"
+          "ESTAB 0      0      127.0.0.1:56506 127.0.0.1:45629\n"
+          "\t reno wscale:9,9 rto:204 rtt:0.025/0.014 mss:23296 cwnd:10\n")
+    socks = ccusage.parse_ss(ss)
+    assert [(s["local"], s["cc"]) for s in socks] == [("127.0.0.1:45629", "bbr"), ("127.0.0.1:56506", "reno")]
+    (tmp_path / "client.jsonl").write_text(json.dumps(
+        {"t": 1, "event": "factors", "conn": 0, "side": "client", "readback": {"cc": "cubic"}}) + "\n")
+    (tmp_path / "metadata.json").write_text(json.dumps(
+        {"hosts": {"client": {"sysctls": {"net.ipv4.tcp_congestion_control": "bbr"}}}}))
+    with open(tmp_path / "client.jsonl", "a") as f:
+        f.write(json.dumps({"t": 2, "event": "sockets_cc", "sockets": socks}) + "\n")
+    used = ccusage.cc_used(tmp_path)
+    assert used["apps"] == {"client": ["cubic"]} and used["namespace_default"] == {"client": "bbr"}
+    assert used["differs"] == ["client: outside programs would use bbr; the testbed's apps used cubic",
+                               "client: socket 127.0.0.1:45629 → 127.0.0.1:56506 ran bbr",
+                               "client: socket 127.0.0.1:56506 → 127.0.0.1:45629 ran reno"]
+    assert isinstance(ccusage.snapshot(), list)
+
+
+def test_bbr_model_read_with_tcp_cc_info():
+    import socket
+    from testbed.apps import tcpinfo, tcpopts
+    if "bbr" not in tcpopts.available_cc():
+        pytest.skip("no bbr in this kernel")
+    with socket.create_server(("127.0.0.1", 0)) as lst, \
+            socket.create_connection(lst.getsockname()) as c:
+        a, _ = lst.accept()
+        with a:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"bbr")
+            c.sendall(b"x" * 100_000)
+            a.recv(200_000)
+            info = tcpinfo.sample(c, bbr=True)
+            assert info["bbr_pacing_gain"] > 0 and info["bbr_bw"] > 0 and "snd_cwnd" in info
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"reno")
+            assert tcpinfo.bbr_info(c) == {}
+
+
+def test_cc_note_only_when_the_namespace_default_differs():
+    from testbed.apps import ccusage
+    default = ccusage.namespace_default()
+    assert ccusage.note(default) is None and ccusage.note(None) is None
+    other = next(c for c in ("reno", "cubic") if c != default)
+    assert f"default, {default}" in ccusage.note(other)
+
+
+def test_params_argv_passes_zero():
+    """0 is a value (0 == False in Python): --warmup 0 must reach the app, not its default 10."""
+    from testbed.workloads import ReqRespParams, params_argv
+    argv = params_argv(ReqRespParams(mode="reuse", warmup=0), "client")
+    assert argv[argv.index("--warmup") + 1] == "0"
+
+
+def test_clients_print_every_request_s_completion():
+    """README: the client prints every request's completion, not only the median (the TCP and
+    the UDP client share completion_line)."""
+    from testbed.apps import udpreq
+    from testbed.apps.reqresp import completion_line, summarize
+    line = completion_line(summarize([1_000_000, 2_500_000]))
+    assert line == "median 1.75 ms over 2 requests; each (ms): 1.0, 2.5"
+    assert udpreq.completion_line is completion_line

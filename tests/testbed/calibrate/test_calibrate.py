@@ -1,0 +1,105 @@
+"""``testbed calibrate``: its statistics and checks, and a real run on the scaled-down path."""
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from testbed.calibrate import link as calibrate
+from testbed.calibrate.probe import _rate_fit
+
+
+def test_wilson_interval():
+    lo, hi = calibrate.wilson(1400, 10000)
+    assert lo < 0.14 < hi
+    assert hi - lo == pytest.approx(2 * 2.5758 * (0.14 * 0.86 / 10000) ** 0.5, rel=0.01)
+    lo, hi = calibrate.wilson(0, 10000)
+    assert lo == 0 and hi == pytest.approx(2.5758 ** 2 / (10000 + 2.5758 ** 2), rel=1e-3)
+    assert calibrate.wilson(0, 0) == (0.0, 1.0)
+
+
+def test_rate_fit_survives_loss_and_a_stall():
+    rng = np.random.default_rng(1)
+    gap = 1514 * 8 / 333e6
+    seq = np.arange(20000)
+    t = seq * gap + rng.normal(0, 20e-6, len(seq))
+    t[5000:5200] = t[5200]  # a 7 ms stall: 200 frames held, then sent in a burst
+    keep = rng.random(len(seq)) > 0.14  # 14% lost, their sequence numbers still count
+    rate, used = _rate_fit(t[keep] - t[keep][0], seq[keep])
+    assert rate * 1514 * 8 == pytest.approx(333e6, rel=1e-3)
+    assert used < keep.sum()
+
+
+def _configured():
+    return {"rate_mbps": {"up": 20.0, "down": 20.0}, "delay_ms": 20.0, "rtt_ms": 40.08,
+            "loss": {"up": 0.0, "down": 0.05}}
+
+
+def _result(**changes):
+    m = {"rtt_ms": {"min": 40.2, "median": 40.4}, "rate_mbps": {"up": 20.01, "down": 19.99},
+         "train": {"up": {"send_rate_mbps": 21.0}, "down": {"send_rate_mbps": 21.0}},
+         "loss": {"up": 0.0, "down": 0.0486},
+         "loss_ci99": {"up": calibrate.wilson(0, 10000), "down": calibrate.wilson(486, 10000)},
+         "reordered": 0}
+    m.update(changes)
+    return {"measured": m, "emulator": {"unintended_drops": 0, "queue_drops": {"up": 0, "down": 0}}}
+
+
+def _failed(res):
+    return [c["check"] for c in calibrate.evaluate(_configured(), res) if not c["ok"]]
+
+
+def test_evaluate_passes_a_good_link():
+    assert _failed(_result()) == []
+
+
+@pytest.mark.parametrize("changes, failing", [
+    ({"rtt_ms": {"min": 40.2, "median": 41.2}}, ["RTT median (ms)"]),
+    ({"rate_mbps": {"up": 19.5, "down": 19.99}}, ["rate up (Mbit/s)"]),
+    # the sender did not exceed the rate: the measurement says nothing about the bottleneck
+    ({"train": {"up": {"send_rate_mbps": 20.1}, "down": {"send_rate_mbps": 21.0}}}, ["rate up (Mbit/s)"]),
+    ({"loss": {"up": 0.0001, "down": 0.0486}}, ["loss up"]),
+    ({"loss": {"up": 0.0, "down": 0.07},
+      "loss_ci99": {"up": (0, 0.0007), "down": calibrate.wilson(700, 10000)}}, ["loss down"]),
+    ({"reordered": 3}, ["reordered datagrams"]),
+])
+def test_evaluate_fails_each_line(changes, failing):
+    assert _failed(_result(**changes)) == failing
+
+
+def test_emulator_drops_fail():
+    res = _result()
+    res["emulator"].update(unintended_drops=1, queue_drops={"up": 3, "down": 0})
+    assert _failed(res) == ["emulator unintended drops", "emulator queue drops"]
+
+
+def _args(*argv):
+    p = argparse.ArgumentParser()
+    calibrate.register(p.add_subparsers())
+    return p.parse_args(["calibrate", *argv])
+
+
+def test_too_few_packets_is_an_error():
+    with pytest.raises(ValueError, match="at least 1000"):
+        calibrate.run(_args("--packets", "10"))
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_calibrate_scaled_long_haul(results_root, capsys):
+    """Every check of the path passes (RTT, rates, loss, reordering, the emulator's own drops).
+    The emulator's p99 scheduling error is measured and judged against its limit, and the exit
+    code follows the verdict, but its value is a speed goal of this machine, not of the code
+    (`testbed calibrate` and benchmarks/emulator.py report it): on the shared 2-core VM it
+    ranged 0.8–489 µs in consecutive runs at 20 Mbit/s, the tail set by stalls of the machine."""
+    code = calibrate.run(_args("--rate", "20mbit", "--delay", "20ms", "--loss-down", "5%",
+                               "--backend", "userspace", "--results", str(results_root), "--json"))
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["measured"]) >= {"rtt_ms", "rate_mbps", "loss", "reordered"}
+    assert set(out["emulator"]["sched_error_us"]) == {"p50", "p99", "max"}
+    assert out["measured"]["loss_sent"] == {"up": 10000, "down": 10000}
+    timing = [c for c in out["checks"] if c["check"] == "emulator sched error p99 (µs)"]
+    assert len(timing) == 1 and timing[0]["measured"] == out["emulator"]["sched_error_us"]["p99"]
+    assert timing[0]["ok"] == (timing[0]["measured"] <= calibrate.SCHED_P99_US)
+    assert all(c["ok"] for c in out["checks"] if c not in timing), [c for c in out["checks"] if not c["ok"]]
+    assert out["ok"] == timing[0]["ok"] and code == (0 if out["ok"] else 1)

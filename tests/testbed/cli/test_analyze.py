@@ -1,0 +1,136 @@
+"""``testbed analyze``: JSON layout, plots, app-log join, errors."""
+import argparse
+import json
+
+import pytest
+
+pytest.importorskip("scapy.all")
+from scapy.all import IP, TCP, Raw  # noqa: E402
+from tests.analysis.test_tcp import ISN_A, ISN_B, Trace, eth  # noqa: E402
+
+from testbed.cli import analyze as cli  # noqa: E402
+
+
+def _run(argv, capsys):
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    args = p.parse_args(["analyze", *argv])
+    code = args.func(args)
+    return code, capsys.readouterr().out
+
+
+def _srv(tr, t_ms, seq_rel, n, ack_rel):
+    p = eth() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(
+        sport=80, dport=1000, flags="PA", seq=ISN_B + seq_rel, ack=(ISN_A + ack_rel) % 2**32,
+        window=1000) / Raw(b"r" * n)
+    tr._add(p, t_ms)
+
+
+def _cli(tr, t_ms, seq_rel, ack_rel, n=0):
+    p = eth() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(
+        sport=1000, dport=80, flags="PA" if n else "A", seq=(ISN_A + seq_rel) % 2**32,
+        ack=ISN_B + ack_rel, window=1000)
+    tr._add(p / Raw(b"q" * n) if n else p, t_ms)
+
+
+@pytest.fixture
+def rr_pcap(tmp_path):
+    """Client 10.0.0.1 sends two 10-byte requests; server answers 300 and 200 bytes."""
+    tr = Trace()
+    tr.a(0, 0, flags="S")
+    tr.b(10, 1, flags="SA")
+    tr.a(10.1, 1)
+    _cli(tr, 11, 1, 1, n=10)                 # request 0
+    tr.b(21, 11)                             # pure ACK of the request
+    for k in range(3):                       # response 0: 3 x 100 B
+        _srv(tr, 22 + 0.1 * k, 1 + 100 * k, 100, 11)
+    _cli(tr, 32, 11, 301)
+    _cli(tr, 40, 11, 301, n=10)              # request 1
+    _srv(tr, 50, 301, 100, 21)
+    _srv(tr, 50.1, 401, 100, 21)
+    _cli(tr, 60, 21, 501)
+    f = tr.write(tmp_path / "rr.pcap")
+    log = tmp_path / "app.jsonl"
+    t0 = int(1000 * 1e9)  # the pcap's clock; no sidecar, so give the app log the same clock
+    events = [{"t": 0, "event": "clock", "realtime_minus_monotonic_ns": 0},
+              {"t": t0 + int(10.5e6), "event": "request_issued", "req": 0, "sport": 1000},
+              {"t": t0 + int(33e6), "event": "last_response_byte", "req": 0, "sport": 1000},
+              {"t": t0 + int(39e6), "event": "request_issued", "req": 1, "sport": 1000},
+              {"t": t0 + int(61e6), "event": "last_response_byte", "req": 1, "sport": 1000},
+              {"t": t0 + int(5e6), "event": "tcp_info", "snd_cwnd": 10, "snd_mss": 100,
+               "src": "10.0.0.2", "sport": 80},
+              {"t": t0 + int(99e9), "event": "elsewhere", "sport": 5555}]
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    return f, log
+
+
+def test_json_per_flow(rr_pcap, capsys, tmp_path):
+    f, log = rr_pcap
+    code, out = _run([str(f), "--app-log", str(log), "--json", "--plots", str(tmp_path / "p")], capsys)
+    assert code == 0
+    res = json.loads(out)
+    assert res["clock"] == "monotonic" and res["app_events_unmatched"] == 1
+    (fl,) = res["flows"]
+    assert fl["data_direction"] == "s2c"
+    assert set(fl["handshake"]) >= {"syn", "synack", "ack", "first_payload_c2s", "last_payload_s2c"}
+    assert fl["initial_rtt_ms"] == pytest.approx(10.1)
+    comp = fl["completion"]
+    assert [(c["request_bytes"], c["response_bytes"]) for c in comp] == [(10, 300), (10, 200)]
+    assert comp[0]["response_first"] == pytest.approx(0.022)
+    assert comp[0]["response_last"] == pytest.approx(0.0222)
+    assert comp[0]["response_acked"] == pytest.approx(0.032)
+    assert comp[0]["app"] == {"request_issued": pytest.approx(0.0105),
+                              "last_response_byte": pytest.approx(0.033)}
+    assert comp[1]["app"]["request_issued"] == pytest.approx(0.039)
+    # default flight gap = initial RTT / 2 = 5.05 ms: each response went out in one flight
+    assert [c["response_flights"] for c in comp] == [1, 1]
+    assert [c["request_flights"] for c in comp] == [1, 1]
+    assert fl["in_flight"]["max"] == 300 and fl["in_flight"]["median"] == 200
+    assert fl["retransmissions"]["total"] == 0
+    # SYN/ACK -> ACK (0.1 ms), last segment of each response -> its ACK
+    assert fl["rtt_ms"]["karn"]["samples"] == pytest.approx([0.1, 9.8, 9.9])
+    assert fl["acks"]["data_per_ack"] == pytest.approx(5 / 2)
+    assert fl["goodput_mbps"] == pytest.approx(500 * 8 / 38e-3 / 1e6)
+    csv = fl["in_flight"]["path"]
+    assert csv and open(csv).readline().startswith("t_ns,outstanding")
+    names = {p.rsplit("/", 1)[1] for p in res["plots"]}
+    for kind in ("s2c-tseq", "s2c-inflight", "delivery"):
+        assert any(kind + ".png" in n for n in names) and any(kind + ".svg" in n for n in names)
+    assert "timeline.png" in names
+
+
+def test_rtt_stats_retransmitted_bytes_and_truncation(rr_pcap, capsys, monkeypatch):
+    """RTT mean/max next to the samples, 'truncated' when --samples cut the list,
+    retransmitted bytes, and which implementation ran (issue 15 item 7)."""
+    f, _ = rr_pcap
+    for engine in ("python", "native"):
+        monkeypatch.setenv("TESTBED_ANALYSIS_ENGINE", engine)
+        from analysis import native
+        if native.engine("auto") != engine:
+            continue
+        code, out = _run([str(f), "--json", "--samples", "2"], capsys)
+        res = json.loads(out)
+        assert code == 0 and res["engine"] == engine
+        (fl,) = res["flows"]
+        karn = fl["rtt_ms"]["karn"]
+        assert karn["n"] == 3 and karn["samples"] == pytest.approx([0.1, 9.8]) and karn["truncated"]
+        assert karn["mean"] == pytest.approx((0.1 + 9.8 + 9.9) / 3) and karn["max"] == pytest.approx(9.9)
+        assert fl["retransmissions"]["bytes"] == 0
+        code, out = _run([str(f), "--json"], capsys)
+        assert json.loads(out)["flows"][0]["rtt_ms"]["karn"]["truncated"] is False
+    with pytest.raises(ValueError, match="--samples must be >= 0"):
+        _run([str(f), "--samples", "-1"], capsys)
+
+
+def test_table_output(rr_pcap, capsys):
+    code, out = _run([str(rr_pcap[0])], capsys)
+    assert code == 0 and "tcp-10.0.0.1:1000-10.0.0.2:80" in out and "s2c" in out
+
+
+def test_bad_input(tmp_path, capsys):
+    with pytest.raises(ValueError, match="no such file"):
+        _run([str(tmp_path / "missing.pcap")], capsys)
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"not a capture at all")
+    with pytest.raises(ValueError, match="not a pcap"):
+        _run([str(bad)], capsys)

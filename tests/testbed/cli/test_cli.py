@@ -1,0 +1,145 @@
+import json
+import subprocess
+
+import pytest
+
+from conftest import REPO, TESTBED
+
+
+def run_testbed(*args, timeout=60):
+    return subprocess.run([*TESTBED, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_lists_commands():
+    out = run_testbed("--help")
+    assert out.returncode == 0
+    for cmd in ("doctor", "topo", "clean"):
+        assert cmd in out.stdout
+
+
+@pytest.mark.root
+def test_doctor_json_keys():
+    out = run_testbed("doctor", "--json")
+    report = json.loads(out.stdout)
+    for key in ("root", "netem", "htb", "backend", "congestion_control", "mptcp", "tcpdump",
+                "tshark", "ok", "problems"):
+        assert key in report
+    assert report["root"] is True
+    assert set(report["congestion_control"]) >= {"reno", "cubic"}
+    assert report["backend"] == ("netem" if report["netem"] and report["htb"] else "userspace")
+    assert out.returncode == (0 if report["ok"] else 1)
+    emu = report["emulator_cpu"]
+    assert emu["cpus"] and emu["forwarder_cpu"] == (emu["cpus"][-1] if len(emu["cpus"]) > 1 else None)
+    assert isinstance(emu["cpu_latency_request"], bool)
+    assert emu["preemption"] in (None, "none", "voluntary", "full", "lazy", "rt")
+    assert emu["rt_cap_percent"] is None or 0 < emu["rt_cap_percent"] <= 100
+    from testbed.emulator.forwarder import busy_policy
+    assert (emu["native_busy_share_pct"], emu["native_demote"]) == busy_policy(
+        emu["forwarder_cpu"], True, emu["rt_cap_percent"])
+    assert isinstance(emu["device_irqs"], list)
+    text = run_testbed("doctor").stdout
+    assert "kernel preemption" in text and "native loop's busy budget" in text
+    assert "device interrupts on it" in text
+
+
+def test_topo_list_names_longhaul():
+    out = run_testbed("topo", "list")
+    assert out.returncode == 0 and "longhaul" in out.stdout and "loss_down" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["topo", "up", "nosuch"], "unknown topology"),
+    (["topo", "up", "longhaul", "--set", "colour=red"], "has no parameter"),
+    (["topo", "up", "longhaul", "--set", "loss_down=140%"], "outside [0, 1]"),
+    (["topo", "up", "longhaul", "--set", "rate_down"], "expected KEY=VALUE"),
+])
+def test_bad_input_is_a_clear_error(args, message):
+    out = run_testbed(*args)
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def _flat(text):
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("workload", ["reqresp", "bulk", "audio", "agent"])
+def test_run_help_shows_every_default(workload):
+    import dataclasses
+    from testbed.spec import factors
+    from testbed import workloads
+    out = run_testbed("run", workload, "--help")
+    assert out.returncode == 0
+    text = _flat(out.stdout)
+    w = workloads.get(workload)
+    for f in dataclasses.fields(w.params):
+        if f.default not in (None, False):
+            assert f"--{f.name.replace('_', '-')}" in text and f"(default: {f.default})" in text
+    for f in factors.FACTORS.values():
+        assert f.option in text
+        if f.default not in (None, False):
+            assert f"(default: {f.default})" in text
+    for option in ("--seed", "--backend", "--topo", "--capture", "--timeout"):
+        assert option in text
+    assert "(default: 1)" in text and "(default: longhaul)" in text
+
+
+def test_topo_show_json_names_links_directions_hosts_roles():
+    out = run_testbed("topo", "show", "dualpath", "--link", "access2.up.queue=50", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["roles"] == {"client": "client", "server": "server"}
+    assert set(d["hosts"]) == {"client", "gw", "server"}
+    links = {link["name"]: link for link in d["links"]}
+    assert set(links) == {"access1", "access2", "egress"}
+    assert links["access2"]["up"]["from"] == "client" and links["access2"]["down"]["to"] == "client"
+    assert links["access2"]["up"]["spec"]["queue_packets"] == 50
+    assert links["access2"]["down"]["spec"]["queue_packets"] is None   # only that direction
+
+
+def test_topo_list_shows_hosts_and_roles():
+    out = run_testbed("topo", "list")
+    assert "hosts: server, station (client station, server server)" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["topo", "show", "dualpath", "--link", "nosuch.up.queue=5"], "links: access1, access2, egress"),
+    (["topo", "show", "dualpath", "--link", "access2.sideways.queue=5"], "allowed: up, down"),
+    (["topo", "show", "dualpath", "--link", "access2.up.colour=5"], "allowed: rate, delay, jitter"),
+    (["topo", "show", "longhaul", "--link", "bottleneck.up.loss"], "expected LINK.DIR.FIELD=VALUE"),
+    (["run", "reqresp", "--topo", "relay", "--link", "bottleneck.down.jitter=-1ms"], "jitter"),
+    (["run", "reqresp", "--topo", "longhaul", "--path", "relay"], "gateway hosts"),
+    (["run", "bulk", "--topo", "wifi"], "exactly one of --size or --duration"),
+    (["run", "reqresp", "--topo", "wifi", "--client-host", "client"], "hosts: server, station"),
+])
+def test_bad_names_are_one_line_listing_the_valid_ones(args, message):
+    out = run_testbed(*args)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.root
+def test_topo_up_exec_runs_iperf3_and_saves_output(tmp_path):
+    out = run_testbed("topo", "up", "longhaul", "--set", "loss_down=0%", "--set", "delay=5ms",
+                      "--set", "rate_up=50mbit", "--set", "rate_down=50mbit", "--backend", "userspace",
+                      "--results", str(tmp_path), "--exec", "server", "iperf3", "-s", "-1",
+                      "--exec", "client", "iperf3", "-c", "{server}", "-t", "1", "--json", timeout=120)
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = tmp_path.iterdir()
+    client = json.loads((run_dir / "exec-1-client.stdout").read_text())
+    assert client["start"]["connected"][0]["remote_host"] == "10.0.0.2"   # {server} substituted
+    assert 0 < client["end"]["sum_received"]["bits_per_second"] <= 50e6 * 1.01
+    assert (run_dir / "exec-0-server.stdout").exists()
+
+
+@pytest.mark.root
+def test_run_uses_the_topologys_roles(tmp_path):
+    """wifi's client is `station`: no --client-host needed."""
+    out = run_testbed("run", "bulk", "--topo", "wifi", "--size", "200KB", "--capture", "none",
+                      "--results", str(tmp_path), "--json", timeout=120)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert printed["status"] == "complete" and 0 < printed["metrics"]["goodput_mbps"] < 54
+    manifest = json.loads((tmp_path / printed["run_id"] / "manifest.json").read_text())
+    assert manifest["roles"] == {"client": "station", "server": "server"}

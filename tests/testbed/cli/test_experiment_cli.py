@@ -1,0 +1,59 @@
+"""``testbed experiment``: list, show, report, and refusals before anything runs (no root)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import load_definition, run_experiment
+from tests.fixtures.fake_execute import FakeExecutor
+
+from conftest import REPO  # noqa: E402
+
+
+def tb(*args):
+    return subprocess.run([sys.executable, "-m", "testbed", "experiment", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_list_json_names_every_builtin():
+    r = tb("list", "--json")
+    assert r.returncode == 0, r.stderr
+    names = {e["name"] for e in json.loads(r.stdout)}
+    assert {"reuse", "relay", "window", "ack", "cc", "initcwnd", "idle", "tls", "buffer"} <= names
+
+
+def test_show_prints_definition_and_schedule():
+    r = tb("show", "reuse")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["factor"] == "params.mode" and d["schedule"][2]["dir"] == "runs/002-new"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "nosuch"], "unknown experiment 'nosuch'; built-in: ack"),
+    (["run", "reuse", "--levels", "new,bogus"], "unknown level 'bogus'; levels: new, reuse"),
+    (["run", "reuse", "--set", "params.bogus=1"], "no parameter(s) ['bogus']; allowed: sample, mode"),
+    (["run", "reuse", "--set", "socket.speed=1"], "unknown socket factor 'speed'; allowed: cc"),
+    (["run", "reuse", "--link", "nolink.down.queue=5"], "no link 'nolink'; links: bottleneck"),
+    (["run", "reuse", "--set", "params.mode=new"], "that is the factor of 'reuse'"),
+    (["run", "reuse", "--set", "nothing=1"], "unknown RunSpec path 'nothing'"),
+    (["run", "reuse", "--reps", "0"], "--reps 0"),
+    (["run", "reuse", "--resume"], "--resume needs --out"),
+])
+def test_bad_input_is_refused_before_anything_runs(tmp_path, args, message):
+    r = tb(*args, "--results", str(tmp_path))
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not any(tmp_path.iterdir())
+
+
+def test_report_recomputes_from_the_directory(tmp_path):
+    exp = load_definition("reuse").with_overrides(reps=3)
+    out = run_experiment(exp, tmp_path / "e", executor=FakeExecutor("params.mode", {"new": 1185.0, "reuse": 240.0}),
+                         quiet=True)
+    r = tb("report", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "new/reuse: ratio of medians" in r.stdout and "n valid 3/3" in r.stdout
+    assert (out / "report.md").is_file() and (out / "summary.json").is_file()
+    assert tb("report", str(tmp_path)).returncode == 2

@@ -1,0 +1,370 @@
+"""What a new user trips over on the command line (found by following README.md)."""
+import logging
+import os
+
+import pytest
+
+from testbed.cli import setup_logging
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLoggerClass(cls)
+
+
+def test_a_warning_prints_once_after_mininet_is_imported(capsys, restore_logging):
+    mnlog = pytest.importorskip("mininet.log")   # it makes every later logger print by itself
+    logging.setLoggerClass(mnlog.MininetLogger)
+    early = logging.getLogger("testbed.test_cli_usability.early")
+    assert early.handlers                         # the newline-less copy the user saw
+    setup_logging()
+    late = logging.getLogger("testbed.test_cli_usability.late")
+    early.warning("early warning")
+    late.warning("late warning")
+    err = capsys.readouterr().err
+    assert err.count("early warning") == 1 and err.count("late warning") == 1
+    assert "testbed: warning: early warning\n" in err
+
+
+def test_resume_without_tls_is_refused():
+    from testbed.spec.runspec import RunSpec
+    with pytest.raises(ValueError, match="needs tls"):
+        RunSpec(topology="longhaul", workload="reqresp", params={"resume": True}).validate()
+    RunSpec(topology="longhaul", workload="reqresp", params={"resume": True, "tls": True}).validate()
+    with pytest.raises(ValueError, match="needs mode new"):
+        RunSpec(topology="longhaul", workload="reqresp",
+                params={"resume": True, "tls": True, "mode": "reuse"}).validate()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{tmp}"], "give one run directory"),                      # a directory without manifest
+    (["{tmp}/run", "{tmp}/run"], "give one run directory"),      # two run directories
+    (["{tmp}/run/a.pcap", "--app-log", "{tmp}/missing.jsonl"], "--app-log {tmp}/missing.jsonl: no such file"),
+    (["{tmp}/run/a.pcap", "--link-log", "{tmp}/missing.frames"], "--link-log {tmp}/missing.frames: no such file"),
+])
+def test_analyze_bad_paths_are_one_line(tmp_path, capsys, restore_logging, args, message):
+    from testbed.cli import main
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    (tmp_path / "run" / "a.pcap").write_bytes(b"")
+    assert main(["analyze", *(a.format(tmp=tmp_path) for a in args)]) == 2
+    err = capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in err and len(err.strip().splitlines()) == 1
+
+
+def test_output_into_a_closed_pipe_is_no_traceback():
+    """`testbed experiment show reuse | head` closed stdout early: a BrokenPipeError traceback."""
+    import subprocess
+
+    from conftest import REPO, TESTBED
+    p = subprocess.Popen([*TESTBED, "experiment", "show", "reuse"], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()                  # the reader is gone before the command writes
+    err = p.stderr.read()
+    p.wait(timeout=60)
+    assert "Traceback" not in err and "Error" not in err, err
+    assert p.returncode == 1
+
+
+def test_experiment_run_help_names_every_default():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    exp = next(a for a in sub.choices["experiment"]._actions
+               if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    missing = [a.option_strings[0] for a in exp._actions
+               if a.option_strings and a.nargs != 0 and a.dest not in ("help", "levels", "link", "set")
+               and "default" not in (a.help or "")]
+    assert missing == []
+
+
+def test_model_help_states_each_default_once_and_no_unit_as_placeholder():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    models = next(a for a in sub.choices["model"]._actions if isinstance(a, argparse._SubParsersAction))
+    bad = [(name, a.option_strings[0]) for name, mp in models.choices.items() if name != "list"
+           for a in mp._actions if a.option_strings and a.dest not in ("help", "json")
+           and ((a.help or "").count("(default:") != 1 or a.metavar == "1")]
+    assert bad == []     # was: --packets "(default: ceil(size/mss)) [count] (default: derived)", --loss 1
+
+
+def test_reproduce_help_names_every_default():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [a.option_strings[0] for a in sub.choices["reproduce"]._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "help" and "default" not in (a.help or "")]
+    assert missing == []
+
+
+def test_demo_help_says_what_it_runs():
+    from conftest import REPO, TESTBED
+    import subprocess
+    top = subprocess.run([*TESTBED, "--help"], cwd=REPO, capture_output=True, text=True).stdout
+    demo = subprocess.run([*TESTBED, "demo", "--help"], cwd=REPO, capture_output=True, text=True).stdout
+    assert "reproduce C7" in " ".join(top.split()) and "(default: auto)" in demo
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cli", "--hold", "3"], "alternatives"),
+    (["--hold", "3", "--exec", "client", "true"], "alternatives"),
+    (["--hold", "-1"], "--hold -1"),
+    (["--exec", "nohost", "true"], "HOST one of client, server"),
+    (["--exec", "client", "iperf3", "-s", "--exec", "server"], "HOST one of client, server"),
+])
+def test_topo_up_refuses_bad_options_before_building_anything(capsys, restore_logging, args, message):
+    from testbed.cli import main
+    assert main(["topo", "up", "longhaul", *args]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and len(err.strip().splitlines()) == 1 and "up with backend" not in out
+
+
+def test_not_root_is_one_line_before_anything_is_created(tmp_path, monkeypatch):
+    """Was: 'congestion control cubic needs CAP_NET_ADMIN' (run) or a PermissionError
+    traceback (topo up, calibrate) for a user who forgot sudo."""
+    import os
+
+    from testbed.spec.errors import SetupError
+    from testbed.run.execute import execute
+    from testbed.run.network import Testbed
+    from testbed.spec.runspec import RunSpec
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SetupError, match="'longhaul' needs root"):
+        execute(RunSpec(topology="longhaul", workload="reqresp"), tmp_path / "run")
+    with pytest.raises(SetupError, match="'longhaul' needs root"):
+        with Testbed("longhaul", results_root=tmp_path):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_note_names_only_the_missing_qdisc(monkeypatch):
+    """Was 'no netem/htb in this kernel' on a kernel that has htb."""
+    from testbed.cli import doctor
+    from testbed.backends import kernel
+    monkeypatch.setattr(doctor.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(kernel, "probe_qdiscs", lambda: {"netns": True, "veth": True, "netem": False,
+                                                         "htb": True, "errors": {}})
+    from testbed.backends import uml
+    monkeypatch.setattr(uml, "doctor_report", lambda refresh=False: {})   # no guest boot
+    note = doctor.diagnose()["backend_note"]
+    assert note.startswith("no netem in this kernel")
+
+
+def test_every_valued_factor_option_names_its_default():
+    import argparse
+
+    from testbed.spec import factors
+    p = argparse.ArgumentParser()
+    factors.add_arguments(p, "socket")
+    factors.add_arguments(p, "host")
+    missing = [a.option_strings[0] for a in p._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "help" and "(default:" not in a.help]
+    assert missing == []      # was: --window, --initcwnd … said nothing (they are left unset)
+
+
+def test_calibrate_help_names_every_default():
+    import argparse
+
+    from testbed.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [a.option_strings[0] for a in sub.choices["calibrate"]._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "help" and "(default" not in (a.help or "")]
+    assert missing == []      # was: --packets "(>= 10000 by default)"
+
+
+def test_topo_list_keeps_long_parameter_names_apart_from_their_defaults(capsys, restore_logging):
+    import re
+
+    from testbed.cli import main
+    assert main(["topo", "list"]) == 0
+    params = [l for l in capsys.readouterr().out.splitlines()
+              if l.startswith("    ") and not l.startswith("    hosts:")]
+    assert params and all(re.match(r"    \S+ {2,}\S", l) for l in params)   # was 'cloud_rate_down 6.4mbit'
+
+
+def test_experiment_list_columns_line_up(capsys, restore_logging):
+    from testbed.cli import main
+    assert main(["experiment", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    starts = {len(l) - len(l.split(None, 1)[1]) for l in lines}     # where the factor column starts
+    assert len(lines) > 10 and len(starts) == 1                     # was shifted by 'streams-schedule'
+
+
+def test_verbose_after_the_command_says_where_it_goes(capsys, restore_logging):
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["topo", "list", "-v"])
+    assert exc.value.code == 2 and "-v and -q go before the command" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["--set", "rate1="], ["--link", "access1.up.rate="]])
+def test_an_empty_value_is_refused_not_read_as_unshaped(capsys, restore_logging, args):
+    """`--set rate1=$RATE` with RATE unset used to remove the rate limit silently."""
+    from testbed.cli import main
+    assert main(["topo", "show", "dualpath", *args]) == 2
+    assert "expected" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["--set", "topology_params.rate1="], ["--link", "access1.up.rate="]])
+def test_experiment_empty_value_is_refused(capsys, restore_logging, args):
+    from testbed.cli import main
+    assert main(["experiment", "run", "multipath", "--reps", "1", *args]) == 2
+    assert "with a value" in capsys.readouterr().err
+
+
+def test_analyze_says_when_a_run_failed(tmp_path, capsys, restore_logging):
+    import json
+
+    from testbed.cli import main
+    (tmp_path / "manifest.json").write_text(json.dumps({"status": "failed", "error": "interrupted"}))
+    assert main(["analyze", str(tmp_path)]) == 0
+    assert "failed (interrupted)" in capsys.readouterr().out.splitlines()[0]
+    assert main(["analyze", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "failed"
+
+
+def test_a_user_other_than_root_keeps_run_state_of_its_own():
+    """`--topo loopback` needs no root, but its state file went to root's /run/testbed
+    (PermissionError traceback)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    code = "import testbed.host.lifecycle as l; print(l.STATE_DIR)"
+    env = {k: v for k, v in os.environ.items() if k not in ("TESTBED_STATE_DIR", "XDG_RUNTIME_DIR")}
+    if os.geteuid() != 0:
+        argv = [sys.executable, "-c", code]
+    elif shutil.which("runuser"):
+        argv = ["runuser", "-u", "nobody", "--", sys.executable, "-c", code]
+    else:
+        pytest.skip("root without runuser")
+    out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith("/tmp/testbed-")
+
+
+def test_levels_take_the_value_experiment_show_prints():
+    """`experiment show ack` prints the level max:10ms; --levels knew only its label max-10ms."""
+    from experiments import load_definition
+    e = load_definition("ack")
+    assert e.level("max:10ms") == e.level("max-10ms") == "max:10ms"
+    with pytest.raises(Exception, match="levels: delayed, quick, max-10ms"):
+        e.level("max:20ms")
+
+
+def test_analyze_run_dir_uses_the_workloads_own_metrics():
+    """analyze RUN_DIR of a udpreq run (now reqresp --transport udp) printed TCP metrics
+    (in flight 0 …), not the manifest's."""
+    from testbed.cli.analyze import _workload_metrics
+    from analysis.runmetrics import run_metrics
+    from testbed import workloads
+    reqresp = workloads.get("reqresp")
+    udp = reqresp.for_params(reqresp.make_params({"transport": "udp"})).metrics
+    assert _workload_metrics({"spec": {"workload": "udpreq"}}) is udp is not run_metrics
+    assert _workload_metrics({"spec": {"workload": "reqresp", "params": {"transport": "udp"}}}) is udp
+    assert _workload_metrics({"spec": {"workload": "reqresp", "params": {"mode": "reuse"}}}) is reqresp.metrics
+    assert _workload_metrics({}) is run_metrics
+    assert _workload_metrics({"spec": {"workload": "gone"}}) is run_metrics
+
+
+def test_experiment_without_root_makes_no_directory(tmp_path, monkeypatch, capsys, restore_logging):
+    import os
+
+    from testbed.cli import main
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["experiment", "run", "window", "--reps", "1", "--out", str(tmp_path / "e")]) == 1
+    assert "needs root" in capsys.readouterr().err and not (tmp_path / "e").exists()
+
+
+def test_verbose_shows_the_run_phases(caplog):
+    """`testbed -v run …` printed nothing more than without -v."""
+    from testbed.run.execute import _phase
+    phases = {}
+    with caplog.at_level(logging.INFO, logger="testbed.run.execute"):
+        with _phase(phases, "bring_up_s"):
+            pass
+    assert "bring up …" in caplog.text and "bring up: " in caplog.text and "bring_up_s" in phases
+
+
+def test_debug_is_the_testbeds_not_every_netlink_message(capsys, restore_logging):
+    setup_logging(2)
+    logging.getLogger("pyroute2.netlink.core").debug("SOCK_DGRAM enqueue")
+    logging.getLogger("testbed.test_cli_usability").debug("ours")
+    logging.getLogger("pyroute2.netlink.core").warning("a real problem")
+    err = capsys.readouterr().err
+    assert "ours" in err and "a real problem" in err and "SOCK_DGRAM" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--transport", "udp", "--tls"], "tls applies to transport tcp only"),
+    (["--transport", "udp", "--mode", "reuse", "--cc", "bbr"], "TCP factors (cc) do not apply"),
+    (["--transport", "udp", "--nodelay"], "TCP factors (nodelay) do not apply"),
+    (["--transport", "udp", "--fec", "fixed"], "fixed:R"),
+])
+def test_testbed_run_reqresp_udp_refuses_in_one_line(argv, message, capsys, restore_logging):
+    """TCP-only options with --transport udp: one line saying what is wrong and what is allowed."""
+    from testbed.cli import main
+    assert main(["run", "reqresp", "--topo", "loopback", "--capture", "none", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["topo", "up", "longhaul"], ["run", "reqresp"], ["calibrate"],
+                                  ["experiment", "run", "reuse"], ["reproduce", "C7"], ["demo"]])
+def test_every_command_that_brings_links_up_takes_the_engine(argv, monkeypatch):
+    """README: ``--engine native|python`` on every command that brings a topology up (calibrate,
+    experiments, reproduce and demo included); parsing it sets $TESTBED_ENGINE, which the
+    userspace backend and every process a command starts read."""
+    from testbed.cli import build_parser
+    from testbed.emulator.config import ENGINE_ENV
+    monkeypatch.delenv(ENGINE_ENV, raising=False)
+    args = build_parser().parse_args([*argv, "--engine", "python"])
+    assert args.engine == "python" and os.environ[ENGINE_ENV] == "python"
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (["run", "reqresp", "--topo", "longhaul", "--mode", "sometimes"], "'new', 'reuse'"),
+    (["topo", "up", "longhaul", "--hold", "abc"], "invalid float value"),
+    (["calibrate", "--engine", "x"], "'native', 'python'"),
+    (["nosuch"], "'doctor'"),
+])
+def test_argparse_errors_are_one_line_not_the_usage_block(argv, allowed, capsys, restore_logging):
+    """README: bad input gets one line saying what is wrong and what is allowed (argparse's own
+    errors printed the command's whole usage first: 28 lines for `run reqresp`)."""
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and allowed in err and "--help" in err
+
+
+def test_backend_netem_without_netem_is_refused_before_anything_is_made(monkeypatch, tmp_path, capsys,
+                                                                        restore_logging):
+    """`--backend netem` on a kernel without netem (as this VM's): one line naming what to use
+    instead, exit 2, and no run, topology or experiment directory (it was a raw tc error after
+    a failed run directory)."""
+    if os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    from testbed.backends import kernel
+    from testbed.cli import main
+    monkeypatch.setattr(kernel, "probe_qdiscs", lambda: {
+        "netns": True, "veth": True, "netem": False, "htb": True,
+        "errors": {"netem": "Error: Specified qdisc kind is unknown."}})
+    for argv in (["topo", "up", "longhaul", "--hold", "1"], ["calibrate"],
+                 ["run", "reqresp", "--topo", "longhaul"],
+                 ["experiment", "run", "reuse", "--reps", "1", "--out", str(tmp_path / "exp")]):
+        assert main([*argv, "--backend", "netem", "--results", str(tmp_path)]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no netem qdisc" in err[0] and "netem-uml" in err[0], (argv, err)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,140 @@
+"""execute(RunSpec) -> RunResult: manifests, failures, one-factor differences, C7 from Python,
+named-link overrides in effect, and `testbed analyze RUN_DIR` = RunResult.metrics."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import REPO, TESTBED
+from testbed.spec.errors import RunError, UsageError
+from testbed.run.execute import execute
+from testbed.spec.runresult import MANIFEST_SCHEMA, load_run
+from testbed.spec.runspec import CaptureSpec, RunSpec
+
+LOOP = RunSpec(topology="loopback", capture=CaptureSpec("none"),
+               params={"requests": 2, "size": "20000", "process": "1ms"})
+# a scaled-down C7 path: 10 ms one way, no loss, so a run takes a few seconds
+SMALL = {"delay": "10ms", "loss_down": "0%", "rate_up": "50mbit", "rate_down": "50mbit"}
+
+pytestmark = pytest.mark.usefixtures("isolated_state")
+
+
+def analyze_json(run_dir):
+    out = subprocess.run([*TESTBED, "analyze", str(run_dir), "--json"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_two_specs_differing_in_one_factor_differ_in_exactly_that_field(tmp_path):
+    a = execute(LOOP.set("socket.cc", "reno"), tmp_path / "a")
+    b = execute(LOOP.set("socket.cc", "cubic"), tmp_path / "b")
+    ma, mb = (json.loads((r.dir / "manifest.json").read_text()) for r in (a, b))
+    assert ma["schema"] == mb["schema"] == MANIFEST_SCHEMA
+    assert ma["status"] == mb["status"] == "complete"
+    diff = RunSpec.from_dict(ma["spec"]).diff(RunSpec.from_dict(mb["spec"]))
+    assert diff == {"socket.cc": ("reno", "cubic")}
+    assert a.checks["cc"] == ["reno"] and b.checks["cc"] == ["cubic"]     # and it took effect
+    assert len(a.metrics["completion_ms"]) == 2 and a.metrics["completion_ms_median"] > 0
+    assert load_run(a.dir).metrics == a.metrics
+    kinds = {f["path"]: f["kind"] for f in a.files}
+    assert kinds["client.jsonl"] == "eventlog" and kinds["server.jsonl"] == "eventlog"
+
+
+def test_a_failed_run_leaves_a_manifest_with_status_failed(tmp_path):
+    spec = LOOP.set("params.think", "3s").set("params.requests", 3).set("timeout", 1.0)
+    with pytest.raises(RunError, match="did not finish within 1 s") as err:
+        execute(spec, tmp_path / "f")
+    result = load_run(tmp_path / "f")
+    assert result.status == "failed" and "did not finish" in result.error
+    assert err.value.result.dir == result.dir and result.metrics == {}
+
+
+def test_bad_spec_creates_nothing(tmp_path):
+    with pytest.raises(UsageError, match="allowed"):
+        execute(LOOP.set("params.colour", "red"), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("")
+    with pytest.raises(UsageError, match="not empty"):
+        execute(LOOP, tmp_path / "full")
+
+
+@pytest.mark.root
+def test_c7_relay_from_python_and_analyze_gives_the_same_metrics(tmp_path):
+    spec = RunSpec(topology="relay", topology_params=SMALL, backend="userspace", workload="reqresp",
+                   params={"path": "relay", "requests": 2, "size": "100000"})
+    r = execute(spec, tmp_path / "c7")
+    assert r.status == "complete" and r.roles == {"client": "client", "server": "server"}
+    assert len(r.metrics["completion_ms"]) == 2
+    assert all(c > 20 for c in r.metrics["completion_ms"])      # at least the 20 ms RTT
+    assert r.checks["syn_per_request"] == 1.0                    # mode new: a SYN per request
+    assert r.checks["host_factors"]["cgw"]["initcwnd"] == 256    # the tuned tunnel
+    pcaps = [f for f in r.files if f["kind"] == "pcap"]
+    assert {("client", "client-eth0"), ("sgw", "sgw-eth1")} <= {(f["host"], f["interface"]) for f in pcaps}
+    assert any(f["kind"] == "framelog" for f in r.files)
+    assert analyze_json(r.dir)["metrics"] == r.metrics
+
+
+@pytest.mark.root
+def test_link_override_on_dualpath_reaches_the_emulator(tmp_path):
+    out = subprocess.run([*TESTBED, "run", "reqresp", "--topo", "dualpath", "--backend", "userspace",
+                          "--link", "access2.up.queue=50", "--link", "access1.up.queue=20",
+                          "--capture", "none", "--json", "--results", str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    summary = json.loads((tmp_path / printed["run_id"] / "emulator" / "summary.json").read_text())
+    queues = {name: d["spec"]["queue_packets"] for name, d in summary["directions"].items()}
+    assert sorted(q for q in queues.values() if q is not None) == [20, 50]
+    up1 = next(d for d in summary["directions"].values() if d["spec"]["queue_packets"] == 20)
+    assert up1["model"]["queue_max_packets"] <= 20                # the limit held
+    assert printed["metrics"]["completion_ms"]
+
+
+@pytest.mark.root
+def test_checks_show_initcwnd_window_and_queue_overrides(tmp_path):
+    base = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
+                   capture=CaptureSpec(("client", "server")), links={"bottleneck.up.queue": "300"})
+    plain = execute(base, tmp_path / "plain")
+    tuned = execute(base.set("host.initcwnd", 40).set("host.initrwnd", 40).set("socket.window", "64KB")
+                    .set("host.advmss", 1180), tmp_path / "tuned")
+    assert plain.checks["first_flight_segments"] == 10 and tuned.checks["first_flight_segments"] == 40
+    # advmss: the SYNs carry it, segments shrink to advmss - 12 (timestamps), so more of them
+    assert plain.checks["syn_mss"] == {"client": 1460, "server": 1460}
+    assert tuned.checks["syn_mss"] == {"client": 1180, "server": 1180}
+    assert (plain.checks["max_payload"], tuned.checks["max_payload"]) == (1448, 1168)
+    assert tuned.metrics["data_packets_c2s"] > 1.2 * plain.metrics["data_packets_c2s"] > 0
+    assert plain.metrics["wire_bytes"] > 0 and plain.metrics["flights"] >= 1
+    assert tuned.checks["max_adv_window"] <= 1.3 * 64000 < plain.checks["max_adv_window"]
+    assert plain.checks["queue_limit"] == [300]
+    assert set(plain.checks["path"]) == {"client-client-eth0.pcap", "server-server-eth0.pcap"}
+    assert all(n > 0 for n in plain.checks["path"].values())
+    assert plain.fidelity["verdict"] in ("ok", "degraded", "overloaded")
+
+
+@pytest.mark.root
+def test_runs_on_a_testbed_that_is_already_up(tmp_path):
+    from testbed.run.network import Testbed
+    spec = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
+                   params={"size": "20000", "requests": 2}, capture=CaptureSpec(("client",)))
+    with Testbed("longhaul", backend="userspace", overrides=SMALL, results_root=tmp_path / "bed") as tb:
+        runs = [execute(spec.set("host.initcwnd", iw).set("host.initrwnd", iw), tmp_path / f"r{iw}",
+                        testbed=tb) for iw in (20, 10)]
+        with pytest.raises(UsageError, match="does not match the spec in topology_params"):
+            execute(spec.set("topology_params.delay", "20ms"), tmp_path / "x", testbed=tb)
+    for r, iw, flight in zip(runs, (20, 10), (14, 10)):
+        assert r.status == "complete" and len(r.metrics["completion_ms"]) == 2
+        assert r.checks["host_factors"]["client"]["initcwnd"] == iw    # the route was replaced
+        assert r.checks["first_flight_segments"] == flight   # 20,020 B = 14 segments; iw 10 holds 10
+        assert (r.dir / "pcap" / "client-client-eth0.pcap").exists()
+
+
+@pytest.mark.root
+def test_discarded_pcaps_still_give_metrics(tmp_path):
+    spec = RunSpec(topology="longhaul", topology_params=SMALL, backend="userspace",
+                   params={"size": "20000"}, capture=CaptureSpec(("client",), keep=False))
+    r = execute(spec, tmp_path / "r")
+    assert r.metrics["handshake_ms"] and r.metrics["max_in_flight_bytes"] > 0
+    assert not list((r.dir / "pcap").glob("*.pcap")) and not r.files_of("pcap")
+    assert load_run(r.dir).metrics == r.metrics
