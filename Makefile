@@ -2,15 +2,18 @@
 VENV ?= .venv
 TESTBED = $(VENV)/bin/testbed
 
-.PHONY: install demo test clean
+.PHONY: install demo test lint clean
 install:
 	sh scripts/install.sh
 
 demo: install
 	$(TESTBED) demo
 
-test: install
+test: install lint
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
 
 clean:
 	$(TESTBED) clean

@@ -34,7 +34,7 @@ def load(path: str | Path) -> list[dict]:
         try:
             e = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not JSON ({exc.msg}); each line must be one JSON object")
+            raise ValueError(f"{path}:{n}: not JSON ({exc.msg}); each line must be one JSON object") from None
         if not isinstance(e, dict) or not isinstance(e.get("t"), int) or "event" not in e:
             raise ValueError(f"{path}:{n}: need an object with integer \"t\" (monotonic ns) and "
                              "\"event\"")

@@ -89,7 +89,7 @@ def exchanges(pk: Packets, flow: Flow, engine: str | None = None) -> list[dict]:
     """Request/response runs with first/last byte times (see module docstring): for all
     packets at once with numpy, or (``engine="python"``, :func:`analysis.native.engine`)
     packet by packet, the reference."""
-    idx, fwd = flow.index, flow.fwd
+    fwd = flow.fwd
     t = flow.take(pk.ts_ns)
     plen = flow.take(pk.payload_len).astype(np.int64)
     ends = _ends(pk, flow, plen)

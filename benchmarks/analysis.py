@@ -111,11 +111,11 @@ def main() -> int:
     rows = []
     for e in engines:
         rows.append((f"analysis read+analyze [{e}]", n,
-                     *best(lambda: report.analyze_file(path, engine=e),
+                     *best(lambda e=e: report.analyze_file(path, engine=e),
                            args.repeat if e == "native" else 1)))
     for e in engines:
         rows.append((f"analysis.pcap.read [{e}]", n,
-                     *best(lambda: pcap.read(path, engine=e), args.repeat)))
+                     *best(lambda e=e: pcap.read(path, engine=e), args.repeat)))
 
     def tool(argv, repeat=1):
         return best(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL,

@@ -558,7 +558,7 @@ def main(argv=None) -> int:
     if cpu_rows:
         _print_table(cpu_rows, ["path", "seconds", "gaps", "gaps_ms", "max_gap_ms", "preemption",
                                 "rt_cap_percent"])
-        print(f"busy loop: gaps ≥ 100 µs in a loop that never sleeps on the forwarder's CPU (RT "
+        print("busy loop: gaps ≥ 100 µs in a loop that never sleeps on the forwarder's CPU (RT "
               "throttling stops a SCHED_FIFO loop busy beyond rt_cap_percent; the native loop "
               "therefore demotes itself to SCHED_OTHER while over its real-time budget)")
         print()

@@ -63,7 +63,7 @@ def codec(reps: int) -> None:
         t = time.perf_counter()
         dec = raptorq.Decoder.with_defaults(len(data), 1448)
         out = None
-        for n, p in enumerate(got, 1):
+        for n, p in enumerate(got, 1):  # noqa: B007 (n: symbols needed, read after the loop)
             out = dec.decode(p)
             if out is not None:
                 break

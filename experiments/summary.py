@@ -155,7 +155,7 @@ def summarize(out: str | Path) -> dict:
     ref = exp.labels[0]
     for other in exp.labels[1:]:
         for m in exp.metrics:
-            def vals(lab):
+            def vals(lab, m=m):
                 return [r["metrics"][m] for r in main if r["level"] == lab and r["valid"]
                         and r["metrics"].get(m) is not None]
             by_rep = {}

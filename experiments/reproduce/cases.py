@@ -10,9 +10,9 @@ real packets on the emulated topologies); a chapter value is never copied into t
 measured column.  ``ok`` compares measured with the chapter (|measured − chapter| ≤ tolerance ×
 |chapter|); where the model disagrees with the chapter, both are shown and ``note`` says why.
 
-Built-in experiments (``experiments/*.toml``) are used by name; the few this table needs beyond
-them are defined in :data:`EXPERIMENTS` (same schema); the path rows of C5 read ``testbed
-calibrate``.  ``--quick`` runs every experiment with ``QUICK_REPS`` repetitions, no warm-up, the
+Experiments (``experiments/definitions/*.toml``, among them ``c1-image`` and ``c12-agent``,
+which only this table uses) are used by name; the path rows of C5 read ``testbed calibrate``.
+``--quick`` runs every experiment with ``QUICK_REPS`` repetitions, no warm-up, the
 ``QUICK_SETS`` of its experiment (fewer requests per run, named in the row's note), and skips
 measures marked ``full_only``; no path or transfer size is scaled.
 """
@@ -31,29 +31,6 @@ FULL_REPS = 10
 CALIBRATE = "calibrate"
 
 #: Experiments this table needs that are not built-in definitions (the TOML schema as dicts).
-EXPERIMENTS: dict[str, dict] = {
-    # C1/C2: the image request on an open connection, immediate vs stretch ACKs.  Linux has no
-    # "ACK every packet": quick (route quickack) is the closest, max:10ms the chapter's rule.
-    "c1-image": {
-        "name": "c1-image", "factor": "host.ack", "levels": ["quick", "max:10ms"],
-        "description": "C1/C2: 30 MB up, 0.3 s processing, 5 MB down on a warm connection, image path",
-        "metrics": ["completion_ms_median", "data_per_ack", "retransmissions", "max_in_flight_bytes",
-                    "data_packets_c2s", "data_packets_s2c", "packets_c2s", "packets_s2c", "wire_bytes"],
-        "reps": FULL_REPS, "warmup": 1, "keep_pcaps": "none",
-        "base": {"topology": "image", "workload": "reqresp",
-                 "params": {"mode": "reuse", "requests": 1, "size": "30MB", "reply_size": "5MB",
-                            "process": "300ms"},
-                 "capture": {"hosts": ["client"]}}},
-    # C12: the agent's rounds on the cloud path, a new TLS connection per round vs one kept alive.
-    "c12-agent": {
-        "name": "c12-agent", "factor": "params.reuse", "levels": [False, True],
-        "description": "C12/C13: screenshot agent on the cloud path, TLS, reconnect every round vs reuse",
-        "metrics": ["completion_ms_median", "handshake_ms"], "reps": FULL_REPS, "warmup": 1,
-        "keep_pcaps": "none",
-        "base": {"topology": "edgecloud", "workload": "agent", "server_host": "cloud",
-                 "params": {"rounds": 5, "tls": True}, "capture": {"hosts": ["device"]}}},
-}
-
 #: measured with Linux's segments (MTU 1500: SYN MSS 1460, 1448 B payloads with timestamps)
 LINUX_MSS = "measured with Linux's 1448 B MSS (the chapter assumes 1168 B payloads)"
 #: the chapter's 1168 B payloads: route advmss 1180 on both hosts (testbed/spec/factors.py ``advmss``;
@@ -95,7 +72,7 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class Measure:
-    """How packets measure a row: experiment (built-in or :data:`EXPERIMENTS`), RunSpec ``sets``
+    """How packets measure a row: experiment (by name), RunSpec ``sets``
     (applied with ``--set``), the level, the metric (``RunResult.metrics`` name, or a read-back
     of ``RunResult.checks`` with ``source="checks"``) and the statistic: ``median`` of one level (CI: bootstrap
     95 % of the median), ``ratio``/``difference`` of the medians of ``levels`` (a, b) = a/b,

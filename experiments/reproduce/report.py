@@ -40,7 +40,7 @@ def fig_c1(base: Path) -> list[str]:
                  (r["download_end"] - o * 8 / p.downlink, o * 8 / p.downlink, "download")]
         start = r["upload_end"]
     lanes.append(("three independent blocks", segs, rows[-1]["received"]))
-    for y, (name, parts, done) in enumerate(lanes):
+    for y, (_name, parts, done) in enumerate(lanes):
         for x0, w, kind in parts:
             ax.barh(y, w, left=x0, height=0.5, color=PHASE_COLOURS[kind], edgecolor="white")
         ax.plot([done, done], [y - 0.35, y + 0.35], color="black", lw=2)

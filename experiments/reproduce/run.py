@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from experiments.reproduce.cases import CALIBRATE, EXPERIMENTS, FULL_REPS, QUICK_REPS, QUICK_SETS, Measure, Row, within
+from experiments.reproduce.cases import CALIBRATE, FULL_REPS, QUICK_REPS, QUICK_SETS, Measure, Row, within
 
 
 def cpu_times() -> list[int]:
@@ -65,9 +65,8 @@ def describe_load(h: dict) -> str:
 def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
     """The Experiment a measure runs: its definition, only the levels the rows read, the reps and
     the row's RunSpec ``sets`` (and --backend; with ``quick`` also the experiment's QUICK_SETS)."""
-    from experiments.definition import Experiment, load_definition
-    exp = (Experiment.from_dict(EXPERIMENTS[measure.experiment], source="experiments/reproduce/cases.py")
-           if measure.experiment in EXPERIMENTS else load_definition(measure.experiment))
+    from experiments.definition import load_definition
+    exp = load_definition(measure.experiment)
     keep = [lab for lab in exp.labels if lab in levels] or None
     sets = {**(QUICK_SETS.get(measure.experiment, {}) if quick else {}), **measure.sets}
     if backend:

@@ -81,7 +81,7 @@ def run_server(args) -> int:
                         continue
                     log.emit(ev.CONN, proto="udp", src=addr[0] if addr[0] not in ("", "0.0.0.0") else None,
                              sport=sock.getsockname()[1], dst=peer[0], dport=peer[1])
-                    stream(lambda b: sock.sendto(b, peer), log, *_check_request(data))
+                    stream(lambda b, peer=peer: sock.sendto(b, peer), log, *_check_request(data))
         factors = tcpopts.socket_factors(args)
         with sockets.listen(addr, factors, log) as listener:
             sockets.announce_ready(log, listener)

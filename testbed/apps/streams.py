@@ -19,7 +19,8 @@ QUIC — the frame was handed to aioquic, followed by a transmit), ``peer_error`
 bytes that are not this protocol: logged, that connection or datagram dropped, the server keeps
 serving).  Client ``connect_start`` (before connecting; with ``--resume`` after the untimed connection
 that fetched the ``session_ticket``), ``streams_request`` (request written; QUIC with a ticket:
-as 0-RTT data), ``tls_done`` (QUIC, at the end: ``resumed``, ``early_data_accepted``), ``stream_chunk`` (t = the frame was
+as 0-RTT data), ``tls_done`` (QUIC, at the end: ``resumed``, ``early_data_accepted``),
+``stream_chunk`` (t = the frame was
 **delivered to the application**: recv()/the StreamDataReceived event that completed it
 returned; ``kind``, ``seq``, ``start``/``end`` = the frame's byte offsets in the TCP byte stream
 (0 = first byte after the server's SYN) or in its QUIC stream, ``stream`` = QUIC stream id).

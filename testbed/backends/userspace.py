@@ -17,7 +17,8 @@ interfaces limit frame sizes.
 Accounting: ``summary()`` is the forwarder's ``summary.json`` (see ``emulator.forwarder``) plus
 the drop counters of the hosts' ends of emulated links over the run, which are added to
 ``unintended_drops``, and the run's ``fidelity`` verdict (``emulator.fidelity``): ``warnings``
-are the verdict's, worded by severity (the engine's own are kept as ``engine_warnings``).  The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
+are the verdict's, worded by severity (the engine's own are kept as ``engine_warnings``).
+The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
 
 Engines: the forwarder runs the ``native`` C loop (``emulator.native``) where it is built,
 else the ``python`` one; ``engine=`` or ``$TESTBED_ENGINE`` (``--engine``) chooses.  Both apply

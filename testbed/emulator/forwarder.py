@@ -9,7 +9,8 @@ Timing.  A frame's arrival time is its kernel receive timestamp (SO_TIMESTAMPNS,
 CLOCK_MONOTONIC), so time spent waiting in the socket does not shift its schedule.  epoll's
 timeout has millisecond granularity, so departures are timed with a timerfd (CLOCK_MONOTONIC,
 absolute) in the same epoll set, with the process's timer slack set to 1 ns, armed ``spin_ns``
-before the departure; the rest of the wait polls without sleeping (see ``config``).  The loop runs SCHED_FIFO (``realtime``)
+before the departure; the rest of the wait polls without sleeping (see ``config``).
+The loop runs SCHED_FIFO (``realtime``)
 with Python's garbage collector off (it creates no cycles).  Pending frames are a FIFO per
 direction (a heap when the spec allows reordering).  While departures are due, reading stops
 after ``MIN_BATCH`` frames so that sends are not held up by a burst of arrivals.

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from analysis.clock import load_meta, meta_path
+from analysis.clock import meta_path
 from testbed.spec.clock import clock_offset_ns
 
 DEFAULT_SNAPLEN = 192

@@ -15,7 +15,8 @@ Frame = 9-byte header ``!BII`` (type, stream id, payload length) + payload.
 
 Stream ids are chosen by the client gateway (1, 2, ...) and never reused; a stream is
 forgotten once both directions saw EOF, or on RESET/REFUSED.  Frames that cross a RESET in
-flight (OPENED, DATA, EOF for a stream already forgotten) are ignored, never a protocol error.  There is no per-stream flow control: the tunnel's TCP
+flight (OPENED, DATA, EOF for a stream already forgotten) are ignored, never a protocol error.
+There is no per-stream flow control: the tunnel's TCP
 window is shared, and a slow application stalls the others (head-of-line blocking, as HTTP/2
 over TCP).
 """

@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
-from testbed.spec.units import format_rate, format_time, parse_bool, parse_probability, parse_queue, parse_rate, parse_size, parse_time
+from testbed.spec.units import (format_rate, format_time, parse_bool, parse_probability, parse_queue,
+                                parse_rate, parse_size, parse_time)
 
 ETH_HEADER = 14
 MIN_DEFAULT_QUEUE = 100

@@ -4,7 +4,6 @@ and a lost SYN/ACK's 1 s retransmission timeout cannot decide the outcome)."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -296,7 +296,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     except (FileNotFoundError, json.JSONDecodeError):
         reason = console_reason(_read(console))
         raise GuestError(f"{what} died before running the command (exit {proc.returncode}): "
-                         f"{reason}; console log: {console}", reason=reason, console=console)
+                         f"{reason}; console log: {console}", reason=reason, console=console) from None
     if status.get("error"):
         reason = status["error"].strip().splitlines()[-1]
         raise GuestError(f"{what}: guest setup failed: {reason}; traceback in {console}",

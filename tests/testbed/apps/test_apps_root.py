@@ -1,7 +1,6 @@
 """Each factor's level shows where it should, on scaled-down paths (root, Mininet, userspace
 emulator).  Paths: 20 ms RTT, 50 Mbit/s, no loss, so every run takes a few seconds."""
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np

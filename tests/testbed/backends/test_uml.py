@@ -229,7 +229,7 @@ def _check_qdisc_case(r: dict, up, down) -> None:
         assert goodput <= 1.02 * bound, (direction, goodput, bound)
         if spec.loss.p == 0 and _netem(text_q)["dropped"] == 0:
             if r["capacity"] < 2 * bound:
-                warnings.warn(f"{direction}: goodput {goodput / 1e6:.1f} of {bound / 1e6:.1f} "
+                warnings.warn(stacklevel=1, message=f"{direction}: goodput {goodput / 1e6:.1f} of {bound / 1e6:.1f} "
                               f"Mbit/s not checked: the guest's CPU allowed only "
                               f"{r['capacity'] / 1e6:.0f} Mbit/s of TCP (host load "
                               f"{os.getloadavg()[0]:.1f})")

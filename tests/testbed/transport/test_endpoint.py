@@ -94,7 +94,7 @@ def test_adaptive_r_is_63_at_14_percent_and_follows_the_measured_loss():
         before = c.stats["repair_sent"]
         c.send_message(sim.now, bytes(245 * 1448))
         sim.flush("a")
-        sim.run(stop=lambda: len(done) > i)
+        sim.run(stop=lambda i=i: len(done) > i)
         repairs.append((c.stats["repair_sent"] - before, c.loss.p))
     assert repairs[0][0] == 63                             # still the prior: no samples yet
     p = repairs[-1][1]
