@@ -7,6 +7,13 @@ statistics (``stats``), ``summary.json`` (``summary``), ``report.md`` (``report`
     exp = load_definition("reuse").with_overrides(reps=5)
     out = run_experiment(exp, "results/reuse-test")      # executor=testbed.run.execute.execute
     summary = write_all(out)                               # summary.json, plots/, report.md
+
+``reproduce`` (``testbed reproduce``) holds the chapter table: one row per quantity, measured by
+the experiments in ``definitions/``.
+
+Division of labour: many runs of one spec with one path varied, and what they show together;
+a single run is ``testbed.run``'s.  May import every layer below it (it uses ``testbed.spec``,
+``testbed.emulator``, ``analysis``, ``topologies`` and ``testbed.run``); imported only by the CLI.
 """
 from experiments.definition import Experiment, builtin_names, load_definition
 from experiments.report import write_all

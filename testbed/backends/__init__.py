@@ -7,10 +7,16 @@
 whose own kernel has no netem.
 
 A backend is anything that satisfies ``Backend`` below.
+
+Division of labour: turns a topology's LinkSpecs into impairments on its veths and records what
+it did; knows nothing of workloads.  May import the layers below it (it uses ``testbed.spec``,
+``testbed.emulator`` and ``testbed.host``); imported by ``testbed.run`` and the CLI.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol
+
+from testbed.spec.runspec import BACKENDS  # what a RunSpec takes, written once
 
 
 class Backend(Protocol):
@@ -29,7 +35,6 @@ class Backend(Protocol):
     def summary(self) -> dict[str, Any]:
         """What the run records about the backend (``fidelity.verdict`` reads it)."""
 
-BACKENDS = ("auto", "netem", "userspace")
 # What commands accept: ``netem-uml`` re-runs the whole command inside a User-Mode Linux guest
 # with ``--backend netem`` (testbed/backends/uml/__init__.py); select_backend itself never sees it.
 BACKEND_CHOICES = BACKENDS + ("netem-uml",)

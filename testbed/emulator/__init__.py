@@ -15,6 +15,12 @@ overflow)":
 The I/O loop around it (AF_PACKET forwarder, logs, Mininet link class) lives in the other
 modules of this package; ``native`` holds the C engine, the same model and loop in C, tested
 against these classes frame by frame.  Nothing here imports numpy, so importing the package stays cheap.
+
+Division of labour: decides, frame by frame, what an emulated link does, and forwards the frames;
+knows nothing of topologies, workloads or runs.  May import ``testbed.spec``; imported by the
+userspace backend (``testbed.backends``), ``testbed.run``, ``analysis`` (frame logs, the air
+model), ``testbed.transport`` (its virtual-time harness), ``topologies`` (air media) and
+``experiments``.
 """
 from testbed.emulator.airtime import AirMedium, AirStats, AirtimeSpec
 from testbed.emulator.direction import DELIVER, DROP_LOSS, DROP_QUEUE, VERDICT_NAMES, DirectionModel, DirectionStats
