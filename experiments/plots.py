@@ -86,7 +86,7 @@ def _client_capture(run_dir: Path):
     from analysis.report import analyze_file
     from testbed.spec.runresult import load_run
     r = load_run(run_dir)
-    client = r.spec.roles[0] if r.spec.topology != "loopback" else None
+    client = r.roles.get("client")          # the host the run's client ran on (manifest)
     pcaps = [(f, run_dir / f["path"]) for f in r.files if f["kind"] == "pcap"]
     pcaps = [(f, p) for f, p in pcaps if p.exists()]
     if not pcaps:

@@ -14,9 +14,13 @@ manifest and experiment.json are written, so a run directory that exists is fini
 Ctrl-C loses at most the run in progress, and ``resume=True`` skips every finished run (a failed
 run is finished too: it is recorded, listed and excluded, not retried).
 
-The executor is any callable ``(spec, out_dir, **kw) -> RunResult`` (``testbed.run.execute.execute``
-by default; tests pass a fake).  When the factor allows it (:meth:`Experiment.topology_may_stay_up`)
-and a ``keep_up(spec)`` context manager is given (:func:`topology_keeper`), the topology is
+Each level's spec is resolved once into its Plan (``testbed.run.plan``; a run's plan is its
+level's with the run's seed), and what the machine must have — root for a topology, the backend,
+the socket factors — is checked once per level before the experiment's directory is made, not
+once per run.  The executor is any callable ``(plan, out_dir, **kw) -> RunResult``
+(``testbed.run.execute.execute`` by default, then called with ``checked=True``; tests pass a fake).
+When the factor allows it (:meth:`Experiment.topology_may_stay_up`)
+and a ``keep_up(plan)`` context manager is given (:func:`topology_keeper`), the topology is
 brought up once per repetition block (the arms of one repetition share its link seed) and passed
 to the executor as ``testbed=``; its bring-up time is recorded so the report can state the
 per-run overhead.  The price: the link backend's summary then covers the whole block, so each
@@ -87,18 +91,17 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
 
 
 def topology_keeper(out: Path) -> Callable:
-    """``keep_up(spec)``: a Testbed (testbed.run.network) up for one repetition block, its results
-    (metadata, emulator logs) in ``OUT/topology/rep-…``."""
+    """``keep_up(plan)``: a Testbed (testbed.run.network) of the plan's topology up for one
+    repetition block, its results (metadata, emulator logs) in ``OUT/topology/seedN-…``."""
     @contextmanager
-    def keep_up(spec):
+    def keep_up(plan):
         import tempfile
 
         from testbed.run.network import Testbed
         root = out / "topology"
         root.mkdir(exist_ok=True)
-        d = tempfile.mkdtemp(dir=root, prefix=f"seed{spec.seed}-")
-        with Testbed(spec.topology, backend=spec.backend, seed=spec.seed,
-                     overrides=dict(spec.topology_params), links=dict(spec.links), run_dir=d) as tb:
+        d = tempfile.mkdtemp(dir=root, prefix=f"seed{plan.spec.seed}-")
+        with Testbed.from_plan(plan, run_dir=d) as tb:
             yield tb
     return keep_up
 
@@ -115,17 +118,23 @@ def finished(out: Path, slot: Slot) -> bool:
     return (d / MANIFEST).is_file() and (d / RUN_INFO).is_file()
 
 
-def _run_one(exp: Experiment, out: Path, slot: Slot, executor: Callable, tb, setup_s: float):
-    final = out / "runs" / slot.dirname
-    tmp = out / "runs" / f".partial-{slot.dirname}"
-    shutil.rmtree(tmp, ignore_errors=True)          # a run a crash interrupted: redo it
+def run_plan(exp: Experiment, plans: dict, slot: Slot):
+    """The Plan of one scheduled run: its level's, with the run's seed (and pcaps dropped when
+    the experiment keeps none)."""
     spec = exp.spec(exp.level(slot.level), slot.seed)
     if exp.keep_pcaps == "none":
         spec = spec.set("capture.keep", False)
-    kw = {"testbed": tb} if tb is not None else {}
+    return plans[slot.level].with_spec(spec)
+
+
+def _run_one(out: Path, slot: Slot, plan, executor: Callable, kw: dict, tb, setup_s: float):
+    final = out / "runs" / slot.dirname
+    tmp = out / "runs" / f".partial-{slot.dirname}"
+    shutil.rmtree(tmp, ignore_errors=True)          # a run a crash interrupted: redo it
+    kw = {**kw, "testbed": tb} if tb is not None else kw
     t0 = time.monotonic()
     try:
-        result = executor(spec, tmp, **kw)
+        result = executor(plan, tmp, **kw)
     except TestbedError as exc:
         result = getattr(exc, "result", None)
         if result is None:                          # nothing recorded: setup is broken, stop
@@ -150,12 +159,13 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     :func:`experiments.report.write_all` afterwards."""
     from tqdm import tqdm
     out = Path(out)
-    exp.validate()
+    plans = exp.validate()
+    kw = {}
     if executor is None:
-        from testbed.backends import check_available
         from testbed.run.execute import execute as executor
-        for backend in {exp.spec(level).backend for level in exp.levels}:
-            check_available(backend)  # before the experiment's directory
+        for plan in plans.values():
+            plan.preflight()          # root, backend, socket factors: before the experiment's directory
+        kw = {"checked": True}
     start(exp, out, resume)
     slots = schedule(exp)
     todo = [s for s in slots if not finished(out, s)]
@@ -166,11 +176,11 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
         for key in dict.fromkeys((s.warmup, s.rep) for s in todo):   # repetition blocks, in order
             block = [s for s in todo if (s.warmup, s.rep) == key]
             t0 = time.monotonic()
-            spec0 = exp.spec(exp.level(block[0].level), block[0].seed)
-            with (keep(spec0) if keep else nullcontext()) as tb:
+            block_plans = [run_plan(exp, plans, slot) for slot in block]
+            with (keep(block_plans[0]) if keep else nullcontext()) as tb:
                 setup_s = round(time.monotonic() - t0, 4) if keep else None
-                for slot in block:
-                    result = _run_one(exp, out, slot, executor, tb, setup_s)
+                for slot, plan in zip(block, block_plans):
+                    result = _run_one(out, slot, plan, executor, kw, tb, setup_s)
                     bar.set_postfix_str(f"{slot.dirname} {result.status}")
                     bar.update(1)
                     if on_run:

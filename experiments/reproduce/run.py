@@ -105,8 +105,7 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             results[key] = calibrate(d, backend)
             continue
         try:
-            exp = experiment_for(m, levels, reps, quick, backend)
-            exp.validate()
+            exp = experiment_for(m, levels, reps, quick, backend)   # run_experiment validates it
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
             resumed = (d / "manifest.json").is_file()
             h0 = host_sample()

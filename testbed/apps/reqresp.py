@@ -14,7 +14,7 @@ from its write.
 Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
 
 Per-request completion = ``last_response_byte.t - request_issued.t``.  ``--socks HOST:PORT``
-connects through a SOCKS5 proxy (the relay's client gateway: path = relay).  ``--resume``
+connects through a SOCKS5 proxy (the relay's client gateway: path = relay).  ``--tls-resume``
 offers the previous TLS session (TLS 1.3 ticket) on each new connection.  The whole request
 (header + body) is handed to the kernel in one send() (``--write one``, see
 ``write_request``); the server's processing T is a sleep.
@@ -319,7 +319,7 @@ def run_client(args: argparse.Namespace) -> int:
         log.emit(ev.REQUEST_BODY, bytes=size, sha256=payload.digest(body))
         client = Client(log, parse_hostport(args.server, "127.0.0.1"), factors, body,
                         parse_size(args.reply_size), int(round(parse_time(args.process) * 1e6)),
-                        parse_time(args.sample), args.tls, args.resume, parse_time(args.timeout),
+                        parse_time(args.sample), args.tls, args.tls_resume, parse_time(args.timeout),
                         parse_hostport(args.socks, "127.0.0.1") if args.socks else None,
                         args.write)
         times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)

@@ -1,4 +1,5 @@
-"""``testbed calibrate``: measure a two-host link with real packets and compare with its LinkSpecs.
+"""Link calibration: measure a two-host link with real packets and compare with its LinkSpecs
+(``calibrate``; the command is ``testbed calibrate``, testbed/cli/calibrate.py).
 
 The link is the ``longhaul`` topology (client — server) with the given rate, one-way delay and
 loss per direction; "up" is client→server, "down" server→client.  Measurements (UDP probes of
@@ -11,7 +12,8 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   catch up), so no datagram meets a full bottleneck buffer; loss = (sent − received) / sent,
   with its Wilson 99% interval.  Check: the configured probability lies inside the interval
   (configured 0: none lost).
-- Bottleneck rate per direction (``testbed.calibrate.pathprobe``, the sequence the benchmarks share): a train of 1514 B frames, 0.5 s worth, sent at 1.05 × the rate
+- Bottleneck rate per direction (``testbed.calibrate.pathprobe``, the sequence the benchmarks
+  share): a train of 1514 B frames, 0.5 s worth, sent at 1.05 × the rate
   after a head start of up to 100 ms of frames, so a standing queue keeps the bottleneck busy
   through stalls of the sender (SCHED_FIFO, below the emulator); head start and queue growth
   stay within 40% of the buffer, so nothing overflows.  Rate = least-squares slope of sequence
@@ -26,13 +28,9 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
-
-from testbed.backends import BACKEND_CHOICES
-from testbed.emulator.config import add_engine_option
 
 RTT_PROBES = 200
 PROBE_PAYLOAD = 64
@@ -46,24 +44,6 @@ SCHED_P99_US = 200  # the emulator's target: p99 scheduling error at or below 20
 # CPU, system calls through ptrace) a Python receiver keeps up with only ~2,500/s, so there the
 # probes go slower and the guest's own receive drops do not pass for link loss.
 LOSS_PPS = 500 if os.environ.get("TESTBED_IN_UML") == "1" else 5000
-
-
-def register(sub) -> None:
-    p = sub.add_parser("calibrate", help="measure an emulated link with real packets, configured "
-                                         "vs measured with pass/fail")
-    p.add_argument("--rate", default="333mbit", help="bottleneck rate, both directions (default 333mbit)")
-    p.add_argument("--delay", default="100ms", help="one-way delay, each direction (default 100ms)")
-    p.add_argument("--loss-up", default="0%", help="client→server loss (default 0%%)")
-    p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
-    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES, help="link backend (default: auto)")
-    add_engine_option(p)
-    p.add_argument("--packets", type=int, default=10000,
-                   help="datagrams per direction for the loss measurement, at least 1000 "
-                        "(default: 10000)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the loss generators (default: 1)")
-    p.add_argument("--results", default="results", help="directory for run results (default: results)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=run)
 
 
 def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
@@ -163,47 +143,31 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
     return checks
 
 
-def run(args) -> int:
+def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
+              loss_down: str = "14%", backend: str = "auto", packets: int = 10000, seed: int = 1,
+              results: str = "results") -> dict:
+    """Measure the longhaul path with this rate (both directions; "unshaped" for none), one-way
+    delay and loss per direction, in human units: ``{"configured", "measured", "emulator",
+    "backend", "checks", "ok", "run_dir"}`` (see the module docstring and ``evaluate``)."""
     from testbed.spec.linkspec import LinkSpec
     from testbed.spec.units import parse_probability, parse_rate, parse_time
-    rate = None if str(args.rate).lower() in ("unshaped", "none") else parse_rate(args.rate)
-    delay = parse_time(args.delay)
-    loss_up, loss_down = parse_probability(args.loss_up), parse_probability(args.loss_down)
-    if args.packets < 1000:
-        raise ValueError(f"--packets {args.packets}: give at least 1000 (10000 for a 99% interval "
+    rate_bps = None if str(rate).lower() in ("unshaped", "none") else parse_rate(rate)
+    delay_s = parse_time(delay)
+    p_up, p_down = parse_probability(loss_up), parse_probability(loss_down)
+    if packets < 1000:
+        raise ValueError(f"--packets {packets}: give at least 1000 (10000 for a 99% interval "
                          "of about ±0.9 points at 14%)")
-    specs = (LinkSpec.parse(rate=rate, delay=delay, loss=loss_up),
-             LinkSpec.parse(rate=rate, delay=delay, loss=loss_down))
+    specs = (LinkSpec.parse(rate=rate_bps, delay=delay_s, loss=p_up),
+             LinkSpec.parse(rate=rate_bps, delay=delay_s, loss=p_down))
     probe_frame = PROBE_PAYLOAD + 42
     configured = {
-        "rate_mbps": {"up": rate / 1e6 if rate else None, "down": rate / 1e6 if rate else None},
-        "delay_ms": delay * 1e3,
-        "rtt_ms": round((2 * delay + sum(s.serialization_time(probe_frame) for s in specs)) * 1e3, 6),
-        "loss": {"up": loss_up, "down": loss_down}}
-    res = measure(rate, delay, loss_up, loss_down, args.backend, args.packets, args.seed,
-                  args.results, specs)
+        "rate_mbps": {"up": rate_bps / 1e6 if rate_bps else None,
+                      "down": rate_bps / 1e6 if rate_bps else None},
+        "delay_ms": delay_s * 1e3,
+        "rtt_ms": round((2 * delay_s + sum(s.serialization_time(probe_frame) for s in specs)) * 1e3, 6),
+        "loss": {"up": p_up, "down": p_down}}
+    res = measure(rate_bps, delay_s, p_up, p_down, backend, packets, seed, results, specs)
     checks = evaluate(configured, res)
-    out = {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],
-           "backend": res["backend"], "checks": checks, "ok": all(c["ok"] for c in checks),
-           "run_dir": res["run_dir"]}
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        print(f"calibrate: backend {res['backend']}, results in {res['run_dir']}")
-        print(f"{'check':28} {'configured':>12} {'measured':>12}  result  tolerance")
-        for c in checks:
-            conf = "-" if c["configured"] is None else f"{c['configured']:.6g}"
-            meas = "-" if c["measured"] is None else f"{c['measured']:.6g}"
-            print(f"{c['check']:28} {conf:>12} {meas:>12}  {'pass' if c['ok'] else 'FAIL':6}  "
-                  f"{c['tolerance']}")
-        rtt = res["measured"]["rtt_ms"]
-        print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
-        e = res["emulator"]
-        if e.get("sched_error_us"):
-            s = e["sched_error_us"]
-            print(f"emulator scheduling error p50 {s['p50']} µs, p99 {s['p99']} µs, max {s['max']} µs; "
-                  f"CPU {e['cpu_percent']}% of a core")
-        for w in e.get("warnings", []):
-            print(f"emulator warning: {w}")
-        print("OK" if out["ok"] else "NOT OK")
-    return 0 if out["ok"] else 1
+    return {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],
+            "backend": res["backend"], "checks": checks, "ok": all(c["ok"] for c in checks),
+            "run_dir": res["run_dir"]}

@@ -1,5 +1,7 @@
 """The ``testbed`` command line. Each subcommand lives in its own module, which exposes
-``register(subparsers)``; modules import their heavy dependencies inside ``run``.
+``register(subparsers)`` and only parses, calls the library and prints; modules import their
+heavy dependencies inside ``run``.  Options several subcommands share are written once, in
+``testbed.cli.options``.
 
 Errors are handled here, once: ``testbed.spec.errors.UsageError`` (and ValueError) → exit 2,
 SetupError / RunError → exit 1, each as one line ``testbed: error: <what failed: why>`` with the
@@ -9,35 +11,18 @@ run directory when there is one; no traceback for an expected failure.  Library 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import subprocess
 import sys
 
+from testbed.cli import (analyze, calibrate, clean, demo, doctor, experiment, model, reproduce, run,
+                         topo)
+from testbed.cli.options import OneLineParser, one_line
 from testbed.spec.errors import TestbedError
 
-COMMAND_MODULES = [
-    "testbed.cli.doctor",
-    "testbed.cli.topo",
-    "testbed.cli.clean",
-    "testbed.calibrate.link",
-    "testbed.cli.run",
-    "testbed.cli.analyze",
-    "testbed.cli.demo",
-    "testbed.cli.experiment",
-    "testbed.cli.model",
-    "testbed.cli.reproduce",
-]
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad input is one line — what is wrong, and what is allowed where argparse knows it (the
-    choices) — and exit 2, not the usage block.  Every subcommand's parser is one too
-    (``add_subparsers`` makes its parsers of the parent's class)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+#: the subcommands, in the order ``testbed --help`` lists them
+COMMANDS = (doctor, topo, clean, calibrate, run, analyze, demo, experiment, model, reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,18 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "real stacks, captures and analysis.")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more output: -v progress, -vv debug (before the command)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on stderr, errors only; results still print (before the command)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no warnings on stderr, errors only; results still print (before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
-
-
-def one_line(text: str, limit: int = 600) -> str:
-    """A message on one line: its lines joined with ' | ', cut at ``limit`` characters."""
-    line = " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def setup_logging(verbose: int = 0, quiet: bool = False) -> None:

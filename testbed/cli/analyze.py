@@ -5,6 +5,8 @@ plus the run's named metrics and checks (``analysis.runmetrics``, the same code 
 ``RunResult.metrics``)."""
 from __future__ import annotations
 
+from testbed.cli.options import add_json
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -19,7 +21,7 @@ def register(sub) -> None:
                    help="application JSONL event log to join (repeatable)")
     p.add_argument("--link-log", action="append", default=[], metavar="F",
                    help="emulator frame log (<direction>.frames) to join (repeatable)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json(p)
     p.add_argument("--plots", metavar="DIR", help="write figures (PNG+SVG) and series CSVs here")
     p.add_argument("--bin", type=float, default=0.1, metavar="S",
                    help="bin width for goodput/throughput series, seconds (default 0.1)")
@@ -111,16 +113,17 @@ def run(args) -> int:
 
 def _workload_metrics(manifest: dict):
     """The metrics callable of the record that ran the manifest's workload and params (reqresp
-    over transport udp: the transport's, not TCP's), else the default ``run_metrics``."""
+    over transport udp: the transport's, not TCP's; ``testbed.run.plan.workload_record``, the
+    lookup ``execute`` makes), else the default ``run_metrics``."""
     from analysis.runmetrics import run_metrics
     spec = manifest.get("spec", {})
     if not spec.get("workload"):
         return run_metrics
-    from testbed import workloads
+    from testbed.run.plan import workload_record
+    from testbed.spec.runspec import RunSpec
     try:
-        name, params = workloads.resolve_alias(spec["workload"], spec.get("params") or {})
-        w = workloads.get(name)
-        return w.for_params(w.make_params(params)).metrics
+        spec = RunSpec.from_dict(spec)
+        return workload_record(spec.workload, spec.params)[0].metrics
     except ValueError:       # a workload or parameter this checkout does not have
         return run_metrics
 

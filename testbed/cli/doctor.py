@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from testbed.cli.options import add_json
+
 TOOLS = ("mnexec", "tcpdump", "tshark", "iperf3", "ethtool", "ip", "ping")
 FIX_PACKAGES = {"mnexec": "mininet", "tcpdump": "tcpdump", "tshark": "tshark", "iperf3": "iperf3",
                 "ethtool": "ethtool", "ip": "iproute2", "ping": "iputils-ping"}
@@ -15,7 +17,7 @@ FIX_PACKAGES = {"mnexec": "mininet", "tcpdump": "tcpdump", "tshark": "tshark", "
 
 def register(sub) -> None:
     p = sub.add_parser("doctor", help="check what this machine supports and how to fix problems")
-    p.add_argument("--json", action="store_true", help="print a JSON object")
+    add_json(p, "print a JSON object")
     p.add_argument("--refresh", action="store_true",
                    help="boot the UML guest again instead of using the cached boot check")
     p.set_defaults(func=run)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 
-from testbed.cli import OneLineParser
+from testbed.cli.options import OneLineParser, add_json
 
 
 class _OneLineParser(OneLineParser):
@@ -101,7 +100,7 @@ def register(sub) -> None:
     models = p.add_subparsers(dest="model_name", metavar="NAME", parser_class=_OneLineParser)
     models.required = True
     lst = models.add_parser("list", help="list the models")
-    lst.add_argument("--json", action="store_true")
+    add_json(lst)
     lst.set_defaults(func=run_list)
     for m in MODELS.values():
         mp = models.add_parser(m.name, help=f"{m.case}: {m.help}",
@@ -115,7 +114,7 @@ def register(sub) -> None:
                             help=f"{meta['help']} [{meta['unit']}]" + (
                                 "" if "(default:" in meta["help"]
                                 else f" (default: {_fmt_default(f.default, meta['unit'])})"))
-        mp.add_argument("--json", action="store_true", help="print JSON")
+        add_json(mp, "print JSON")
         mp.set_defaults(func=run)
 
 

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from testbed.backends import BACKENDS
+from testbed.cli.options import add_backend, add_json, add_results
 from testbed.emulator.config import add_engine_option
 
 
@@ -26,13 +28,13 @@ def register(sub) -> None:
                    help="few repetitions (2), no warm-up, skip full-only rows")
     p.add_argument("--reps", type=int, help="repetitions per level (default: 2 with --quick, else 10)")
     p.add_argument("--model-only", action="store_true", help="do not run experiments")
-    p.add_argument("--backend", choices=("auto", "netem", "userspace"), help="backend of every run (default: each experiment's, else auto)")
+    add_backend(p, None, BACKENDS, what=" of every run")
     add_engine_option(p)
     p.add_argument("--keep-topology", action="store_true",
                    help="keep each experiment's topology up across the runs of a repetition")
-    p.add_argument("--json", action="store_true", help="print summary.json's rows")
+    add_json(p, "print summary.json's rows")
     p.add_argument("--out", help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
-    p.add_argument("--results", default="results", help="root of the default --out (default: results)")
+    add_results(p, "the default --out")
     p.set_defaults(func=run)
 
 

@@ -2,6 +2,7 @@
 
     testbed run reqresp --topo longhaul --set loss_down=0% --mode reuse --requests 10 \\
         --cc bbr --window 64KB --ack max:10ms --initcwnd 10 --capture client
+    testbed run reqresp --topo longhaul --tls --tls-resume --requests 10
     testbed run reqresp --topo relay --path relay --mode new --requests 10
     testbed run reqresp --topo longhaul --transport udp --fec adaptive --loss-prior 14%
     testbed run reqresp --topo dualpath --link access2.up.queue=50 --link egress.down.loss=1%
@@ -10,9 +11,12 @@
     testbed run agent --topo longhaul --rounds 30 --reuse
     testbed run reqresp --topo loopback ...     # 127.0.0.1, no root, no host factors
 
-Every workload option comes from the workload's params dataclass (``testbed/workloads/__init__.py``),
-every factor option from the factor registry (``testbed/spec/factors.py``); what the options mean
-and where each applies is written there once.  The run directory and its manifest are
+``--set``, ``--link``, ``--backend``, ``--engine``, ``--seed`` and ``--results`` mean what they
+mean in every command (``testbed/cli/options.py``): ``--set KEY=VALUE`` a topology parameter,
+``--set PATH=VALUE`` any RunSpec path (applied after the other options).  Every workload option
+comes from the workload's params dataclass (``testbed/workloads/``), every factor option from
+the factor registry (``testbed/spec/factors.py``); what the options mean and where each applies
+is written there once.  The run directory and its manifest are
 described in ``testbed/run/execute.py`` and ``testbed/spec/runresult.py``.
 """
 from __future__ import annotations
@@ -21,9 +25,10 @@ import json
 import sys
 from pathlib import Path
 
-from testbed.spec import factors
 from testbed import workloads
-from testbed.spec.runspec import CaptureSpec, RunSpec
+from testbed.cli.options import add_json, add_topo, add_topology_args, spec_sets
+from testbed.spec import factors
+from testbed.spec.runspec import ALIASES, CaptureSpec, RunSpec, resolve_alias
 
 
 def register(sub) -> None:
@@ -32,7 +37,7 @@ def register(sub) -> None:
     wsub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
     wsub.required = True
     for name, w in workloads.all_workloads().items():
-        aliases = [a for a, (target, _) in workloads.ALIASES.items() if target == name]
+        aliases = [a for a, (target, _) in ALIASES.items() if target == name]
         wp = wsub.add_parser(name, help=w.help, description=f"{name}: {w.help}", aliases=aliases)
         _add_common(wp)
         workloads.add_params(wp.add_argument_group(f"{name} parameters"), w.params, defaults=False)
@@ -42,9 +47,7 @@ def register(sub) -> None:
 
 
 def _add_common(p) -> None:
-    from testbed.cli.topo import add_topology_args
-    p.add_argument("--topo", default="longhaul",
-                   help="topology name, or 'loopback' (127.0.0.1, no root) (default: longhaul)")
+    add_topo(p)
     add_topology_args(p)
     p.add_argument("--client-host", help="host of the client (default: the topology's client role)")
     p.add_argument("--server-host", help="host of the server (default: the topology's server role)")
@@ -54,21 +57,22 @@ def _add_common(p) -> None:
     p.add_argument("--discard-pcaps", action="store_true",
                    help="delete the pcaps once the metrics are computed")
     p.add_argument("--timeout", default=600.0, type=float, help="seconds the client may take (default: 600)")
-    p.add_argument("--json", action="store_true", help="print the run id, directory and metrics as JSON")
+    add_json(p, "print the run id, directory and metrics as JSON")
 
 
 def spec_from_args(args) -> RunSpec:
     """The RunSpec of a ``testbed run`` command line (only what was given; defaults stay in the
-    registries)."""
-    from testbed.cli.topo import parse_links, parse_overrides
-    w = workloads.get(workloads.resolve_alias(args.workload, {})[0])
-    return RunSpec(
-        topology=args.topo, topology_params=parse_overrides(args.overrides),
-        links=parse_links(args.link), backend=args.backend, seed=args.seed,
+    registries); ``--set``/``--link`` paths are applied last."""
+    w = workloads.get(resolve_alias(args.workload, {})[0])
+    spec = RunSpec(
+        topology=args.topo, backend=args.backend, seed=args.seed,
         workload=args.workload, params=workloads.from_args(args, w.params),
         socket=factors.from_args(args, "socket"), host=factors.from_args(args, "host"),
         capture=CaptureSpec(args.capture, args.full_payload, not args.discard_pcaps),
         client_host=args.client_host, server_host=args.server_host, timeout=args.timeout)
+    for path, value in spec_sets(args.overrides, args.link).items():
+        spec = spec.set(path, value)
+    return spec
 
 
 def run(args) -> int:

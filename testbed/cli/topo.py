@@ -1,6 +1,10 @@
-"""``testbed topo list``, ``testbed topo show NAME [--json]`` and
-``testbed topo up NAME [--set KEY=VALUE ...] [--link LINK.DIR.FIELD=VALUE ...] [--backend B]
+"""``testbed topo list``, ``testbed topo show NAME [--set KEY=VALUE ...] [--link ...] [--json]``
+and ``testbed topo up NAME [--set KEY=VALUE ...] [--link LINK.DIR.FIELD=VALUE ...] [--backend B]
 [--cli | --hold S | --exec HOST CMD ... [--exec ...]]``.
+
+``--set`` and ``--link`` mean what they mean in ``testbed run`` (``testbed/cli/options.py``), with
+the topology's paths only: ``--set KEY=VALUE`` (= ``--set topology_params.KEY=VALUE``) and
+``--link LINK.DIR.FIELD=VALUE`` (= ``--set links.LINK.DIR.FIELD=VALUE``).
 
 ``--exec HOST CMD ARGS...`` runs an outside program in a host (argv split without a shell;
 ``{host}`` in an argument becomes that host's address, e.g. ``{server}``); every program's
@@ -20,9 +24,8 @@ import logging
 import sys
 import time
 
-from testbed.backends import BACKEND_CHOICES
+from testbed.cli.options import add_json, add_set_link, add_topology_args, topology_sets
 from testbed.spec.errors import RunError, SetupError, UsageError
-from testbed.emulator.config import add_engine_option
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +38,12 @@ def register(sub) -> None:
     lp.set_defaults(func=run_list)
     sp = tsub.add_parser("show", help="one topology's hosts, roles, and links with both directions' specs")
     sp.add_argument("name")
-    sp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a topology parameter")
-    sp.add_argument("--link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
-                    help="override one field of one direction of a named link")
-    sp.add_argument("--json", action="store_true", help="print JSON")
+    add_set_link(sp, topology_only=True)
+    add_json(sp)
     sp.set_defaults(func=run_show)
     up = tsub.add_parser("up", help="bring a topology up, print it, tear it down on exit")
     up.add_argument("name")
-    add_topology_args(up)
+    add_topology_args(up, topology_only=True)
     up.add_argument("--cli", action="store_true", help="open Mininet's CLI to poke around")
     up.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                     help="without --cli: keep the topology up this long (default: tear down at once)")
@@ -53,47 +53,16 @@ def register(sub) -> None:
     up.set_defaults(func=run_up)
 
 
-def add_topology_args(p) -> None:
-    """Options every command that brings up a topology shares."""
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a topology parameter (see `testbed topo list`)")
-    p.add_argument("--link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
-                   help="override one field of one direction of a named link, e.g. "
-                        "bottleneck.down.loss=3%%, access2.up.queue=50 (see `testbed topo show NAME`)")
-    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
-                   help="link backend (auto: netem where the kernel has it, else userspace; netem-uml: run the command in a User-Mode Linux guest with netem) (default: auto)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the loss and jitter generators (default: 1)")
-    add_engine_option(p)
-    p.add_argument("--results", default="results", help="directory for run results (default: results)")
+def build(args):
+    """The topology of ``args.name`` with its ``--set``/``--link`` applied (built once)."""
+    from testbed.run.plan import build_topology
+    return build_topology(args.name, *topology_sets(args.overrides, args.link))
 
 
-def parse_overrides(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value.strip():   # an empty value once meant 'unshaped'
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set rate_down=50mbit "
-                             "(a rate may be 'unshaped')")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def parse_links(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key.count(".") != 2 or not value.strip():
-            raise UsageError(f"--link {item!r}: expected LINK.DIR.FIELD=VALUE, e.g. "
-                             "--link bottleneck.down.loss=3% (a rate may be 'unshaped')")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def describe(name: str, overrides: dict | None = None, links: dict | None = None) -> dict:
-    """Hosts (addresses), roles, parameters and named links (both directions) of a topology."""
-    from topologies import topology_class
-    cls = topology_class(name)
-    topo = cls(links=links or {}, **(overrides or {}))
+def describe(topo) -> dict:
+    """Hosts (addresses), roles, parameters and named links (both directions) of a topology
+    instance (``testbed.run.plan.build_topology``)."""
+    cls = type(topo)
     hosts = {}
     for h in topo.hosts():
         ips = [info[key]["ip"] for _, _, info in topo.links(withInfo=True)
@@ -109,9 +78,10 @@ def describe(name: str, overrides: dict | None = None, links: dict | None = None
 
 
 def run_list(args) -> int:
+    from testbed.run.plan import build_topology
     from topologies import TOPOLOGIES
     for name in TOPOLOGIES:
-        d = describe(name)
+        d = describe(build_topology(name))
         case = f" [{d['chapter_case']}]" if d["chapter_case"] else ""
         print(f"{name}{case}: {d['description']}")
         print(f"    hosts: {', '.join(d['hosts'])} (client {d['roles']['client']}, "
@@ -123,7 +93,7 @@ def run_list(args) -> int:
 
 
 def run_show(args) -> int:
-    d = describe(args.name, parse_overrides(args.overrides), parse_links(args.link))
+    d = describe(build(args))
     if args.json:
         print(json.dumps(d, indent=1))
         return 0
@@ -139,13 +109,13 @@ def run_show(args) -> int:
     return 0
 
 
-def check_up_args(args) -> None:
-    """What ``topo up`` can refuse before it builds anything: alternatives, --hold, --exec hosts."""
+def check_up_args(args, topo) -> None:
+    """What ``topo up`` can refuse before it brings ``topo`` up: alternatives, --hold, --exec hosts."""
     if sum(map(bool, (args.cli, args.hold, args.execs))) > 1:
         raise UsageError("--cli, --hold and --exec are alternatives; give one of them")
     if args.hold < 0:
         raise UsageError(f"--hold {args.hold:g}: give the seconds to keep the topology up (>= 0)")
-    hosts = describe(args.name, parse_overrides(args.overrides), parse_links(args.link))["hosts"]
+    hosts = set(topo.hosts())
     for item in split_execs(args.execs) if args.execs else []:
         if len(item) < 2 or item[0] not in hosts:
             raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
@@ -154,10 +124,10 @@ def check_up_args(args) -> None:
 
 def run_up(args) -> int:
     from testbed.run.network import Testbed
-    check_up_args(args)
+    topo = build(args)
+    check_up_args(args, topo)
     t0 = time.monotonic()
-    with Testbed(args.name, backend=args.backend, overrides=parse_overrides(args.overrides),
-                 links=parse_links(args.link), results_root=args.results, seed=args.seed) as tb:
+    with Testbed(topo, backend=args.backend, results_root=args.results, seed=args.seed) as tb:
         log.info("topo up took %.3f s", time.monotonic() - t0)
         print(f"{tb.topo.name} up with backend {tb.backend.name}; results in {tb.dir}")
         for link in tb.metadata["links"]:

@@ -5,7 +5,8 @@
     r = execute(RunSpec(topology="relay", workload="reqresp", params={"path": "relay"}), "out/r1")
     r.metrics["completion_ms"], r.checks["cc"], r.fidelity["verdict"]
 
-Steps: validate the spec (UsageError, nothing created); bring the topology up in ``out_dir``
+Steps: resolve the spec into its Plan (``testbed.run.plan``; UsageError, nothing created) and
+check that this machine can run it (root, backend, socket factors); bring the topology up in ``out_dir``
 (or use ``testbed``, an already-up Testbed whose topology, links, seed and backend match);
 apply the host factors in both end hosts (route options, sysctls, tcp_metrics flush; read
 back); start captures on the spec's hosts; start the server (and for ``path=relay`` the gateway
@@ -36,42 +37,37 @@ from pathlib import Path
 from typing import Any
 
 from testbed.spec import factors
-from testbed import workloads
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
 from testbed.host.lifecycle import new_run_id
 from testbed.host.ready import wait_ready
 from testbed.spec.runresult import RunResult
-from testbed.spec.runspec import LOOPBACK, RunSpec
+from testbed.spec.runspec import RunSpec
+from testbed.run.plan import Plan, resolve
 
 log = logging.getLogger(__name__)
 PY = [sys.executable, "-m"]
 TUNNEL_PORT, SOCKS_PORT = 7000, 1080
 
 
-def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
-            run_id: str | None = None) -> RunResult:
-    """Run ``spec`` into the run directory ``out_dir`` (created; must not exist or be empty);
-    see the module docstring.  ``run_id``: the id recorded (default: a new one)."""
-    spec.validate()
-    workload = workloads.get(spec.workload)
-    params = workload.make_params(spec.params)
-    workload = workload.for_params(params)           # e.g. reqresp over transport udp
-    if spec.topology != LOOPBACK:
-        from testbed.backends import check_available
-        from testbed.run.network import require_root
-        require_root(f"topology {spec.topology!r}")
-        if testbed is None:
-            check_available(spec.backend)  # before the run directory: bad input, not a failed run
-    _check_socket_factors(spec)
+def execute(spec: RunSpec | Plan, out_dir: Path | str, *, testbed: Any = None,
+            run_id: str | None = None, checked: bool = False) -> RunResult:
+    """Run ``spec`` (a RunSpec, resolved here once, or its Plan) into the run directory
+    ``out_dir`` (created; must not exist or be empty); see the module docstring.  ``run_id``: the
+    id recorded (default: a new one); ``checked``: the caller ran ``plan.preflight()`` already
+    (the experiment runner, once per level)."""
+    plan = spec if isinstance(spec, Plan) else resolve(spec)
+    spec = plan.spec
+    if not checked:
+        plan.preflight(backend=testbed is None)  # before the run directory: bad input, not a failed run
     out_dir = Path(out_dir).resolve()
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise UsageError(f"run directory {out_dir} exists and is not empty")
     if testbed is not None:
-        _check_matches(spec, testbed)
-    client, server = spec.roles
+        _check_matches(plan, testbed)
+    workload = plan.workload
     out_dir.mkdir(parents=True, exist_ok=True)
     result = RunResult(run_id or new_run_id(), out_dir, spec, "failed", None, time.time(), 0.0,
-                       roles={"client": client, "server": server})
+                       roles=plan.roles)
     phases: dict[str, float] = {}
     error: BaseException | None = None
     bed = testbed
@@ -80,8 +76,8 @@ def execute(spec: RunSpec, out_dir: Path | str, *, testbed: Any = None,
             with contextlib.ExitStack() as stack:
                 with _phase(phases, "bring_up_s"):
                     if bed is None:
-                        bed = _bring_up(spec, out_dir, stack)
-                _run(spec, workload, params, bed, result, phases)
+                        bed = _bring_up(plan, out_dir, stack)
+                _run(plan, bed, result, phases)
                 t_down = time.monotonic()
             phases["teardown_s"] = time.monotonic() - t_down
     except TestbedError as exc:
@@ -116,45 +112,31 @@ def _phase(phases: dict, name: str):
         log.info("%s: %.2f s", label, phases[name])
 
 
-def _check_socket_factors(spec: RunSpec) -> None:
-    """Try the SocketFactors both ends will use on a socket here: what only the kernel knows,
-    such as TCP_DELACK_MAX_US ticks, fails now rather than in the apps."""
-    import socket
-    from testbed.apps.tcpopts import SocketFactors
-    try:
-        sf = SocketFactors(**factors.socket_fields(spec.socket, spec.host))
-        with socket.socket() as probe:
-            sf.apply(probe)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _check_matches(spec: RunSpec, tb: Any) -> None:
-    topo = tb.topo
-    want = topo.resolve(spec.topology_params)
+def _check_matches(plan: Plan, tb: Any) -> None:
+    topo, spec = tb.topo, plan.spec
     problems = [what for what, ok in (
-        ("topology", topo.name == spec.topology), ("topology_params", topo.values == want),
+        ("topology", topo.name == spec.topology),
+        ("topology_params", plan.loopback or topo.values == plan.topology.values),
         ("links", topo.link_overrides == dict(spec.links)), ("seed", tb.seed == spec.seed),
         ("backend", spec.backend in ("auto", tb.backend.name))) if not ok]
     if problems:
         raise UsageError(f"the given testbed does not match the spec in {', '.join(problems)}")
 
 
-def _bring_up(spec: RunSpec, out_dir: Path, stack: contextlib.ExitStack):
-    if spec.topology == LOOPBACK:
+def _bring_up(plan: Plan, out_dir: Path, stack: contextlib.ExitStack):
+    if plan.loopback:
         from testbed.run.loopback import Loopback
         return stack.enter_context(Loopback(run_dir=out_dir))
     from testbed.run.network import Testbed
-    return stack.enter_context(Testbed(spec.topology, backend=spec.backend, seed=spec.seed,
-                                       overrides=dict(spec.topology_params), links=dict(spec.links),
-                                       run_dir=out_dir))
+    return stack.enter_context(Testbed.from_plan(plan, run_dir=out_dir))
 
 
-def _run(spec, workload, params, tb, result: RunResult, phases: dict) -> None:
+def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:
     from testbed.apps.tcpopts import HostFactors
+    spec, workload, params = plan.spec, plan.workload, plan.params
     out = result.dir
-    client, server = result.roles["client"], result.roles["server"]
-    loopback = spec.topology == LOOPBACK
+    client, server = plan.client, plan.server
+    loopback = plan.loopback
     server_ip = tb.ip(server)
     host_factors: dict[str, Any] = {}
     result.checks["host_factors"] = host_factors
@@ -168,7 +150,7 @@ def _run(spec, workload, params, tb, result: RunResult, phases: dict) -> None:
     caps, cpu = [], []
     try:
         with contextlib.ExitStack() as stack:
-            hosts = _capture_hosts(spec, tb)
+            hosts = _capture_hosts(plan, tb)
             if hosts:
                 from testbed.host.capture import capture_hosts
                 caps = stack.enter_context(capture_hosts(tb, hosts, directory=out,
@@ -229,10 +211,10 @@ def _start_relay(tb, params, spec: RunSpec, result: RunResult, started: list) ->
     cgw_tunnel_ip, sgw_ip = _link_ips(tb, cgw, sgw)       # the tunnel's two ends
     buffers = str(parse_size(params.tunnel_buffers))
     tunnel = ["--sndbuf", buffers, "--rcvbuf", buffers, "--cc", params.tunnel_cc]
-    flush = factors.host_fields(spec.host)["flush_metrics"]
+    keep = factors.host_fields(spec.host)["keep_metrics"]
     for host, peer in ((cgw, sgw_ip), (sgw, cgw_tunnel_ip)):
         h = HostFactors(peer, initcwnd=params.tunnel_initcwnd, initrwnd=params.tunnel_initcwnd,
-                        slow_start_after_idle=False, flush_metrics=flush)
+                        slow_start_after_idle=False, keep_metrics=keep)
         result.checks["host_factors"][host] = _host_apply(tb, host, h)
     sargv = PY + ["testbed.apps.relay", "server-gw", "--listen", f"0.0.0.0:{TUNNEL_PORT}",
                   "--log", str(out / "sgw.jsonl"), *tunnel]
@@ -259,9 +241,9 @@ def _link_ips(tb, a: str, b: str) -> tuple[str, str]:
     return by_node[a], by_node[b]
 
 
-def _capture_hosts(spec: RunSpec, tb) -> list[str]:
-    hosts = spec.capture.hosts
-    if spec.topology == LOOPBACK or hosts == "none":
+def _capture_hosts(plan: Plan, tb) -> list[str]:
+    hosts = plan.spec.capture.hosts
+    if plan.loopback or hosts == "none":
         return []
     return sorted(tb.hosts) if hosts == "all" else list(hosts)
 

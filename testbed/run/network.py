@@ -23,16 +23,10 @@ from typing import Any, Sequence
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
 from testbed.host.namespace import DEFAULT_SYSCTLS, configure_host, ns_argv, read_sysctls, static_arp
 from testbed.host.lifecycle import Run
+from testbed.run.plan import build_topology, require_root
 from testbed.run.provenance import provenance
 
 log = logging.getLogger(__name__)
-
-
-def require_root(what: str) -> None:
-    """Raise SetupError, one line, when not root: namespaces, veths and captures need it."""
-    if os.geteuid() != 0:
-        raise SetupError(f"{what} needs root (network namespaces, veths, captures): run it as "
-                         "root, e.g. sudo .venv/bin/testbed …")
 
 
 class Testbed:
@@ -42,10 +36,9 @@ class Testbed:
         """``overrides``: the topology's parameters (``--set``); ``links``: named-link overrides
         ``{"LINK.DIR.FIELD": "VALUE"}`` (``--link``); ``run_dir``: the results directory
         (default ``results_root/<run id>``)."""
-        from topologies import topology_class
         from topologies.base import TestbedTopo
         if isinstance(topo, str):
-            topo = topology_class(topo)(links=links, **(overrides or {}))
+            topo = build_topology(topo, overrides, links)
         elif overrides or links:
             raise ValueError("overrides and links apply to a topology given by name")
         if not isinstance(topo, TestbedTopo):
@@ -58,6 +51,12 @@ class Testbed:
         self.net = None
         self.backend = None
         self.metadata: dict[str, Any] = {}
+
+    @classmethod
+    def from_plan(cls, plan: Any, **kwargs: Any) -> "Testbed":
+        """The Testbed of a run's Plan (``testbed.run.plan``): its topology instance, backend and
+        seed; ``kwargs`` as above (``run_dir``, ``results_root``, ``sysctls``)."""
+        return cls(plan.topology, backend=plan.spec.backend, seed=plan.spec.seed, **kwargs)
 
     # --- access -----------------------------------------------------------------------------
     @property

@@ -1,4 +1,4 @@
-"""``RunSpec``: everything that defines one run, as one frozen, validated value.
+"""``RunSpec``: everything that defines one run, as one frozen value.
 
 A run = a topology (name, structural parameters, named-link overrides, backend, seed) + a
 workload (name, parameters) + socket and host factors + what to capture.  ``execute(spec,
@@ -12,6 +12,10 @@ Paths name one value for ``set``/``get``/``diff``: ``topology``, ``backend``, ``
 ``socket.cc``, ``host.ack``, ``topology_params.rate1``, ``links.bottleneck.down.queue``
 (the link key is ``LINK.DIR.FIELD``, see ``topologies.base``).  ``set(path, None)`` on a
 mapping key removes it (back to the default).
+
+The spec checks values on their own (types, the backend, loopback's limits); checking names and
+values against the registries (workloads, topologies, links, factors) is
+``testbed.run.plan.resolve``, which makes the run's ``Plan`` once.
 
 Values in the mappings are JSON scalars (str, int, float, bool) in the units the registries
 parse (``"64KB"``, ``"100ms"``, ``"3%"``); ``to_json``/``from_json`` round-trip exactly.
@@ -30,6 +34,25 @@ SCALARS = {"topology": str, "backend": str, "seed": int, "workload": str, "timeo
            "client_host": str, "server_host": str}
 BACKENDS = ("auto", "netem", "userspace")
 LOOPBACK = "loopback"   # not a topology: processes on this host over 127.0.0.1, no root
+#: other names of a workload with parameters fixed: ``udpreq`` was reqresp over the UDP transport
+#: before the transport became a parameter (older manifests and experiment files use it)
+ALIASES: dict[str, tuple[str, dict[str, Any]]] = {"udpreq": ("reqresp", {"transport": "udp"})}
+#: parameters renamed since manifests were first written: workload → {old name: new name}
+#: (reqresp's ``resume`` became ``tls_resume``: ``--resume`` means "continue" elsewhere)
+RENAMED_PARAMS: dict[str, dict[str, str]] = {"reqresp": {"resume": "tls_resume"}}
+
+
+def resolve_alias(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(workload, params) for ``name``: an alias becomes its workload with its fixed parameters
+    (UsageError when ``params`` give one of them another value)."""
+    if name not in ALIASES:
+        return name, dict(params)
+    target, fixed = ALIASES[name]
+    clash = [k for k, v in fixed.items() if k in params and params[k] != v]
+    if clash:
+        raise UsageError(f"workload {name!r} is {target} with " + ", ".join(
+            f"{k} {v}" for k, v in fixed.items()) + f"; it cannot take {clash[0]}={params[clash[0]]!r}")
+    return target, {**params, **fixed}
 
 
 @dataclass(frozen=True)
@@ -106,73 +129,21 @@ class RunSpec:
                 object.__setattr__(self, name, float(value))
             elif not isinstance(value, typ) or isinstance(value, bool):
                 raise UsageError(f"{name} must be a {typ.__name__}, not {value!r}")
-        from testbed.workloads import resolve_alias          # e.g. udpreq → reqresp, transport udp
-        workload, params = resolve_alias(self.workload, self.params)
+        workload, params = resolve_alias(self.workload, self.params)   # udpreq → reqresp, udp
         object.__setattr__(self, "workload", workload)
         object.__setattr__(self, "params", dict(sorted(params.items())))
-
-    def __hash__(self) -> int:          # the mappings are dicts: hash the canonical JSON
-        return hash(self.to_json())
-
-    # --- validation against the registries ----------------------------------------------------
-    def validate(self) -> None:
-        """Check every name and value against the registries (topologies, links, workloads,
-        factors); raise UsageError naming what is wrong and what is allowed.  Needs no root."""
-        from testbed.spec import factors
-        from testbed import workloads
         if self.backend not in BACKENDS:
             raise UsageError(f"unknown backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
         if self.timeout <= 0:
-            raise UsageError(f"timeout {self.timeout} must be > 0 seconds")
-        workload = workloads.get(self.workload)
-        workload.make_params(self.params)
-        factors.parse_all(self.socket, "socket")
-        factors.parse_all(self.host, "host")
+            raise UsageError(f"timeout {self.timeout:g} must be > 0 seconds")
         if self.topology == LOOPBACK:
             if self.topology_params or self.links:
                 raise UsageError("topology 'loopback' has no parameters or links")
-            namespaced = factors.namespace_effects(self.host)
-            if namespaced:
-                raise UsageError(f"topology 'loopback' has no namespaces: host factors "
-                                 f"({', '.join(namespaced)}) need a topology")
             if isinstance(self.capture.hosts, tuple):
                 raise UsageError("topology 'loopback' has no hosts to capture on; use capture 'none'")
-            workload.validate_spec(self, None)
-            return
-        topo = self.build_topology()
-        hosts = set(topo.hosts())
-        for name in ("client_host", "server_host"):
-            host = getattr(self, name)
-            if host is not None and host not in hosts:
-                raise UsageError(f"{name} {host!r} is not a host of topology {self.topology!r}; "
-                                 f"hosts: {', '.join(sorted(hosts))}")
-        if isinstance(self.capture.hosts, tuple):
-            bad = [h for h in self.capture.hosts if h not in hosts]
-            if bad:
-                raise UsageError(f"capture host(s) {bad} not in topology {self.topology!r}; "
-                                 f"hosts: {', '.join(sorted(hosts))}")
-        workload.validate_spec(self, topo)
 
-    def build_topology(self):
-        """The topology description (a Mininet Topo, no namespaces) with parameters and link
-        overrides applied; UsageError for a bad name or value."""
-        from topologies import topology_class
-        try:
-            cls = topology_class(self.topology)
-            return cls(links=self.links, **self.topology_params)
-        except UsageError:
-            raise
-        except (ValueError, LookupError) as exc:
-            raise UsageError(str(exc)) from None
-
-    @property
-    def roles(self) -> tuple[str, str]:
-        """(client host, server host): the given ones, else the topology's declared roles."""
-        if self.topology == LOOPBACK:
-            return "client", "server"
-        from topologies import topology_class
-        cls = topology_class(self.topology)
-        return self.client_host or cls.roles["client"], self.server_host or cls.roles["server"]
+    def __hash__(self) -> int:          # the mappings are dicts: hash the canonical JSON
+        return hash(self.to_json())
 
     # --- paths --------------------------------------------------------------------------------
     @staticmethod
@@ -247,11 +218,17 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunSpec":
+        """The spec of ``to_dict`` output, also one written by an older version (renamed
+        parameters, ``RENAMED_PARAMS``, read under their new names)."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
             raise UsageError(f"unknown RunSpec field(s) {sorted(unknown)}; allowed: {', '.join(sorted(names))}")
         d = dict(d)
+        workload = resolve_alias(d.get("workload", "reqresp"), {})[0]
+        renamed = RENAMED_PARAMS.get(workload, {})
+        if renamed and isinstance(d.get("params"), Mapping):
+            d["params"] = {renamed.get(k, k): v for k, v in d["params"].items()}
         if "capture" in d:
             d["capture"] = CaptureSpec.from_dict(d["capture"])
         return cls(**d)

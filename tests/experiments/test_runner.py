@@ -7,7 +7,6 @@ import sys
 import textwrap
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -112,8 +111,8 @@ def test_sigkill_mid_run_then_resume(tmp_path):
         from experiments import load_definition, run_experiment
         from tests.fixtures.fake_execute import FakeExecutor
         class Slow(FakeExecutor):
-            def __call__(self, spec, out_dir, **kw):
-                r = super().__call__(spec, out_dir, **kw)
+            def __call__(self, plan, out_dir, **kw):
+                r = super().__call__(plan, out_dir, **kw)
                 time.sleep(0.4)            # killed here: the run dir is still .partial-
                 return r
         exp = load_definition("reuse").with_overrides(reps=4)
@@ -142,6 +141,29 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert write_all(out, plots=False)["complete"]
 
 
+def test_each_level_is_resolved_and_checked_once_not_per_run(tmp_path, monkeypatch):
+    """The default executor gets each run's plan (its level's, with the run's seed) and
+    ``checked=True``: root, backend and socket factors were checked once per level."""
+    import testbed.run.execute
+    import testbed.run.plan
+    checked, resolved = [], []
+    resolve = testbed.run.plan.resolve
+    monkeypatch.setattr(testbed.run.plan.Plan, "preflight", lambda self: checked.append(self.spec))
+    monkeypatch.setattr(testbed.run.plan, "resolve", lambda spec: resolved.append(spec) or resolve(spec))
+    fx = FakeExecutor("params.mode", MEDIANS)
+    seen = []
+    monkeypatch.setattr(testbed.run.execute, "execute",
+                        lambda plan, out_dir, **kw: seen.append((plan, kw)) or fx(plan, out_dir, **kw))
+    run_experiment(reuse(3), tmp_path / "e", quiet=True)
+    assert len(checked) == len(resolved) == 2 and len(seen) == 8
+    assert all(kw == {"checked": True} for _, kw in seen)
+    assert {plan.spec.seed for plan, _ in seen} == {s.seed for s in schedule(reuse(3))}
+    by_level = {}
+    for plan, _ in seen:
+        by_level.setdefault(plan.params.mode, set()).add(id(plan.topology))
+    assert all(len(ids) == 1 for ids in by_level.values())     # one topology per level, reused
+
+
 def test_resume_refuses_another_definition_and_fresh_run_refuses_a_full_dir(tmp_path):
     out = run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
     with pytest.raises(UsageError, match="differs"):
@@ -154,8 +176,8 @@ def test_topology_kept_up_per_repetition_block_only_when_the_factor_allows(tmp_p
     ups = []
 
     @contextmanager
-    def keep_up(spec):
-        ups.append(spec.seed)
+    def keep_up(plan):
+        ups.append(plan.spec.seed)
         yield f"tb-{len(ups)}"
 
     fx = FakeExecutor("params.mode", MEDIANS)
@@ -230,9 +252,10 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
     ("links.bottleneck.up.queue", "20", {"queue_limit": [20]}, True),
     ("links.bottleneck.up.queue", "20", {"queue_limit": [1000]}, False),
     ("links.bottleneck.up.queue", "8MB", {"queue_limit": [8_000_000]}, True),
-    ("params.resume", True, {"tls_resumed": 0.9}, True),
-    ("params.resume", True, {"tls_resumed": 0.0}, False),
-    ("params.resume", False, {"tls_resumed": 0.1}, False),
+    ("params.tls_resume", True, {"tls_resumed": 0.9}, True),
+    ("params.tls_resume", True, {"tls_resumed": 0.0}, False),
+    ("params.tls_resume", False, {"tls_resumed": 0.1}, False),
+    ("params.resume", True, {"tls_resumed": 0.0}, False),         # streams: QUIC resumption
     ("params.fec", "adaptive", {"repair_packets": 40}, True),
     ("params.fec", "adaptive", {"repair_packets": 0}, False),
     ("params.fec", "off", {"repair_packets": 0}, True),

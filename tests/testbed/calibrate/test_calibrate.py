@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from testbed.calibrate import link as calibrate
+from testbed.cli import calibrate as calibrate_cli
 from testbed.calibrate.probe import _rate_fit
 
 
@@ -75,13 +76,13 @@ def test_emulator_drops_fail():
 
 def _args(*argv):
     p = argparse.ArgumentParser()
-    calibrate.register(p.add_subparsers())
+    calibrate_cli.register(p.add_subparsers())
     return p.parse_args(["calibrate", *argv])
 
 
 def test_too_few_packets_is_an_error():
     with pytest.raises(ValueError, match="at least 1000"):
-        calibrate.run(_args("--packets", "10"))
+        calibrate_cli.run(_args("--packets", "10"))
 
 
 @pytest.mark.root
@@ -92,7 +93,7 @@ def test_calibrate_scaled_long_haul(results_root, capsys):
     code follows the verdict, but its value is a speed goal of this machine, not of the code
     (`testbed calibrate` and benchmarks/emulator.py report it): on the shared 2-core VM it
     ranged 0.8–489 µs in consecutive runs at 20 Mbit/s, the tail set by stalls of the machine."""
-    code = calibrate.run(_args("--rate", "20mbit", "--delay", "20ms", "--loss-down", "5%",
+    code = calibrate_cli.run(_args("--rate", "20mbit", "--delay", "20ms", "--loss-down", "5%",
                                "--backend", "userspace", "--results", str(results_root), "--json"))
     out = json.loads(capsys.readouterr().out)
     assert set(out["measured"]) >= {"rtt_ms", "rate_mbps", "loss", "reordered"}

@@ -2,7 +2,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -32,13 +31,14 @@ def test_show_prints_definition_and_schedule():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["run", "nosuch"], "unknown experiment 'nosuch'; built-in: ack"),
+    (["run", "nosuch"], "unknown experiment 'nosuch'; allowed: ack"),
     (["run", "reuse", "--levels", "new,bogus"], "unknown level 'bogus'; levels: new, reuse"),
     (["run", "reuse", "--set", "params.bogus=1"], "no parameter(s) ['bogus']; allowed: sample, mode"),
     (["run", "reuse", "--set", "socket.speed=1"], "unknown socket factor 'speed'; allowed: cc"),
     (["run", "reuse", "--link", "nolink.down.queue=5"], "no link 'nolink'; links: bottleneck"),
     (["run", "reuse", "--set", "params.mode=new"], "that is the factor of 'reuse'"),
-    (["run", "reuse", "--set", "nothing=1"], "unknown RunSpec path 'nothing'"),
+    (["run", "reuse", "--set", "nothing=1"], "topology 'longhaul' has no parameter(s) ['nothing']"),
+    (["run", "reuse", "--set", "nothing.x=1"], "unknown RunSpec path 'nothing.x'"),
     (["run", "reuse", "--reps", "0"], "--reps 0"),
     (["run", "reuse", "--resume"], "--resume needs --out"),
 ])

@@ -31,14 +31,17 @@ def test_a_warning_prints_once_after_mininet_is_imported(capsys, restore_logging
     assert "testbed: warning: early warning\n" in err
 
 
-def test_resume_without_tls_is_refused():
-    from testbed.spec.runspec import RunSpec
-    with pytest.raises(ValueError, match="needs tls"):
-        RunSpec(topology="longhaul", workload="reqresp", params={"resume": True}).validate()
-    RunSpec(topology="longhaul", workload="reqresp", params={"resume": True, "tls": True}).validate()
-    with pytest.raises(ValueError, match="needs mode new"):
-        RunSpec(topology="longhaul", workload="reqresp",
-                params={"resume": True, "tls": True, "mode": "reuse"}).validate()
+def test_tls_resume_is_its_own_flag_and_needs_tls(capsys, restore_logging):
+    """`--resume` is the experiment's "continue"; TLS session resumption is `--tls-resume`."""
+    from testbed.cli import main
+    loop = ["run", "reqresp", "--topo", "loopback", "--capture", "none"]
+    assert main([*loop, "--tls-resume"]) == 2
+    assert "tls_resume (TLS session resumption) needs tls" in capsys.readouterr().err
+    assert main([*loop, "--tls-resume", "--tls", "--mode", "reuse"]) == 2
+    assert "needs mode new" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*loop, "--tls", "--resume"])
+    assert exc.value.code == 2 and "unrecognized arguments: --resume" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -79,7 +82,7 @@ def test_experiment_run_help_names_every_default():
     exp = next(a for a in sub.choices["experiment"]._actions
                if isinstance(a, argparse._SubParsersAction)).choices["run"]
     missing = [a.option_strings[0] for a in exp._actions
-               if a.option_strings and a.nargs != 0 and a.dest not in ("help", "levels", "link", "set")
+               if a.option_strings and a.nargs != 0 and a.dest not in ("help", "levels", "link", "overrides")
                and "default" not in (a.help or "")]
     assert missing == []
 
@@ -218,7 +221,8 @@ def test_an_empty_value_is_refused_not_read_as_unshaped(capsys, restore_logging,
 def test_experiment_empty_value_is_refused(capsys, restore_logging, args):
     from testbed.cli import main
     assert main(["experiment", "run", "multipath", "--reps", "1", *args]) == 2
-    assert "with a value" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "expected" in err and "with a value" in err
 
 
 def test_analyze_says_when_a_run_failed(tmp_path, capsys, restore_logging):

@@ -8,6 +8,7 @@ import pytest
 from conftest import REPO, TESTBED
 from testbed.spec.errors import RunError, UsageError
 from testbed.run.execute import execute
+from testbed.run.plan import resolve
 from testbed.spec.runresult import MANIFEST_SCHEMA, load_run
 from testbed.spec.runspec import CaptureSpec, RunSpec
 
@@ -58,6 +59,13 @@ def test_bad_spec_creates_nothing(tmp_path):
     (tmp_path / "full" / "f").write_text("")
     with pytest.raises(UsageError, match="not empty"):
         execute(LOOP, tmp_path / "full")
+
+
+def test_execute_takes_the_plan_it_would_resolve(tmp_path):
+    plan = resolve(LOOP.set("params.requests", 1))
+    r = execute(plan, tmp_path / "p", checked=True)
+    assert r.status == "complete" and r.spec == plan.spec and r.roles == plan.roles
+    assert load_run(r.dir).spec == plan.spec and len(r.metrics["completion_ms"]) == 1
 
 
 @pytest.mark.root

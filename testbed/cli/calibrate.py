@@ -1,0 +1,55 @@
+"""``testbed calibrate [--rate R] [--delay D] [--loss-up P] [--loss-down P] [--packets N]
+[--backend B] [--engine E] [--seed S] [--results DIR] [--json]``: measure the long-haul link with
+real packets, configured vs measured with pass/fail (``testbed.calibrate.link``); exit 0 when
+every check passes, else 1."""
+from __future__ import annotations
+
+import json
+
+from testbed.cli.options import add_backend, add_json, add_results, add_seed
+from testbed.emulator.config import add_engine_option
+
+
+def register(sub) -> None:
+    p = sub.add_parser("calibrate", help="measure an emulated link with real packets, configured "
+                                         "vs measured with pass/fail")
+    p.add_argument("--rate", default="333mbit", help="bottleneck rate, both directions (default 333mbit)")
+    p.add_argument("--delay", default="100ms", help="one-way delay, each direction (default 100ms)")
+    p.add_argument("--loss-up", default="0%", help="client→server loss (default 0%%)")
+    p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
+    add_backend(p)
+    add_engine_option(p)
+    p.add_argument("--packets", type=int, default=10000,
+                   help="datagrams per direction for the loss measurement, at least 1000 "
+                        "(default: 10000)")
+    add_seed(p, help="seed of the loss generators")
+    add_results(p)
+    add_json(p, "print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from testbed.calibrate.link import calibrate
+    out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
+                    args.packets, args.seed, args.results)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0 if out["ok"] else 1
+    print(f"calibrate: backend {out['backend']}, results in {out['run_dir']}")
+    print(f"{'check':28} {'configured':>12} {'measured':>12}  result  tolerance")
+    for c in out["checks"]:
+        conf = "-" if c["configured"] is None else f"{c['configured']:.6g}"
+        meas = "-" if c["measured"] is None else f"{c['measured']:.6g}"
+        print(f"{c['check']:28} {conf:>12} {meas:>12}  {'pass' if c['ok'] else 'FAIL':6}  "
+              f"{c['tolerance']}")
+    rtt = out["measured"]["rtt_ms"]
+    print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
+    e = out["emulator"]
+    if e.get("sched_error_us"):
+        s = e["sched_error_us"]
+        print(f"emulator scheduling error p50 {s['p50']} µs, p99 {s['p99']} µs, max {s['max']} µs; "
+              f"CPU {e['cpu_percent']}% of a core")
+    for w in e.get("warnings", []):
+        print(f"emulator warning: {w}")
+    print("OK" if out["ok"] else "NOT OK")
+    return 0 if out["ok"] else 1

@@ -1,0 +1,151 @@
+"""Options the subcommands share, each written once (pip's ``cmdoptions``): the one-line parser,
+the topology options and the KEY=VALUE parsers.
+
+One meaning per option, in every command that has it:
+
+- ``--set KEY=VALUE`` sets one value of the run's spec.  A bare ``KEY`` is a topology parameter
+  (``--set rate_down=50mbit``, see ``testbed topo list``); a dotted ``PATH`` is any RunSpec path
+  (``--set topology_params.rate_down=50mbit`` is the same thing; ``--set params.requests=5``,
+  ``--set socket.cc=bbr``; see ``testbed/spec/runspec.py``).  ``testbed topo up``/``show`` take
+  the topology's paths only (``KEY``, ``topology_params.KEY``, ``links.LINK.DIR.FIELD``).
+- ``--link LINK.DIR.FIELD=VALUE`` overrides one field of one direction of a named link; it is
+  ``--set links.LINK.DIR.FIELD=VALUE``.
+- ``--backend``: the link backend (``testbed.backends.BACKEND_CHOICES``); ``--engine``: the
+  userspace emulator's engine; ``--seed``: the link's loss and jitter seed; ``--results``: the
+  root of the results directories; ``--json``: print JSON instead of a table.
+
+A VALUE is read as a TOML literal when it is one (``5``, ``0.5``, ``true``, ``"x"``), else as the
+string given (``50mbit``, ``3%``); an empty VALUE is refused (an empty rate once meant
+"unshaped": give ``unshaped``).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from testbed.backends import BACKEND_CHOICES
+from testbed.emulator.config import add_engine_option
+from testbed.spec.errors import UsageError
+
+TOPOLOGY_PATHS = ("topology_params.", "links.")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line — what is wrong, and what is allowed where argparse knows it (the
+    choices) — and exit 2, not the usage block.  Every subcommand's parser is one too
+    (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """A message on one line: its lines joined with ' | ', cut at ``limit`` characters."""
+    line = " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+# --- options -----------------------------------------------------------------------------------
+
+def add_topo(p: argparse.ArgumentParser) -> None:
+    """``--topo NAME``: the topology of a run."""
+    p.add_argument("--topo", default="longhaul",
+                   help="topology name, or 'loopback' (127.0.0.1, no root) (default: longhaul)")
+
+
+def add_set_link(p: argparse.ArgumentParser, topology_only: bool = False) -> None:
+    """``--set`` and ``--link`` (see the module docstring); ``topology_only``: a command without
+    a run (``topo up``/``show``) takes the topology's paths only."""
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="KEY=VALUE" if topology_only else "KEY|PATH=VALUE",
+                   help="a topology parameter (KEY, see `testbed topo list`)" + (
+                       "" if topology_only else " or any RunSpec path (PATH, e.g. params.requests, "
+                                                "socket.cc)") + "; repeatable")
+    p.add_argument("--link", dest="link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
+                   help="override one field of one direction of a named link, e.g. "
+                        "bottleneck.down.loss=3%%, access2.up.queue=50 (see `testbed topo show NAME`); "
+                        "repeatable")
+
+
+def add_backend(p: argparse.ArgumentParser, default: str | None = "auto",
+                choices: tuple[str, ...] = BACKEND_CHOICES, what: str = "") -> None:
+    """``--backend`` (``default`` None: the experiment definition's, else auto)."""
+    shown = "the definition's, else auto" if default is None else default
+    p.add_argument("--backend", default=default, choices=choices,
+                   help=f"link backend{what} (auto: netem where the kernel has it, else userspace"
+                        + ("; netem-uml: the command in a User-Mode Linux guest with netem"
+                           if "netem-uml" in choices else "") + f") (default: {shown})")
+
+
+def add_seed(p: argparse.ArgumentParser, default: int | None = 1,
+             help: str = "seed of the loss and jitter generators") -> None:
+    p.add_argument("--seed", type=int, default=default,
+                   help=help + ("" if default is None else f" (default: {default})"))
+
+
+def add_results(p: argparse.ArgumentParser, what: str = "run results") -> None:
+    p.add_argument("--results", default="results", help=f"directory for {what} (default: results)")
+
+
+def add_json(p: argparse.ArgumentParser, help: str = "print JSON instead of a table") -> None:
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_topology_args(p: argparse.ArgumentParser, topology_only: bool = False) -> None:
+    """What every command that brings a topology up shares: ``--set``, ``--link``,
+    ``--backend``, ``--seed``, ``--engine``, ``--results``."""
+    add_set_link(p, topology_only)
+    add_backend(p)
+    add_seed(p)
+    add_engine_option(p)
+    add_results(p)
+
+
+# --- KEY=VALUE ---------------------------------------------------------------------------------
+
+def value(text: str) -> Any:
+    """A TOML literal (5, 0.5, true, "x") when ``text`` is one, else ``text`` itself."""
+    import tomllib
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: str = "") -> dict[str, Any]:
+    """``KEY=VALUE`` items → {KEY: value}; UsageError for an item without a key or a value."""
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or not text.strip():
+            raise UsageError(f"{flag} {item!r}: expected {form} with a value"
+                             + (f", e.g. {flag} {example}" if example else "")
+                             + " (a rate may be 'unshaped')")
+        out[key.strip()] = value(text.strip())
+    return out
+
+
+def spec_sets(sets: list[str], links: list[str]) -> dict[str, Any]:
+    """``--set`` and ``--link`` items → {RunSpec path: value} (see the module docstring)."""
+    out = {(k if "." in k else f"topology_params.{k}"): v
+           for k, v in key_values(sets, "--set", "KEY=VALUE", "rate_down=50mbit").items()}
+    for k, v in key_values(links, "--link", "LINK.DIR.FIELD=VALUE", "bottleneck.down.loss=3%").items():
+        if k.count(".") != 2:
+            raise UsageError(f"--link {k}={v}: expected LINK.DIR.FIELD=VALUE, e.g. "
+                             "--link bottleneck.down.loss=3%")
+        out[f"links.{k}"] = v
+    return out
+
+
+def topology_sets(sets: list[str], links: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(topology parameters, link overrides) of ``--set``/``--link`` on a command without a run;
+    UsageError for a path that is not the topology's."""
+    params, link = {}, {}
+    for path, v in spec_sets(sets, links).items():
+        if not path.startswith(TOPOLOGY_PATHS):
+            raise UsageError(f"--set {path}: this command brings up a topology only; give a "
+                             "topology parameter (KEY or topology_params.KEY) or a link "
+                             "(links.LINK.DIR.FIELD)")
+        head, _, key = path.partition(".")
+        (params if head == "topology_params" else link)[key] = v
+    return params, link
