@@ -47,6 +47,9 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
 
 * ``syn_per_request``: SYNs the client sent ÷ requests it sent (timed and warm-up).
 * ``cc``: the congestion controls read back from the sockets (``factors`` events), sorted.
+* ``socket_readback``: every key of the sockets' read-backs (``factors`` events of all logs:
+  listeners, connections, both ends) → its distinct values in log order — what a socket factor's
+  manipulation check compares with the level (``testbed.spec.factors``).
 * ``data_segments_per_ack``: as ``data_per_ack``.
 * ``max_adv_window``: the largest window (bytes, scaled by the window scale of its sender's
   SYN when both SYNs carried one) advertised by the receiver of any connection's data
@@ -88,10 +91,12 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
     _from_events(events, metrics)
-    cc = sorted({e["readback"]["cc"] for f in sorted(run_dir.glob("*.jsonl"))
-                 for e in applog.load(f) if e["event"] == "factors" and e.get("readback")})
-    if cc:
-        checks["cc"] = cc
+    readbacks = [e["readback"] for f in sorted(run_dir.glob("*.jsonl"))
+                 for e in applog.load(f) if e["event"] == "factors" and e.get("readback")]
+    if readbacks:
+        checks["cc"] = sorted({r["cc"] for r in readbacks})
+        checks["socket_readback"] = {k: list(dict.fromkeys(r[k] for r in readbacks if k in r))
+                                     for k in dict.fromkeys(k for r in readbacks for k in r)}
     pcaps = sorted((run_dir / "pcap").glob(f"{client}-*.pcap"))
     tcp = _from_captures(pcaps, events, metrics, checks) if pcaps else None   # None: not captured
     sent = sum(e["event"] == "first_request_byte_sent" for e in events)

@@ -1,10 +1,13 @@
 """Per-run verification: did the factor take effect (manipulation check), and can the run be
 trusted (fidelity rule)?  Both read only ``RunResult.checks`` / ``RunResult.fidelity``.
 
-Manipulation checks are a registry keyed by the factor's RunSpec path (shell-style patterns
-allowed): ``check(level, result) -> None`` when the factor demonstrably took effect, else the
-reason the run is invalid.  A read-back that is missing makes the run invalid too (a factor that
-cannot be verified is not counted as applied).  A new factor adds one :class:`Check` here.
+A manipulation check is looked up by the factor's RunSpec path (:func:`check_for`):
+``check(level, result) -> None`` when the factor demonstrably took effect, else the reason the run
+is invalid.  A read-back that is missing makes the run invalid too (a factor that cannot be
+verified is not counted as applied).  The check of a TCP factor (``socket.NAME``, ``host.NAME``)
+is part of its record (``testbed.spec.factors``, ``Factor.check``); the others (workload
+parameters, link fields; shell-style patterns allowed) are registered here, one :class:`Check`
+each.
 
 Fidelity rule (:func:`fidelity_reason`, :data:`FIDELITY_RULE`), applied to every run.
 """
@@ -14,7 +17,8 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from testbed.spec.units import parse_probability, parse_size
+from testbed.spec import factors
+from testbed.spec.units import parse_probability
 
 LOSS_P = 0.001
 FIDELITY_RULE = (
@@ -44,9 +48,21 @@ def register_check(c: Check) -> Check:
 
 
 def check_for(factor: str) -> Check | None:
+    """The manipulation check of the factor at RunSpec path ``factor`` (None: there is none)."""
+    where, _, name = factor.partition(".")
+    if where in factors.WHERE:
+        f = factors.FACTORS.get(name) if name in factors.FACTORS else None
+        if f is None or f.where != where or f.check is None:
+            return None
+        return Check(factor, f.check.needs, f.check.rule, f.check.fn)
     if factor in CHECKS:
         return CHECKS[factor]
     return next((c for pat, c in CHECKS.items() if fnmatch.fnmatchcase(factor, pat)), None)
+
+
+def checked_factors() -> list[str]:
+    """Every factor path (or pattern) an experiment can vary: those with a manipulation check."""
+    return [f"{f.where}.{f.name}" for f in factors.FACTORS.values() if f.check is not None] + list(CHECKS)
 
 
 def _mode(level, ch):
@@ -60,38 +76,6 @@ def _mode(level, ch):
 
 def _reuse_flag(level, ch):
     return _mode("reuse" if level in (True, "true", 1) else "new", ch)
-
-
-def _cc(level, ch):
-    seen = sorted(set(ch["cc"]))
-    return None if seen == [level] else f"cc {level} but read back {', '.join(seen) or 'nothing'}"
-
-
-def _window(level, ch):
-    adv = int(ch["max_adv_window"])
-    if level in (None, "default"):
-        return None
-    w = parse_size(level)
-    # 1.3: the kernel's window_clamp recomputation (64,000 -> ~78,000, see apps/tcpopts.py)
-    return None if adv <= 1.3 * w else f"window {level} but largest advertised window {adv} B"
-
-
-def _ack(level, ch):
-    spa = float(ch["data_segments_per_ack"])
-    if level == "quick" and spa > 1.05:
-        return f"ack quick but {spa:.2f} data segments per ACK (want <= 1.05)"
-    if level != "quick" and spa <= 1.05:
-        return f"ack {level} but {spa:.2f} data segments per ACK (want > 1.05: ACKs delayed)"
-    return None
-
-
-def _initcwnd(level, ch):
-    n = int(level)
-    if ch.get("first_flight_segments") is None:
-        got = _host_values(ch, "initcwnd")
-        return None if got and all(v == n for v in got) else f"initcwnd {n} but routes read back {got}"
-    first = int(ch["first_flight_segments"])
-    return None if n / 2 < first <= n else f"initcwnd {n} but first flight {first} segments (want ({n / 2:g}, {n}])"
 
 
 def _path(level, ch):
@@ -112,24 +96,6 @@ def _path(level, ch):
     return None
 
 
-def _host_values(ch, key):
-    return [h.get(key) for h in (ch.get("host_factors") or {}).values() if isinstance(h, dict)]
-
-
-def _norm(v):
-    """1/True/"1"/"true" compare equal; anything else as its string."""
-    text = str(v).lower()
-    return {"true": "1", "false": "0"}.get(text, text)
-
-
-def _readback(key, host_factor=False):
-    def fn(level, ch):
-        got = _host_values(ch, key) if host_factor else ch[key]
-        vals = set(map(_norm, got if isinstance(got, (list, tuple)) else [got]))
-        return None if vals == {_norm(level)} else f"{key} {level} but read back {got}"
-    return fn
-
-
 def _tls_resume(level, ch):
     resumed = float(ch["tls_resumed"])
     want = bool(level)
@@ -146,8 +112,6 @@ def _queue(level, ch):
     got = ch["queue_limit"]
     got = got if isinstance(got, (list, tuple)) else [got]
     return None if got and all(g == want for g in got) else f"queue {level} but the link was built with {got}"
-
-
 
 
 def _repair(level, ch):
@@ -188,19 +152,8 @@ def _send(level, ch):
 for c in (
     Check("params.mode", ("syn_per_request",), "new: >= 1 SYN per request; reuse: < 0.5", _mode),
     Check("params.reuse", ("syn_per_request",), "true: < 0.5 SYNs per request; false: >= 1", _reuse_flag),
-    Check("socket.cc", ("cc",), "every socket's TCP_INFO congestion control equals the level", _cc),
-    Check("socket.window", ("max_adv_window",),
-          "largest advertised window <= 1.3 x the level (default: unchecked)", _window),
-    Check("host.ack", ("data_segments_per_ack",),
-          "quick: <= 1.05 data segments per ACK; delayed / max:T: > 1.05", _ack),
-    Check("host.initcwnd", ("first_flight_segments", "host_factors"),
-          "first flight in (N/2, N] segments (without a first-flight measurement: the route's "
-          "initcwnd read back on both hosts equals N)", _initcwnd),
     Check("params.path", ("path",), "relay: the client's connections reach cgw and never the server "
           "host; direct: they reach the server host (captures on client, cgw and server)", _path),
-    Check("host.slow_start_after_idle", ("host_factors",),
-          "net.ipv4.tcp_slow_start_after_idle read back in both hosts' namespaces equals the level",
-          _readback("slow_start_after_idle", host_factor=True)),
     Check("params.resume", ("tls_resumed",), "on: at least half the timed TLS handshakes resumed "
           "(the first cannot); off: none", _tls_resume),
     Check("links.*.*.queue", ("queue_limit",), "the link direction was built with the level's buffer "

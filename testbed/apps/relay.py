@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import socket
 import sys
 
@@ -326,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         log.emit(ev.START, role=args.role, argv=sys.argv[1:])
-        factors = dataclasses.replace(tcpopts.socket_factors(args), nodelay=True)
+        factors = tcpopts.socket_factors(args).replace(nodelay=True)
         timeout = parse_time(args.timeout)
         if args.role == "client-gw":
             coro = client_gateway(log, parse_hostport(args.socks, "127.0.0.1"),

@@ -20,7 +20,7 @@ import socket
 import time
 from typing import Callable
 
-from testbed.apps.tcpopts import SO_RCVBUFFORCE, SO_SNDBUFFORCE, _set_buffer
+from testbed.spec.factors import RCVBUF, SNDBUF
 from testbed.transport import wire
 from testbed.transport.config import TransportConfig
 from testbed.transport.endpoint import Endpoint
@@ -32,8 +32,8 @@ QUANTUM = 250_000             # ns of paced packets sent per wake-up (pacing.Pac
 def udp_socket(bind: tuple[str, int] = ("0.0.0.0", 0)) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        _set_buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF, BUFFER)
-        _set_buffer(sock, SO_RCVBUFFORCE, socket.SO_RCVBUF, BUFFER)
+        SNDBUF.set(sock, BUFFER)        # SO_SNDBUFFORCE as root, else SO_SNDBUF
+        RCVBUF.set(sock, BUFFER)
         sock.bind(bind)
         sock.setblocking(False)
     except OSError:

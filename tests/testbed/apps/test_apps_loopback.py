@@ -170,7 +170,8 @@ def test_agent_rounds_reuse_vs_new(tmp_path):
 
 
 @pytest.mark.parametrize("args, code, message", [
-    (["reqresp", "client", "--server", "127.0.0.1:1", "--cc", "nosuchcc"], 2, "not available"),
+    (["reqresp", "client", "--server", "127.0.0.1:1", "--cc", "nosuchcc"], 2,
+     "cc 'nosuchcc': a congestion control available on this kernel"),
     (["reqresp", "client", "--server", "127.0.0.1:1", "--size", "-5"], 2, "size"),
     (["reqresp", "client", "--server", "127.0.0.1:1"], 1, "connection refused"),
     (["bulk", "client", "--server", "127.0.0.1:1"], 2, "exactly one of --size"),
@@ -214,7 +215,8 @@ def test_cli_run_on_loopback(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["reqresp", "--topo", "loopback", "--ack", "quick"], "needs a topology|need a topology"),
-    (["reqresp", "--topo", "loopback", "--cc", "nosuchcc"], "not available"),
+    (["reqresp", "--topo", "loopback", "--cc", "nosuchcc"],
+     "cc 'nosuchcc': a congestion control available on this kernel"),
     (["bulk", "--topo", "loopback"], "exactly one of --size"),
     (["reqresp", "--topo", "loopback", "--ack", "max:2ms"], "timer tick"),
 ])

@@ -41,8 +41,8 @@ def _pair():
 
 
 def test_socket_factors_set_before_connect_read_back():
-    f = tcpopts.SocketFactors(cc="reno", sndbuf=100_000, rcvbuf=64_000, window_clamp=64_000,
-                              nodelay=True, delack_max_us=10_000)
+    f = tcpopts.SocketFactors(cc="reno", sndbuf=100_000, rcvbuf="64KB", window_clamp=64_000,
+                              nodelay=True, delack_max="10ms")
     lst = socket.socket()
     f.apply(lst)
     lst.bind(("127.0.0.1", 0))
@@ -63,32 +63,61 @@ def test_socket_factors_set_before_connect_read_back():
 
 
 def test_bad_factors_are_clear_errors():
-    with pytest.raises(ValueError, match="not available on this kernel; allowed: "):
+    with pytest.raises(ValueError, match="cc 'vegasx': a congestion control available on this kernel"):
         tcpopts.SocketFactors(cc="vegasx")
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match=r"rcvbuf -1: a size > 0 bytes"):
         tcpopts.SocketFactors(rcvbuf=-1)
+    with pytest.raises(ValueError, match="'window' is not a socket factor set on a socket"):
+        tcpopts.SocketFactors(window="64KB")       # a shorthand: factors.socket_fields expands it
     with pytest.raises(ValueError, match="allowed: delayed"):
         tcpopts.parse_ack("sometimes")
     assert tcpopts.parse_ack("max:10ms") == (False, 10_000)
     assert tcpopts.parse_ack("quick") == (True, None)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="initcwnd 0: a segment count in 1..65535"):
         tcpopts.HostFactors("10.0.0.2", initcwnd=0)
     with pytest.raises(ValueError):
         parse_hostport("host:99999")
 
 
 def test_route_argv_and_host_flags():
-    h = tcpopts.HostFactors("10.0.0.2", quickack=True, initcwnd=100, slow_start_after_idle=False)
+    h = tcpopts.HostFactors("10.0.0.2", ack="quick", initcwnd=100, slow_start_after_idle=False)
     route = {"dst": "10.0.0.2", "dev": "client-eth0", "prefsrc": "10.0.0.1", "gateway": "10.0.1.254"}
     assert tcpopts.route_argv("10.0.0.2", route, h.route_options()) == [
         "ip", "route", "replace", "10.0.0.2/32", "dev", "client-eth0", "via", "10.0.1.254",
         "src", "10.0.0.1", "quickack", "1", "initcwnd", "100"]
-    assert h.argv() == ["--peer", "10.0.0.2", "--quickack", "--initcwnd", "100",
-                        "--slow-start-after-idle", "0"]
+    assert h.argv() == ["--peer", "10.0.0.2", "--ack", "quick", "--initcwnd", "100",
+                        "--slow-start-after-idle", "false"]
     from testbed.spec import factors
-    mss = tcpopts.HostFactors("10.0.0.2", **factors.host_fields({"advmss": "1180"}))
+    mss = tcpopts.HostFactors("10.0.0.2", **factors.host_fields({"advmss": "1180", "keep_metrics": True}))
     assert mss.route_options() == ["advmss", "1180"]
-    assert mss.argv()[2:4] == ["--advmss", "1180"]
+    assert mss.argv() == ["--peer", "10.0.0.2", "--advmss", "1180", "--keep-metrics"]
+    assert tcpopts.HostFactors("10.0.0.2").route_options() == []      # ack delayed: no quickack
+
+
+def test_host_program_parses_the_argv_host_factors_make(monkeypatch, capsys):
+    """``tcpopts host`` takes every host factor's option (derived from the records) and parses
+    the argv a HostFactors makes back into the same factors."""
+    h = tcpopts.HostFactors("10.0.0.2", ack="max:10ms", initcwnd=40, advmss=1180, initrwnd=20,
+                            slow_start_after_idle=False, keep_metrics=True)
+    monkeypatch.setattr(tcpopts, "apply_host", lambda got: {"peer": got.peer, **got.values})
+    assert tcpopts.main(["host", *h.argv()]) == 0
+    assert json.loads(capsys.readouterr().out) == {"peer": "10.0.0.2", **h.values}
+
+
+def test_bad_factor_values_name_the_factor_and_what_is_allowed():
+    from testbed.spec import factors
+    from testbed.spec.errors import UsageError
+    for values, where, message in (
+            ({"initcwnd": "abc"}, "host", "initcwnd 'abc': a segment count in 1..65535"),
+            ({"initcwnd": "1.5"}, "host", "initcwnd '1.5': a segment count in 1..65535"),
+            ({"advmss": 100}, "host", "advmss 100: bytes in 536..65495"),
+            ({"ack": "sometimes"}, "host", "ack 'sometimes': delayed, quick or max:<time>"),
+            ({"slow_start_after_idle": "maybe"}, "host", "slow_start_after_idle 'maybe': true or false"),
+            ({"window": "big"}, "socket", "window 'big': a size > 0 bytes"),
+            ({"delack_max": "2s"}, "socket", r"delack_max '2s': a time in \(0, 1 s\)"),
+            ({"speed": 1}, "socket", "unknown socket factor 'speed'; allowed: cc, window")):
+        with pytest.raises(UsageError, match=message):
+            factors.parse_all(values, where)
 
 
 def test_tcpinfo_decodes_this_kernel():
