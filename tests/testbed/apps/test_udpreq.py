@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO
 from testbed.host import lifecycle
 from testbed import workloads
+from testbed.run.plan import resolve
 from testbed.spec.errors import UsageError
 from testbed.run.execute import execute
 from testbed.spec.runspec import CaptureSpec, RunSpec
@@ -44,7 +45,7 @@ def test_reqresp_over_udp_through_execute_on_loopback(tmp_path):
 def test_tcp_socket_factors_and_bad_levels_are_refused(tmp_path):
     for path, value in (("socket.cc", "bbr"), ("socket.nodelay", True), ("host.initcwnd", 10)):
         with pytest.raises(UsageError, match=r"TCP factors \(" + path.split(".")[1] + r"\) do not apply"):
-            SPEC.set("topology", "longhaul").set(path, value).validate()
+            resolve(SPEC.set("topology", "longhaul").set(path, value))
     with pytest.raises(UsageError, match="fixed:R"):
         execute(SPEC.set("params.fec", "fixed"), tmp_path / "b")
     with pytest.raises(UsageError, match="ACK policy"):
@@ -112,13 +113,13 @@ def test_ack_every_n_keeps_its_promise_through_the_udp_loop(tmp_path):
 ])
 def test_tcp_only_parameters_are_refused_naming_what_udp_takes(given, message):
     with pytest.raises(UsageError, match=message) as e:
-        RunSpec(topology="loopback", workload="reqresp", params={"transport": "udp", **given}).validate()
+        resolve(RunSpec(topology="loopback", workload="reqresp", params={"transport": "udp", **given}))
     assert "process, transport, request_timeout, fec, ack_policy, pacing, loss_prior, backoff" in str(e.value)
 
 
 def test_udp_parameters_are_refused_over_tcp():
     with pytest.raises(UsageError, match="fec applies to transport udp only"):
-        RunSpec(topology="loopback", workload="reqresp", params={"fec": "adaptive"}).validate()
+        resolve(RunSpec(topology="loopback", workload="reqresp", params={"fec": "adaptive"}))
 
 
 def test_udpreq_is_an_alias_of_reqresp_over_udp():
