@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from testbed.spec.factors import FACTORS
 from testbed.spec.runresult import MANIFEST, load_run
 
 from experiments import checks as ck
@@ -96,14 +97,16 @@ def _topology_s(timings: dict):
 
 def _shown_checks(factor: str, check, checks: dict) -> dict:
     """The read-back the check used (the first of its ``needs`` present); of ``host_factors``
-    only the factor's own value per host."""
+    only the factor's own value per host, of ``socket_readback`` only the factor's own values."""
     key = next((k for k in (check.needs if check else ()) if checks.get(k) is not None), None)
     if key is None:
         return {}
     value = checks[key]
-    if key == "host_factors":
+    if key in ("host_factors", "socket_readback"):
         name = factor.split(".", 1)[1]
-        value = {h: v.get(name) for h, v in sorted(value.items()) if isinstance(v, dict)}
+        readback = FACTORS.get(name).readback
+        value = ({h: v.get(readback) for h, v in sorted(value.items()) if isinstance(v, dict)}
+                 if key == "host_factors" else value.get(readback))
         key = f"{name} (read back)"
     return {key: value}
 

@@ -86,7 +86,10 @@ def test_a_loopback_run_sets_reads_back_and_checks_the_factor(plugin_dir, tmp_pa
     readbacks = [e["readback"] for e in events if e["event"] == "factors"]
     assert readbacks and all(rb["notsent_lowat"] == 16_000 for rb in readbacks)
     assert r.checks["socket_readback"]["notsent_lowat"] == [16_000]
-    assert check_for("socket.notsent_lowat").needs == ("socket_readback",)
+    check = check_for("socket.notsent_lowat")
+    assert check.needs == ("socket_readback",)
+    from experiments.summary import _shown_checks                  # what a report lists per run
+    assert _shown_checks("socket.notsent_lowat", check, r.checks) == {"notsent_lowat (read back)": [16_000]}
     assert manipulation_reason("socket.notsent_lowat", "16KB", r.checks) is None
     assert manipulation_reason("socket.notsent_lowat", 16000, r.checks) is None
     assert manipulation_reason("socket.notsent_lowat", "32KB", r.checks) == \
@@ -145,3 +148,6 @@ def test_the_host_record_reaches_the_host_program_and_its_check(registered, monk
     assert manipulation_reason("host.ecn", 1, both) is None
     one = {"host_factors": {"client": {"ecn": 1}, "server": {"ecn": 2}}}
     assert manipulation_reason("host.ecn", 1, one) == "ecn 1 but read back [1, 2]"
+    from experiments.checks import check_for
+    from experiments.summary import _shown_checks
+    assert _shown_checks("host.ecn", check_for("host.ecn"), one) == {"ecn (read back)": {"client": 1, "server": 2}}
