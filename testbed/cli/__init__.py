@@ -68,13 +68,19 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()     # looks names up: loads the user's records (TESTBED_PATH)
+    except TestbedError as exc:
+        print(f"testbed: error: {one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
     error = parser.error
 
     def error_with_hint(message: str):          # `testbed run reqresp -v`: say where -v goes
         if message.startswith("unrecognized arguments") and \
                 {"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"} & set(message.split()):
             message += " (-v and -q go before the command: testbed -v run …)"
+        if message.startswith("unrecognized arguments") and "--resume" in message.split():
+            message += " (TLS session resumption is --tls-resume; --resume continues an experiment)"
         error(message)
     parser.error = error_with_hint
     args = parser.parse_args(argv)

@@ -18,14 +18,13 @@ background (servers), the last in the foreground; the exit status is the last on
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import sys
 import time
 
 from testbed.cli.options import add_json, add_set_link, add_topology_args, topology_sets
-from testbed.spec.errors import RunError, SetupError, UsageError
+from testbed.spec.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -163,45 +162,15 @@ def split_execs(execs: list[list[str]]) -> list[list[str]]:
 
 
 def run_execs(tb, execs: list[list[str]]) -> int:
-    """Run each ``[HOST, CMD, ARG...]`` in its host; the last in the foreground."""
-    import subprocess
-    hosts = set(tb.hosts)
-    commands = []
-    for item in split_execs(execs):
-        if len(item) < 2 or item[0] not in hosts:
-            raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
-                             f"of {', '.join(sorted(hosts))}")
-        try:
-            argv = [arg.format(**{h: tb.ip(h) for h in hosts}) for arg in item[1:]]
-        except (KeyError, IndexError, ValueError) as exc:
-            raise UsageError(f"--exec {' '.join(item)!r}: bad {{host}} substitution ({exc}); "
-                             f"hosts: {', '.join(sorted(hosts))}") from None
-        commands.append((item[0], argv))
-    background = []
-    for n, (host, argv) in enumerate(commands):
-        stem = tb.dir / f"exec-{n}-{host}"
-        with open(f"{stem}.stdout", "wb") as out, open(f"{stem}.stderr", "wb") as err:
-            try:
-                proc = tb.popen(host, argv, name=f"exec {argv[0]}", stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL)
-            except OSError as exc:
-                raise SetupError(f"--exec on {host}: cannot start {argv[0]}: {exc.strerror}") from None
-        if n < len(commands) - 1:
-            background.append(proc)
-            time.sleep(0.5)        # let a server bind before the next program connects
-            if proc.poll() is not None:
-                raise RunError(f"--exec on {host}: {' '.join(argv)} exited {proc.returncode} at once; "
-                               f"see {stem}.stderr")
-        else:
-            status = proc.wait()
-    for proc in background:          # a server that ends with its client (iperf3 -s -1) flushes
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=2)
-    for n, (host, argv) in enumerate(commands):
-        text = (tb.dir / f"exec-{n}-{host}.stdout").read_text(errors="replace")
-        print(f"--- {host}: {' '.join(argv)}\n{text}", end="" if text.endswith("\n") else "\n")
-    if status:                       # e.g. a program the host cannot find: say so, and where
-        err = (tb.dir / f"exec-{len(commands) - 1}-{commands[-1][0]}.stderr").read_text(errors="replace")
-        print(f"testbed: {' '.join(commands[-1][1])} on {commands[-1][0]} exited {status}"
-              + (f": {err.strip().splitlines()[-1]}" if err.strip() else ""), file=sys.stderr)
-    return status
+    """Run each ``[HOST, CMD, ARG...]`` in its host (``Testbed.run_programs``: the last in the
+    foreground), print each one's output; the exit status is the last one's."""
+    programs = tb.run_programs([(item[0], item[1:]) for item in split_execs(execs)])
+    for prog in programs:
+        text = prog["stdout"].read_text(errors="replace")
+        print(f"--- {prog['host']}: {' '.join(prog['argv'])}\n{text}", end="" if text.endswith("\n") else "\n")
+    last = programs[-1]
+    if last["returncode"]:           # e.g. a program the host cannot find: say so, and where
+        err = last["stderr"].read_text(errors="replace").strip()
+        print(f"testbed: {' '.join(last['argv'])} on {last['host']} exited {last['returncode']}"
+              + (f": {err.splitlines()[-1]}" if err else ""), file=sys.stderr)
+    return last["returncode"]

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -102,6 +103,52 @@ class Testbed:
         if check and result.returncode:
             raise RunError(f"{host}: {' '.join(argv)} exited {result.returncode}: {err.strip()}")
         return result
+
+    def run_programs(self, commands: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, Any]]:
+        """Run outside programs, each ``(host, argv)`` in its host (argv without a shell;
+        ``{host}`` in an argument becomes that host's address): all but the last in the
+        background (servers, given 0.5 s to bind), the last in the foreground; each one's output
+        in ``exec-<n>-<host>.stdout``/``.stderr`` of the run directory.  Returns per program
+        ``{"host", "argv" (substituted), "stdout", "stderr" (paths), "returncode"}`` (a background
+        one's: None while it still runs); UsageError for an unknown host or substitution,
+        SetupError for a program that cannot start, RunError for a background one that exits at
+        once."""
+        hosts = set(self.hosts)
+        ips = {h: self.ip(h) for h in hosts}
+        programs = []
+        for host, argv in commands:
+            if host not in hosts or not argv:
+                raise UsageError(f"program {' '.join([host, *argv])!r}: expected HOST CMD [ARG...] "
+                                 f"with HOST one of {', '.join(sorted(hosts))}")
+            try:
+                argv = [arg.format(**ips) for arg in argv]
+            except (KeyError, IndexError, ValueError) as exc:
+                raise UsageError(f"program {' '.join([host, *argv])!r}: bad {{host}} substitution "
+                                 f"({exc}); hosts: {', '.join(sorted(hosts))}") from None
+            stem = self.dir / f"exec-{len(programs)}-{host}"
+            programs.append({"host": host, "argv": argv, "stdout": Path(f"{stem}.stdout"),
+                             "stderr": Path(f"{stem}.stderr"), "returncode": None})
+        background = []
+        for n, prog in enumerate(programs):
+            with open(prog["stdout"], "wb") as out, open(prog["stderr"], "wb") as err:
+                try:
+                    proc = self.popen(prog["host"], prog["argv"], name=f"exec {prog['argv'][0]}",
+                                      stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+                except OSError as exc:
+                    raise SetupError(f"on {prog['host']}: cannot start {prog['argv'][0]}: "
+                                     f"{exc.strerror}") from None
+            if n < len(programs) - 1:
+                background.append((prog, proc))
+                time.sleep(0.5)        # let a server bind before the next program connects
+                if proc.poll() is not None:
+                    raise RunError(f"on {prog['host']}: {' '.join(prog['argv'])} exited "
+                                   f"{proc.returncode} at once; see {prog['stderr']}")
+            else:
+                prog["returncode"] = proc.wait()
+        for prog, proc in background:  # a server that ends with its client (iperf3 -s -1) flushes
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                prog["returncode"] = proc.wait(timeout=2)
+        return programs
 
     # --- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> "Testbed":

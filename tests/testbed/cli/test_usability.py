@@ -41,7 +41,8 @@ def test_tls_resume_is_its_own_flag_and_needs_tls(capsys, restore_logging):
     assert "needs mode new" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main([*loop, "--tls", "--resume"])
-    assert exc.value.code == 2 and "unrecognized arguments: --resume" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "unrecognized arguments: --resume" in err and "--tls-resume" in err
 
 
 @pytest.mark.parametrize("args, message", [
