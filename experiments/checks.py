@@ -156,6 +156,8 @@ for c in (
           "host; direct: they reach the server host (captures on client, cgw and server)", _path),
     Check("params.resume", ("tls_resumed",), "on: at least half the timed TLS handshakes resumed "
           "(the first cannot); off: none", _tls_resume),
+    Check("params.tls_resume", ("tls_resumed",), "on: at least half the timed TLS handshakes "
+          "resumed (the first cannot); off: none", _tls_resume),
     Check("links.*.*.queue", ("queue_limit",), "the link direction was built with the level's buffer "
           "(packets or bytes)", _queue),
     Check("params.fec", ("repair_packets",), "repair packets sent iff FEC is on (level not off)", _repair),

@@ -130,19 +130,22 @@ class Experiment:
         raise UsageError(f"experiment {self.name!r}: unknown level {label!r}; "
                          f"levels: {', '.join(self.labels)}")
 
-    def validate(self) -> None:
+    def validate(self) -> dict:
         """Refuse, before anything runs, a factor without a manipulation check and a spec the
-        workload or factor registry cannot take."""
+        registries cannot take; return each level's Plan (``testbed.run.plan``) by label."""
         from experiments.checks import CHECKS, check_for
+        from testbed.run.plan import resolve
         if check_for(self.factor) is None:
             raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
                              f"{self.factor!r} (add one to experiments/checks.py); checked factors: "
                              f"{', '.join(CHECKS)}")
+        plans = {}
         for v in self.levels:
             try:
-                self.spec(v).validate()
+                plans[level_label(v)] = resolve(self.spec(v))
             except UsageError as exc:
                 raise UsageError(f"experiment {self.name!r}, level {level_label(v)!r}: {exc}") from None
+        return plans
 
     def replace(self, **changes) -> "Experiment":
         return dataclasses.replace(self, **changes)

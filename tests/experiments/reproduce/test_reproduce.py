@@ -54,9 +54,9 @@ class _Dispatch:
         self.reuse = FakeExecutor("params.mode", {"new": 1200.0, "reuse": 250.0})
         self.specs = []
 
-    def __call__(self, spec, out_dir, **kw):
-        self.specs.append(spec)
-        return (self.relay if spec.topology == "relay" else self.reuse)(spec, out_dir, **kw)
+    def __call__(self, plan, out_dir, **kw):
+        self.specs.append(plan.spec)
+        return (self.relay if plan.spec.topology == "relay" else self.reuse)(plan, out_dir, **kw)
 
 
 def test_measured_rows_come_from_the_experiment_runs(tmp_path):
@@ -126,7 +126,7 @@ def test_a_miss_names_the_cause_of_its_direction_and_a_model_it_matches(tmp_path
 
 
 def test_failed_experiment_is_a_note_not_a_number(tmp_path):
-    def broken(spec, out_dir, **kw):
+    def broken(plan, out_dir, **kw):
         from testbed.spec.errors import SetupError
         raise SetupError("no netem here")
     rows = select(["C7.direct_new"])

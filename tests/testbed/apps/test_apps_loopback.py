@@ -67,7 +67,7 @@ def test_reqresp_reuse_keeps_one_connection(tmp_path):
 
 def test_reqresp_tls13_with_resumption(tmp_path):
     with server(RR, "--tls", "--log", str(tmp_path / "s.jsonl")) as (_, port):
-        r = run(RR, "client", "--server", f"127.0.0.1:{port}", "--tls", "--resume", "--requests", "3",
+        r = run(RR, "client", "--server", f"127.0.0.1:{port}", "--tls", "--tls-resume", "--requests", "3",
                 "--log", str(tmp_path / "c.jsonl"))
     assert r.returncode == 0, r.stderr
     done = events(tmp_path / "c.jsonl", ev.TLS_DONE)
