@@ -4,10 +4,12 @@ the topology options and the KEY=VALUE parsers.
 One meaning per option, in every command that has it:
 
 - ``--set KEY=VALUE`` sets one value of the run's spec.  A bare ``KEY`` is a topology parameter
-  (``--set rate_down=50mbit``, see ``testbed topo list``); a dotted ``PATH`` is any RunSpec path
-  (``--set topology_params.rate_down=50mbit`` is the same thing; ``--set params.requests=5``,
-  ``--set socket.cc=bbr``; see ``testbed/spec/runspec.py``).  ``testbed topo up``/``show`` take
-  the topology's paths only (``KEY``, ``topology_params.KEY``, ``links.LINK.DIR.FIELD``).
+  (``--set rate_down=50mbit``, see ``testbed topo list``), unless it names one of the spec's own
+  values (``backend``, ``seed``, ``timeout``, ... : ``runspec.SCALARS``); a dotted ``PATH`` is any
+  RunSpec path (``--set topology_params.rate_down=50mbit`` is the same as the first;
+  ``--set params.requests=5``, ``--set socket.cc=bbr``; see ``testbed/spec/runspec.py``).
+  ``testbed topo up``/``show`` take the topology's paths only (``KEY``, ``topology_params.KEY``,
+  ``links.LINK.DIR.FIELD``).
 - ``--link LINK.DIR.FIELD=VALUE`` overrides one field of one direction of a named link; it is
   ``--set links.LINK.DIR.FIELD=VALUE``.
 - ``--backend``: the link backend (``testbed.backends.BACKEND_CHOICES``); ``--engine``: the
@@ -26,6 +28,7 @@ from typing import Any
 from testbed.backends import BACKEND_CHOICES
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
+from testbed.spec.runspec import SCALARS
 
 TOPOLOGY_PATHS = ("topology_params.", "links.")
 
@@ -59,8 +62,8 @@ def add_set_link(p: argparse.ArgumentParser, topology_only: bool = False) -> Non
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="KEY=VALUE" if topology_only else "KEY|PATH=VALUE",
                    help="a topology parameter (KEY, see `testbed topo list`)" + (
-                       "" if topology_only else " or any RunSpec path (PATH, e.g. params.requests, "
-                                                "socket.cc)") + "; repeatable")
+                       "" if topology_only else " or a RunSpec path (PATH, e.g. params.requests, "
+                                                "socket.cc, seed)") + "; repeatable")
     p.add_argument("--link", dest="link", action="append", default=[], metavar="LINK.DIR.FIELD=VALUE",
                    help="override one field of one direction of a named link, e.g. "
                         "bottleneck.down.loss=3%%, access2.up.queue=50 (see `testbed topo show NAME`); "
@@ -127,7 +130,7 @@ def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: st
 
 def spec_sets(sets: list[str], links: list[str]) -> dict[str, Any]:
     """``--set`` and ``--link`` items → {RunSpec path: value} (see the module docstring)."""
-    out = {(k if "." in k else f"topology_params.{k}"): v
+    out = {(k if "." in k or k in SCALARS else f"topology_params.{k}"): v
            for k, v in key_values(sets, "--set", "KEY=VALUE", "rate_down=50mbit").items()}
     for k, v in key_values(links, "--link", "LINK.DIR.FIELD=VALUE", "bottleneck.down.loss=3%").items():
         if k.count(".") != 2:

@@ -14,6 +14,7 @@ def test_a_bare_key_is_a_topology_parameter_and_a_dotted_path_a_spec_path():
                     "socket.nodelay": True, "links.bottleneck.down.loss": "3%"}
     assert spec_sets(["topology_params.rate_up=50mbit"], []) == spec_sets(["rate_up=50mbit"], [])
     assert spec_sets([], ["bottleneck.down.loss=3%"]) == spec_sets(["links.bottleneck.down.loss=3%"], [])
+    assert spec_sets(["timeout=30", "backend=userspace"], []) == {"timeout": 30, "backend": "userspace"}
 
 
 @pytest.mark.parametrize("sets,links,message", [
