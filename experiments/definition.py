@@ -19,7 +19,12 @@
     hosts = ["client"]                 # capture only where metrics and checks need packets
 
 Whether the topology may stay up across runs is derived from the factor (see
-:func:`Experiment.topology_may_stay_up`), never declared.
+:func:`Experiment.topology_may_stay_up`), never declared.  ``topology`` may be a path to a
+topology file of the user's own (``topology = "chain.py"``), relative to the definition's
+directory; it is read as that file's absolute path.
+
+``EXPERIMENTS`` holds every definition by name: the built-ins (``experiments/definitions/*.toml``)
+and the ``*.toml`` files in the directories on ``TESTBED_PATH`` (``testbed.spec.plugins``).
 """
 from __future__ import annotations
 
@@ -35,7 +40,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from testbed.spec import plugins
 from testbed.spec.errors import UsageError
+from testbed.spec.registry import Registry
+from topologies import is_path
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 ORDERS = ("alternate", "abba", "random")
@@ -49,7 +57,8 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c", "wire_bytes",
            "flights", "flight_period_ms", "socks_ms", "socks_ms_median", "rwnd_limited_ms", "busy_ms",
            # streams / duplicate / airbulk (analysis/streams.py, multipath.py, airtime.py)
-           "audio_cross_wait_max_ms", "audio_order_wait_max_ms", "audio_on_time", "audio_done_ms", "image_done_ms", "path_done_ms",
+           "audio_cross_wait_max_ms", "audio_order_wait_max_ms", "audio_on_time", "audio_done_ms",
+           "image_done_ms", "path_done_ms",
            "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",
            "ack_exchanges", "data_airtime_ms")
 #: RunSpec paths whose change needs a topology rebuilt between runs.
@@ -133,12 +142,13 @@ class Experiment:
     def validate(self) -> dict:
         """Refuse, before anything runs, a factor without a manipulation check and a spec the
         registries cannot take; return each level's Plan (``testbed.run.plan``) by label."""
-        from experiments.checks import CHECKS, check_for
+        from experiments.checks import check_for, checked_factors
         from testbed.run.plan import resolve
         if check_for(self.factor) is None:
             raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
-                             f"{self.factor!r} (add one to experiments/checks.py); checked factors: "
-                             f"{', '.join(CHECKS)}")
+                             f"{self.factor!r} (a factor's record in testbed/spec/factors.py has "
+                             f"one, others are added to experiments/checks.py); checked factors: "
+                             f"{', '.join(checked_factors())}")
         plans = {}
         for v in self.levels:
             try:
@@ -195,22 +205,48 @@ class Experiment:
         return cls(**d, source=source)
 
 
-def builtin_names() -> list[str]:
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
-
-
-def load_definition(name_or_file: str | Path) -> Experiment:
-    """A built-in experiment by name (``experiments/NAME.toml``) or a TOML file by path."""
-    p = Path(name_or_file)
-    if not (p.suffix == ".toml" or p.exists()):
-        if str(name_or_file) not in builtin_names():
-            raise UsageError(f"unknown experiment {str(name_or_file)!r}; built-in: "
-                             f"{', '.join(builtin_names())} (or a path to a .toml file)")
-        p = BUILTIN_DIR / f"{name_or_file}.toml"
+def read_definition(path: Path | str) -> Experiment:
+    """The experiment defined by the TOML file ``path`` (a topology given as a path is made
+    absolute, relative to the file's directory); UsageError naming the file."""
+    p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
     except OSError as exc:
         raise UsageError(f"cannot read experiment file {p}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{p}: not valid TOML: {exc}") from None
+    base = data.get("base")
+    if isinstance(base, dict) and isinstance(base.get("topology"), str) and is_path(base["topology"]):
+        data["base"] = {**base, "topology": str((p.parent / base["topology"]).resolve())}
     return Experiment.from_dict(data, source=str(p))
+
+
+def _register_definitions() -> None:
+    """Register the built-in definitions, then those in the ``TESTBED_PATH`` directories."""
+    for d in (BUILTIN_DIR, *plugins.search_path()):
+        for p in sorted(d.glob("*.toml")):
+            exp = read_definition(p)
+            try:
+                EXPERIMENTS.register(exp)
+            except ValueError:
+                raise UsageError(f"{p}: experiment {exp.name!r} is already defined by "
+                                 f"{EXPERIMENTS.get(exp.name).source}") from None
+
+
+#: every experiment definition by name (see the module docstring)
+EXPERIMENTS: Registry[Experiment] = Registry("experiment", also="a path to a .toml file")
+EXPERIMENTS.add_loader(plugins.load)
+EXPERIMENTS.add_loader(_register_definitions)
+
+
+def builtin_names() -> list[str]:
+    """The names of the built-in definitions (``experiments/definitions``)."""
+    return sorted(n for n, e in EXPERIMENTS.items() if Path(e.source).parent == BUILTIN_DIR)
+
+
+def load_definition(name_or_file: str | Path) -> Experiment:
+    """An experiment by name (``EXPERIMENTS``) or a TOML file by path."""
+    p = Path(name_or_file)
+    if p.suffix == ".toml" or p.is_file():
+        return read_definition(p)
+    return EXPERIMENTS.get(str(name_or_file))

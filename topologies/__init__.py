@@ -1,25 +1,36 @@
-"""The testbed's topologies, by name. Each module defines one ``TestbedTopo`` subclass."""
+"""The testbed's topologies: ``TOPOLOGIES`` (``topologies.base``) holds each by name.
+
+Each built-in module defines one ``TestbedTopo`` subclass, registered with
+``@TOPOLOGIES.register``; this package imports them.  ``topology_class`` looks a topology up by
+name, or loads a file of the user's own given by path (``--topo ./chain.py``).
+"""
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 
-# name → module; imported on demand (Mininet is only needed when a topology is used).
-TOPOLOGIES = {
-    "longhaul": "topologies.longhaul",
-    "image": "topologies.image",
-    "relay": "topologies.relay",
-    "wifi": "topologies.wifi",
-    "dualpath": "topologies.dualpath",
-    "edgecloud": "topologies.edgecloud",
-}
+from testbed.spec import plugins
+from testbed.spec.errors import UsageError
+from topologies.base import TOPOLOGIES, TestbedTopo, spec  # noqa: F401
+from topologies import longhaul, image, relay, wifi, dualpath, edgecloud  # noqa: F401
 
 
-def topology_class(name: str):
-    if name not in TOPOLOGIES:
-        raise ValueError(f"unknown topology {name!r}; available: {', '.join(sorted(TOPOLOGIES))}")
-    module = importlib.import_module(TOPOLOGIES[name])
-    from topologies.base import TestbedTopo
-    for obj in vars(module).values():
-        if isinstance(obj, type) and issubclass(obj, TestbedTopo) and obj.name == name:
-            return obj
-    raise LookupError(f"module {TOPOLOGIES[name]} defines no topology named {name!r}")
+def is_path(name_or_path: str) -> bool:
+    """Whether a topology reference is a file path (it ends in ``.py`` or has a ``/``), not a name."""
+    return name_or_path.endswith(".py") or "/" in name_or_path
+
+
+def topology_class(name_or_path: str) -> type[TestbedTopo]:
+    """The topology registered as ``name_or_path``, or the one topology the Python file at that
+    path registers (imported once, see ``testbed.spec.plugins.import_file``; its ``source`` is
+    then the file's absolute path).  UsageError names the allowed names, or what the file lacks."""
+    if not is_path(name_or_path):
+        return TOPOLOGIES.get(name_or_path)
+    module = plugins.import_file(name_or_path)
+    found = [cls for cls in TOPOLOGIES.values() if cls.__module__ == module.__name__]
+    if len(found) != 1:
+        what = f"{len(found)} topologies ({', '.join(c.name for c in found)})" if found else "no topology"
+        raise UsageError(f"{module.__file__} registers {what}; a topology file registers one "
+                         "TestbedTopo subclass with @TOPOLOGIES.register")
+    cls = found[0]
+    cls.source = str(Path(module.__file__).resolve())
+    return cls

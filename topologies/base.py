@@ -1,4 +1,12 @@
-"""Base class of the testbed's topologies: a Mininet ``Topo`` with declared, overridable parameters.
+"""Base class of the testbed's topologies, a Mininet ``Topo`` with declared, overridable
+parameters, and their registry ``TOPOLOGIES``.
+
+A topology is a ``TestbedTopo`` subclass with a ``name``, registered where it is defined::
+
+    @TOPOLOGIES.register
+    class Chain(TestbedTopo):
+        name = "chain"
+        ...
 
 A topology declares ``params``: name → (default, help).  ``testbed topo up NAME --set KEY=VALUE``
 overrides them; an unknown key is an error naming the allowed ones.  It declares its ``roles``
@@ -7,9 +15,9 @@ direction: ``addLink(a, b, name=..., spec_ab=..., spec_ba=...)`` with ``a`` on t
 side, so a→b is the link's ``up`` direction and b→a its ``down``.  ``links`` overrides any
 LinkSpec field of any link without touching the topology: ``{"LINK.DIR.FIELD": "VALUE"}``,
 e.g. ``{"access2.up.queue": "50", "bottleneck.down.jitter": "2ms"}`` (FIELD: ``LINK_FIELDS``;
-an unimpaired link becomes an impaired one).  Hosts take ``router=True`` (IP forwarding on), ``routes=[(prefix, via), ...]``, ``sysctls`` and
-``commands`` (argv lists run in the host after its routes, e.g. source-address routing rules).
-Links without a spec (``addLink(a, b)``) are unimpaired veths.
+an unimpaired link becomes an impaired one).  Hosts take ``router=True`` (IP forwarding on),
+``routes=[(prefix, via), ...]``, ``sysctls`` and ``commands`` (argv lists run in the host after
+its routes, e.g. source-address routing rules).  Links without a spec (``addLink(a, b)``) are unimpaired veths.
 """
 from __future__ import annotations
 
@@ -17,7 +25,9 @@ from typing import Any, ClassVar, Mapping
 
 from mininet.topo import Topo
 
+from testbed.spec import plugins
 from testbed.spec.linkspec import LinkSpec
+from testbed.spec.registry import Registry
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
 # LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB').
@@ -31,6 +41,9 @@ class TestbedTopo(Topo):
     chapter_case: ClassVar[str] = ""
     params: ClassVar[dict[str, tuple[Any, str]]] = {}
     roles: ClassVar[dict[str, str]] = {"client": "client", "server": "server"}
+    #: the absolute path of the file the topology was loaded from when it was given as a path
+    #: (``topologies.topology_class("./chain.py")``); "" when it was looked up by name
+    source: ClassVar[str] = ""
 
     def __init__(self, links: Mapping[str, Any] | None = None, **overrides: Any):
         self.values = self.resolve(overrides)
@@ -123,3 +136,9 @@ def spec(rate: Any = None, delay: Any = 0, loss: Any = 0, queue: Any = None, jit
          **extra: Any) -> LinkSpec:
     """A LinkSpec from human units: ``LinkSpec.parse`` with rate, delay, loss, queue positional."""
     return LinkSpec.parse(rate=rate, delay=delay, loss=loss, queue=queue, jitter=jitter, **extra)
+
+
+#: every topology by name: the built-ins (``topologies/__init__.py`` imports their modules) and
+#: the user's own (``testbed.spec.plugins``)
+TOPOLOGIES: Registry[type[TestbedTopo]] = Registry("topology", also="a path to a .py file that registers one")
+TOPOLOGIES.add_loader(plugins.load)

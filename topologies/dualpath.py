@@ -10,9 +10,10 @@ proportion 20:10 takes 8 s on independent paths; here the common egress (24 Mbit
 Access delays are not in the chapter: the defaults (10 ms and 15 ms one way, 5 ms egress) are
 stated here so the paths differ, and every one is a parameter.
 """
-from topologies.base import TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
 
+@TOPOLOGIES.register
 class DualPath(TestbedTopo):
     name = "dualpath"
     description = "client with 20 and 10 Mbit/s access paths into a 24 Mbit/s common egress"

@@ -6,9 +6,10 @@
 The chapter gives the uplink rates and RTTs; downlinks default to the same rates (an assumption
 stated here; the replies are small actions), and every value is a parameter.
 """
-from topologies.base import TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
 
+@TOPOLOGIES.register
 class EdgeCloud(TestbedTopo):
     name = "edgecloud"
     description = "device with an edge path (80 Mbit/s, 20 ms RTT) and a cloud path (6.4 Mbit/s, 200 ms RTT)"

@@ -3,9 +3,10 @@
 Uplink 20 Mbit/s, downlink 100 Mbit/s, RTT 100 ms (50 ms each way), no loss: a 30 MB upload,
 0.3 s of processing and a 5 MB download take 12.8 s in the serial model.
 """
-from topologies.base import TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
 
+@TOPOLOGIES.register
 class Image(TestbedTopo):
     name = "image"
     description = "client — server, 20 Mbit/s up, 100 Mbit/s down, 100 ms RTT"

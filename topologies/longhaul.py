@@ -4,9 +4,10 @@
 server→client (Irvine→Guiyang) direction, none client→server, MSS 1448 B (MTU 1500 with
 timestamps).  Every parameter can be overridden (``--set rate_down=50mbit``).
 """
-from topologies.base import TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
 
+@TOPOLOGIES.register
 class LongHaul(TestbedTopo):
     name = "longhaul"
     description = "client — server over 333 Mbit/s, 200 ms RTT, 14% loss server→client"

@@ -8,9 +8,10 @@ connection through cgw and sgw as plain routers; ``relay`` hands it to the SOCKS
 which carries it over one pre-established tuned tunnel to sgw, which connects to the server.
 The LAN links are unimpaired veths.
 """
-from topologies.base import TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
 
+@TOPOLOGIES.register
 class Relay(TestbedTopo):
     name = "relay"
     description = "client — cgw ═ long-haul ═ sgw — server (gateway pair for the relay workload)"

@@ -6,9 +6,10 @@ airtime (802.11a OFDM, no aggregation).  Only the userspace emulator models the 
 """
 from testbed.spec.units import parse_rate, parse_time
 
-from topologies.base import TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
 
+@TOPOLOGIES.register
 class Wifi(TestbedTopo):
     name = "wifi"
     description = "station — server over one shared 802.11a-like air interface (userspace backend)"

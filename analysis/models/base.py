@@ -1,4 +1,5 @@
-"""The model registry: one record per model, parameters as a frozen dataclass, outputs with units.
+"""The model registry ``MODELS``: one record per model, parameters as a frozen dataclass, outputs
+with units.
 
 A model is a plain function ``fn(params) -> dict[str, Q]`` (no I/O).  Its parameter dataclass
 declares every field with :func:`param`: the default (the chapter's value, CHAPTER12.md), the unit
@@ -14,6 +15,9 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from testbed.spec import plugins
+from testbed.spec.registry import Registry
 
 #: parameter units -> what a value means; "choice" and "bool" are not numbers.
 PARAM_UNITS = ("B", "bit/s", "s", "1", "count", "choice", "bool", "B list", "s list")
@@ -105,23 +109,23 @@ class Model:
         return self.fn(self.params(**overrides))
 
 
-MODELS: dict[str, Model] = {}
+#: every model by name: the built-ins (``analysis/models/__init__.py`` imports their modules)
+#: and the user's own (``testbed.spec.plugins``)
+MODELS: Registry[Model] = Registry("model")
+MODELS.add_loader(plugins.load)
 
 
 def register(name: str, case: str, help: str, params: type):
-    """Decorator: register ``fn`` as model ``name``."""
+    """Decorator: register ``fn`` as model ``name`` (a ``Model`` in ``MODELS``)."""
     def wrap(fn):
-        if name in MODELS:
-            raise ValueError(f"model {name!r} registered twice")
-        MODELS[name] = Model(name, case, help, params, fn)
+        MODELS.register(Model(name, case, help, params, fn))
         return fn
     return wrap
 
 
 def get(name: str) -> Model:
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; valid: {', '.join(sorted(MODELS))}")
-    return MODELS[name]
+    """The model named ``name``; UsageError naming the allowed ones."""
+    return MODELS.get(name)
 
 
 def evaluate(name: str, **overrides) -> dict[str, Q]:

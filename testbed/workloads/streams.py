@@ -1,5 +1,4 @@
-"""Workload records of [streams-paths], registered in ``testbed.workloads`` (listed in its
-PLUGINS):
+"""Workload records of streams and paths:
 
 * ``streams`` (C8): audio chunks and a large image on one connection, over TCP (one framed,
   multiplexed byte stream: connection-wide order) or QUIC (aioquic, one stream per kind:
@@ -16,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.spec.errors import UsageError
-from testbed.workloads import Workload, param, register_workload
+from testbed.workloads.base import WORKLOADS, Workload, param
+from testbed.workloads.bulk import BulkParams
 
 STREAMS_PORT = 5004
 
@@ -67,7 +67,7 @@ def _metrics(run_dir: Path) -> dict:
     return run_metrics(run_dir, STREAMS_PORT)
 
 
-STREAMS = register_workload(Workload(
+STREAMS = WORKLOADS.register(Workload(
     "streams", "audio chunks and an image on one connection: TCP-multiplexed vs QUIC streams (C8)",
     "testbed.apps.streams", StreamsParams, STREAMS_PORT, metrics=_metrics, check=_check))
 
@@ -83,15 +83,10 @@ def _air_metrics(run_dir: Path) -> dict:
     return run_metrics(run_dir)
 
 
-def _bulk_params():
-    from testbed.workloads import BulkParams
-    return BulkParams
-
-
-AIRBULK = register_workload(Workload(
+AIRBULK = WORKLOADS.register(Workload(
     "airbulk", "bulk transfer on a shared air interface, with data/ACK airtime from the frame "
     "logs next to the C10 model (topology wifi, userspace backend)", "testbed.apps.bulk",
-    _bulk_params(), 5001, metrics=_air_metrics, check=_check_air))
+    BulkParams, 5001, metrics=_air_metrics, check=_check_air))
 
 
 @dataclass(frozen=True)
@@ -145,9 +140,9 @@ def _duplicate_metrics(run_dir: Path) -> dict:
     return duplicate_metrics(run_dir)
 
 
-MULTIPATH = register_workload(Workload(
+MULTIPATH = WORKLOADS.register(Workload(
     "multipath", "upload over one path, split over two connections, or MPTCP (C11, dualpath)",
     "testbed.apps.multipath", MultipathParams, 5005, metrics=_multipath_metrics, check=_needs_paths))
-DUPLICATE = register_workload(Workload(
+DUPLICATE = WORKLOADS.register(Workload(
     "duplicate", "audio chunks on one path or duplicated on both, first copy wins (C11, dualpath)",
     "testbed.apps.duplicate", DuplicateParams, 5006, metrics=_duplicate_metrics, check=_needs_paths))

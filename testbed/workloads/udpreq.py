@@ -1,7 +1,7 @@
 """``reqresp`` over this package's transport (``--transport udp``; app ``testbed/apps/udpreq.py``),
-registered in ``testbed.workloads`` (listed in its PLUGINS) as reqresp's record for transport udp.
+registered as reqresp's record for transport udp.
 
-Its parameters are reqresp's (``testbed.workloads.ReqRespParams``): the shared ones plus those
+Its parameters are reqresp's (``testbed.workloads.reqresp.ReqRespParams``): the shared ones plus those
 declared ``transport="udp"`` — ``fec``, ``ack_policy``, ``pacing``, ``loss_prior``, ``backoff``
 (see ``config.TransportConfig``) and ``request_timeout``.  TCP factors (socket: ``--cc``,
 ``--nodelay`` …; host: ``--initcwnd`` …) do not apply and are refused.
@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from testbed.spec.errors import UsageError
-from testbed.workloads import ReqRespParams, Workload, register_workload
+from testbed.workloads.base import WORKLOADS, Workload
+from testbed.workloads.reqresp import ReqRespParams
 
 PORT = 5003
 
@@ -29,6 +30,6 @@ def _metrics(run_dir: Path) -> dict:
     return run_metrics(run_dir, PORT)
 
 
-UDP_REQRESP = register_workload(Workload(
+UDP_REQRESP = WORKLOADS.register(Workload(
     "reqresp", "request/response over the testbed's UDP transport: ARQ or RaptorQ FEC (C6)",
     "testbed.apps.udpreq", ReqRespParams, PORT, metrics=_metrics, check=_check, transport="udp"))

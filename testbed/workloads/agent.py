@@ -1,0 +1,27 @@
+"""``agent`` (C13): N rounds of screenshot upload, server think time and a small action, with
+terminal work between rounds (client ``testbed/apps/agent.py`` against the reqresp server)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testbed.workloads.base import WORKLOADS, Common, Workload, param
+
+
+@dataclass(frozen=True)
+class AgentParams(Common):
+    rounds: int = param(30, "rounds N")
+    screenshot: str = param("0.8MB", "upload S per round", unit="size")
+    model: str = param("2s", "server think time T per round", unit="time")
+    action: str = param("200", "action size A returned", unit="size")
+    terminal: str = param("0.3s", "terminal work W between rounds", unit="time")
+    reuse: bool = param(False, "one connection for all rounds")
+    tls: bool = param(False, "TLS 1.3", side="both")
+
+    def validate(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"rounds {self.rounds} must be >= 1")
+
+
+AGENT = WORKLOADS.register(Workload("agent", "screenshot agent loop (C13)", "testbed.apps.reqresp",
+                                    AgentParams, 5000, client_module="testbed.apps.agent",
+                                    client_command=()))

@@ -1,0 +1,289 @@
+"""Workload records and their registry ``WORKLOADS``: what a workload is, how its parameters
+become command lines, how it is looked up.
+
+A ``Workload`` is: ``name``, ``help``, the in-host ``module`` (its server; ``client_module``
+when the client is another program), a ``params`` dataclass (defaults, and per field metadata:
+``help``, ``side`` = which process gets it as ``--name`` — ``client``, ``server``, ``both`` —
+or ``run`` for the orchestrator only, ``choices``, ``unit`` = size | time for validation,
+``transport`` = the only transport the field applies to, see below), the server's ``port``, how
+its argv are built (``client_argv``/``server_argv``), how its run directory becomes metrics
+(``metrics(run_dir) -> {"metrics": {...}, "checks": {...}}``, default
+``analysis.runmetrics.run_metrics``), and an optional ``check(params, spec, topology)`` that
+raises UsageError for a combination the workload cannot run.  One module per workload holds its
+params, its record(s) and its check, registered where they are defined::
+
+    BULK = WORKLOADS.register(Workload("bulk", "bulk transfer ...", "testbed.apps.bulk", BulkParams, 5001))
+
+Transports: a params dataclass with a ``transport`` field (reqresp: ``tcp`` | ``udp``) runs each
+transport with its own record, registered under the same name with ``transport`` set (reqresp
+over the testbed's UDP transport: ``testbed/workloads/udpreq.py``); ``Workload.for_params``
+picks it.  A field declared with ``transport=`` goes only to that transport's programs, and giving
+it with another transport is a UsageError naming the fields that apply.  ``ALIASES``: other
+names of a workload with parameters fixed (``udpreq`` = reqresp with transport udp), kept with
+the RunSpec that resolves them (``testbed.spec.runspec``).
+
+Both command lines are derived from the params dataclass with ``add_params``: ``testbed run
+NAME`` (every field) and the app's own parser (the fields of its side), so a default is written
+once and ``--help`` shows it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from testbed.spec import plugins
+from testbed.spec.errors import UsageError
+from testbed.spec.registry import Registry
+from testbed.spec.runspec import ALIASES, resolve_alias  # noqa: F401  (re-exported)
+from testbed.spec.units import parse_bool, parse_size, parse_time
+
+SIDES = ("client", "server", "both", "run")
+
+
+def param(default: Any, help: str, side: str = "client", choices: tuple | None = None,
+          unit: str | None = None, transport: str | None = None) -> Any:
+    """A params-dataclass field with its command-line metadata."""
+    if side not in SIDES:
+        raise ValueError(f"side {side!r}; allowed: {', '.join(SIDES)}")
+    return field(default=default, metadata={"help": help, "side": side, "choices": choices,
+                                            "unit": unit, "transport": transport})
+
+
+def applies(f: dataclasses.Field, transport: str | None) -> bool:
+    """Whether field ``f`` applies to ``transport`` (None: any)."""
+    return transport is None or f.metadata.get("transport") in (None, transport)
+
+
+def transport_of(p: Any) -> str:
+    """The transport params ``p`` run over (``tcp`` when the workload has no choice)."""
+    return getattr(p, "transport", "tcp")
+
+
+def _check_units(p: Any) -> None:
+    for f in dataclasses.fields(p):
+        value, meta = getattr(p, f.name), f.metadata
+        if value is None:
+            continue
+        if meta.get("choices") and value not in meta["choices"]:
+            raise ValueError(f"{f.name} {value!r}; allowed: {', '.join(map(str, meta['choices']))}")
+        unit = meta.get("unit")
+        for part in (str(value).split(",") if unit else ()):
+            (parse_size if unit == "size" else parse_time)(part)
+
+
+# --- parameters shared by workloads ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Common:
+    """Parameters every TCP workload of the testbed shares."""
+    sample: str = param("10ms", "TCP_INFO sampling interval during transfers (0: start/end only)",
+                        side="both", unit="time", transport="tcp")
+
+
+# --- the record -------------------------------------------------------------------------------
+
+def _default_metrics(run_dir: Path) -> dict:
+    from analysis.runmetrics import run_metrics
+    return run_metrics(run_dir)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    help: str
+    module: str
+    params: type
+    port: int
+    client_module: str | None = None
+    client_command: tuple[str, ...] = ("client",)   # subcommand of the client module
+    metrics: Callable[[Path], dict] = _default_metrics
+    check: Callable[[Any, Any, Any], None] | None = None   # (params, spec, topology) → UsageError
+    transport: str | None = None     # set: this record runs workload ``name`` over that transport
+
+    def make_params(self, values: Mapping[str, Any] = {}) -> Any:
+        """The params dataclass from ``values`` (field → value as given); UsageError names the
+        allowed fields or what is wrong with a value."""
+        fields = {f.name: f for f in dataclasses.fields(self.params)}
+        unknown = set(values) - set(fields)
+        if unknown:
+            raise UsageError(f"workload {self.name!r} has no parameter(s) {sorted(unknown)}; "
+                             f"allowed: {', '.join(fields)}")
+        kw = {}
+        for name, value in values.items():
+            try:
+                kw[name] = _coerce(fields[name], value)
+            except ValueError as exc:
+                raise UsageError(f"{self.name} parameter {name}={value!r}: {exc}") from None
+        try:
+            p = self.params(**kw)
+            _check_units(p)
+        except ValueError as exc:
+            raise UsageError(f"{self.name}: {exc}") from None
+        transport = transport_of(p)
+        wrong = [n for n in values if not applies(fields[n], transport)]
+        if wrong:
+            allowed = [n for n, f in fields.items() if applies(f, transport)]
+            raise UsageError(f"{self.name} over transport {transport}: {', '.join(wrong)} "
+                             f"appl{'ies' if len(wrong) == 1 else 'y'} to transport "
+                             f"{fields[wrong[0]].metadata['transport']} only; allowed: {', '.join(allowed)}")
+        try:
+            if hasattr(p, "validate"):
+                p.validate()
+        except ValueError as exc:
+            raise UsageError(f"{self.name}: {exc}") from None
+        return p
+
+    def for_params(self, p: Any) -> "Workload":
+        """The record that runs ``p``: the one registered for its transport, else this one."""
+        return WORKLOADS.for_transport(self.name, transport_of(p)) or self
+
+    def validate_spec(self, spec: Any, topo: Any) -> None:
+        """Checks that need the spec and the topology (None: loopback), by the record that runs
+        the spec's params (e.g. path relay needs the gateways, udp takes no TCP factors)."""
+        p = self.make_params(spec.params)
+        check = self.for_params(p).check
+        if check is not None:
+            check(p, spec, topo)
+
+    def client_argv(self, p: Any, server: str, log: Path | str, socks: str | None = None) -> list[str]:
+        """Module and arguments of the client (``python -m`` + this)."""
+        return [self.client_module or self.module, *self.client_command, "--server", server,
+                "--log", str(log), *(["--socks", socks] if socks else []), *params_argv(p, "client")]
+
+    def server_argv(self, p: Any, log: Path | str, port: int | None = None) -> list[str]:
+        return [self.module, "server", "--listen", f"0.0.0.0:{port or self.port}", "--log", str(log),
+                *params_argv(p, "server")]
+
+
+def _coerce(f: dataclasses.Field, value: Any) -> Any:
+    typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    if value is None:
+        return None
+    if typ.startswith("bool"):
+        return parse_bool(value)
+    if typ.startswith("int"):
+        if isinstance(value, bool):
+            raise ValueError("expected an integer")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ValueError("expected an integer") from None
+    return str(value)
+
+
+def params_argv(p: Any, side: str) -> list[str]:
+    """``--name value`` for every field of ``side`` (and ``both``); booleans as bare flags."""
+    argv: list[str] = []
+    for f in dataclasses.fields(p):
+        if f.metadata.get("side") not in (side, "both") or not applies(f, transport_of(p)):
+            continue
+        value = getattr(p, f.name)
+        option = "--" + f.name.replace("_", "-")
+        if value is True:
+            argv.append(option)
+        elif value is not None and value is not False:      # 0 is a value (0 == False)
+            argv += [option, str(value)]
+    return argv
+
+
+def add_params(parser: argparse.ArgumentParser, params: type, sides: tuple[str, ...] = SIDES,
+               defaults: bool = True, transport: str | None = None) -> None:
+    """One option per field whose side is in ``sides`` (and that applies to ``transport``, None:
+    every field, each marked with the transport it is for); ``--help`` shows each default.
+    ``defaults=False`` leaves unset options None (the host CLI then records only what was given)."""
+    for f in dataclasses.fields(params):
+        meta = f.metadata
+        if meta.get("side", "client") not in sides or not applies(f, transport):
+            continue
+        option = "--" + f.name.replace("_", "-")
+        shown = f" (default: {f.default})" if f.default not in (None, False) else ""
+        if transport is None and meta.get("transport") and "transport" in params.__dataclass_fields__:
+            shown += f" [transport {meta['transport']} only]"
+        kw: dict[str, Any] = {"dest": f.name, "help": meta.get("help", "") + shown}
+        if isinstance(f.default, bool):
+            kw.update(action="store_true", default=f.default if defaults else None)
+        else:
+            kw.update(default=f.default if defaults else None, metavar=f.name.upper())
+            if meta.get("choices"):
+                kw.update(choices=meta["choices"], metavar="|".join(meta["choices"]))
+            if isinstance(f.default, int):
+                kw["type"] = int
+        parser.add_argument(option, **kw)
+
+
+def from_args(args: argparse.Namespace, params: type) -> dict[str, Any]:
+    """The params given on a command line parsed with ``add_params(defaults=False)``."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(params)
+            if getattr(args, f.name, None) is not None}
+
+
+# --- registry -----------------------------------------------------------------------------------
+
+# ``testbed run`` options every workload shares (testbed/cli/run.py); factor names are taken too
+RESERVED = ("topo", "overrides", "link", "backend", "seed", "engine", "results", "client_host",
+            "server_host", "capture", "full_payload", "discard_pcaps", "timeout", "json",
+            "workload", "func", "command", "verbose", "quiet")
+
+
+class WorkloadRegistry(Registry[Workload]):
+    """``Registry`` of workloads: a record's parameter names must not collide with ``testbed
+    run``'s own options (``RESERVED``: refused when it registers) or a factor name
+    (``testbed.spec.factors.FACTORS``: refused before the first lookup, once every record of the
+    user's own is in); a record with ``transport`` set is kept apart: it runs the registered
+    workload of its name (same params) over that transport."""
+
+    def __init__(self) -> None:
+        super().__init__("workload")
+        self._transports: dict[tuple[str, str], Workload] = {}
+
+    def register(self, w: Workload) -> Workload:
+        if w.transport is not None:
+            base = self._records.get(w.name)
+            if base is None or base.params is not w.params or (w.name, w.transport) in self._transports:
+                raise ValueError(f"workload {w.name!r} over {w.transport}: register it once, after "
+                                 f"{w.name!r}, with the same params")
+            self._transports[(w.name, w.transport)] = w
+            return w
+        _refuse_taken(w, RESERVED)
+        return super().register(w)
+
+    def for_transport(self, name: str, transport: str) -> Workload | None:
+        """The record registered to run workload ``name`` over ``transport``, if any."""
+        self.load()
+        return self._transports.get((name, transport))
+
+    def check_factor_names(self) -> None:
+        """Refuse a parameter named like a factor (a loader: it runs after the user's records)."""
+        from testbed.spec.factors import FACTORS
+        names = set(FACTORS)
+        for w in self._records.values():
+            _refuse_taken(w, names)
+
+
+def _refuse_taken(w: Workload, taken: Any) -> None:
+    clash = sorted({f.name for f in dataclasses.fields(w.params)} & set(taken))
+    if clash:
+        raise UsageError(f"workload {w.name!r} ({w.params.__module__}): parameter name(s) "
+                         f"{', '.join(clash)} collide with `testbed run` options or factor names; "
+                         "rename them (e.g. request_timeout)")
+
+
+#: every workload by name: the built-ins (``testbed/workloads/__init__.py`` imports their
+#: modules) and the user's own (``testbed.spec.plugins``)
+WORKLOADS = WorkloadRegistry()
+WORKLOADS.add_loader(plugins.load)
+WORKLOADS.add_loader(WORKLOADS.check_factor_names)
+
+
+def get(name: str) -> Workload:
+    """The workload named ``name``; UsageError naming the allowed ones."""
+    return WORKLOADS.get(name)
+
+
+def all_workloads() -> dict[str, Workload]:
+    """Every workload by name, in the order registered."""
+    return dict(WORKLOADS.items())
+

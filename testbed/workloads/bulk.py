@@ -1,0 +1,21 @@
+"""``bulk``: a bulk transfer by size or duration, either direction (app ``testbed/apps/bulk.py``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testbed.workloads.base import WORKLOADS, Common, Workload, param
+
+
+@dataclass(frozen=True)
+class BulkParams(Common):
+    direction: str = param("up", "up: the client sends; down: the server sends", choices=("up", "down"))
+    size: str | None = param(None, "bytes to transfer, e.g. 30MB (or give duration)", unit="size")
+    duration: str | None = param(None, "or: transfer for this long, e.g. 10s", unit="time")
+
+    def validate(self) -> None:
+        if (self.size is None) == (self.duration is None):
+            raise ValueError("bulk needs exactly one of --size or --duration")
+
+
+BULK = WORKLOADS.register(Workload("bulk", "bulk transfer by size or duration, either direction",
+                                   "testbed.apps.bulk", BulkParams, 5001))

@@ -1,0 +1,89 @@
+"""``reqresp`` (C7): K timed requests of N bytes, each answered after T with M bytes, over a new
+or one kept connection, directly or through the SOCKS5 gateway pair (topology relay), over TCP
+(app ``testbed/apps/reqresp.py``) or the testbed's UDP transport (``--transport udp``: the
+record in ``testbed/workloads/udpreq.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.spec.errors import UsageError
+from testbed.workloads.base import WORKLOADS, Common, Workload, param
+
+
+@dataclass(frozen=True)
+class ReqRespParams(Common):
+    mode: str = param("new", "a new connection (udp: socket and transport endpoint) per request, "
+                      "or one kept, warmed connection", choices=("new", "reuse"))
+    requests: int = param(1, "timed requests K")
+    think: str = param("0", "pause between requests", unit="time")
+    warmup: int = param(10, "at most this many untimed requests to warm the kept connection "
+                        "(mode reuse; warm: tcp cwnd ≥ 2 × request or two equal times, udp the "
+                        "loss rate measured)")
+    size: str = param("354640", "request body N (the fixed generated file)", unit="size")
+    reply_size: str = param("1000", "reply size M", unit="size")
+    process: str = param("30ms", "server processing time T", unit="time")
+    transport: str = param("tcp", "tcp: the kernel's TCP; udp: the testbed's own transport "
+                           "(testbed/transport: ARQ or RaptorQ FEC)", side="run", choices=("tcp", "udp"))
+    write: str = param("one", "request write pattern: one send() or 64 KiB blocks",
+                       choices=("one", "blocks"), transport="tcp")
+    tls: bool = param(False, "TLS 1.3 (self-signed certificate made at run time)", side="both",
+                      transport="tcp")
+    tls_resume: bool = param(False, "TLS session resumption (mode new)", transport="tcp")
+    path: str = param("direct", "direct, or through the SOCKS5 gateway pair (topology relay)",
+                      side="run", choices=("direct", "relay"), transport="tcp")
+    relay_hosts: str = param("cgw,sgw", "client-side,server-side gateway hosts (path relay)", side="run",
+                             transport="tcp")
+    tunnel_buffers: str = param("16MB", "SO_SNDBUF/SO_RCVBUF of the tunnel (path relay)", side="run",
+                                unit="size", transport="tcp")
+    tunnel_initcwnd: int = param(256, "route initcwnd/initrwnd between the gateways (path relay; "
+                                 "256 ≥ the 245 segments of the request)", side="run", transport="tcp")
+    tunnel_cc: str = param("cubic", "TCP_CONGESTION of the tunnel (path relay)", side="run",
+                           transport="tcp")
+    connect_mode: str = param("confirmed", "relay: answer the SOCKS5 CONNECT after the far "
+                              "gateway connected (confirmed) or at once (optimistic)", side="run",
+                              choices=("confirmed", "optimistic"), transport="tcp")
+    request_timeout: str = param("60s", "give up on a request after this long", unit="time",
+                                 transport="udp")
+    fec: str = param("off", "off | fixed:R | adaptive[:TARGET] (smallest r with "
+                     "P(Binomial(k+r, p) <= r) >= TARGET, default 0.999)", side="both", transport="udp")
+    ack_policy: str = param("every", "ACK policy: every | n:N | t:TIME | n:N,t:TIME", side="both",
+                            transport="udp")
+    pacing: str = param("rate:333mbit", "off | rate:R | estimate (max delivery rate x gain)",
+                        side="both", transport="udp")
+    loss_prior: str = param("0", "loss rate adaptive FEC assumes until it measured 100 packets",
+                            side="both", transport="udp")
+    backoff: bool = param(False, "halve the pacing rate once per RTT with a loss", side="both",
+                          transport="udp")
+
+    def validate(self) -> None:
+        if self.requests < 1:
+            raise ValueError(f"requests {self.requests} must be >= 1")
+        if self.warmup < 0:
+            raise ValueError(f"warmup {self.warmup} must be >= 0")
+        if self.tls_resume and not self.tls:
+            raise ValueError("tls_resume (TLS session resumption) needs tls: add --tls")
+        if self.tls_resume and self.mode != "new":
+            raise ValueError("tls_resume needs mode new: a kept-alive connection makes one handshake")
+        if len(self.relay_hosts.split(",")) != 2:
+            raise ValueError(f"relay_hosts {self.relay_hosts!r}: give two hosts, e.g. cgw,sgw")
+        if not 1 <= self.tunnel_initcwnd <= 65535:
+            raise ValueError(f"tunnel_initcwnd {self.tunnel_initcwnd} must be in 1..65535")
+        if self.transport == "udp":
+            from testbed.transport.config import TransportConfig
+            TransportConfig.from_factors(self.fec, self.ack_policy, self.pacing, self.loss_prior,
+                                         self.backoff)
+
+
+def _check_reqresp(p: ReqRespParams, spec: Any, topo: Any) -> None:
+    if p.path == "relay" and topo is not None:
+        hosts = set(topo.hosts())
+        missing = [h for h in p.relay_hosts.split(",") if h not in hosts]
+        if missing:
+            raise UsageError(f"path relay needs the gateway hosts {p.relay_hosts} (topology relay); "
+                             f"topology {spec.topology!r} has no {', '.join(missing)}")
+
+
+REQRESP = WORKLOADS.register(Workload("reqresp", "request/response (C7)", "testbed.apps.reqresp",
+                                      ReqRespParams, 5000, check=_check_reqresp))
