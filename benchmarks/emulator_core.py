@@ -33,9 +33,9 @@ def _configs():
         LinkSpec(rate=333e6, delay=0.1, loss=Bernoulli(0.14)), 1), 333e6
     yield "333 Mbit/s, Gilbert-Elliott, jitter", lambda: DirectionModel(
         LinkSpec(rate=333e6, delay=0.1, jitter=0.001, loss=GilbertElliott(0.01, 0.1)), 1), 333e6
-    yield "shared 54 Mbit/s air", lambda: DirectionModel(
+    yield ("shared 54 Mbit/s air", lambda: DirectionModel(
         LinkSpec(delay=0.001), 1, medium=AirMedium(AirtimeSpec(), 1)),
-        1 / AirtimeSpec().exchange_time(FRAME - 14) * FRAME * 8
+        1 / AirtimeSpec().exchange_time(FRAME - 14) * FRAME * 8)
 
 
 def main() -> None:
