@@ -43,7 +43,6 @@ else:  # pragma: no cover
 from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
-from topologies import is_path
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 ORDERS = ("alternate", "abba", "random")
@@ -216,7 +215,7 @@ def read_definition(path: Path | str) -> Experiment:
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{p}: not valid TOML: {exc}") from None
     base = data.get("base")
-    if isinstance(base, dict) and isinstance(base.get("topology"), str) and is_path(base["topology"]):
+    if isinstance(base, dict) and isinstance(base.get("topology"), str) and plugins.is_path(base["topology"]):
         data["base"] = {**base, "topology": str((p.parent / base["topology"]).resolve())}
     return Experiment.from_dict(data, source=str(p))
 

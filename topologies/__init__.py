@@ -14,16 +14,11 @@ from topologies.base import TOPOLOGIES, TestbedTopo, spec  # noqa: F401
 from topologies import longhaul, image, relay, wifi, dualpath, edgecloud  # noqa: F401
 
 
-def is_path(name_or_path: str) -> bool:
-    """Whether a topology reference is a file path (it ends in ``.py`` or has a ``/``), not a name."""
-    return name_or_path.endswith(".py") or "/" in name_or_path
-
-
 def topology_class(name_or_path: str) -> type[TestbedTopo]:
     """The topology registered as ``name_or_path``, or the one topology the Python file at that
     path registers (imported once, see ``testbed.spec.plugins.import_file``; its ``source`` is
     then the file's absolute path).  UsageError names the allowed names, or what the file lacks."""
-    if not is_path(name_or_path):
+    if not plugins.is_path(name_or_path):
         return TOPOLOGIES.get(name_or_path)
     module = plugins.import_file(name_or_path)
     found = [cls for cls in TOPOLOGIES.values() if cls.__module__ == module.__name__]

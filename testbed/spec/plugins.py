@@ -68,6 +68,12 @@ def load() -> None:
                              f"{where} failed to load: {type(exc).__name__}: {exc}") from exc
 
 
+def is_path(ref: str) -> bool:
+    """Whether a reference to a record is a file path (it ends in ``.py`` or has a ``/``), not a
+    name: ``--topo ./chain.py``, ``topology = "chain.py"``."""
+    return ref.endswith(".py") or "/" in ref
+
+
 def import_file(path: Path | str) -> ModuleType:
     """The module of the Python file ``path``, imported (once) as the top-level module of its
     file name, its directory added to ``sys.path`` and ``PYTHONPATH``; UsageError naming the
