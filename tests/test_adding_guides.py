@@ -105,6 +105,7 @@ def test_the_guides_commands_that_need_no_root(guide, tmp_path):
     [run] = manifests(tmp_path)                        # the loopback run of the toy workload
     assert run["status"] == "complete" and run["spec"]["workload"] == "pingpong"
     assert run["metrics"]["completion_ms"] > 0 and run["checks"]["echoed"] == 20
+    assert printed("experiment", "list").splitlines()[-1].split()[:2] == ["chainbuffer", "links.bottleneck.down.queue"]
     exp = json.loads(printed("experiment", "show"))
     assert exp["base"]["topology"] == str(plugins / "chain.py")     # relative to the TOML file
     assert exp["source"] == str(plugins / "chainbuffer.toml")

@@ -64,8 +64,8 @@ def register(sub) -> None:
 
 
 def run_list(args) -> int:
-    from experiments import builtin_names, load_definition
-    exps = [load_definition(n) for n in builtin_names()]
+    from experiments.definition import EXPERIMENTS      # the built-ins and those on TESTBED_PATH
+    exps = EXPERIMENTS.values()
     if args.json:
         print(json.dumps([e.to_dict() for e in exps], indent=1))
         return 0

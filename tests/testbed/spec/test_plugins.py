@@ -121,3 +121,17 @@ def test_a_workload_program_run_as_main_is_not_imported_again(tmp_path):
                        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}",
                             "TESTBED_PATH": str(tmp_path)}, timeout=60)
     assert r.returncode == 0 and r.stdout.split() == ["toyrun", "toyrun"], r.stderr
+
+
+def test_a_workload_parameter_named_like_a_factor_is_refused_naming_its_module(tmp_path):
+    (tmp_path / "ccload.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from testbed.workloads import WORKLOADS, Workload, param\n\n\n"
+        "@dataclass(frozen=True)\nclass P:\n    cc: str = param('bbr', 'a name the cc factor has')\n\n\n"
+        "WORKLOADS.register(Workload('ccload', 'a toy', 'ccload', P, 5999))\n")
+    r = subprocess.run([sys.executable, "-m", "testbed", "run", "--help"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "TESTBED_PATH": str(tmp_path)})
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "testbed: error: workload 'ccload' (ccload): parameter name(s) cc collide with `testbed run` "
+        "options or factor names; rename them (e.g. request_timeout)"), r.stderr
