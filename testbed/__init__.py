@@ -22,6 +22,13 @@ used):
   and ``RunError`` (``testbed/spec/errors.py``).
 
 The command line (``testbed --help``) is ``testbed.cli``.
+
+Division of labour: the packages by role, lowest layer first — ``spec`` (values), ``protocols``
+and ``emulator`` (sans-I/O cores, the link emulator), ``transport``, then (outside this package)
+``analysis`` and ``topologies``, then ``workloads``, ``apps``, ``host``, ``backends``, ``run``,
+``calibrate``, (outside) ``experiments``, and ``cli`` on top; a module imports only its own layer
+and those below (``tests/test_hygiene.py``; ``docs/architecture.md``).  This module only names
+the public API; it imports each name when first used.
 """
 
 __all__ = ["CaptureSpec", "LinkSpec", "Plan", "RunError", "RunResult", "RunSpec", "SetupError",

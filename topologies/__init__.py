@@ -3,6 +3,11 @@
 Each built-in module defines one ``TestbedTopo`` subclass, registered with
 ``@TOPOLOGIES.register``; this package imports them.  ``topology_class`` looks a topology up by
 name, or loads a file of the user's own given by path (``--topo ./chain.py``).
+
+Division of labour: describes paths — hosts, roles, named links with a ``LinkSpec`` per
+direction, structural parameters — and never brings one up.  May import the layers below it (it
+uses ``testbed.spec`` and ``testbed.emulator``, for air media); imported by ``testbed.run``
+(which brings the description up), ``experiments`` and the CLI.
 """
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ Errors are handled here, once: ``testbed.spec.errors.UsageError`` (and ValueErro
 SetupError / RunError → exit 1, each as one line ``testbed: error: <what failed: why>`` with the
 run directory when there is one; no traceback for an expected failure.  Library code logs with
 ``logging``; ``-v`` shows progress (INFO), ``-vv`` debug, ``-q`` errors only.
+
+Division of labour: the top layer — parse, call, print.  May import every layer (``testbed.spec``
+to ``experiments``); nothing imports it but ``testbed/__main__.py`` and the ``testbed`` script.
 """
 from __future__ import annotations
 

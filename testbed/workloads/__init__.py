@@ -4,6 +4,11 @@ One module per workload holds its params dataclass, its record(s) and its check:
 ``bulk``, ``audio``, ``agent``, ``udpreq`` (reqresp over the UDP transport) and ``streams``
 (streams, airbulk, multipath, duplicate).  This package imports them, so importing it registers
 the built-ins; it re-exports what the apps and the CLI use.
+
+Division of labour: what a workload is — its parameters, the programs it starts and their argv,
+how its run directory becomes metrics — as records, without running anything.  May import the
+layers below it (it uses ``testbed.spec``, ``testbed.transport`` and ``analysis``); imported by
+``testbed.apps`` (their parsers derive from the params), ``testbed.run`` and the CLI.
 """
 from testbed.workloads.base import (  # noqa: F401
     ALIASES, RESERVED, SIDES, WORKLOADS, Common, Workload, add_params, all_workloads, applies,
