@@ -20,7 +20,7 @@ Measurements (``testbed.calibrate.probe`` UDP probes; TCP by iperf3 and testbed.
 - rtt min / median (ms): 200 ping-pong probes of 64 B, 10 ms apart, send time to the echo's
   kernel receive timestamp.
 - loss up / down: 3000 datagrams of 64 B per direction, both directions at once, 500/s each
-  (on a loaded host a guest's Python echo manages ~1,000 round trips/s: README, User-Mode Linux);
+  (on a loaded host a guest's Python echo manages ~1,000 round trips/s: docs/uml.md);
   loss = (sent − received) / sent.
 - rate up / down (Mbit/s): a one-second train of 1514 B frames sent at 1.05 × the rate; rate =
   least-squares slope of sequence number over kernel receive time (``testbed.calibrate.probe recv``);

@@ -48,7 +48,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 ORDERS = ("alternate", "abba", "random")
 KEEP_PCAPS = ("all", "representative", "none")
 DEFAULT = "default"
-#: Run-level metric names of RunResult.metrics (CORE_CONTRACT.md); ms for times, Mbit/s for rates.
+#: Run-level metric names of RunResult.metrics (docs/reference/metrics.md); ms for times, Mbit/s for rates.
 METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_ms", "goodput_mbps",
            "retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "data_per_ack",
            "stalls", "stall_ms",

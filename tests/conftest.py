@@ -12,7 +12,8 @@ TESTBED = [sys.executable, "-m", "testbed"]
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() == 0:
         return
-    skip = pytest.mark.skip(reason="needs root (network namespaces, Mininet)")
+    skip = pytest.mark.skip(reason="needs root (network namespaces, Mininet, or the default "
+                                   "congestion control cubic, which unprivileged sockets may not set)")
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)

@@ -222,7 +222,7 @@ ROWS: tuple[Row, ...] = (
         None, Measure(_IMG, "data_per_ack", "quick", sets=MSS1168), 0.10,
         note="no model: the chapter's policy (one ACK per data packet) is the value; measured on "
              "the C1 image transfer, " + CHAPTER_MSS,
-        cause="Linux never ACKs strictly every packet (README: 1.00-1.20)"),
+        cause="Linux never ACKs strictly every packet (docs/findings.md: 1.00-1.20)"),
     Row("C2.data_per_ack_delayed", "data packets per ACK, every 2 packets or 10 ms", "packets", 2,
         None, Measure(_IMG, "data_per_ack", "max-10ms", sets=MSS1168), 0.10,
         note="no model: the chapter's policy is the value; measured as C2.data_per_ack_quick",
@@ -240,7 +240,7 @@ ROWS: tuple[Row, ...] = (
     Row("C3.window_cap", "throughput cap W/R, 64 KB window", "Mbit/s", 5.12,
         M("window", "window_bound"), Measure("window", "goodput_mbps", "64KB"), 0.15,
         note="a bound; with one batch ACK per window the cycle model gives 4.08 Mbit/s",
-        cause="the kernel's window clamp (64,000 → ~78,000 B after the first segment, README) "
+        cause="the kernel's window clamp (64,000 → ~78,000 B after the first segment, docs/findings.md) "
               "and ACK clocking within the window",
         explain=(("max_in_flight_bytes", "max bytes in flight"),)),
     Row("C3.batch_cycle", "batch-ACK cycle with a 64 KB window", "ms", 125.6, M("window", "batch_cycle"),
@@ -307,7 +307,7 @@ ROWS: tuple[Row, ...] = (
         cause="Linux BBR leaves Startup early under 14% random loss: Recovery's packet "
               "conservation and the receiver's autotuned window (~80 KB at first, rwnd-limited up "
               "to 1.2 s) stall its delivery-rate samples, and PROBE_BW then climbs by at most "
-              "1.075x per 8 rounds, so a 10 s run measures the start of the climb (README, BBR on "
+              "1.075x per 8 rounds, so a 10 s run measures the start of the climb (docs/findings.md, BBR on "
               "the long-haul path: 0.86-52.6 Mbit/s in 30 s, 275 Mbit/s Startup with --window 32MB)",
         explain=(("retransmissions", "retransmitted segments"), ("max_in_flight_bytes", "max bytes in flight"))),
     # ---- C6
@@ -318,7 +318,7 @@ ROWS: tuple[Row, ...] = (
     Row("C6.serial_budget", "serial budget RTT + model + sending", "ms", 238.5, M("fec", "serial_budget"),
         Measure("reuse", "completion_ms_median", "reuse"), 0.10,
         note="measured: the kept-alive request on the long-haul path (C7's direct, kept alive)",
-        cause="the request burst overflows the bottleneck buffer after idle (README: the emulator "
+        cause="the request burst overflows the bottleneck buffer after idle (docs/findings.md: the emulator "
               "drops ~80 frames)", explain=(("retransmissions", "retransmitted segments"),)),
     Row("C6.arq_mean", "expected completion, ideal selective repeat", "s", 0.756, M("fec", "arq_mean"),
         Measure("fec", "completion_ms", "off", statistic="pooled_mean", scale=1e-3), 0.15,
@@ -375,7 +375,7 @@ ROWS: tuple[Row, ...] = (
         cause="the handshake (below: the modelled 1 RTT, 1 s more when a SYN or SYN/ACK is lost "
               "on the 14% direction) and the data phase: the server's autotuned receive window "
               "limits early rounds (TCP_INFO rwnd_limited "
-              "of the client's connections below; README: with --rcvbuf 4MB most requests take "
+              "of the client's connections below; docs/findings.md: with --rcvbuf 4MB most requests take "
               "~1240 ms) and RTOs of responses lost on the 14% direction (retransmissions below)",
         explain=(("handshake_ms", "handshake ms"), ("rwnd_limited_ms", "ms rwnd-limited per connection"),
                  ("busy_ms", "ms busy per connection"), ("flights", "request flights"),

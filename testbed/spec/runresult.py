@@ -2,7 +2,7 @@
 
 The manifest (schema ``MANIFEST_SCHEMA``) holds: the ``RunSpec`` that defined the run, its
 status (``complete`` or ``failed`` with ``error``), timings (CLOCK_REALTIME seconds; phase
-durations in ``timings``), named ``metrics`` and ``checks`` (see ``testbed/metrics.py`` for
+durations in ``timings``), named ``metrics`` and ``checks`` (see ``analysis/runmetrics.py`` for
 their exact definitions), the link backend's ``fidelity`` verdict, the capture's cost
 (``capture``: CPU seconds of the tcpdumps, packets the kernel dropped) and an inventory of every
 file (``files``: path relative to the run directory, kind, host and interface where one applies).

@@ -15,6 +15,7 @@ def test_shares_follow_the_weights_and_sum_to_the_total():
         shares(10, [1, 0])
 
 
+@pytest.mark.root
 def test_multipath_server_survives_garbage_then_serves(tmp_path):
     with server("testbed.apps.multipath", "--log", str(tmp_path / "server.jsonl"),
                 "--scheme", "single") as (_, port):

@@ -21,7 +21,7 @@ process group, which is ended (SIGTERM, then SIGKILL) on timeout, on any excepti
 to be empty before returning.  A guest that fails raises ``GuestError`` (a ``SetupError``) with
 one line: what failed, the console's reason line and where the full console log is.
 
-The guest has one virtual CPU and HZ=100; see the README section on User-Mode Linux for what the
+The guest has one virtual CPU and HZ=100; see docs/uml.md for what the
 guest itself adds to RTT and where its throughput ceiling is.  If the calling process is killed
 with SIGKILL, the guest runs on until its command ends, then powers itself off.
 """

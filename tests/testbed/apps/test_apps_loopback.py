@@ -8,6 +8,9 @@ from testbed.apps import eventlog as ev
 from testbed.apps import payload
 from testbed.apps.reqresp import WARM_STEADY
 
+# the apps set TCP_CONGESTION cubic by default, which an unprivileged socket may not
+pytestmark = pytest.mark.root
+
 RR = "testbed.apps.reqresp"
 CLIENT_EVENTS = [ev.REQUEST_ISSUED, ev.TCP_CONNECTED, ev.FIRST_REQUEST_BYTE_SENT,
                  ev.LAST_REQUEST_BYTE_SENT, ev.FIRST_RESPONSE_BYTE, ev.LAST_RESPONSE_BYTE]
@@ -79,7 +82,8 @@ def test_relay_socks5_one_tunnel_many_streams(tmp_path):
     with server(RR, "--log", str(tmp_path / "s.jsonl")) as (_, port), \
          server("testbed.apps.relay", "--log", str(tmp_path / "sgw.jsonl"), role="server-gw") as (_, tport):
         socks_port = _free_port()
-        import subprocess, sys
+        import subprocess
+        import sys
         cgw = subprocess.Popen([sys.executable, "-m", "testbed.apps.relay", "client-gw", "--socks",
                                 f"127.0.0.1:{socks_port}", "--tunnel", f"127.0.0.1:{tport}",
                                 "--window", "4MB", "--log", str(tmp_path / "cgw.jsonl")],

@@ -14,6 +14,9 @@ from tests.fixtures.apps import PY, events
 from testbed.apps import eventlog as ev
 from testbed.protocols import socks5
 
+# the apps set TCP_CONGESTION cubic by default, which an unprivileged socket may not
+pytestmark = pytest.mark.root
+
 REPLY = 256 * 1024
 
 

@@ -28,6 +28,7 @@ def state_dir(tmp_path, monkeypatch):
     monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path / "state")
 
 
+@pytest.mark.root
 def test_reqresp_over_udp_through_execute_on_loopback(tmp_path):
     r = execute(SPEC, tmp_path / "run")
     assert r.status == "complete"
@@ -90,6 +91,7 @@ def test_bad_argument_is_one_line_and_exit_2(tmp_path):
     assert out.stderr.strip().count("\n") == 0 and "pacing" in out.stderr
 
 
+@pytest.mark.root
 def test_ack_every_n_keeps_its_promise_through_the_udp_loop(tmp_path):
     """One request of 245 source + up to 8 repair packets (those sent before the delivery ACK
     came back), in order on loopback: an ACK per 4 packets, one at once when the 245th completes
@@ -138,6 +140,7 @@ def test_udpreq_is_an_alias_of_reqresp_over_udp():
     assert reqresp.for_params(reqresp.make_params({})) is reqresp
 
 
+@pytest.mark.root
 def test_reuse_warms_the_endpoint_until_its_loss_rate_is_measured(tmp_path):
     """Mode reuse: one untimed request (245 packets ≥ 100 fates) warms the kept endpoint, though
     up to 10 are allowed; the timed requests then share its socket."""

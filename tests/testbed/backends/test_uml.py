@@ -36,7 +36,7 @@ ME = os.path.abspath(__file__)
 NS = ("tbuA", "tbuB")         # guest namespaces: A plays the client, B the server
 IFS = ("tbu0", "tbu1")
 IPS = ("10.77.0.1", "10.77.0.2")
-LOSS_PPS = 500                # per direction; a loaded host leaves the guest ~1,000 echoes/s (README)
+LOSS_PPS = 500                # per direction; a loaded host leaves the guest ~1,000 echoes/s (docs/uml.md)
 
 
 def wait_tcp_listening(ns: str, port: int, timeout: float = 30) -> None:

@@ -86,6 +86,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("transport", ["tcp", "quic"])
 def test_loopback_run_survives_a_garbage_peer(transport, tmp_path):
     proc, port = _serve(transport, tmp_path)
@@ -121,6 +122,7 @@ def test_loopback_run_survives_a_garbage_peer(transport, tmp_path):
         assert series["image complete"][1][-1] == 100_000 + 7 * 9      # 7 frames of <= 16 KB
 
 
+@pytest.mark.root
 def test_client_given_garbage_by_the_server_says_so_without_a_traceback(tmp_path):
     with socket.socket() as ls:
         ls.bind(("127.0.0.1", 0))

@@ -27,6 +27,7 @@ def analyze_json(run_dir):
     return json.loads(out.stdout)
 
 
+@pytest.mark.root
 def test_two_specs_differing_in_one_factor_differ_in_exactly_that_field(tmp_path):
     a = execute(LOOP.set("socket.cc", "reno"), tmp_path / "a")
     b = execute(LOOP.set("socket.cc", "cubic"), tmp_path / "b")
@@ -42,6 +43,7 @@ def test_two_specs_differing_in_one_factor_differ_in_exactly_that_field(tmp_path
     assert kinds["client.jsonl"] == "eventlog" and kinds["server.jsonl"] == "eventlog"
 
 
+@pytest.mark.root
 def test_a_failed_run_leaves_a_manifest_with_status_failed(tmp_path):
     spec = LOOP.set("params.think", "3s").set("params.requests", 3).set("timeout", 1.0)
     with pytest.raises(RunError, match="did not finish within 1 s") as err:
@@ -51,6 +53,7 @@ def test_a_failed_run_leaves_a_manifest_with_status_failed(tmp_path):
     assert err.value.result.dir == result.dir and result.metrics == {}
 
 
+@pytest.mark.root
 def test_bad_spec_creates_nothing(tmp_path):
     with pytest.raises(UsageError, match="allowed"):
         execute(LOOP.set("params.colour", "red"), tmp_path / "x")
