@@ -138,12 +138,30 @@ def run_up(args) -> int:
         if args.execs:
             status = run_execs(tb, args.execs)
         elif args.cli:
-            from mininet.cli import CLI
-            CLI(tb.net)
+            run_cli(tb.net)
         elif args.hold:
             time.sleep(args.hold)
     print("torn down")
     return status
+
+
+def run_cli(net) -> None:
+    """Mininet's CLI on ``net``, printing what its commands print.  The CLI writes every
+    command's output (``nodes``, ``client ping server``) through Mininet's logger at its level
+    ``output``; the Testbed keeps that logger at ``error`` (no Mininet chatter in runs), which
+    silenced them.  Here the logger is at ``output`` with its own handler only (not also the
+    testbed's ``testbed: …`` handler on the root logger), and put back afterwards."""
+    from mininet.cli import CLI
+    from mininet.log import lg
+    level, propagate = lg.getEffectiveLevel(), lg.propagate
+    lg.setLogLevel("output")
+    lg.propagate = False
+    try:
+        CLI(net)
+    finally:
+        lg.setLevel(level)
+        lg.ch.setLevel(level)
+        lg.propagate = propagate
 
 
 def split_execs(execs: list[list[str]]) -> list[list[str]]:

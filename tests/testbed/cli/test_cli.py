@@ -143,3 +143,55 @@ def test_run_uses_the_topologys_roles(tmp_path):
     assert printed["status"] == "complete" and 0 < printed["metrics"]["goodput_mbps"] < 54
     manifest = json.loads((tmp_path / printed["run_id"] / "manifest.json").read_text())
     assert manifest["roles"] == {"client": "station", "server": "server"}
+
+
+def _pty_session(argv: list[str], lines: list[str], prompt: bytes = b"mininet>",
+                 timeout: float = 60) -> str:
+    """Run ``argv`` on a pseudo-terminal (as a user at a terminal would), type ``lines`` one at
+    a time, each after the prompt appeared; everything the terminal showed, as text."""
+    import os
+    import select
+    import time
+    master, slave = os.openpty()
+    proc = subprocess.Popen(argv, cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    seen = b""
+
+    def read_until(token: bytes, after: int) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while token not in seen[after:] and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:      # the program exited: its side of the terminal closed
+                    return
+                if not data:
+                    return
+                seen += data
+    try:
+        for line in lines:
+            mark = len(seen)
+            read_until(prompt, mark)
+            os.write(master, line.encode() + b"\n")
+            read_until(b"\n", len(seen))
+        read_until(b"torn down", 0)
+        proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return seen.decode(errors="replace").replace("\r\n", "\n")
+
+
+@pytest.mark.root
+def test_topo_up_cli_prints_every_commands_output(tmp_path):
+    """On a terminal, as Mininet's `mn`: `nodes` lists the hosts, a host command's output shows."""
+    text = _pty_session([*TESTBED, "topo", "up", "image", "--set", "delay=1ms", "--results",
+                         str(tmp_path), "--cli"],
+                        ["nodes", "client ping -c 1 server", "exit"])
+    assert "available nodes are" in text and "client server" in text, text
+    assert "1 packets transmitted, 1 received" in text, text
+    assert "torn down" in text
