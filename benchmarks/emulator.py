@@ -451,7 +451,7 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
            "up_mbps": None if up is None else round(up / 1e6, 1), "down_mbps": round(down / 1e6, 1),
            "retrans_up": retrans[0], "retrans_down": retrans[1],
            **_emu_cols(emu, seconds + omit), **_holds(emu, 1000.0), "warning_text": _engine_warnings(emu)}
-    row["overload"] = emu["overload"]
+    row["overload"] = emu.get("strict_overload", emu["overload"])
     row["ok"] = bool(min(x for x in (up, down) if x is not None) >= 0.9 * TCP_LIMIT_BPS
                      and not row["overload"])
     return row

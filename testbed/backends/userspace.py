@@ -16,8 +16,10 @@ interfaces limit frame sizes.
 
 Accounting: ``summary()`` is the forwarder's ``summary.json`` (see ``emulator.forwarder``) plus
 the drop counters of the hosts' ends of emulated links over the run, which are added to
-``unintended_drops``, and the run's ``fidelity`` verdict (``emulator.fidelity``): ``warnings``
-are the verdict's, worded by severity (the engine's own are kept as ``engine_warnings``).
+``unintended_drops``, with the run's ``fidelity`` verdict (``emulator.fidelity.apply``) written
+again over those totals: ``overload`` and ``warnings`` are the verdict's, worded by severity and
+naming the cause (the machine or the engine); the engine's own observations are
+``engine_warnings``.
 The forwarder runs SCHED_FIFO; see ``emulator.config`` for the knobs.
 
 Engines: the forwarder runs the ``native`` C loop (``emulator.native``) where it is built,
@@ -298,7 +300,7 @@ class UserspaceBackend:
         summary["host_interface_drops"] = host_drops
         if summary.get("unintended_drops") is not None and "error" not in host_drops:
             summary["unintended_drops"] += sum(host_drops.values())
-            summary["overload"] = bool(summary.get("overload") or summary["unintended_drops"])
+            summary["strict_overload"] = bool(summary.get("strict_overload") or summary["unintended_drops"])
         return summary
 
     def summary(self) -> dict[str, Any]:
@@ -308,10 +310,8 @@ class UserspaceBackend:
             out["seeds"] = {d.name: d.seed for d in self.config.directions}
             out["log_dir"] = str(self.log_dir)
         out.update(self._summary)
-        if self._summary:   # warnings worded by the run's fidelity verdict (emulator.fidelity)
-            from testbed.emulator.fidelity import verdict
-            v = verdict(out)
-            out["engine_warnings"] = out.get("warnings", [])
-            out["fidelity"] = {k: v.get(k) for k in ("verdict", "reasons", "notes", "path_rtt_ms")}
-            out["warnings"] = v["warnings"]
+        if self._summary:   # overload and warnings: the run's fidelity verdict (emulator.fidelity)
+            from testbed.emulator.fidelity import apply
+            out.setdefault("engine_warnings", [])
+            apply(out)
         return out

@@ -28,10 +28,25 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def run_verdict(run_dir) -> dict | None:
+    """The run's link fidelity verdict (``emulator.fidelity.of_run`` on its ``metadata.json``),
+    the same one ``testbed run`` records; None without metadata."""
+    from pathlib import Path
+
+    from testbed.emulator import fidelity
+    path = Path(run_dir) / "metadata.json"
+    return fidelity.of_run(json.loads(path.read_text())) if path.exists() else None
+
+
 def run(args) -> int:
     from testbed.calibrate.link import calibrate
+    from testbed.emulator import fidelity
     out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
                     args.packets, args.seed, args.results)
+    verdict = run_verdict(out["run_dir"])
+    if verdict is not None:
+        out["fidelity"] = {k: verdict.get(k) for k in ("verdict", "cause", "cause_figures",
+                                                       "reasons", "warnings")}
     if args.json:
         print(json.dumps(out, indent=1))
         return 0 if out["ok"] else 1
@@ -49,7 +64,10 @@ def run(args) -> int:
         s = e["sched_error_us"]
         print(f"emulator scheduling error p50 {s['p50']} µs, p99 {s['p99']} µs, max {s['max']} µs; "
               f"CPU {e['cpu_percent']}% of a core")
-    for w in e.get("warnings", []):
-        print(f"emulator warning: {w}")
+    if verdict is not None and verdict["verdict"] != "unknown":
+        print(fidelity.line(verdict))       # the run's verdict: the machine or the engine to blame
+    else:
+        for w in e.get("warnings", []):
+            print(f"emulator warning: {w}")
     print("OK" if out["ok"] else "NOT OK")
     return 0 if out["ok"] else 1

@@ -101,3 +101,131 @@ def test_real_runs_on_the_longhaul_path(tmp_path):
     assert v_slow["verdict"] == "ok"
     assert v_fast["verdict"] == "overloaded"
     assert "OVERLOADED" in fast.stderr                       # the warning says so, by severity
+
+
+def busy(s, *, cpu_s=0.08, wall_s=10.0, poll_idle_s=None, busy_pct=20.0, steal=0.5, rq=0.0,
+         late_after_stall=0, held_back=0, quiet=0):
+    """``s`` with the figures a cause rests on (the forwarder's CPU, the host's, the stalls)."""
+    s = dict(s, cpu_s=cpu_s, wall_s=wall_s, cpu_percent=round(100 * cpu_s / wall_s, 2),
+             poll_idle_s=poll_idle_s,
+             host={"busy_percent": busy_pct, "steal_percent": steal, "forwarder_runqueue_wait_s": rq},
+             stalls={"count": held_back + quiet, "held_back": held_back, "held_back_max_ms": 20.0,
+                     "quiet": quiet})
+    s["totals"] = dict(s["totals"], late_after_stall=late_after_stall)
+    return s
+
+
+OVER = dict(frames=10_000, late=3000, p99_us=30_000.0, max_us=40_000.0)
+
+
+def test_an_idle_emulator_on_a_busy_machine_blames_the_machine():
+    """The case a user met: 0.8 % of a core, the machine 76 % busy, 1.1 s of run-queue wait."""
+    v = fidelity.verdict(busy(summary(**OVER), cpu_s=0.08, busy_pct=76.0, rq=1.1))
+    assert v["verdict"] == "overloaded" and v["cause"] == "machine"
+    (w,) = v["warnings"]
+    assert w.startswith("OVERLOADED") and "could not keep up" not in w
+    assert "machine was busy" in w and "76 % busy" in w and "1.10 s of 10.0 s in the run queue" in w
+    assert "0.8 % of a core" in w
+    assert v["cause_figures"]["runqueue_wait_s"] == 1.1
+
+
+@pytest.mark.parametrize("kw", [{"rq": 0.2}, {"steal": 12.0}, {"late_after_stall": 2500},
+                                {"quiet": 3}, {"held_back": 4}, {"busy_pct": 90.0}])
+def test_each_sign_of_a_busy_machine(kw):
+    v = fidelity.verdict(busy(summary(**OVER), **kw))
+    assert v["cause"] == "machine", v["warnings"]
+    assert "could not keep up" not in v["warnings"][0]
+
+
+def test_a_busy_engine_on_an_idle_machine_is_the_engines_fault():
+    v = fidelity.verdict(busy(summary(**OVER), cpu_s=9.3, busy_pct=60.0))
+    assert v["cause"] == "engine"
+    assert "the emulator could not keep up (the emulator used 93 % of a core for 1,000 frames/s)" \
+        in v["warnings"][0]
+    # the native loop's deliberate polling is not work: 93 % CPU of which 90 % polling is idle
+    v = fidelity.verdict(busy(summary(**OVER), cpu_s=9.3, poll_idle_s=9.0, busy_pct=60.0))
+    assert v["cause"] == "undetermined" and "could not keep up" not in v["warnings"][0]
+    # held-back stalls of a busy loop are its own (RT throttling), not the machine's
+    assert fidelity.verdict(busy(summary(**OVER), cpu_s=9.3, held_back=4))["cause"] == "engine"
+
+
+def test_both_and_neither():
+    v = fidelity.verdict(busy(summary(**OVER), cpu_s=9.3, rq=1.0))
+    assert v["cause"] == "machine and engine"
+    assert "machine was busy" in v["warnings"][0] and "could not keep up" in v["warnings"][0]
+    v = fidelity.verdict(busy(summary(**OVER)))
+    assert v["cause"] == "undetermined" and "cause not shown by the figures" in v["warnings"][0]
+    assert "could not keep up" not in v["warnings"][0]
+    assert fidelity.verdict(busy(summary(p99_us=5000.0), rq=1.0))["warnings"][0].startswith(
+        "degraded, timing figures carry error — the machine was busy")
+    assert fidelity.verdict(busy(summary()))["cause"] is None      # ok: nothing to blame
+
+
+def test_one_signal_summary_overload_follows_the_verdict():
+    """A late frame or two on a long path: the summary's ``overload`` is the verdict's (ok), the
+    engine's own observation stays in ``engine_warnings``; overloaded sets it."""
+    s = busy(summary(late=1, max_us=1500.0))
+    s["strict_overload"], s["engine_warnings"] = True, ["1 frames left more than 1 ms after ..."]
+    v = fidelity.apply(s)
+    assert v["verdict"] == "ok" and s["overload"] is False and s["warnings"] == []
+    assert s["fidelity"]["verdict"] == "ok" and s["engine_warnings"]
+    s = busy(summary(**OVER), rq=1.0)
+    fidelity.apply(s)
+    assert s["overload"] is True and s["fidelity"]["cause"] == "machine"
+    assert s["warnings"] == fidelity.verdict(s)["warnings"]
+
+
+def test_of_run_and_line():
+    meta = {"backend": "userspace", "links": None, "backend_summary": busy(summary(**OVER), rq=1.0)}
+    v = fidelity.of_run(meta)
+    assert v["backend"] == "userspace" and v["verdict"] == "overloaded"
+    assert fidelity.line(v).startswith("link fidelity: overloaded — the machine was busy")
+    assert fidelity.line(fidelity.of_run({"backend": "netem"})).startswith("link fidelity: unknown")
+    assert fidelity.line(fidelity.verdict(busy(summary()))) == "link fidelity: ok"
+
+
+HOG = """
+import time
+while True:                       # busy 20 ms, idle 30 ms: the forwarder's CPU taken in bursts
+    t = time.monotonic()
+    while time.monotonic() - t < 0.02:
+        pass
+    time.sleep(0.03)
+"""
+
+
+@pytest.mark.root
+def test_a_machine_made_busy_by_a_cpu_hog_is_blamed(results_root, monkeypatch):
+    """Two busy-loop processes at a real-time priority above the forwarder's, pinned to its CPU,
+    for the run's duration (started and stopped here): the emulator itself has little to do
+    (pings every 2 ms), so the verdict must blame the machine and never say the emulator could
+    not keep up; ``summary.json`` says the same as the run's verdict."""
+    import os
+    import signal
+    from testbed.emulator.config import ENGINE_ENV
+    from testbed.run.network import Testbed
+    monkeypatch.setenv(ENGINE_ENV, "native")
+    hogs = []
+    try:
+        with Testbed("longhaul", backend="userspace", results_root=results_root,
+                     overrides={"delay": "20ms", "loss_down": "0%"}) as tb:
+            cpu = tb.backend.cpu                                      # the forwarder's
+            pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+            hogs = [subprocess.Popen(["chrt", "-f", "50", *pin, sys.executable, "-c", HOG])
+                    for _ in range(2)]
+            ping = tb.popen("client", ["ping", "-c", "400", "-i", "0.005", "-q", tb.ip("server")],
+                            name="ping", text=True)
+            ping.communicate(timeout=60)
+    finally:
+        for h in hogs:
+            os.kill(h.pid, signal.SIGKILL)
+            h.wait()
+    s = tb.metadata["backend_summary"]
+    v = fidelity.of_run(tb.metadata)
+    print(f"\n{fidelity.line(v)}\n{v['cause_figures']}")
+    assert v["verdict"] in ("degraded", "overloaded")
+    assert v["cause"] == "machine"
+    assert not any("could not keep up" in w for w in v["warnings"])
+    assert s["overload"] == (v["verdict"] == "overloaded") and s["fidelity"]["cause"] == "machine"
+    on_disk = json.loads((Path(s["log_dir"]) / "summary.json").read_text())
+    assert on_disk["overload"] == s["overload"] and on_disk["fidelity"]["cause"] == "machine"

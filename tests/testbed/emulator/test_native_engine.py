@@ -574,7 +574,10 @@ def test_stopping_the_forwarder_is_reported_as_stalls_not_overload(results_root,
     assert not any("could not keep up" in w for w in s["engine_warnings"])
     assert any("stopped the emulator" in w for w in s["engine_warnings"])
     # pings that arrived during a 30 ms stop waited that long in the socket: the stop's doing
-    assert s["read_lag_us"]["max"] > LAG_WARN_US and not s["overload"]
+    assert s["read_lag_us"]["max"] > LAG_WARN_US and not s["strict_overload"]
+    # whatever the verdict, it blames the machine, not the engine
+    assert s["fidelity"]["cause"] in (None, "machine")
+    assert not any("could not keep up" in w for w in s["warnings"])
     assert not any("in the socket" in w for w in s["engine_warnings"])
     # the frames a stop left due together went out in fewer calls than frames (sendmmsg batches)
     assert s["send_calls"] < s["totals"]["delivered"]
