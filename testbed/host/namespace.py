@@ -1,5 +1,11 @@
 """Commands inside a host's network namespace, and the per-host configuration every topology gets.
 
+Names: every host resolves every other host of its topology by name (``host_names``,
+``private_hosts_file``): a hosts file of its own, bind-mounted over ``/etc/hosts`` in the host's
+mount namespace (Mininet starts each host's shell with ``mnexec -n``: new network *and* mount
+namespaces, mounts private), so the machine's ``/etc/hosts`` is never written and the mount
+vanishes with the namespace.
+
 Sysctls, routes and neighbour entries are set in the host's namespace without a process per
 setting (``testbed.host.netlink``: /proc/sys and netlink through pyroute2); everything else runs as
 argv lists through ``mnexec -a PID`` (Mininet's namespace-attach helper), never through the
@@ -8,6 +14,8 @@ host's interactive shell.
 from __future__ import annotations
 
 import subprocess
+from collections import deque
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from testbed.host import netlink
@@ -91,3 +99,52 @@ def static_arp(links: Iterable[Any]) -> int:
                 entries.setdefault(here.node, []).append((there.IP(), there.MAC(), here.name))
     return sum(netlink.in_netns(node.pid, lambda e=e: netlink.permanent_neighbours(e),
                                 f"{node.name}: static ARP") for node, e in entries.items())
+
+
+SYSTEM_HOSTS = Path("/etc/hosts")
+
+
+def host_names(hosts: Iterable[Any], links: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """For each host, every host's name → the address it reaches that host at: the address
+    facing it (the interface by which a breadth-first walk over the links from it first reaches
+    that host: on a shared link, that link's address), else the host's default address; its own
+    name → its default address.  ``hosts``, ``links``: Mininet nodes and links."""
+    hosts = list(hosts)
+    names = {h.name for h in hosts}
+    adjacent: dict[str, list[tuple[str, str | None]]] = {h.name: [] for h in hosts}
+    for link in links:
+        a, b = link.intf1, link.intf2
+        if a.node.name in names and b.node.name in names:
+            adjacent[a.node.name].append((b.node.name, b.IP()))
+            adjacent[b.node.name].append((a.node.name, a.IP()))
+    default = {h.name: h.IP() for h in hosts}
+    out = {}
+    for h in hosts:
+        seen = {h.name: default[h.name]}
+        todo = deque([h.name])
+        while todo:
+            here = todo.popleft()
+            for there, ip in adjacent[here]:
+                if there not in seen:
+                    seen[there] = ip or default[there]
+                    todo.append(there)
+        out[h.name] = {n: seen.get(n) or default[n] for n in sorted(names) if seen.get(n) or default[n]}
+    return out
+
+
+def hosts_file_text(names: dict[str, str], system: str = "") -> str:
+    """A hosts file: ``names`` (name → address) first, then the lines of ``system`` (the
+    machine's /etc/hosts) that name none of them, so localhost and the machine's own name
+    still resolve."""
+    lines = ["# testbed: the topology's hosts, as this host reaches them"]
+    lines += [f"{ip}\t{name}" for name, ip in names.items()]
+    kept = [line for line in system.splitlines()
+            if not set(line.split("#", 1)[0].split()[1:]) & set(names)]
+    if not any(line.split("#", 1)[0].split()[1:2] for line in kept):
+        kept = ["127.0.0.1\tlocalhost", "::1\tlocalhost"]
+    return "\n".join(lines + ["# the machine's /etc/hosts"] + kept) + "\n"
+
+
+def private_hosts_file(node: Any, path: Path, target: Path = SYSTEM_HOSTS) -> None:
+    """Bind-mount ``path`` over ``target`` (/etc/hosts) in ``node``'s mount namespace only."""
+    run_in(node, ["mount", "--bind", str(path), str(target)])

@@ -6,8 +6,9 @@
 
 Hosts are Mininet ``Host``s (unnamed network namespaces held by their shells).  Every host gets
 the per-host configuration of ``testbed.host.namespace`` (offloads off, sysctls, routes, forwarding on
-routers).  The run's metadata (``tb.metadata``, written to ``metadata.json`` in ``tb.dir``)
-records what a reader needs to trust or redo the run.
+routers) and resolves every other host by name (its own ``/etc/hosts``, bind-mounted in its
+mount namespace: ``testbed.host.namespace.host_names``).  The run's metadata (``tb.metadata``,
+written to ``metadata.json`` in ``tb.dir``) records what a reader needs to trust or redo the run.
 """
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
-from testbed.host.namespace import DEFAULT_SYSCTLS, configure_host, ns_argv, read_sysctls, static_arp
+from testbed.host.namespace import (DEFAULT_SYSCTLS, SYSTEM_HOSTS, configure_host, host_names,
+                                    hosts_file_text, ns_argv, private_hosts_file, read_sysctls,
+                                    static_arp)
 from testbed.host.lifecycle import Run
 from testbed.run.plan import build_topology, require_root
 from testbed.run.provenance import provenance
@@ -52,6 +56,7 @@ class Testbed:
         self.net = None
         self.backend = None
         self.metadata: dict[str, Any] = {}
+        self.names: dict[str, dict[str, str]] = {}     # host → {name: address it reaches}
 
     @classmethod
     def from_plan(cls, plan: Any, **kwargs: Any) -> "Testbed":
@@ -181,6 +186,7 @@ class Testbed:
                                router=info.get("router", False), routes=info.get("routes", ()),
                                commands=info.get("commands", ()))
             self.arp_entries = static_arp(self.net.links)
+            self.names = self._name_hosts()
             self.backend.setup(self.net, self.run_)
             self.metadata = self._metadata()
             (self.dir / "metadata.json").write_text(json.dumps(self.metadata, indent=1, default=str))
@@ -214,6 +220,25 @@ class Testbed:
         if self.net is not None:
             self.net.stop()
 
+    def _name_hosts(self) -> dict[str, dict[str, str]]:
+        """Give every host a hosts file of its own naming every host of the topology (the
+        address facing it), bind-mounted over /etc/hosts in its mount namespace; the files live
+        in a temporary directory of the run (removed at teardown; a mount keeps its file)."""
+        names = host_names(self.net.hosts, self.net.links)
+        if not SYSTEM_HOSTS.is_file():
+            log.warning("no %s to mount over: host names do not resolve inside the hosts",
+                        SYSTEM_HOSTS)
+            return names
+        system = SYSTEM_HOSTS.read_text(errors="replace")
+        directory = Path(tempfile.mkdtemp(prefix=f"{self.run_.id}-hosts-"))
+        self.run_.record_tmpdir(directory)
+        for host in self.net.hosts:
+            path = directory / host.name
+            path.write_text(hosts_file_text(names[host.name], system))
+            path.chmod(0o644)
+            private_hosts_file(host, path)
+        return names
+
     def _metadata(self) -> dict[str, Any]:
         keys = sorted(set(DEFAULT_SYSCTLS) | set(self.sysctls) | {"net.ipv4.ip_forward",
                       "net.ipv4.tcp_congestion_control"})
@@ -226,5 +251,6 @@ class Testbed:
             "static_arp_entries": self.arp_entries,
             "links": self.topo.link_records(),
             "hosts": {h.name: {"ips": {i.name: i.IP() for i in h.intfList() if i.name != "lo"},
-                               "sysctls": read_sysctls(h, keys)} for h in self.net.hosts},
+                               "sysctls": read_sysctls(h, keys),
+                               "names": self.names.get(h.name, {})} for h in self.net.hosts},
         }
