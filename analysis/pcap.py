@@ -17,13 +17,30 @@ with ``proto`` set to the first next-header value); TCP and UDP.
 
 Fields beyond the captured length (snaplen) read as 0; ``tcp_hdr_ok`` says
 whether the whole TCP header, options included, was captured.
+
+Damaged input is never read silently: :attr:`Packets.damage` lists what was wrong, one
+dict per finding with ``kind``, ``message`` and, where reading stopped, ``offset`` (the
+byte where the bad or cut record starts) and ``packets_read``:
+
+* ``bad_record``: a record header no capture tool writes (pcap: a timestamp fraction of a
+  second or more, a captured length above both the file's snap length and libpcap's
+  largest, 262144, or above the packet's length on the wire; pcapng: a block length that is
+  not a multiple of 4 of at least 12, a trailing length that differs from the leading one,
+  a packet larger than its block).  Reading stops there: what follows cannot be framed.
+* ``truncated``: the file ends inside the last record (a capture cut short or still being
+  written); the records before it are read.
+* ``snaplen``: the file's snap length is shorter than the link, IPv4 and TCP headers.
+* ``headers_cut``: TCP packets captured without their whole TCP header (options included).
+* ``link_type``: a link type this reader does not decode (its packets read as non-IP).
+
+The native reader stops at the same record for the same reason (``tbanalysis.c``).
 """
 from __future__ import annotations
 
 import mmap
 import os
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +56,9 @@ FIN, SYN, RST, PSH, ACK, URG, ECE, CWR = 1, 2, 4, 8, 16, 32, 64, 128
 MAX_SACK = 4   # a TCP header fits at most 4 SACK blocks
 HEAD = 8       # payload bytes kept per packet (enough for a TLS record header + handshake type)
 _PAD = 128     # zero bytes appended so gathers past a record's end stay in the buffer
+MAX_CAPLEN = 262144   # libpcap's largest snap length: a longer record is damage
+LINK_HEADER = {LINKTYPE_NULL: 4, LINKTYPE_ETHERNET: 14, 12: 0, LINKTYPE_RAW: 0, LINKTYPE_SLL: 16,
+               LINKTYPE_IPV4: 0, LINKTYPE_IPV6: 0, LINKTYPE_SLL2: 20}   # the link types decoded
 
 
 @dataclass
@@ -84,17 +104,22 @@ class Packets:
     tcp_hdr_ok: np.ndarray
     head: np.ndarray
     head_len: np.ndarray
+    damage: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ts_ns)
 
     def select(self, index) -> "Packets":
         """A new table with the packets picked by a boolean mask or index array."""
-        return Packets(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        return Packets(**{f: getattr(self, f)[index] for f in ARRAYS}, damage=self.damage)
+
+
+ARRAYS = tuple(f.name for f in fields(Packets) if f.name != "damage")   # the per-packet fields
 
 
 def read(path: str | Path, engine: str | None = None) -> Packets:
-    """Read a pcap or pcapng file (format detected from its magic number).
+    """Read a pcap or pcapng file (format detected from its magic number); what was wrong
+    with it is in the result's ``damage`` (module docstring).
 
     ``engine`` (see :func:`analysis.native.engine`): ``native`` walks and decodes the
     records in C, a pcap file through a memory map, ``WINDOW`` bytes resident at a time
@@ -105,39 +130,85 @@ def read(path: str | Path, engine: str | None = None) -> Packets:
         magic = f.read(4)
         if len(magic) < 4:
             raise ValueError(f"{path}: not a capture file (too short)")
+        if magic in _PCAP_MAGIC and os.fstat(f.fileno()).st_size < 24:
+            raise ValueError(f"{path}: pcap file header cut short (24 bytes needed)")
         if fast and magic in _PCAP_MAGIC:
-            return _read_pcap_native(f, path, magic)
+            return _read_pcap_native(f, magic)
     data = Path(path).read_bytes()
     raw = np.frombuffer(data + bytes(_PAD), np.uint8)
+    damage: list[dict] = []
     if magic == b"\x0a\x0d\x0d\x0a":
-        ts, iface, off, cap, wire, links = _walk_pcapng(data, raw)
+        ts, iface, off, cap, wire, links = _walk_pcapng(data, raw, damage)
+        snaplen = None
     elif magic in _PCAP_MAGIC:
-        ts, iface, off, cap, wire, links = _walk_pcap(data, raw)
+        ts, iface, off, cap, wire, links = _walk_pcap(data, raw, damage)
+        snaplen = _file_header(data)[2]
     else:
         raise ValueError(f"{path}: not a pcap or pcapng file (magic {magic.hex()})")
     if not fast:
-        return decode(raw, ts, iface, off, cap, wire, links)
-    out = native.empty_fields(len(off))
-    native.decode(raw, off, cap, _link_types(links, iface), out)
-    out.update(ts_ns=np.asarray(ts, np.int64), iface=iface, caplen=cap.astype(np.uint32),
-               wirelen=wire.astype(np.uint32))
-    return Packets(**out)
+        pk = decode(raw, ts, iface, off, cap, wire, links)
+    else:
+        out = native.empty_fields(len(off))
+        native.decode(raw, off, cap, _link_types(links, iface), out)
+        out.update(ts_ns=np.asarray(ts, np.int64), iface=iface, caplen=cap.astype(np.uint32),
+                   wirelen=wire.astype(np.uint32))
+        pk = Packets(**out)
+    pk.damage = damage
+    return _check_headers(pk, snaplen, links)
 
 
 _PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
 WINDOW = 64 << 20     # bytes of the mapped file resident at a time (native reader)
 
 
-def _read_pcap_native(f, path, magic: bytes) -> Packets:
+def _file_header(head: bytes) -> tuple[bool, bool, int, int]:
+    """(little-endian, nanosecond, snap length, link type) of a pcap file header."""
+    le = head[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
+    nano = head[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    snaplen, linktype = struct.unpack_from("<II" if le else ">II", head, 16)
+    return le, nano, snaplen, linktype & 0x0FFFFFFF
+
+
+def _record_fault(frac: int, cap: int, wire: int, nano: bool, snaplen: int) -> str | None:
+    """Why a pcap record header is not one a capture tool writes, or None (module doc)."""
+    if frac >= (1_000_000_000 if nano else 1_000_000):
+        return f"timestamp fraction {frac} is not below one second ({'ns' if nano else 'µs'})"
+    if cap > max(snaplen, MAX_CAPLEN):
+        return (f"captured length {cap} exceeds the snap length {snaplen} and the largest "
+                f"record libpcap writes ({MAX_CAPLEN})")
+    if cap > wire:
+        return f"captured length {cap} exceeds the packet's length on the wire ({wire})"
+    return None
+
+
+def _stopped(data, pos: int, k: int, nano: bool, snaplen: int, le: bool) -> dict | None:
+    """The damage where a pcap walk stopped at byte ``pos`` after ``k`` records (None at
+    the file's end): a bad record header, or a last record cut short."""
+    size = len(data)
+    if pos >= size:
+        return None
+    if pos + 16 > size:
+        return {"kind": "truncated", "offset": pos, "packets_read": k,
+                "message": f"the file ends {size - pos} bytes into the record header at byte "
+                           f"{pos} (a capture cut short); {k} packets read"}
+    _, frac, cap, wire = struct.unpack_from("<IIII" if le else ">IIII", data, pos)
+    fault = _record_fault(frac, cap, wire, nano, snaplen)
+    if fault:
+        return {"kind": "bad_record", "offset": pos, "packets_read": k,
+                "message": f"bad record header at byte {pos}: {fault}; reading stopped there "
+                           f"after {k} packets, {size - pos} of {size} bytes unread"}
+    return {"kind": "truncated", "offset": pos, "packets_read": k,
+            "message": f"the last record, at byte {pos}, is cut short: its header says {cap} "
+                       f"captured bytes, the file ends {size - pos - 16} bytes after it (a "
+                       f"capture cut in the middle of a packet); {k} packets read"}
+
+
+def _read_pcap_native(f, magic: bytes) -> Packets:
     """Two passes over the memory-mapped records, ``WINDOW`` bytes at a time, each window
     released once walked (so a large file does not stay resident): count, then decode
     into arrays of that size (see :func:`read`)."""
-    rest = f.read(20)
-    if len(rest) < 20:
-        raise ValueError(f"{path}: pcap file header cut short")
-    le = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
-    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    linktype = struct.unpack_from("<I" if le else ">I", rest, 16)[0] & 0x0FFFFFFF
+    le, nano, snaplen, linktype = _file_header(magic + f.read(20))
+    maxcap = max(snaplen, MAX_CAPLEN)
     size = os.fstat(f.fileno()).st_size
     if size <= 24:
         return Packets(**native.empty_fields(0))
@@ -145,47 +216,74 @@ def _read_pcap_native(f, path, magic: bytes) -> Packets:
         buf = np.frombuffer(mm, np.uint8)
         try:
             release = size > WINDOW     # else the count pass leaves the pages for the next
-            n = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(b, len(b), le, nano,
-                                                                         linktype), release)
+            n, pos = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
+                b, len(b), le, nano, linktype, maxcap), release)
             out = native.empty_fields(n)
-            done = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
-                b, len(b), le, nano, linktype, out, k0, n - k0), release)
+            done, _ = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
+                b, len(b), le, nano, linktype, maxcap, out, k0, n - k0), release)
+            stop = _stopped(mm, pos, n, nano, snaplen, le)
         finally:
             del buf                     # the map closes only without views on it
-    return Packets(**out) if done == n else Packets(**out).select(slice(0, done))
+    pk = Packets(**out) if done == n else Packets(**out).select(slice(0, done))
+    pk.damage = [stop] if stop else []
+    return _check_headers(pk, snaplen, [linktype])
 
 
-def _walk_windows(mm: mmap.mmap, buf: np.ndarray, walk, release: bool) -> int:
-    """``walk(window, records so far) -> (records, bytes used)`` over buf[24:], one window
-    at a time (a record cut by a window's end starts the next window), each window's pages
-    released after it when ``release``; returns the number of records."""
+def _walk_windows(mm: mmap.mmap, buf: np.ndarray, walk, release: bool) -> tuple[int, int]:
+    """``walk(window, records so far) -> (records, bytes used, bad)`` over buf[24:], one
+    window at a time (a record cut by a window's end starts the next window), each window's
+    pages released after it when ``release``; returns the number of records and the byte
+    where the walk stopped (the file's size unless a record is bad or cut short)."""
     pos, k, page = 24, 0, mmap.PAGESIZE
     while pos < len(buf):
         width = WINDOW
         while True:
-            got, used = walk(buf[pos:pos + width], k)
-            if used or pos + width >= len(buf):
+            got, used, bad = walk(buf[pos:pos + width], k)
+            if used or bad or pos + width >= len(buf):
                 break
             width *= 2                  # one record larger than the window
-        if used == 0:
-            break
         lo, hi = pos // page * page, (pos + used) // page * page
         if release and hi > lo:
             mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         pos += used
         k += got
-    return k
+        if bad or used == 0:
+            break
+    return k, pos
 
 
 def _link_types(links, iface) -> np.ndarray:
     return np.asarray(links)[iface] if len(links) > 1 else np.full(len(iface), links[0])
 
 
-def _walk_pcap(data: bytes, raw: np.ndarray):
-    le = data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
-    nano = data[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+def _check_headers(pk: Packets, snaplen: int | None, links) -> Packets:
+    """Add to ``pk.damage`` what the file's snap length and link types leave undecoded."""
+    for lt in sorted(set(int(x) for x in links)):
+        if lt not in LINK_HEADER:
+            pk.damage.append({"kind": "link_type", "message": (
+                f"link type {lt} is not one this reader decodes (supported: "
+                f"{', '.join(map(str, sorted(LINK_HEADER)))}): its packets read as non-IP")})
+    need = max((LINK_HEADER.get(int(lt), 0) for lt in links), default=0) + 40
+    if snaplen and snaplen < need:
+        pk.damage.append({"kind": "snaplen", "message": (
+            f"the snap length {snaplen} is shorter than the link, IPv4 and TCP headers "
+            f"({need} bytes): packets read without them are not TCP to the analysis")})
+    tcp = pk.proto == TCP
+    cut = tcp & ~pk.tcp_hdr_ok
+    if cut.any():
+        first = int(np.argmax(cut))
+        pk.damage.append({"kind": "headers_cut", "packets": int(cut.sum()), "first_packet": first,
+                          "message": (
+            f"{int(cut.sum())} of {int(tcp.sum())} TCP packets were captured without their whole "
+            f"TCP header (the first is packet {first}, {int(pk.caplen[first])} of "
+            f"{int(pk.wirelen[first])} bytes captured): their options (MSS, window scale, SACK "
+            "blocks, timestamps) read as absent")})
+    return pk
+
+
+def _walk_pcap(data: bytes, raw: np.ndarray, damage: list):
+    le, nano, snaplen, linktype = _file_header(data)
     e = "<" if le else ">"
-    linktype = struct.unpack_from(e + "I", data, 20)[0] & 0x0FFFFFFF
     unpack = struct.Struct(e + "I").unpack_from
     offs = []
     append = offs.append
@@ -193,31 +291,63 @@ def _walk_pcap(data: bytes, raw: np.ndarray):
     while pos <= end:
         append(pos)
         pos += 16 + unpack(data, pos + 8)[0]
-    if offs and pos > len(data):      # last record cut short (capture still running / killed)
-        offs.pop()
     rec = np.asarray(offs, np.int64)
     h = _header_words(raw, rec, 4, le)
+    frac, cap, wire = h[:, 1], h[:, 2], h[:, 3]
+    bad = (frac >= (1_000_000_000 if nano else 1_000_000)) | (cap > max(snaplen, MAX_CAPLEN)) \
+        | (cap > wire)
+    keep = int(np.argmax(bad)) if bad.any() else len(rec) - (pos > len(data))
+    stop = _stopped(data, int(rec[keep]) if keep < len(rec) else pos, keep, nano, snaplen, le)
+    if stop:
+        damage.append(stop)
+    rec, h = rec[:keep], h[:keep]
     ts = h[:, 0] * 1_000_000_000 + (h[:, 1] if nano else h[:, 1] * 1000)
     cap, wire = h[:, 2], h[:, 3]
     iface = np.zeros(len(rec), np.uint16)
     return ts, iface, rec + 16, cap, wire, np.array([linktype])
 
 
-def _walk_pcapng(data: bytes, raw: np.ndarray):
+def _walk_pcapng(data: bytes, raw: np.ndarray, damage: list):
     pos, n = 0, len(data)
     e = "<"
     links: list[int] = []
     resol: list[tuple[int, int]] = []      # per interface: (base, exponent) of the time unit
     epb_off, epb_if = [], []
-    while pos + 12 <= n:
+
+    def stop(kind, what):
+        damage.append({"kind": kind, "offset": pos, "packets_read": len(epb_off), "message": (
+            f"{what}; reading stopped there after {len(epb_off)} packets, {n - pos} of {n} "
+            "bytes unread" if kind == "bad_record" else
+            f"{what} (a capture cut short); {len(epb_off)} packets read")})
+
+    while pos < n:
+        if pos + 12 > n:
+            stop("truncated", f"the file ends {n - pos} bytes into the block header at byte {pos}")
+            break
         btype = struct.unpack_from(e + "I", data, pos)[0]
         if btype == 0x0A0D0D0A:             # section header: byte order may change
             e = "<" if data[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
             links, resol = [], []
         blen = struct.unpack_from(e + "I", data, pos + 4)[0]
-        if blen < 12 or pos + blen > n:
+        if blen < 12 or blen % 4:
+            stop("bad_record", f"bad block header at byte {pos}: block length {blen} is not a "
+                               "multiple of 4 of at least 12")
+            break
+        if pos + blen > n:
+            stop("truncated", f"the last block, at byte {pos}, is cut short: its header says "
+                              f"{blen} bytes, the file ends {n - pos} bytes after its start")
+            break
+        if struct.unpack_from(e + "I", data, pos + blen - 4)[0] != blen:
+            stop("bad_record", f"bad block at byte {pos}: its trailing length differs from its "
+                               f"leading length {blen}")
             break
         if btype == 6:
+            cap, wire = struct.unpack_from(e + "II", data, pos + 20) if blen >= 32 else (blen, 0)
+            if cap > blen - 32 or cap > wire:
+                stop("bad_record", f"bad packet block at byte {pos}: captured length {cap} "
+                                   f"exceeds its block ({blen} bytes) or its length on the wire "
+                                   f"({wire})")
+                break
             epb_off.append(pos)
             epb_if.append(struct.unpack_from(e + "I", data, pos + 8)[0])
         elif btype == 1:

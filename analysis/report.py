@@ -50,7 +50,8 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
                  gap_s: float | None = None, keep: bool = False,
                  link_logs: list[tuple[dict, np.ndarray]] = (), engine: str | None = None,
                  samples: int = 1000) -> dict:
-    """Summary of one capture.  ``engine``: the implementation that runs (``native`` or
+    """Summary of one capture; ``damage``: what was wrong with the file and where reading
+    stopped (:mod:`analysis.pcap`), empty for a sound one.  ``engine``: the implementation that runs (``native`` or
     ``python``, see :func:`analysis.native.engine`; named in the result as ``engine``);
     ``samples``: RTT samples listed per kind (see :mod:`analysis.tcp`).  ``keep=True``
     also returns the internal objects
@@ -64,7 +65,8 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     fl = flowmod.split(pk)
     spans = [(f.key, int(pk.ts_ns[f.index[0]]), int(pk.ts_ns[f.index[-1]])) for f in fl]
     joined, unmatched = applog.assign(events or [], spans) if events else ({}, [])
-    out = {"file": str(path), "packets": len(pk), "engine": engine, **clk, "flows": []}
+    out = {"file": str(path), "packets": len(pk), "engine": engine, **clk,
+           "damage": pk.damage, "flows": []}
     joins = [(h.get("direction", f"log{k}"), linkjoin.join(pk, r, h.get("verdicts")))
              for k, (h, r) in enumerate(link_logs)]
     objects = []

@@ -7,7 +7,7 @@ list, retransmission kinds and episodes, D-SACK, Karn samples) in ``analysis/nat
 (C), and what the definitions allow computed for all packets at once with numpy:
 *outstanding* (running maxima of the highest byte sent and of the cumulative ACK) and
 the timestamp RTT samples (first transmission of each TSval, looked up by TSecr).
-Both give identical results (``tests/test_analysis_native.py``).
+Both give identical results (``tests/analysis/test_native.py``).
 """
 from __future__ import annotations
 

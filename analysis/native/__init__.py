@@ -2,7 +2,7 @@
 
 Built by ``make -C analysis/native`` (run by ``scripts/install.sh``).  The Python
 implementations (:mod:`analysis.pcap`, :class:`analysis.tcpsender.SenderTracker`) are the
-reference; the library mirrors them rule for rule and ``tests/test_analysis_native.py``
+reference; the library mirrors them rule for rule and ``tests/analysis/test_native.py``
 checks that both give identical results.
 
 :func:`engine` picks the implementation: ``TESTBED_ANALYSIS_ENGINE`` = ``native`` (the
@@ -49,7 +49,7 @@ def _load():
         lib.tb_decode.argtypes = [p, i64, i64, p, p, p, p]
         lib.tb_decode.restype = None
         lib.tb_pcap_records.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64,
-                                        p, p]
+                                        i64, p, p, p]
         lib.tb_pcap_records.restype = i64
         lib.tb_sender.argtypes = [i64] + [p] * 8 + [i64] + [p] * 11
         lib.tb_sender.restype = i64
@@ -100,14 +100,16 @@ def decode(buf: np.ndarray, off: np.ndarray, cap: np.ndarray, lt: np.ndarray, ou
     _load().tb_decode(_ptr(buf), len(buf), len(off), _ptr(off), _ptr(cap), _ptr(lt), _table(out))
 
 
-def pcap_records(buf: np.ndarray, length: int, le: bool, nano: bool, linktype: int,
-                 out: dict | None = None, k0: int = 0, kmax: int = 1 << 62) -> tuple[int, int]:
-    """(complete records, bytes they span) at the start of ``buf[:length]``; decoded into
-    ``out`` from index ``k0`` when given."""
-    used = ctypes.c_int64()
-    n = _load().tb_pcap_records(_ptr(buf), length, int(le), int(nano), int(linktype), k0, kmax,
-                                _table(out) if out is not None else None, ctypes.byref(used))
-    return n, used.value
+def pcap_records(buf: np.ndarray, length: int, le: bool, nano: bool, linktype: int, maxcap: int,
+                 out: dict | None = None, k0: int = 0,
+                 kmax: int = 1 << 62) -> tuple[int, int, bool]:
+    """(complete records, bytes they span, whether a bad record header stopped the walk) at
+    the start of ``buf[:length]``; decoded into ``out`` from index ``k0`` when given."""
+    used, bad = ctypes.c_int64(), ctypes.c_int32()
+    n = _load().tb_pcap_records(_ptr(buf), length, int(le), int(nano), int(linktype), maxcap, k0,
+                                kmax, _table(out) if out is not None else None,
+                                ctypes.byref(used), ctypes.byref(bad))
+    return n, used.value, bool(bad.value)
 
 
 def sender(kind, t, val, end, fl, win, nsack, sack, smss: int) -> dict:

@@ -2,7 +2,7 @@
  * (reference: analysis/pcap.py) and the per-packet sender state machine
  * (reference: analysis/tcpsender.py SenderTracker, as driven by
  * analysis/senderrun.py).  Every rule here mirrors the Python reference line
- * by line; tests/test_analysis_native.py checks that both give identical
+ * by line; tests/analysis/test_native.py checks that both give identical
  * arrays.  Built by analysis/native/Makefile (scripts/install.sh), loaded
  * with ctypes by analysis/native/__init__.py. */
 #include <stdint.h>
@@ -131,21 +131,26 @@ static inline uint32_t rd32(const uint8_t *p, int le) {
 /* Walk the complete pcap records in buf (which starts at a record); decode them into
  * out at index k0.. when out is not NULL.  Returns the number of complete records
  * (at most kmax) and sets *consumed to the bytes they span.  A record is complete when
- * its 16-byte header and caplen data bytes are all in buf (pcap.py _walk_pcap). */
+ * its 16-byte header and caplen data bytes are all in buf; a header no capture tool
+ * writes (timestamp fraction of a second or more, caplen above maxcap or above the wire
+ * length) stops the walk there with *bad = 1 (pcap.py _walk_pcap and _record_fault). */
 int64_t tb_pcap_records(const uint8_t *buf, int64_t len, int le, int nano, int lt,
-                        int64_t k0, int64_t kmax, void **out, int64_t *consumed) {
+                        int64_t maxcap, int64_t k0, int64_t kmax, void **out,
+                        int64_t *consumed, int32_t *bad) {
     int64_t pos = 0, n = 0;
+    *bad = 0;
     while (n < kmax && pos + 16 <= len) {
         const uint8_t *h = buf + pos;
-        int64_t cap = rd32(h + 8, le);
+        int64_t cap = rd32(h + 8, le), wire = rd32(h + 12, le), frac = rd32(h + 4, le);
+        if (frac >= (nano ? 1000000000 : 1000000) || cap > maxcap || cap > wire) { *bad = 1; break; }
         if (pos + 16 + cap > len) break;
         if (out) {
             int64_t k = k0 + n;
-            int64_t sec = rd32(h, le), frac = rd32(h + 4, le);
+            int64_t sec = rd32(h, le);
             O(int64_t, F_TS)[k] = sec * 1000000000 + (nano ? frac : frac * 1000);
             O(uint16_t, F_IFACE)[k] = 0;
             O(uint32_t, F_CAPLEN)[k] = (uint32_t)cap;
-            O(uint32_t, F_WIRELEN)[k] = rd32(h + 12, le);
+            O(uint32_t, F_WIRELEN)[k] = (uint32_t)wire;
             decode_one(h + 16, cap, len - pos - 16, lt, out, k);
         }
         pos += 16 + cap;

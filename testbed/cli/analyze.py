@@ -2,7 +2,12 @@
 ``testbed analyze RUN_DIR [--json] [--plots DIR]``: a run directory's captures (``pcap/*.pcap``)
 joined with all its event logs (``*.jsonl``) and emulator frame logs (``emulator/*.frames``),
 plus the run's named metrics and checks (``analysis.runmetrics``, the same code as
-``RunResult.metrics``)."""
+``RunResult.metrics``).
+
+Damaged captures (``analysis.pcap``: a record cut short, a bad record header, headers cut by
+the snap length) and a run's deleted captures are warned about (stderr, one line each) and
+listed in the JSON (``damage`` per capture, ``missing_captures`` of the run); ``--strict``
+makes either exit 1."""
 from __future__ import annotations
 
 from testbed.cli.options import add_json
@@ -30,11 +35,15 @@ def register(sub) -> None:
     p.add_argument("--samples", type=int, default=1000, metavar="N",
                    help="RTT samples listed per flow and kind in the JSON (default 1000; "
                         "'truncated' says when there were more)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when a capture is damaged (cut short, a bad record header, "
+                        "headers cut by the snap length) or a run's captures were deleted")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     import json
+    import logging
     from pathlib import Path
 
     from analysis import applog, qlog, report
@@ -44,22 +53,24 @@ def run(args) -> int:
     if args.samples < 0:
         raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
     run_info = None
-    dirs = [f for f in args.files if Path(f).is_dir()]
-    if dirs and (len(args.files) > 1 or not (Path(dirs[0]) / "manifest.json").is_file()):
-        raise ValueError(f"{dirs[0]}: give one run directory (with a manifest.json, e.g. "
-                         "results/<run id>) or capture files, not both or several")
+    run_dir = _run_dir(args.files)
     for opt, files in (("--app-log", args.app_log), ("--link-log", args.link_log)):
         for f in files:
             if not Path(f).is_file():
                 raise ValueError(f"{opt} {f}: no such file")
-    if len(args.files) == 1 and Path(args.files[0]).is_dir():
-        run_dir = Path(args.files[0])
+    notes = []                  # (what, message, counts for --strict)
+    if run_dir is not None:
         manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
                     "error": manifest.get("error"), **_workload_metrics(manifest)(run_dir)}
         args.files = [str(p) for p in sorted((run_dir / "pcap").glob("*.pcap"))]
         args.app_log = [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
         args.link_log = [str(p) for p in sorted((run_dir / "emulator").glob("*.frames"))]
+        missing, why = _missing_captures(run_dir, manifest, args.files)
+        if missing:
+            run_info["missing_captures"] = {"files": missing, "reason": why}
+        if why:
+            notes.append((str(run_dir), why, bool(missing)))
     events = []
     for f in args.app_log:
         events += applog.load(f)
@@ -89,6 +100,11 @@ def run(args) -> int:
                 res["plots"] = plotset.write(res, sub)
             res.pop("_objects", None)
         results.append(res)
+    for res in results:
+        notes += [(res["file"], d["message"], True) for d in res.get("damage", ())]
+    for what, message, _ in notes:
+        logging.getLogger(__name__).warning("%s: %s", what, message)
+    code = 1 if args.strict and any(counts for *_, counts in notes) else 0
     if run_info is not None:
         if args.json:
             print(json.dumps({**run_info, "captures": results}, indent=1))
@@ -102,13 +118,64 @@ def run(args) -> int:
                         print(f"  {k:<24} {v}")
             for res in results:
                 print(_table(res))
-        return 0
+        return code
     if args.json:
         print(json.dumps(results if len(results) > 1 else results[0], indent=1))
     else:
         for res in results:
             print(_table(res))
-    return 0
+    return code
+
+
+def _run_dir(files: list[str]):
+    """The run directory among the arguments, None when they are all files; a ValueError
+    that names what was given when they are neither one run directory nor only files."""
+    from pathlib import Path
+    dirs = [f for f in files if Path(f).is_dir()]
+    if not dirs:
+        return None
+    allowed = "give one run directory (with a manifest.json, e.g. results/<run id>) or capture files"
+    if len(dirs) > 1:
+        raise ValueError(f"got {len(dirs)} directories ({', '.join(dirs[:3])}"
+                         f"{', …' if len(dirs) > 3 else ''}): {allowed}, not several")
+    if len(files) > 1:
+        raise ValueError(f"got the directory {dirs[0]} and {len(files) - 1} more argument(s): "
+                         f"{allowed}, not both")
+    d = Path(dirs[0])
+    if (d / "runs").is_dir() and (d / "manifest.json").is_file():
+        raise ValueError(f"{d}: an experiment directory; give one of its runs ({d}/runs/<run>) "
+                         "or read it with testbed experiment report")
+    if not (d / "manifest.json").is_file():
+        pcaps = sorted(p for p in (*d.glob("*.pcap*"), *d.glob("pcap/*.pcap*"))
+                       if p.name.endswith((".pcap", ".pcapng")))
+        held = (f"; its {len(pcaps)} capture file(s) can be given as files "
+                f"({pcaps[0].parent}/*.pcap)") if pcaps else ""
+        raise ValueError(f"{d}: a directory without manifest.json, not a run directory; "
+                         f"{allowed}{held}")
+    return d
+
+
+def _missing_captures(run_dir, manifest: dict, found: list[str]) -> tuple[list[str], str | None]:
+    """The run's captures that are gone (listed in the manifest's inventory, or left a
+    ``.pcap.meta.json``, but not on disk) and why, else why there are none (or None)."""
+    listed = {f["path"] for f in manifest.get("files", ()) if f.get("kind") == "pcap"}
+    listed |= {p.relative_to(run_dir).as_posix()[:-len(".meta.json")]
+               for p in run_dir.glob("pcap/*.pcap.meta.json")}
+    gone = sorted(p for p in listed if not (run_dir / p).exists())
+    capture = manifest.get("spec", {}).get("capture", {})
+    lost = "no per-flow analysis, no plots" if not found else "the analysis covers the rest"
+    if gone and capture.get("keep") is False:
+        return gone, (f"{len(gone)} of the run's {len(listed)} captures were deleted after its "
+                      "metrics were computed (capture.keep = false: --discard-pcaps, or an "
+                      f"experiment with keep_pcaps = \"none\"): {lost}")
+    if gone:
+        return gone, (f"{len(gone)} of the run's {len(listed)} captures were pruned (an "
+                      "experiment with keep_pcaps = \"representative\" keeps only each level's "
+                      f"representative run's; keep_pcaps = \"all\" keeps every run's): {lost}")
+    if not found:
+        why = "capture.hosts = none" if capture.get("hosts") == "none" else "no pcap/*.pcap"
+        return [], f"the run has no captures ({why}): no per-flow analysis, no plots"
+    return [], None
 
 
 def _workload_metrics(manifest: dict):
@@ -140,7 +207,9 @@ def _table(res: dict) -> str:
     lines = [f"{res['file']}: {res['packets']} packets, clock {res['clock']}, "
              f"engine {res['engine']}"
              + (f", {res.get('dropped_by_kernel')} dropped by kernel"
-                if res.get("dropped_by_kernel") is not None else "")]
+                if res.get("dropped_by_kernel") is not None else "")
+             + (f", DAMAGED ({', '.join(d['kind'] for d in res['damage'])}: see the warnings)"
+                if res.get("damage") else "")]
     head = f"{'flow':<48} {'dir':>4} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
            f"{'rtx f/r/p':>10} {'infl max':>9} {'goodput':>9} {'data/ack':>8} {'req':>4}"
     lines.append(head)

@@ -134,3 +134,96 @@ def test_bad_input(tmp_path, capsys):
     bad.write_bytes(b"not a capture at all")
     with pytest.raises(ValueError, match="not a pcap"):
         _run([str(bad)], capsys)
+
+
+@pytest.fixture
+def analyze(capsys, caplog):
+    """(exit code, stdout, the warnings logged) of ``testbed analyze ARGV``."""
+    def run(argv):
+        caplog.clear()
+        p = argparse.ArgumentParser()
+        cli.register(p.add_subparsers())
+        args = p.parse_args(["analyze", *argv])
+        code = args.func(args)
+        return code, capsys.readouterr().out, "\n".join(
+            r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "warning"))
+    return run
+
+
+def test_damaged_capture_warned_listed_and_strict(rr_pcap, analyze, tmp_path):
+    """A capture cut in the middle of a record: a warning naming the file and the byte,
+    ``damage`` in the JSON, exit 1 with --strict (0 without)."""
+    f, _ = rr_pcap
+    data = f.read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[:-20])
+    code, out, err = analyze([str(cut), "--json"])
+    (d,) = json.loads(out)["damage"]
+    assert code == 0 and d["kind"] == "truncated"
+    assert err.startswith(f"{cut}: the last record, at byte {d['offset']}, is cut short")
+    code, out, err = analyze([str(cut), "--strict"])
+    assert code == 1 and "cut short" in err
+    code, out, err = analyze([str(f), "--strict", "--json"])
+    assert code == 0 and err == "" and json.loads(out)["damage"] == []
+
+
+def _run_dir(tmp_path, pcap_src=None, **manifest):
+    d = tmp_path / "tb-run"
+    (d / "pcap").mkdir(parents=True)
+    if pcap_src is not None:
+        (d / "pcap" / "client-eth0.pcap").write_bytes(pcap_src.read_bytes())
+    (d / "manifest.json").write_text(json.dumps({"schema": 1, "status": "complete", **manifest}))
+    return d
+
+
+def test_wrong_arguments_say_what_was_given(rr_pcap, capsys, tmp_path):
+    f, _ = rr_pcap
+    plain = tmp_path / "exec-result"
+    (plain / "pcap").mkdir(parents=True)
+    (plain / "pcap" / "h1-eth0.pcap").write_bytes(f.read_bytes())
+    with pytest.raises(ValueError, match=r"exec-result: a directory without manifest.json, not a "
+                                         r"run directory; .*its 1 capture file\(s\) can be given"):
+        _run([str(plain)], capsys)
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(ValueError, match="got 2 directories"):
+        _run([str(plain), str(other)], capsys)
+    with pytest.raises(ValueError, match=r"got the directory .*exec-result and 1 more argument"):
+        _run([str(plain), str(f)], capsys)
+    exp = tmp_path / "exp"
+    (exp / "runs").mkdir(parents=True)
+    (exp / "manifest.json").write_text("{}")
+    with pytest.raises(ValueError, match="an experiment directory; give one of its runs"):
+        _run([str(exp)], capsys)
+
+
+def test_run_dir_without_a_workload(rr_pcap, analyze, tmp_path):
+    """A run directory whose manifest names no workload (no app logs), only captures."""
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"}, roles={"client": "client"})
+    code, out, err = analyze([str(d), "--json"])
+    res = json.loads(out)
+    assert code == 0 and err == ""
+    assert [c["file"] for c in res["captures"]] == [str(d / "pcap" / "client-eth0.pcap")]
+    assert res["captures"][0]["flows"][0]["data_direction"] == "s2c"
+
+
+def test_pruned_captures_named_as_the_reason(rr_pcap, analyze, tmp_path):
+    f, _ = rr_pcap
+    files = [{"path": "pcap/client-eth0.pcap", "kind": "pcap"},
+             {"path": "pcap/server-eth0.pcap", "kind": "pcap"}]
+    d = _run_dir(tmp_path, None, spec={"workload": None, "capture": {"hosts": "all", "keep": True}},
+                 files=files)
+    code, out, err = analyze([str(d), "--plots", str(tmp_path / "plots")])
+    assert code == 0
+    assert "2 of the run's 2 captures were pruned" in err and 'keep_pcaps = "representative"' in err
+    assert "no per-flow analysis, no plots" in err
+    code, out, err = analyze([str(d), "--json", "--strict"])
+    assert code == 1 and json.loads(out)["missing_captures"]["files"] == [p["path"] for p in files]
+    d2 = _run_dir(tmp_path / "b", None, spec={"capture": {"hosts": "all", "keep": False}})
+    (d2 / "pcap" / "client-eth0.pcap.meta.json").write_text("{}")
+    code, out, err = analyze([str(d2)])
+    assert "1 of the run's 1 captures were deleted" in err and "capture.keep = false" in err
+    d3 = _run_dir(tmp_path / "c", None, spec={"capture": {"hosts": "none"}})
+    code, out, err = analyze([str(d3), "--strict"])
+    assert code == 0 and "the run has no captures (capture.hosts = none)" in err

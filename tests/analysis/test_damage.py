@@ -1,0 +1,146 @@
+"""Damaged captures are reported, never read silently: a record cut short, a bad record
+header, headers cut by the snap length — by both readers (the Python reference and the
+native one), with the same finding, the byte offset where reading stopped and the packets
+read before it.  The captures are made by cutting and flipping bytes of a written trace
+(the writer of test_native); the real capture is cut in test_damage_root."""
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from analysis import native, pcap, report
+from tests.analysis.test_native import random_trace, write_pcap, write_pcapng
+
+ENGINES = ["python"] + (["native"] if native.engine("auto") == "native" else [])
+
+
+def _offsets(data: bytes) -> list[int]:
+    """Byte offset of every record of a little-endian pcap."""
+    out, pos = [], 24
+    while pos + 16 <= len(data):
+        out.append(pos)
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    return out
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    path = write_pcap(tmp_path_factory.mktemp("d") / "whole.pcap", random_trace(5, n=600))
+    return path, path.read_bytes()
+
+
+def _read_both(path):
+    got = [pcap.read(path, engine=e) for e in ENGINES]
+    for other in got[1:]:
+        assert other.damage == got[0].damage
+        for name in pcap.ARRAYS:
+            assert np.array_equal(getattr(got[0], name), getattr(other, name)), name
+    return got[0]
+
+
+def test_a_sound_capture_has_no_damage(whole):
+    assert _read_both(whole[0]).damage == []
+
+
+def test_cut_in_the_middle_of_a_record(whole, tmp_path):
+    path, data = whole
+    offs = _offsets(data)
+    k = len(offs) * 4 // 7
+    cut = offs[k] + 16 + 10                 # ten bytes into the data of record k
+    (tmp_path / "cut.pcap").write_bytes(data[:cut])
+    pk = _read_both(tmp_path / "cut.pcap")
+    (d,) = pk.damage
+    assert d["kind"] == "truncated" and d["offset"] == offs[k] and d["packets_read"] == k == len(pk)
+    assert f"at byte {offs[k]}" in d["message"] and "cut short" in d["message"]
+    full = pcap.read(path, engine="python")
+    assert np.array_equal(pk.ts_ns, full.ts_ns[:k]) and np.array_equal(pk.seq, full.seq[:k])
+    (tmp_path / "head.pcap").write_bytes(data[:offs[k] + 7])      # inside the record header
+    (d,) = _read_both(tmp_path / "head.pcap").damage
+    assert d["kind"] == "truncated" and d["offset"] == offs[k] and "7 bytes into" in d["message"]
+
+
+@pytest.mark.parametrize("field,value,says", [
+    (8, 0xFFFFFFF0, "captured length 4294967280 exceeds the snap length 65535"),
+    (4, 1_500_000, "timestamp fraction 1500000 is not below one second"),
+    (12, 20, "exceeds the packet's length on the wire (20)"),
+])
+def test_bad_record_header(whole, tmp_path, field, value, says):
+    path, data = whole
+    offs = _offsets(data)
+    k = 250
+    bad = bytearray(data)
+    struct.pack_into("<I", bad, offs[k] + field, value)
+    (tmp_path / "bad.pcap").write_bytes(bad)
+    pk = _read_both(tmp_path / "bad.pcap")
+    (d,) = pk.damage
+    assert d["kind"] == "bad_record" and d["offset"] == offs[k] and d["packets_read"] == k == len(pk)
+    assert says in d["message"] and f"bad record header at byte {offs[k]}" in d["message"]
+    assert f"{len(data) - offs[k]} of {len(data)} bytes unread" in d["message"]
+
+
+def test_random_flips_are_found(whole, tmp_path):
+    """200 random bytes flipped: the reading stops at a bad header, both readers alike."""
+    path, data = whole
+    rng = random.Random(3)
+    bad = bytearray(data)
+    for i in rng.sample(range(24, len(data)), 200):
+        bad[i] ^= rng.randrange(1, 256)
+    (tmp_path / "flip.pcap").write_bytes(bad)
+    pk = _read_both(tmp_path / "flip.pcap")
+    kinds = [d["kind"] for d in pk.damage]
+    assert "bad_record" in kinds
+    stop = next(d for d in pk.damage if d["kind"] == "bad_record")
+    assert stop["packets_read"] == len(pk) < len(_offsets(data))
+
+
+def test_windowed_native_reading_stops_at_the_same_record(whole, tmp_path, monkeypatch):
+    if "native" not in ENGINES:
+        pytest.skip("analysis/native not built")
+    path, data = whole
+    offs = _offsets(data)
+    (tmp_path / "cut.pcap").write_bytes(data[:offs[400] + 30])
+    bad = bytearray(data)
+    struct.pack_into("<I", bad, offs[300] + 8, 1 << 30)
+    (tmp_path / "bad.pcap").write_bytes(bad)
+    want = {n: pcap.read(tmp_path / n, engine="native").damage for n in ("cut.pcap", "bad.pcap")}
+    monkeypatch.setattr(pcap, "WINDOW", 100)
+    for n, d in want.items():
+        assert pcap.read(tmp_path / n, engine="native").damage == d != []
+
+
+def test_headers_cut_by_the_snap_length(tmp_path):
+    pk = random_trace(7, n=100)
+    path = write_pcap(tmp_path / "s.pcap", pk, snap=54)     # Ethernet + IPv4 + 20 bytes of TCP
+    got = _read_both(path)
+    (d,) = got.damage
+    assert d["kind"] == "headers_cut" and d["packets"] > 0
+    assert "without their whole TCP header" in d["message"]
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, 16, 40)                     # the file header's snap length
+    (tmp_path / "s40.pcap").write_bytes(data)
+    kinds = [d["kind"] for d in _read_both(tmp_path / "s40.pcap").damage]
+    assert kinds == ["snaplen", "headers_cut"]
+
+
+def test_pcapng_cut_and_bad_block(tmp_path):
+    path = write_pcapng(tmp_path / "n.pcapng", random_trace(9, n=100))
+    data = path.read_bytes()
+    n = len(pcap.read(path))
+    (tmp_path / "cut.pcapng").write_bytes(data[:-30])
+    (d,) = _read_both(tmp_path / "cut.pcapng").damage
+    assert d["kind"] == "truncated" and d["packets_read"] == n - 1
+    bad = bytearray(data)
+    last = len(data) - struct.unpack_from("<I", data, len(data) - 4)[0]
+    struct.pack_into("<I", bad, last + 4, 13)
+    (tmp_path / "bad.pcapng").write_bytes(bad)
+    (d,) = _read_both(tmp_path / "bad.pcapng").damage
+    assert d["kind"] == "bad_record" and d["offset"] == last and "block length 13" in d["message"]
+
+
+def test_the_summary_carries_the_damage(whole, tmp_path):
+    path, data = whole
+    (tmp_path / "cut.pcap").write_bytes(data[:len(data) - 5])
+    res = report.analyze_file(tmp_path / "cut.pcap")
+    assert [d["kind"] for d in res["damage"]] == ["truncated"]
+    assert report.analyze_file(path)["damage"] == []
