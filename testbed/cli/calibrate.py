@@ -41,6 +41,8 @@ def run_verdict(run_dir) -> dict | None:
 def run(args) -> int:
     from testbed.calibrate.link import calibrate
     from testbed.emulator import fidelity
+    from testbed.spec.units import parse_delay
+    parse_delay(args.delay, "--delay")      # "--delay 10" is 10 s: refused before anything starts
     out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
                     args.packets, args.seed, args.results)
     verdict = run_verdict(out["run_dir"])

@@ -110,7 +110,14 @@ class Plan:
 
 def resolve(spec: RunSpec) -> Plan:
     """``spec`` checked against every registry (workloads, topologies, links, factors) and
-    resolved into a Plan; UsageError naming what is wrong and what is allowed.  Needs no root."""
+    resolved into a Plan; UsageError naming what is wrong and what is allowed.  Needs no root.
+    The topology's name is checked first (a typo in it is reported before any other option)."""
+    if spec.topology != LOOPBACK:
+        from topologies import topology_class
+        try:
+            topology_class(spec.topology)
+        except (ValueError, LookupError) as exc:
+            raise UsageError(str(exc)) from None
     record, params = workload_record(spec.workload, spec.params)
     socket = factors.parse_all(spec.socket, "socket")
     host = factors.parse_all(spec.host, "host")

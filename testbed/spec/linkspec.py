@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
-from testbed.spec.units import (format_rate, format_time, parse_bool, parse_probability, parse_queue,
-                                parse_rate, parse_size, parse_time)
+from testbed.spec.units import (format_rate, format_time, parse_bool, parse_delay, parse_probability,
+                                parse_queue, parse_rate, parse_size)
 
 ETH_HEADER = 14
 MIN_DEFAULT_QUEUE = 100
@@ -208,7 +208,7 @@ class LinkSpec:
             kw["rate"] = parse_rate(rate)
         for name in ("delay", "jitter"):
             if fields.get(name) is not None:
-                kw[name] = parse_time(fields[name])
+                kw[name] = parse_delay(fields[name], name)
         if fields.get("reorder") is not None:
             kw["reorder"] = parse_bool(fields["reorder"])
         if fields.get("loss") is not None:

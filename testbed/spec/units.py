@@ -52,6 +52,24 @@ def parse_time(value: float | int | str) -> float:
     return number * TIME_UNITS[key]
 
 
+#: a duration without a unit above this many seconds is refused where a delay is meant
+#: (``parse_delay``): "delay=10" is 10 s, almost always meant as 10 ms
+BARE_DELAY_MAX_S = 1.0
+
+
+def parse_delay(value: float | int | str, what: str = "delay") -> float:
+    """``parse_time`` for a delay or jitter, refusing a string without a unit above
+    ``BARE_DELAY_MAX_S`` (a number is seconds; "10" would silently be 10 s, a queue of
+    hundreds of thousands of packets): the message names the unit and the likely meaning."""
+    seconds = parse_time(value)
+    if isinstance(value, str) and seconds > BARE_DELAY_MAX_S:
+        number, unit = _split(value, what, "")
+        if not unit:
+            raise ValueError(f"{what}={value.strip()} has no unit, which is {seconds:g} s; write "
+                             f"{number:g}ms for milliseconds (or {number:g}s if you mean seconds)")
+    return seconds
+
+
 def parse_probability(value: float | int | str) -> float:
     """Probability in [0, 1] from 0.14 or '14%'. Range is checked by the caller."""
     if isinstance(value, (int, float)):

@@ -373,3 +373,50 @@ def test_backend_netem_without_netem_is_refused_before_anything_is_made(monkeypa
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "no netem qdisc" in err[0] and "netem-uml" in err[0], (argv, err)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["topo", "show", "longhaul", "--set", "delay=10"],
+     "--set delay=10: no unit, which is 10 s; write 10ms"),
+    (["topo", "show", "dualpath", "--set", "topology_params.delay1=15"], "write 15ms"),
+    (["topo", "show", "longhaul", "--set", "jitter=5"], "--set jitter=5: no unit, which is 5 s"),
+    (["topo", "show", "longhaul", "--link", "bottleneck.up.delay=10"], "write 10ms"),
+    (["run", "bulk", "--topo", "longhaul", "--size", "1MB", "--set", "delay=10"], "write 10ms"),
+    (["experiment", "run", "reuse", "--set", "delay=3"], "write 3ms"),
+    (["calibrate", "--delay", "10"], "--delay=10 has no unit, which is 10 s; write 10ms"),
+])
+def test_a_bare_delay_above_a_second_is_refused_naming_the_unit(argv, message, capsys, restore_logging):
+    """`--set delay=10` was silently 10 s (a 549,868-packet queue on the long-haul path)."""
+    from testbed.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") <= 1
+
+
+@pytest.mark.parametrize("args", [["--set", "delay=2s"], ["--set", "delay=0.05"],
+                                  ["--link", "bottleneck.up.delay=1"], ["--set", "delay=40ms"]])
+def test_a_delay_with_a_unit_or_at_most_a_second_is_taken(args, capsys, restore_logging):
+    from testbed.cli import main
+    assert main(["topo", "show", "longhaul", *args]) == 0
+
+
+def test_a_bare_delay_in_a_definition_string_is_refused_too():
+    from testbed.spec.linkspec import LinkSpec
+    from testbed.spec.units import parse_delay
+    with pytest.raises(ValueError, match="delay=10 has no unit, which is 10 s; write 10ms"):
+        LinkSpec.parse(delay="10")
+    with pytest.raises(ValueError, match="jitter=2.5 has no unit"):
+        LinkSpec.parse(jitter="2.5")
+    assert LinkSpec.parse(delay="10s").delay == 10.0 and LinkSpec.parse(delay=10).delay == 10.0
+    assert parse_delay("0.5") == 0.5
+
+
+@pytest.mark.parametrize("argv", [["run", "bulk", "--topo", "longhual"],
+                                  ["run", "reqresp", "--topo", "longhual", "--initcwnd", "abc"],
+                                  ["run", "bulk", "--topo", "longhual", "--set", "params.size=x"]])
+def test_the_topology_name_is_checked_before_any_other_option(argv, capsys, restore_logging):
+    """`run bulk --topo longhual` complained about --size first and about the typo only after."""
+    from testbed.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: error: unknown topology 'longhual'; allowed: longhaul")
