@@ -9,18 +9,50 @@ is part of its record (``testbed.spec.factors``, ``Factor.check``); the others (
 parameters, link fields; shell-style patterns allowed) are registered here, one :class:`Check`
 each.
 
+A factor without a hand-written check gets a *derived* one (:func:`derived_check`):
+
+* a link field ``links.LINK.DIR.FIELD``: read back from the link itself
+  (:func:`link_readback`, key ``link``).  On the userspace backend the emulator's frame log of
+  that direction (``emulator/<from>-<to>.frames``; its header is the spec the emulator ran):
+  the random-loss fraction measured over the frames that reached the loss stage with its
+  Wilson interval (:data:`CI_LEVEL`), the propagation delay (the smallest time a delivered frame
+  spent in the emulator minus its transmission time), the rate (bits sent back to back while the
+  queue was never empty, over the time their departures took), queue drops.  Without a frame
+  log (the kernel backend) the spec the topology was built with (``metadata.json``).
+  loss: the configured probability equals the level and the level lies in the measured
+  fraction's interval; delay: configured equals the level and the measured delay is within
+  ``DELAY_TOL``; rate: configured equals the level and, when the queue was backlogged for at least
+  ``RATE_MIN_PAIRS`` departures, the measured rate is within ``RATE_TOL``; other fields: the
+  configured value equals the level.
+* a topology parameter ``topology_params.NAME``: the value the topology was built with
+  (``metadata.json``, key ``topology_param``).
+* a workload parameter ``params.NAME``: the value the run's manifest recorded for the
+  workload (key ``workload_param``) — a record, not a measurement; the rule says so.
+
+Socket and host factors without a check in their record, and paths of no kind above, have
+none: an experiment over them needs ``check = "none"`` and its runs are marked unverified.
+
 Fidelity rule (:func:`fidelity_reason`, :data:`FIDELITY_RULE`), applied to every run.
 """
 from __future__ import annotations
 
 import fnmatch
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from testbed.spec import factors
 from testbed.spec.units import parse_probability
 
 LOSS_P = 0.001
+CI_LEVEL = 0.999          # the Wilson interval of a measured loss fraction (two-sided)
+DELAY_TOL = (0.5e-3, 2e-3, 0.05)   # measured delay in [level - 0.5 ms, level + max(2 ms, 5 %)]
+RATE_TOL = 0.05
+RATE_MIN_PAIRS = 50
+LINK_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue", "queue_packets",
+               "queue_bytes", "overhead", "mtu")
 FIDELITY_RULE = (
     "a run is excluded when, in this order: (1) it failed; (2) the link backend's fidelity verdict "
     "(testbed/emulator/fidelity.py) is overloaded, or degraded when the definition sets "
@@ -48,7 +80,8 @@ def register_check(c: Check) -> Check:
 
 
 def check_for(factor: str) -> Check | None:
-    """The manipulation check of the factor at RunSpec path ``factor`` (None: there is none)."""
+    """The manipulation check of the factor at RunSpec path ``factor``: its own, else a derived
+    one (None: there is none)."""
     where, _, name = factor.partition(".")
     if where in factors.WHERE:
         f = factors.FACTORS.get(name) if name in factors.FACTORS else None
@@ -57,12 +90,15 @@ def check_for(factor: str) -> Check | None:
         return Check(factor, f.check.needs, f.check.rule, f.check.fn)
     if factor in CHECKS:
         return CHECKS[factor]
-    return next((c for pat, c in CHECKS.items() if fnmatch.fnmatchcase(factor, pat)), None)
+    own = next((c for pat, c in CHECKS.items() if fnmatch.fnmatchcase(factor, pat)), None)
+    return own or derived_check(factor)
 
 
 def checked_factors() -> list[str]:
     """Every factor path (or pattern) an experiment can vary: those with a manipulation check."""
-    return [f"{f.where}.{f.name}" for f in factors.FACTORS.values() if f.check is not None] + list(CHECKS)
+    return ([f"{f.where}.{f.name}" for f in factors.FACTORS.values() if f.check is not None]
+            + list(CHECKS) + [f"links.*.*.{x}" for x in LINK_FIELDS if x != "queue"]
+            + ["topology_params.*", "params.*"])
 
 
 def _mode(level, ch):
@@ -122,7 +158,7 @@ def _repair(level, ch):
 
 def _equals(key):
     def fn(level, ch):
-        return None if str(ch[key]) == str(level) else f"{key} {level} but the run logged {ch[key]}"
+        return None if str(ch[key]).lower() == str(level).lower() else f"{key} {level} but the run logged {ch[key]}"
     return fn
 
 
@@ -171,6 +207,204 @@ for c in (
           "duplicate: from two", _send),
 ):
     register_check(c)
+
+
+# --- derived checks -----------------------------------------------------------------------
+
+def wilson(k: int, n: int, level: float = CI_LEVEL) -> list[float] | None:
+    """Wilson score interval of a binomial proportion k/n (None without trials)."""
+    if n <= 0:
+        return None
+    from scipy.stats import norm
+    z = float(norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _link_record(run_dir: Path, link: str) -> dict | None:
+    metadata = _json(run_dir / "metadata.json")
+    links = metadata.get("links") or (_json(run_dir / "manifest.json").get("environment") or {}).get("links") or []
+    return next((r for r in links if r.get("name") == link), None)
+
+
+def frame_stats(header: dict, records) -> dict:
+    """What one direction's frame log says the link did (see the module docstring)."""
+    import numpy as np
+
+    from testbed.emulator import linklog
+    spec = header.get("spec") or {}
+    rec = np.sort(records, order="t_arrival")
+    v = rec["verdict"]
+    tx = rec[(v == linklog.DELIVERED) | (v == linklog.LOSS)]       # reached the loss stage
+    lost = int((tx["verdict"] == linklog.LOSS).sum())
+    out: dict[str, Any] = {"frames": int(len(tx)), "lost": lost,
+                           "loss": round(lost / len(tx), 6) if len(tx) else None,
+                           "loss_ci": [round(x, 6) for x in wilson(lost, len(tx))] if len(tx) else None,
+                           "loss_ci_level": CI_LEVEL,
+                           "queue_drops": int((v == linklog.QUEUE).sum())}
+    rate = spec.get("rate")
+    bits = (tx["length"].astype(np.int64) + int(spec.get("overhead") or 0)) * 8
+    ser = (bits / rate * 1e9) if rate else np.zeros(len(tx))
+    sent = tx["verdict"] == linklog.DELIVERED
+    sojourn = (tx["t_sent"] - tx["t_arrival"] - ser)[sent]
+    out["delay_ms"] = round(float(sojourn.min()) / 1e6, 4) if len(sojourn) else None
+    out["rate_mbps"], out["rate_pairs"] = None, 0
+    if rate and sent.sum() > 1:
+        delay_ns = float(spec.get("delay") or 0) * 1e9
+        idx = np.flatnonzero(sent)
+        depart = tx["t_sent"][idx] - delay_ns                     # when its last bit left
+        cum = np.concatenate([[0], np.cumsum(bits)])
+        between = cum[idx[1:] + 1] - cum[idx[:-1] + 1]             # bits after prev, up to next
+        gap = (tx["t_sent"][idx[1:]] - tx["t_sent"][idx[:-1]]).astype(float)
+        backlog = (tx["t_arrival"][idx[:-1] + 1] < depart[:-1]) & (gap > 0)
+        if not float(spec.get("jitter") or 0) and backlog.sum():
+            out["rate_mbps"] = round(float(between[backlog].sum() / gap[backlog].sum() * 1e3), 4)
+            out["rate_pairs"] = int(backlog.sum())
+    return out
+
+
+def link_readback(run_dir: Path | str, name: str) -> dict | None:
+    """The read-back of link direction ``LINK.DIR`` of a run (see the module docstring); None
+    when the run recorded no such link."""
+    from testbed.spec.linkspec import LinkSpec
+    run_dir = Path(run_dir)
+    link, _, direction = name.partition(".")
+    rec = _link_record(run_dir, link)
+    if rec is None or direction not in ("up", "down"):
+        return None
+    src, dst = (rec["a"], rec["b"]) if direction == "up" else (rec["b"], rec["a"])
+    built = rec["a_to_b" if direction == "up" else "b_to_a"]
+    logs = sorted((run_dir / "emulator").glob(f"{src}-{dst}.frames")) + \
+        sorted((run_dir / "emulator").glob(f"{src}-{dst}.*.frames"))
+    out: dict[str, Any] = {"link": name, "direction": f"{src}-{dst}"}
+    for path in logs:
+        from testbed.emulator import linklog
+        try:
+            header, records = linklog.read_log(path)
+        except (OSError, ValueError):
+            continue
+        if built is None or len(logs) == 1 or header.get("spec") == built:
+            return {**out, "source": f"frame log {path.relative_to(run_dir)}",
+                    "configured": header.get("spec"), **frame_stats(header, records)}
+    if built is None:
+        return {**out, "source": "metadata.json (the link is unimpaired)",
+                "configured": LinkSpec().to_dict()}
+    return {**out, "source": "metadata.json (the spec the topology was built with; nothing "
+                             "measured: no frame log)", "configured": built}
+
+
+def _field_value(fld: str, level) -> Any:
+    """The LinkSpec value(s) a level of link field ``fld`` sets, as ``LinkSpec.to_dict`` has them."""
+    from testbed.spec.linkspec import LinkSpec
+    parsed = LinkSpec.parse(**{fld: level}).to_dict()
+    names = ("queue_packets", "queue_bytes") if fld == "queue" else (fld,)
+    return {n: parsed[n] for n in names}
+
+
+def _link_check(fld: str):
+    def fn(level, ch):
+        rb = ch["link"]
+        conf = rb.get("configured") or {}
+        try:
+            want = _field_value(fld, level)
+        except ValueError as exc:
+            return f"{fld} {level}: {exc}"
+        got = {k: conf.get(k) for k in want}
+        if got != want:
+            return f"{fld} {level} but the link ran with {got} ({rb.get('source')})"
+        if "frames" not in rb:
+            return None                                   # configured only (no frame log)
+        if fld == "loss" and want["loss"].get("model") == "bernoulli":
+            p, ci = want["loss"]["p"], rb.get("loss_ci")
+            if not rb["frames"]:
+                return f"loss {level} not verifiable: no frame crossed {rb['link']}"
+            if not ci[0] <= p <= ci[1]:
+                return (f"loss {level} but {rb['lost']} of {rb['frames']} frames lost on {rb['link']}: "
+                        f"{rb['loss']:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] ({CI_LEVEL:.1%} Wilson)")
+        if fld == "delay":
+            d = rb.get("delay_ms")
+            want_ms = want["delay"] * 1e3
+            lo, hi = want_ms - DELAY_TOL[0] * 1e3, want_ms + max(DELAY_TOL[1] * 1e3, DELAY_TOL[2] * want_ms)
+            if d is None:
+                return f"delay {level} not verifiable: no frame delivered on {rb['link']}"
+            if not lo <= d <= hi:
+                return f"delay {level} but the frames of {rb['link']} spent {d:.3f} ms (want [{lo:.3f}, {hi:.3f}])"
+        if fld == "rate" and want["rate"] and rb.get("rate_pairs", 0) >= RATE_MIN_PAIRS:
+            r, w = rb["rate_mbps"], want["rate"] / 1e6
+            if abs(r - w) > RATE_TOL * w:
+                return (f"rate {level} but {rb['link']} sent back to back at {r:.3f} Mbit/s "
+                        f"(over {rb['rate_pairs']} departures)")
+        return None
+    return fn
+
+
+_LINK_RULES = {
+    "loss": "the emulator ran the level's loss (frame-log header) and the level lies in the "
+            f"{CI_LEVEL:.1%} Wilson interval of the random-loss fraction measured over the frames "
+            "that crossed the link direction",
+    "delay": "the emulator ran the level's delay and the smallest time a delivered frame spent in "
+             "it, minus its transmission time, is within [level − 0.5 ms, level + max(2 ms, 5 %)]",
+    "rate": "the emulator ran the level's rate and, when its queue stayed backlogged for "
+            f"{RATE_MIN_PAIRS} departures or more, the bits it sent back to back over their "
+            f"departure times are within {RATE_TOL:.0%} of it",
+}
+
+
+def derived_check(factor: str) -> Check | None:
+    """The check a factor without a hand-written one gets (module docstring); None if none."""
+    parts = factor.split(".")
+    if parts[0] == "links" and len(parts) == 4 and parts[3] in LINK_FIELDS:
+        rule = _LINK_RULES.get(parts[3], f"the link direction ran with the level's {parts[3]} "
+                                         "(frame-log header, else metadata.json)")
+        return Check(factor, ("link",), rule + " (without a frame log: the spec the topology was "
+                     "built with)", _link_check(parts[3]))
+    if parts[0] == "topology_params" and len(parts) == 2:
+        return Check(factor, ("topology_param",), "the topology was built with the level "
+                     "(metadata.json)", _equals("topology_param"))
+    if parts[0] == "params" and len(parts) == 2:
+        return Check(factor, ("workload_param",), "the run's manifest records the level for the "
+                     "workload (a record of what was asked, not a measurement)", _equals("workload_param"))
+    return None
+
+
+def derived_readbacks(factor: str, run_dir: Path | str) -> dict:
+    """The read-back a derived check of ``factor`` reads, from the run directory's files."""
+    run_dir = Path(run_dir)
+    parts = factor.split(".")
+    if parts[0] == "links" and len(parts) == 4:
+        rb = link_readback(run_dir, f"{parts[1]}.{parts[2]}")
+        return {"link": rb} if rb else {}
+    if parts[0] == "topology_params" and len(parts) == 2:
+        topo = (_json(run_dir / "metadata.json").get("topology") or
+                (_json(run_dir / "manifest.json").get("environment") or {}).get("topology") or {})
+        values = topo.get("params") or {}
+        return {"topology_param": values[parts[1]]} if parts[1] in values else {}
+    if parts[0] == "params" and len(parts) == 2:
+        params = (_json(run_dir / "manifest.json").get("spec") or {}).get("params") or {}
+        return {"workload_param": params[parts[1]]} if parts[1] in params else {}
+    return {}
+
+
+def link_readbacks(run_dir: Path | str) -> dict:
+    """Every named link direction's read-back (:func:`link_readback`) of a run, by ``LINK.DIR``."""
+    run_dir = Path(run_dir)
+    links = _json(run_dir / "metadata.json").get("links") or []
+    out = {}
+    for rec in links:
+        for d in ("up", "down"):
+            rb = rec.get("name") and link_readback(run_dir, f"{rec['name']}.{d}")
+            if rb and "frames" in rb:
+                out[f"{rec['name']}.{d}"] = rb
+    return out
 
 
 def manipulation_reason(factor: str, level, checks: dict) -> str | None:

@@ -18,6 +18,20 @@
     [base.capture]
     hosts = ["client"]                 # capture only where metrics and checks need packets
 
+``levels`` is a list or a range: ``{ from = "0%", to = "5%", step = "1%" }`` (linear, both ends
+included) or ``{ from = "1ms", to = "100ms", n = 5, log = true }`` (``n`` points, log-spaced).
+``cross = { factor = "socket.cc", levels = ["reno", "cubic", "bbr"] }`` crosses a second factor
+with the first (full factorial: every level of one with every level of the other; a run's arm,
+its *cell*, is labelled ``CROSS@LEVEL``; each repetition block runs every cell once).  The
+statistics compare the levels of ``factor`` within each level of ``cross``; the curve draws one
+line per level of ``cross``.  ``check = "none"`` runs a factor that has no manipulation check,
+its runs marked unverified.  ``[[models]]`` entries draw a closed-form model
+(``analysis/models``) on the curve: ``model``, ``output``, ``x`` (the model parameter the level
+sets, times ``scale``: 2 turns a one-way delay into an RTT), ``params`` (the others, human units;
+``"=cross"``: the crossed level, one model line per crossed level; ``"=base:PATH"`` or
+``"=base:PATH*K"``: the base spec's value, so ``--set`` moves the model too), ``label``.
+``log_x = true`` draws the level axis logarithmic.
+
 Whether the topology may stay up across runs is derived from the factor (see
 :func:`Experiment.topology_may_stay_up`), never declared.  ``topology`` may be a path to a
 topology file of the user's own (``topology = "chain.py"``), relative to the definition's
@@ -61,14 +75,88 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",
            "ack_exchanges", "data_airtime_ms")
 #: RunSpec paths whose change needs a topology rebuilt between runs.
+CHECK_MODES = ("auto", "none")
 REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "client_host",
                     "server_host")
 
 
 def level_label(value: Any) -> str:
-    """A level's name on the command line and in run directory names (``max:10ms`` -> ``max-10ms``)."""
-    text = str(value).lower() if isinstance(value, bool) else str(value)
+    """A level's name on the command line and in run directory names (``max:10ms`` -> ``max-10ms``,
+    ``0.5%`` -> ``0.5pct``)."""
+    text = str(value).lower() if isinstance(value, bool) else str(value).replace("%", "pct")
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "level"
+
+
+_QUANTITY = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]*)\s*$")
+
+
+def _quantity(value: Any, what: str) -> tuple[float, str]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), ""
+    m = _QUANTITY.match(str(value))
+    if not m:
+        raise UsageError(f"level range: {what} {value!r} is not a number with an optional unit "
+                         "(e.g. 0%, 10ms, 20mbit)")
+    return float(m.group(1)), m.group(2)
+
+
+def expand_range(r: Mapping[str, Any]) -> tuple:
+    """The levels of a range ``{from, to, step}`` (linear, both ends included) or ``{from, to, n,
+    log = true}`` (``n`` log-spaced points; ``n`` without ``log`` is linear too)."""
+    allowed = "from, to and step (linear) or n (with log = true: log-spaced)"
+    unknown = sorted(set(r) - {"from", "to", "step", "n", "log"})
+    if unknown or "from" not in r or "to" not in r or ("step" in r) == ("n" in r):
+        raise UsageError(f"level range {dict(r)}: give {allowed}")
+    lo, unit = _quantity(r["from"], "from")
+    hi, unit_hi = _quantity(r["to"], "to")
+    if unit_hi != unit:
+        raise UsageError(f"level range {dict(r)}: from and to must have one unit ({unit!r} vs {unit_hi!r})")
+    log = bool(r.get("log", False))
+    if "step" in r:
+        if log:
+            raise UsageError(f"level range {dict(r)}: a log-spaced range takes n, not step")
+        step, unit_s = _quantity(r["step"], "step")
+        if unit_s not in ("", unit) or step <= 0 or hi < lo:
+            raise UsageError(f"level range {dict(r)}: step must be > 0 in the unit of from and to, "
+                             "and from <= to")
+        count = int(round((hi - lo) / step + 1e-9)) + 1
+        values = [lo + i * step for i in range(count)]
+    else:
+        n = r["n"]
+        if not isinstance(n, int) or n < 2:
+            raise UsageError(f"level range {dict(r)}: n must be a whole number >= 2")
+        if log and (lo <= 0 or hi <= 0):
+            raise UsageError(f"level range {dict(r)}: a log-spaced range needs from, to > 0")
+        import numpy as np
+        values = list(np.geomspace(lo, hi, n) if log else np.linspace(lo, hi, n))
+    ints = unit == "" and all(isinstance(r.get(k, 0), int) for k in ("from", "to", "step"))
+    out = []
+    for v in values:
+        v = float(f"{v:.3g}" if log else f"{v:.10g}")
+        out.append(int(round(v)) if ints and v == round(v) else f"{v:g}{unit}")
+    return tuple(dict.fromkeys(out))
+
+
+def parse_levels(value: Any, what: str = "levels") -> tuple:
+    """A definition's levels: a list as given, or a range table (:func:`expand_range`)."""
+    if isinstance(value, Mapping):
+        return expand_range(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise UsageError(f"{what} {value!r}: give a list or a range {{ from, to, step }}")
+
+
+def cli_levels(text: str) -> list:
+    """``--levels``: comma-separated values, or one range ``FROM:TO:STEP`` / ``FROM:TO:logN``."""
+    parts = text.split(":")
+    if len(parts) == 3 and all(_QUANTITY.match(p) for p in parts[:2]):
+        if parts[2].startswith("log"):
+            n = parts[2][3:]
+            if not n.isdigit():
+                raise UsageError(f"--levels {text}: a log range is FROM:TO:logN, e.g. 1ms:100ms:log5")
+            return list(expand_range({"from": parts[0], "to": parts[1], "n": int(n), "log": True}))
+        return list(expand_range({"from": parts[0], "to": parts[1], "step": parts[2]}))
+    return [x for x in text.split(",") if x]
 
 
 @dataclass(frozen=True)
@@ -85,6 +173,10 @@ class Experiment:
     seed: int = 1
     keep_pcaps: str = "representative"
     accept_degraded: bool = True
+    cross: Mapping[str, Any] | None = None     # {"factor": PATH, "levels": (...)}
+    check: str = "auto"                        # auto | none
+    models: tuple = ()                         # model curves (see the module docstring)
+    log_x: bool = False
     source: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -97,6 +189,20 @@ class Experiment:
         labels = [level_label(v) for v in self.levels]
         if len(set(labels)) != len(labels):
             bad(f"levels {labels} are not distinct", "distinct level names")
+        if self.cross is not None:
+            if set(self.cross) != {"factor", "levels"} or not isinstance(self.cross["factor"], str):
+                bad(f"cross {dict(self.cross)}", "cross = { factor = PATH, levels = [...] }")
+            if self.cross["factor"] == self.factor:
+                bad(f"cross factor {self.factor!r} is the factor itself", "another RunSpec path")
+            cl = [level_label(v) for v in self.cross["levels"]]
+            if not cl or len(set(cl)) != len(cl):
+                bad(f"cross levels {cl} are empty or not distinct", "distinct level names")
+        if self.check not in CHECK_MODES:
+            bad(f"check {self.check!r}", ", ".join(CHECK_MODES))
+        for m in self.models:
+            if not isinstance(m, Mapping) or not {"model", "output", "x"} <= set(m) \
+                    or set(m) - {"model", "output", "x", "params", "label", "scale"}:
+                bad(f"models entry {m!r}", "tables with model, output, x and optional params, label, scale")
         if not self.metrics:
             bad("no metrics", ", ".join(METRICS))
         for m in self.metrics:
@@ -110,63 +216,110 @@ class Experiment:
             bad(f"reps={self.reps} warmup={self.warmup}", "reps >= 1, warmup >= 0")
 
     @property
+    def cross_levels(self) -> tuple:
+        return tuple(self.cross["levels"]) if self.cross else ()
+
+    @property
+    def cells(self) -> tuple[tuple[str, Any, Any], ...]:
+        """Every arm as ``(label, level, cross level or None)``: the levels in order, and within
+        each level every cross level (``CROSS@LEVEL``)."""
+        if not self.cross:
+            return tuple((level_label(v), v, None) for v in self.levels)
+        return tuple((f"{level_label(c)}@{level_label(v)}", v, c)
+                     for v in self.levels for c in self.cross_levels)
+
+    @property
     def labels(self) -> tuple[str, ...]:
-        return tuple(level_label(v) for v in self.levels)
+        """The arms' labels (the levels', or with ``cross`` the cells')."""
+        return tuple(c[0] for c in self.cells)
+
+    def factors(self) -> tuple[str, ...]:
+        return (self.factor, self.cross["factor"]) if self.cross else (self.factor,)
 
     def topology_may_stay_up(self) -> bool:
         """The topology may stay up across runs (with ``--keep-topology``; by default it is
         rebuilt for every run) iff the factor is not structural: neither the topology, its
         parameters, a link, the backend nor the link seed."""
-        head = self.factor.split(".")[0]
-        return head not in REBUILD_PREFIXES
+        return all(f.split(".")[0] not in REBUILD_PREFIXES for f in self.factors())
 
     def base_spec(self):
         from testbed.spec.runspec import RunSpec
         return RunSpec.from_dict(dict(self.base))
 
-    def spec(self, level, seed: int | None = None):
+    def spec(self, level, seed: int | None = None, cross=None):
         """The RunSpec of one run: the base with the factor set to ``level`` (``"default"``
-        unsets it: the registry's default) and the link seed."""
+        unsets it: the registry's default), the cross factor to ``cross`` and the link seed."""
         spec = self.base_spec()
         spec = spec.set(self.factor, None if level == DEFAULT else level)
+        if self.cross:
+            spec = spec.set(self.cross["factor"], None if cross == DEFAULT else cross)
         return spec if seed is None else spec.set("seed", int(seed))
 
+    def cell(self, label: str) -> tuple[Any, Any]:
+        """(level, cross level) of an arm's label."""
+        for lab, v, c in self.cells:
+            if label == lab:
+                return v, c
+        if not self.cross:
+            return self.level(label), None
+        raise UsageError(f"experiment {self.name!r}: unknown arm {label!r}; arms: {', '.join(self.labels)}")
+
+    def cell_spec(self, label: str, seed: int | None = None):
+        v, c = self.cell(label)
+        return self.spec(v, seed, c)
+
     def level(self, label: str):
-        for v, lab in zip(self.levels, self.labels):
-            if label in (lab, str(v)):          # the label, or the value `experiment show` prints
+        for v in self.levels:
+            if label in (level_label(v), str(v)):   # the label, or the value `experiment show` prints
                 return v
         raise UsageError(f"experiment {self.name!r}: unknown level {label!r}; "
-                         f"levels: {', '.join(self.labels)}")
+                         f"levels: {', '.join(level_label(v) for v in self.levels)}")
 
     def validate(self) -> dict:
-        """Refuse, before anything runs, a factor without a manipulation check and a spec the
-        registries cannot take; return each level's Plan (``testbed.run.plan``) by label."""
+        """Refuse, before anything runs, a factor without a manipulation check (unless ``check =
+        "none"``) and a spec the registries cannot take; return each arm's Plan
+        (``testbed.run.plan``) by label."""
         from experiments.checks import check_for, checked_factors
         from testbed.run.plan import resolve
-        if check_for(self.factor) is None:
-            raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
-                             f"{self.factor!r} (a factor's record in testbed/spec/factors.py has "
-                             f"one, others are added to experiments/checks.py); checked factors: "
-                             f"{', '.join(checked_factors())}")
+        for f in self.factors():
+            if self.check != "none" and check_for(f) is None:
+                raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
+                                 f"{f!r}; checked: {', '.join(checked_factors())}; to run it "
+                                 "unverified (its runs marked so in the report) set check = \"none\"")
         plans = {}
-        for v in self.levels:
+        for lab, v, c in self.cells:
             try:
-                plans[level_label(v)] = resolve(self.spec(v))
+                plans[lab] = resolve(self.spec(v, cross=c))
             except UsageError as exc:
-                raise UsageError(f"experiment {self.name!r}, level {level_label(v)!r}: {exc}") from None
+                raise UsageError(f"experiment {self.name!r}, level {lab!r}: {exc}") from None
         return plans
 
     def replace(self, **changes) -> "Experiment":
         return dataclasses.replace(self, **changes)
 
+    def _known_or_new(self, given: list, known: tuple) -> tuple:
+        """Each of ``given`` as the definition's level it names (label or value), else as a new
+        value (checked when the experiment is validated)."""
+        out = []
+        for g in given:
+            out.append(next((v for v in known if str(g) in (level_label(v), str(v))), g))
+        return tuple(out)
+
     def with_overrides(self, *, levels: list[str] | None = None, reps: int | None = None,
                        seed: int | None = None, sets: Mapping[str, Any] | None = None,
-                       warmup: int | None = None) -> "Experiment":
-        """The command line's ``--levels --reps --warmup --seed --set/--link/--backend`` applied; a
-        ``--set`` of the factor itself is refused (it would erase the difference between arms)."""
+                       warmup: int | None = None, cross_levels: list[str] | None = None) -> "Experiment":
+        """The command line's ``--levels --cross-levels --reps --warmup --seed
+        --set/--link/--backend`` applied.  ``--levels`` names levels of the definition or new
+        values of the factor.  A ``--set`` of a factor is refused (it would erase the difference
+        between arms)."""
         exp = self
         if levels:
-            exp = exp.replace(levels=tuple(self.level(lab) for lab in levels))
+            exp = exp.replace(levels=self._known_or_new(levels, self.levels))
+        if cross_levels:
+            if not self.cross:
+                raise UsageError(f"--cross-levels: experiment {self.name!r} crosses no second factor")
+            exp = exp.replace(cross={"factor": self.cross["factor"],
+                                     "levels": self._known_or_new(cross_levels, self.cross_levels)})
         if reps is not None:
             exp = exp.replace(reps=reps)
         if warmup is not None:
@@ -176,9 +329,10 @@ class Experiment:
         if sets:
             spec = exp.base_spec()
             for path, value in sets.items():
-                if path == exp.factor or path.startswith(exp.factor + "."):
-                    raise UsageError(f"--set {path}: that is the factor of {exp.name!r}; "
-                                     "choose levels with --levels")
+                for f in exp.factors():
+                    if path == f or path.startswith(f + "."):
+                        raise UsageError(f"--set {path}: that is a factor of {exp.name!r}; "
+                                         "choose levels with --levels")
                 spec = spec.set(path, value)
             exp = exp.replace(base=spec.to_dict())
         return exp
@@ -186,6 +340,8 @@ class Experiment:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["levels"], d["metrics"], d["base"] = list(self.levels), list(self.metrics), dict(self.base)
+        d["cross"] = {"factor": self.cross["factor"], "levels": list(self.cross_levels)} if self.cross else None
+        d["models"] = [dict(m) for m in self.models]
         d.pop("source")
         return d
 
@@ -200,7 +356,15 @@ class Experiment:
         if missing:
             raise UsageError(f"experiment {d.get('name', source)!r}: missing {', '.join(missing)}")
         d = dict(d)
-        d["levels"], d["metrics"] = tuple(d["levels"]), tuple(d["metrics"])
+        d["levels"], d["metrics"] = parse_levels(d["levels"]), tuple(d["metrics"])
+        if d.get("cross") is not None:
+            c = d["cross"]
+            if not isinstance(c, Mapping) or "levels" not in c:
+                raise UsageError(f"experiment {d.get('name', source)!r}: cross {c!r}; "
+                                 "allowed: cross = { factor = PATH, levels = [...] }")
+            d["cross"] = {**c, "levels": parse_levels(c["levels"], "cross levels")}
+        if "models" in d:
+            d["models"] = tuple(d["models"])
         return cls(**d, source=source)
 
 

@@ -54,6 +54,20 @@ def block_order(labels: tuple[str, ...], order: str, rep: int, rng: np.random.Ge
     raise ValueError(f"unknown order {order!r}")
 
 
+def grow(done: list[dict], exp: Experiment) -> list[Slot]:
+    """The schedule of ``exp`` continuing an earlier one (``done``: its slots as ``to_dict``)
+    that ran fewer repetitions, levels or cells: the earlier slots keep their index and
+    directory, the runs ``exp`` adds follow them, repetition block by repetition block (within a
+    block in ``exp``'s order), so each new block still alternates the arms."""
+    old = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in done]
+    have = {(s.warmup, s.rep, s.level) for s in old}
+    slots = list(old)
+    for s in schedule(exp):
+        if (s.warmup, s.rep, s.level) not in have:
+            slots.append(Slot(len(slots), s.level, s.rep, s.warmup, s.seed))
+    return slots
+
+
 def schedule(exp: Experiment) -> list[Slot]:
     """Every run of the experiment in execution order."""
     rng = np.random.default_rng(np.random.SeedSequence([int(exp.seed), 2]))

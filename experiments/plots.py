@@ -5,6 +5,11 @@ representative runs' captures:
   valid run as a jittered point, and next to it the ECDF of the same values, one curve per level;
 * ``<metric>-by-run``: the metric against the run index (execution order), colour by level,
   excluded runs as grey crosses — drift and order effects show here;
+* ``<metric>-curve`` (numeric levels only): the metric against the level, median and its 95 %
+  CI per level (median alone where n is too small for a CI), one line per level of a crossed
+  factor, and each ``models`` entry of the definition evaluated on a fine grid of the level
+  (``analysis.models``) as a dashed line on the same axes; units on both axes, the legend
+  outside the data;
 * ``representative``: for the valid run closest to each level's median of the primary metric,
   bytes in flight (outstanding = SND.MAX − SND.UNA of every connection's main data direction,
   from the capture on the client host) above a swimlane (one lane per request, packet times at
@@ -15,7 +20,9 @@ representative runs' captures:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +36,136 @@ PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", 
 def _unit(metric: str) -> str:
     return "ms" if metric.endswith(("_ms", "_ms_median")) else "Mbit/s" if metric.endswith("mbps") else \
         "bytes" if metric.endswith("bytes") else "count"
+
+
+_QTY = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]*)\s*$")
+
+
+def numeric_axis(values) -> tuple[list[float], str, Callable[[float], float]] | None:
+    """(x per level in a display unit, the unit, display value -> the value in the level's
+    base unit for the models) when every level is a number with one unit; else None."""
+    from testbed.spec import units
+    ms = [_QTY.match(str(v)) if not isinstance(v, bool) else None for v in values]
+    if not all(ms) or len({m.group(2).lower() for m in ms}) != 1:
+        return None
+    unit = ms[0].group(2).lower()
+    nums = [float(m.group(1)) for m in ms]
+    if unit == "%":
+        return nums, "%", lambda x: x / 100
+    if unit in units.TIME_UNITS:
+        return [units.parse_time(str(v)) * 1e3 for v in values], "ms", lambda x: x / 1e3
+    key = unit.removesuffix("/s")
+    if key in units.RATE_UNITS:
+        return [units.parse_rate(str(v)) / 1e6 for v in values], "Mbit/s", lambda x: x * 1e6
+    if unit in units.SIZE_UNITS:
+        return [units.parse_size(str(v)) / 1e3 for v in values], "kB", lambda x: x * 1e3
+    if unit == "":
+        return nums, "", lambda x: x
+    return None
+
+
+def _model_param(model, name: str, value):
+    """A model parameter from human units (``200ms``, ``333mbit``, ``1448``) by its unit."""
+    import dataclasses
+
+    from testbed.spec import units
+    unit = next(f.metadata["unit"] for f in dataclasses.fields(model.params) if f.name == name)
+    parse = {"B": units.parse_size, "bit/s": units.parse_rate, "s": units.parse_time,
+             "1": units.parse_probability}.get(unit)
+    return parse(value) if parse and isinstance(value, str) else value
+
+
+def _reference(value, base: dict, cross):
+    """A model parameter given as ``=cross`` (the crossed factor's level) or ``=base:PATH[*K]``
+    (the base spec's value at PATH, times K): the value it stands for; others as given."""
+    if not isinstance(value, str) or not value.startswith("="):
+        return value
+    if value == "=cross":
+        return cross
+    path, _, times = value.removeprefix("=base:").partition("*")
+    from testbed.spec.runspec import RunSpec
+    got = RunSpec.from_dict(dict(base)).get(path)
+    if got is None:
+        raise ValueError(f"model parameter {value}: the base spec sets no {path}")
+    return (got, float(times)) if times else got
+
+
+def model_curve(entry: dict, xs_base, base: dict | None = None, cross=None) -> tuple[list[float], str]:
+    """The model output of a ``models`` entry at each base-unit x (None where the model refuses
+    the value, e.g. the Mathis bound at zero loss) and the output's unit."""
+    from analysis.models.base import get
+    model = get(entry["model"])
+    params = {}
+    for k, v in (entry.get("params") or {}).items():
+        v = _reference(v, base or {}, cross)
+        times = 1.0
+        if isinstance(v, tuple):
+            v, times = v
+        params[k] = _model_param(model, k, v) * times if times != 1.0 else _model_param(model, k, v)
+    scale = float(entry.get("scale", 1))
+    ys, unit = [], ""
+    for x in xs_base:
+        try:
+            q = model.evaluate(**params, **{entry["x"]: x * scale})[entry["output"]]
+            ys.append(float(q.value))
+            unit = q.unit
+        except (ValueError, ZeroDivisionError):
+            ys.append(None)
+    return ys, unit
+
+
+def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
+    """``<metric>-curve``; [] when the levels are not numeric."""
+    by = summary["by_level"]
+    cells = [(lab, lv["level"], lv.get("cross")) for lab, lv in by.items()]
+    values = list(dict.fromkeys(v for _, v, _ in cells))
+    axis = numeric_axis(values)
+    if axis is None:
+        return []
+    xs, xunit, to_base = axis
+    xof = dict(zip(map(str, values), xs))
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    crosses = list(dict.fromkeys(c for _, _, c in cells))
+    for k, c in enumerate(crosses):
+        pts = sorted((xof[str(v)], by[lab]["metrics"][metric]) for lab, v, cc in cells if cc == c)
+        pts = [(x, s) for x, s in pts if s["median"] is not None]
+        if not pts:
+            continue
+        x = np.array([p[0] for p in pts])
+        y = np.array([p[1]["median"] for p in pts])
+        lo = np.array([p[1]["median"] - p[1]["median_ci"][0] if p[1]["median_ci"] else 0 for p in pts])
+        hi = np.array([p[1]["median_ci"][1] - p[1]["median"] if p[1]["median_ci"] else 0 for p in pts])
+        n = min(p[1]["n"] for p in pts)
+        label = f"{c if c is not None else summary['experiment']} (measured, median"
+        label += ", 95 % CI)" if any(p[1]["median_ci"] for p in pts) else f"; n={n}, no CI)"
+        ax.errorbar(x, y, yerr=[lo, hi], fmt="o-", ms=4, lw=1.2, capsize=3, color=f"C{k}", label=label)
+    lo_x, hi_x = min(xs), max(xs)
+    grid = (np.geomspace(max(lo_x, 1e-9), hi_x, 200) if summary.get("log_x") and lo_x > 0
+            else np.linspace(lo_x, hi_x, 200))
+    j = 0
+    for entry in summary.get("models") or []:
+        per_cross = "=cross" in (entry.get("params") or {}).values()
+        for k, c in (enumerate(crosses) if per_cross else [(None, None)]):
+            ys, unit = model_curve(entry, [to_base(g) for g in grid], summary.get("base"), c)
+            mask = np.array([y is not None for y in ys])
+            if mask.any():
+                ax.plot(grid[mask], np.array([y for y in ys if y is not None]), "--" if j % 2 == 0 else ":",
+                        lw=1.3, color=f"C{k}" if per_cross else f"C{len(crosses) + j}",
+                        label=f"{entry.get('label') or entry['output']}{f' {c}' if per_cross else ''} "
+                              f"(model {entry['model']}, {unit})")
+            j += 0 if per_cross else 1
+        j += 1 if per_cross else 0
+    if summary.get("log_x"):
+        ax.set_xscale("log")
+    ax.set_xlabel(f"{summary['factor']}" + (f" ({xunit})" if xunit else ""))
+    ax.set_ylabel(f"{metric} ({_unit(metric)})")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{summary['experiment']}: {metric} against {summary['factor']}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    return _save(fig, base)
 
 
 def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
@@ -142,6 +279,7 @@ def write(out: str | Path, summary: dict | None = None) -> list[str]:
     pdir = out / "plots"
     written: list[str] = []
     for m in summary["metrics"]:
+        written += curve_figure(summary, m, pdir / f"{m}-curve")
         written += levels_figure(summary, m, pdir / f"{m}-levels")
         written += drift_figure(summary, m, pdir / f"{m}-by-run")
     written += representative_figure(out, summary, pdir / "representative")

@@ -10,6 +10,9 @@ from testbed.spec.runresult import load_run
 from experiments.summary import summarize
 
 REPORT = "report.md"
+#: seconds a run costs beyond its workload (topology bring-up and teardown, capture drain,
+#: metrics): the median on this project's 2-core machine, for `experiment show`'s estimate
+RUN_OVERHEAD_S = 6.0
 
 
 def _num(v, digits=None) -> str:
@@ -29,28 +32,99 @@ def _verif(v: dict) -> str:
     parts = []
     for k, s in v.items():
         if "median" in s:
-            parts.append(f"{k} {_num(s['min'], 2)}–{_num(s['max'], 2)}")
+            parts.append(f"{k} {_num(s['min'])}–{_num(s['max'])}")
         else:
             parts.append(f"{k} {', '.join(s['values'])}")
     return "; ".join(parts) or "–"
+
+
+def _spread(s: dict, n_min: int) -> str:
+    """Median CI and percentiles as the CLI prints them; small samples said as such."""
+    if s["n"] and s["median_ci"] is None and s["n"] < n_min:
+        ci = f"(n={s['n']} too small for a CI)"
+    else:
+        ci = f"95% CI {_ci(s['median_ci'])}"
+    pct = f"  p10/p90 {_num(s['p10'])}/{_num(s['p90'])}" if s.get("p10") is not None else ""
+    return ci + pct
+
+
+def _p(mw: dict | None) -> str:
+    """Mann-Whitney p with the smallest p the sample sizes allow when that is not small."""
+    if mw is None:
+        return "–"
+    out = f"{mw['p']:.2g}"
+    if mw.get("p_min") is not None and mw["p_min"] > 0.01:
+        out += f" (smallest possible at this n: {mw['p_min']:.2g})"
+    return out
+
+
+def _workload_seconds(plan) -> tuple[float | None, str]:
+    """A rough time of one run's workload: its duration, else rounds/requests x 3 RTTs."""
+    from testbed.spec.units import parse_time
+    p = plan.params
+    if getattr(p, "duration", None):
+        return parse_time(p.duration), "its duration"
+    n = next((getattr(p, k) for k in ("requests", "rounds") if isinstance(getattr(p, k, None), int)), None)
+    rtt = 0.0
+    if plan.topology is not None:
+        rtt = 2 * max([(lk["down"]["spec"] or {}).get("delay", 0) for lk in plan.topology.link_table()] or [0])
+    if n:
+        return n * 3 * rtt, f"{n} exchanges x 3 RTTs of {rtt * 1e3:.0f} ms"
+    return None, "no duration set: add the workload's own time"
+
+
+def describe(exp, plans: dict) -> str:
+    """``experiment show``: the definition as a person reads it, with the number of runs and a
+    rough time estimate."""
+    from experiments import checks as ck
+    from experiments.order import schedule
+    from testbed.spec.runspec import RunSpec
+    n_arms = len(exp.labels)
+    slots = schedule(exp)
+    lines = [f"experiment {exp.name}: {exp.description}", f"  source    {exp.source or '(built in)'}"]
+    lines.append(f"  factor    {exp.factor}: {', '.join(map(str, exp.levels))} ({len(exp.levels)} levels)")
+    if exp.cross:
+        lines.append(f"  crossed   {exp.cross['factor']}: {', '.join(map(str, exp.cross_levels))} "
+                     f"-> {n_arms} arms (every level with every crossed level)")
+    lines.append(f"  metrics   {exp.metrics[0]} (primary)" + "".join(f", {m}" for m in exp.metrics[1:]))
+    for f in exp.factors():
+        c = ck.check_for(f)
+        lines.append(f"  check     {f}: " + ("none: runs marked unverified" if exp.check == "none"
+                                             else c.rule if c else "–"))
+    flat = RunSpec.from_dict(dict(exp.base)).flat()
+    lines.append("  base      " + "; ".join(f"{k}={v}" for k, v in flat.items() if v is not None))
+    lines.append(f"  runs      {len(slots)} = ({exp.warmup} warm-up + {exp.reps} repetitions) x {n_arms} "
+                 f"arms; order {exp.order}, seed {exp.seed}, keep_pcaps {exp.keep_pcaps}")
+    secs, how = _workload_seconds(next(iter(plans.values())))
+    if secs is None:
+        lines.append(f"  time      >= {len(slots) * RUN_OVERHEAD_S / 60:.0f} min ({len(slots)} runs x "
+                     f"{RUN_OVERHEAD_S:g} s per-run overhead; {how})")
+    else:
+        total = len(slots) * (RUN_OVERHEAD_S + secs)
+        lines.append(f"  time      ~ {total / 60:.0f} min ({len(slots)} runs x ({RUN_OVERHEAD_S:g} s per-run "
+                     f"overhead + {secs:.1f} s workload: {how}); a rough estimate")
+    for m in exp.models:
+        lines.append(f"  model     {m.get('label') or m['model'] + '.' + m['output']} "
+                     f"(testbed model {m['model']}, output {m['output']}, {m['x']} = the level)")
+    return "\n".join(lines)
 
 
 def text(summary: dict, metric: str | None = None) -> str:
     """The lines ``testbed experiment run`` prints: per level n valid, median with CI, the
     verification; the ratio of medians with CI; excluded runs."""
     m = metric or summary["primary"]
-    lines = [f"experiment {summary['experiment']}: factor {summary['factor']}, order {summary['order']}, "
+    n_min = summary.get("min_n_ci", 2)
+    cross = f" x {summary['cross']}" if summary.get("cross") else ""
+    lines = [f"experiment {summary['experiment']}: factor {summary['factor']}{cross}, order {summary['order']}, "
              f"seed {summary['seed']}, metric {m}"]
     for lab, lv in summary["by_level"].items():
         s = lv["metrics"][m]
         lines.append(f"  {lab:>12}: n valid {lv['n_valid']}/{lv['n_runs']}  median {_num(s['median'])} "
-                     f"95% CI {_ci(s['median_ci'])}  p10/p90 {_num(s['p10'])}/{_num(s['p90'])}  "
-                     f"check: {_verif(lv['verification'])}")
+                     f"{_spread(s, n_min)}  check: {_verif(lv['verification'])}")
     for c in summary["comparisons"]:
         if c["metric"] != m:
             continue
-        mw = c["mann_whitney"]
-        p = "–" if mw is None else f"{mw['p']:.2g}"
+        p = _p(c["mann_whitney"])
         lines.append(f"  {c['a']}/{c['b']}: ratio of medians {_num(c['ratio'], 3)} 95% CI "
                      f"{_ci(c['ratio_ci'], 3)}; difference {_num(c['difference'])} {_ci(c['difference_ci'])}; "
                      f"paired {_num(c['paired_difference']['median'])} {_ci(c['paired_difference']['ci'])} "
@@ -60,6 +134,9 @@ def text(summary: dict, metric: str | None = None) -> str:
         lines.append(f"  excluded {e['dir']}: {e['reason']}")
     if summary["degraded_kept"]:
         lines.append(f"  kept, fidelity degraded: {', '.join(summary['degraded_kept'])}")
+    if summary.get("unverified"):
+        lines.append(f"  UNVERIFIED (check = none): the factor's effect was not checked in "
+                     f"{len(summary['unverified'])} valid runs")
     if summary["fidelity_unverified"]:
         lines.append(f"  fidelity not verified (verdict unknown) for {summary['fidelity_unverified']} valid runs")
     if not summary["complete"]:
@@ -74,10 +151,16 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
           f"{summary['reps']} repetitions per level after {summary['warmup']} warm-up run(s) per level, "
           f"order `{summary['order']}`, experiment seed {summary['seed']} (each repetition's link seed "
           "derives from it; both arms of a repetition share it).", "",
-          f"Manipulation check: {summary['check_rule']}.", "",
+          f"Manipulation check: {summary['check_rule']}."
+          + (f" Crossed factor `{summary['cross']}` (levels {', '.join(f'`{x}`' for x in summary['cross_levels'])}; "
+             f"an arm is `CROSS@LEVEL`): {summary.get('cross_check_rule') or 'not checked'}."
+             if summary.get("cross") else ""), "",
           f"Fidelity rule: {summary['fidelity_rule']}", "",
           "Statistics over valid runs only; a run's value of a list metric is its median; 95 % "
-          f"percentile-bootstrap CIs. A = `{summary['levels'][0]}` (reference).", ""]
+          f"percentile-bootstrap CIs from {summary.get('min_n_ci', 2)} valid runs per arm up (fewer: "
+          "no CI, \"n too small for a CI\"); p10/p90 from 10 runs, p99 from 100. A = the first level"
+          + (" within each crossed level" if summary.get("cross") else f" `{summary['levels'][0]}`")
+          + " (reference). Mann–Whitney p with the smallest p the exact test can reach at these n.", ""]
     for m in summary["metrics"]:
         if all(lv["metrics"][m]["n"] == 0 for lv in summary["by_level"].values()):
             md += [f"## {m}", "", "No valid run recorded this metric.", ""]
@@ -86,8 +169,10 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
                "|---|---|---|---|---|---|---|"]
         for lab, lv in summary["by_level"].items():
             s = lv["metrics"][m]
+            ci = ("n too small for a CI" if s["n"] and s["median_ci"] is None
+                  and s["n"] < summary.get("min_n_ci", 2) else _ci(s["median_ci"]))
             md.append(f"| {lab} | {lv['n_valid']} / {lv['n_runs']} | {_num(s['median'])} | "
-                      f"{_ci(s['median_ci'])} | {_num(s['p10'])} | {_num(s['p90'])} | {_num(s['p99'])} |")
+                      f"{ci} | {_num(s['p10'])} | {_num(s['p90'])} | {_num(s['p99'])} |")
         md += ["", "| A / B | ratio of medians [CI] | difference [CI] | paired difference [CI] (pairs) "
                "| Mann–Whitney U, p | Cliff's δ |", "|---|---|---|---|---|---|"]
         for c in (c for c in summary["comparisons"] if c["metric"] == m):
@@ -95,7 +180,7 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
             pd = c["paired_difference"]
             md.append(f"| {c['a']} / {c['b']} | {_num(c['ratio'], 3)} {_ci(c['ratio_ci'], 3)} | "
                       f"{_num(c['difference'])} {_ci(c['difference_ci'])} | {_num(pd['median'])} "
-                      f"{_ci(pd['ci'])} ({pd['n_pairs']}) | {_num(mw.get('u'))}, {mw.get('p', float('nan')):.3g} | "
+                      f"{_ci(pd['ci'])} ({pd['n_pairs']}) | {_num(mw.get('u'))}, {_p(c['mann_whitney'])} | "
                       f"{_num(c['cliffs_delta'], 2)} |")
         md.append("")
     md += ["## Verification", "", "| level | read-backs (min–max over completed runs) | representative run |",
@@ -104,6 +189,9 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
         md.append(f"| {lab} | {_verif(lv['verification'])} | {lv['representative'] or '–'} |")
     md += ["", "## Excluded runs", ""]
     md += [f"- `{e['dir']}`: {e['reason']}" for e in summary["excluded"]] or ["none"]
+    if summary.get("unverified"):
+        md += ["", f"Valid runs whose factor was NOT verified (`check = \"none\"`): "
+                   f"{', '.join(f'`{d}`' for d in summary['unverified'])}."]
     md += ["", f"Valid runs whose link fidelity could not be verified (verdict `unknown`): "
                f"{summary['fidelity_unverified']}.", "",
            f"Valid runs the emulator rated `degraded` (kept; timing error stated in each run's "

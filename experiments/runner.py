@@ -12,7 +12,11 @@ Layout of ``OUT`` (``results/<name>-<YYYYmmdd-HHMMSS>/`` by default)::
 A run is executed into ``runs/.partial-NNN-LEVEL`` and renamed to ``runs/NNN-LEVEL`` once its
 manifest and experiment.json are written, so a run directory that exists is finished: a crash or
 Ctrl-C loses at most the run in progress, and ``resume=True`` skips every finished run (a failed
-run is finished too: it is recorded, listed and excluded, not retried).
+run is finished too: it is recorded, listed and excluded, not retried).  A resumed experiment may
+grow (:data:`GROWABLE`): more repetitions, more levels (or cross levels), other metrics or model
+curves; the runs done are kept and the new ones follow, block by block (``order.grow``), and the
+manifest records the growth.  Any other difference is refused naming the option and the values,
+with the command that continues the experiment as it was.
 
 Each level's spec is resolved once into its Plan (``testbed.run.plan``; a run's plan is its
 level's with the run's seed), and what the machine must have — root for a topology, the backend,
@@ -39,8 +43,8 @@ from typing import Callable
 from testbed.spec.errors import TestbedError, UsageError
 from testbed.spec.runresult import MANIFEST, load_run
 
-from experiments.definition import Experiment
-from experiments.order import Slot, schedule
+from experiments.definition import Experiment, level_label
+from experiments.order import Slot, grow, schedule
 
 SCHEMA = 1
 RUN_INFO = "experiment.json"
@@ -68,16 +72,104 @@ def _environment() -> dict:
     return {**provenance(), "loadavg": _loadavg()}
 
 
+#: definition keys a resumed experiment may change: reps (only up), levels and cross levels
+#: (only added), and what is computed after the runs
+GROWABLE = ("reps", "levels", "cross", "metrics", "models", "log_x", "description")
+_OPTION = {"reps": "--reps", "warmup": "--warmup", "seed": "--seed", "levels": "--levels",
+           "base": "--set/--link/--backend", "name": "the experiment", "factor": "the definition's factor",
+           "cross": "--cross-levels"}
+
+
+def _flat(base: dict) -> dict:
+    from testbed.spec.runspec import RunSpec
+    try:
+        return RunSpec.from_dict(dict(base)).flat()
+    except Exception:                               # noqa: BLE001 - a manifest of an older layout
+        return {k: json.dumps(v, sort_keys=True) for k, v in base.items()}
+
+
+def _values(levels) -> str:
+    return ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in levels)
+
+
+def continue_command(manifest: dict, out: Path) -> str:
+    """The ``testbed experiment run`` command that continues the experiment in ``out`` as it was
+    started: its definition source, and the options that made it differ from that definition."""
+    import shlex
+
+    from experiments.definition import load_definition
+    d = manifest["definition"]
+    src = manifest.get("source") or d["name"]
+    argv = ["testbed", "experiment", "run", src]
+    try:
+        orig = load_definition(src).to_dict()
+    except UsageError:
+        orig = {}
+    for key, opt in (("reps", "--reps"), ("warmup", "--warmup"), ("seed", "--seed")):
+        if orig.get(key) != d[key]:
+            argv += [opt, str(d[key])]
+    if orig.get("levels") != d["levels"]:
+        argv += ["--levels", _values(d["levels"])]
+    if d.get("cross") and (orig.get("cross") or {}).get("levels") != d["cross"]["levels"]:
+        argv += ["--cross-levels", _values(d["cross"]["levels"])]
+    was, now = _flat(orig.get("base", {})), _flat(d["base"])
+    for path in sorted(set(was) | set(now)):
+        if was.get(path) != now.get(path) and path in now:
+            argv += ["--set", f"{path}={now[path]}"]
+    return shlex.join(argv + ["--out", str(out), "--resume"])
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    """What keeps ``new`` from continuing ``old``, one phrase per option."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        opt = _OPTION.get(key, key)
+        if key == "reps" and b < a:
+            out.append(f"--reps {b} is fewer than the {a} repetitions there (--resume can add "
+                       "repetitions, not drop them)")
+        elif key == "levels" and not set(map(level_label, a)) <= set(map(level_label, b)):
+            gone = [level_label(v) for v in a if level_label(v) not in set(map(level_label, b))]
+            out.append(f"--levels leaves out {', '.join(gone)} (run there; levels can be added, not dropped)")
+        elif key == "cross":
+            if (a or {}).get("factor") != (b or {}).get("factor"):
+                out.append(f"cross factor {(b or {}).get('factor')} vs {(a or {}).get('factor')} there")
+            elif not set(map(level_label, a["levels"])) <= set(map(level_label, b["levels"])):
+                out.append("--cross-levels leaves out levels run there")
+        elif key == "base":
+            was, now = _flat(a), _flat(b)
+            diff = [f"{p}={now.get(p, '(unset)')} (there: {was.get(p, '(unset)')})"
+                    for p in sorted(set(was) | set(now)) if was.get(p) != now.get(p)]
+            out.append(f"{opt}: {'; '.join(diff)}")
+        elif key not in GROWABLE:
+            out.append(f"{opt} {b} (there: {a})")
+    return out
+
+
 def start(exp: Experiment, out: Path, resume: bool) -> dict:
-    """Create ``out`` with its manifest, or (resume) check that it holds this experiment."""
+    """Create ``out`` with its manifest, or (resume) check that it holds this experiment or one
+    this one grows (more repetitions or levels; the manifest's definition and schedule are then
+    extended)."""
     path = out / MANIFEST
     if resume:
         if not path.is_file():
             raise UsageError(f"--resume: {out} has no {MANIFEST}; nothing to resume")
         manifest = json.loads(path.read_text())
-        if manifest.get("definition") != exp.to_dict():
-            raise UsageError(f"--resume: the experiment in {out} differs from this one "
-                             "(definition, levels, reps, seed or --set); resume with the same options")
+        new = exp.to_dict()
+        old = manifest.get("definition") or {}
+        if old != new:
+            why = _differences(old, new)
+            if why:
+                raise UsageError(f"--resume: the experiment in {out} differs: {'; '.join(why)}. "
+                                 f"To continue it as it was: {continue_command(manifest, out)}")
+            manifest["growth"] = manifest.get("growth", []) + [
+                {"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                 **{k: {"was": old.get(k), "now": new[k]} for k in GROWABLE if old.get(k) != new[k]}}]
+            manifest["definition"] = new
+            manifest["schedule"] = [s.to_dict() for s in grow(manifest["schedule"], exp)]
+            _write_json(path, manifest)
         return manifest
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose another --out or add --resume")
@@ -121,7 +213,7 @@ def finished(out: Path, slot: Slot) -> bool:
 def run_plan(exp: Experiment, plans: dict, slot: Slot):
     """The Plan of one scheduled run: its level's, with the run's seed (and pcaps dropped when
     the experiment keeps none)."""
-    spec = exp.spec(exp.level(slot.level), slot.seed)
+    spec = exp.cell_spec(slot.level, slot.seed)
     if exp.keep_pcaps == "none":
         spec = spec.set("capture.keep", False)
     return plans[slot.level].with_spec(spec)
@@ -166,8 +258,8 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
         for plan in plans.values():
             plan.preflight()          # root, backend, socket factors: before the experiment's directory
         kw = {"checked": True}
-    start(exp, out, resume)
-    slots = schedule(exp)
+    manifest = start(exp, out, resume)
+    slots = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in manifest["schedule"]]
     todo = [s for s in slots if not finished(out, s)]
     keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,

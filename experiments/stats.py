@@ -2,16 +2,20 @@
 
 The unit of analysis is the run (each with its own link seed), never the request inside a run.
 
-* :func:`describe`: n, median, p10/p90/p99 (numpy's linear interpolation), and the 95 %
-  bootstrap confidence interval of the median (percentile method, ``B`` resamples from a
-  generator seeded by ``seed``; None with fewer than 2 values).
+* :func:`describe`: n, median, p10/p90/p99 (numpy's linear interpolation; a percentile only
+  from enough values to have one beyond it: p10/p90 from 10, p99 from 100, else None), and the
+  95 % bootstrap confidence interval of the median (percentile method, ``B`` resamples from a
+  generator seeded by ``seed``; None with fewer than ``MIN_N_CI`` values: "n too small for a
+  CI").
 * :func:`compare`: level A (the reference, the definition's first level) against level B:
   ratio ``median(A) / median(B)`` and difference ``median(A) - median(B)``, each with a 95 %
   bootstrap CI (A and B resampled independently); the paired difference over alternated pairs
   (runs of A and B in the same repetition, hence with the same link seed): median of
   ``A_rep - B_rep`` with its bootstrap CI; the two-sided Mann–Whitney U test
   (``scipy.stats.mannwhitneyu``: exact p for small samples without ties, normal approximation with
-  tie correction otherwise; U is A's statistic); Cliff's delta ``P(A > B) - P(A < B)`` in [-1, 1].
+  tie correction otherwise; U is A's statistic), with ``p_min``, the smallest two-sided p the
+  exact test can give at these sample sizes (2 / C(n_a + n_b, n_a)): with 3 and 3 runs no
+  difference can reach p < 0.1; Cliff's delta ``P(A > B) - P(A < B)`` in [-1, 1].
 """
 from __future__ import annotations
 
@@ -21,6 +25,10 @@ import numpy as np
 
 B = 9999
 LEVEL = 0.95
+#: fewer values than this per arm: no bootstrap CI (the report says "n too small for a CI")
+MIN_N_CI = 5
+#: a percentile is given from this many values up (one value beyond it on its side)
+MIN_N_PERCENTILE = {10: 10, 90: 10, 99: 100}
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -31,7 +39,7 @@ def bootstrap_ci(samples: tuple, statistic: Callable, seed: int, paired: bool = 
     """Percentile bootstrap 95 % CI of ``statistic(*samples, axis=-1)``; None if any sample has
     fewer than 2 values or the interval is undefined or unbounded (a ratio whose denominator's
     resampled median can be 0)."""
-    if any(len(s) < 2 for s in samples):
+    if any(len(s) < max(2, MIN_N_CI) for s in samples):
         return None
     from scipy.stats import bootstrap
     with np.errstate(divide="ignore", invalid="ignore"):   # a resample's median may be 0
@@ -58,9 +66,9 @@ def describe(values: Sequence[float], seed: int = 1) -> dict:
     x = np.asarray(values, float)
     if not len(x):
         return {"n": 0, "median": None, "median_ci": None, "p10": None, "p90": None, "p99": None}
-    p10, p50, p90, p99 = np.percentile(x, [10, 50, 90, 99])
-    return {"n": int(len(x)), "median": float(p50), "median_ci": bootstrap_ci((x,), _median, seed),
-            "p10": float(p10), "p90": float(p90), "p99": float(p99)}
+    pct = {q: float(np.percentile(x, q)) if len(x) >= MIN_N_PERCENTILE[q] else None for q in (10, 90, 99)}
+    return {"n": int(len(x)), "median": float(np.median(x)), "median_ci": bootstrap_ci((x,), _median, seed),
+            "p10": pct[10], "p90": pct[90], "p99": pct[99]}
 
 
 def cliffs_delta(a: Sequence[float], b: Sequence[float]) -> float | None:
@@ -75,8 +83,10 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict | None:
     if not len(a) or not len(b):
         return None
     from scipy.stats import mannwhitneyu
+    from math import comb
     res = mannwhitneyu(np.asarray(a, float), np.asarray(b, float), alternative="two-sided")
-    return {"u": float(res.statistic), "p": float(res.pvalue)}
+    return {"u": float(res.statistic), "p": float(res.pvalue),
+            "p_min": min(1.0, 2 / comb(len(a) + len(b), len(a)))}
 
 
 def paired_difference(pairs: Sequence[tuple[float, float]], seed: int = 1) -> dict:

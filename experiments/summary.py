@@ -61,15 +61,22 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
         return {**rec, "status": "missing", "valid": False, "reason": "not run yet"}
     r = load_run(d)
     info = json.loads((d / RUN_INFO).read_text())
-    check = ck.check_for(exp.factor)
+    level, cross = exp.cell(slot["level"])
     fidelity = _block_fidelity(out, info) or r.fidelity
     reason = ck.fidelity_reason(r.status, r.error, fidelity, exp.accept_degraded)
-    if reason is None:
-        reason = ck.manipulation_reason(exp.factor, exp.level(slot["level"]), r.checks)
+    shown: dict = {}
+    for f, value in zip(exp.factors(), (level, cross)):
+        if exp.check == "none":
+            break
+        checks = {**r.checks, **ck.derived_readbacks(f, d)} if r.status == "complete" else r.checks
+        if reason is None:
+            reason = ck.manipulation_reason(f, value, checks)
+        shown.update(_shown_checks(f, ck.check_for(f), checks))
     return {**rec, "status": r.status, "error": r.error, "valid": reason is None and not slot["warmup"],
             "reason": reason, "fidelity": fidelity.get("verdict", "unknown"),
+            "verified": exp.check != "none",
             "metrics": {m: run_value(r.metrics.get(m)) for m in exp.metrics},
-            "checks": _shown_checks(exp.factor, check, r.checks),
+            "checks": shown,
             "wall_s": info.get("wall_s"), "setup_s": info.get("setup_s"),
             "topology_s": _topology_s(r.timings),
             "kept_topology": info.get("kept_topology", False),
@@ -102,6 +109,14 @@ def _shown_checks(factor: str, check, checks: dict) -> dict:
     if key is None:
         return {}
     value = checks[key]
+    if key == "link":                 # the measured values, not the whole configured spec
+        field = factor.split(".")[-1]
+        keep = {"loss": ("loss", "loss_ci", "lost", "frames"), "delay": ("delay_ms",),
+                "rate": ("rate_mbps", "rate_pairs")}.get(field, ())
+        shown = {f"{value['link']} {k}": value.get(k) for k in keep if k in value}
+        conf = (value.get("configured") or {}).get("loss" if field == "loss" else field)
+        shown[f"{value['link']} {field} (configured)"] = conf.get("p") if isinstance(conf, dict) else conf
+        return shown
     if key in ("host_factors", "socket_readback"):
         name = factor.split(".", 1)[1]
         readback = FACTORS.get(name).readback
@@ -144,19 +159,20 @@ def summarize(out: str | Path) -> dict:
     main = [r for r in runs if not r["warmup"]]
     primary = exp.metrics[0]
     levels = {}
-    for lab in exp.labels:
+    for lab, value, cross in exp.cells:
         mine = [r for r in main if r["level"] == lab]
         valid = [r for r in mine if r["valid"]]
         mstats = {m: stats.describe([r["metrics"][m] for r in valid if r["metrics"].get(m) is not None],
                                     seed=exp.seed) for m in exp.metrics}
-        levels[lab] = {"n_runs": sum(r["status"] != "missing" for r in mine), "n_valid": len(valid),
+        levels[lab] = {"level": value, "cross": cross,
+                       "n_runs": sum(r["status"] != "missing" for r in mine), "n_valid": len(valid),
                        "n_excluded": sum(r["status"] != "missing" and not r["valid"] for r in mine),
                        "metrics": mstats,
                        "verification": _verification([r for r in mine if r["status"] == "complete"]),
                        "representative": _closest(valid, primary, mstats[primary]["median"])}
     comparisons = []
-    ref = exp.labels[0]
-    for other in exp.labels[1:]:
+    groups = [[lab for lab, _, c in exp.cells if c == cross] for cross in (exp.cross_levels or (None,))]
+    for ref, other in ((g[0], o) for g in groups for o in g[1:]):
         for m in exp.metrics:
             def vals(lab, m=m):
                 return [r["metrics"][m] for r in main if r["level"] == lab and r["valid"]
@@ -176,11 +192,22 @@ def summarize(out: str | Path) -> dict:
         "levels": list(exp.labels), "metrics": list(exp.metrics), "primary": primary,
         "reps": exp.reps, "warmup": exp.warmup, "order": exp.order, "seed": exp.seed,
         "complete": all(r["status"] != "missing" for r in runs),
-        "check_rule": check.rule if check else None, "fidelity_rule": ck.FIDELITY_RULE,
+        "cross": exp.cross["factor"] if exp.cross else None,
+        "cross_levels": list(exp.cross_levels),
+        "check": exp.check,
+        "check_rule": ("none (check = \"none\"): the factor's effect was not verified" if exp.check == "none"
+                       else check.rule if check else None),
+        "cross_check_rule": (ck.check_for(exp.cross["factor"]).rule if exp.cross and exp.check != "none"
+                             and ck.check_for(exp.cross["factor"]) else None),
+        "fidelity_rule": ck.FIDELITY_RULE,
+        "min_n_ci": stats.MIN_N_CI,
+        "models": [dict(m) for m in exp.models], "log_x": exp.log_x, "base": dict(exp.base),
+        "growth": manifest.get("growth", []),
         "by_level": levels, "comparisons": comparisons,
         "excluded": [{"dir": r["dir"], "level": r["level"], "reason": r["reason"]}
                      for r in main if r["status"] != "missing" and not r["valid"]],
         "fidelity_unverified": sum(r.get("fidelity") == "unknown" for r in main if r["valid"]),
+        "unverified": [r["dir"] for r in main if r["valid"] and not r.get("verified", True)],
         "degraded_kept": [r["dir"] for r in main if r["valid"] and r.get("fidelity") == "degraded"],
         "overhead": {"runs": len(done), "wall_s_per_run_median": float(np.median(walls)) if walls else None,
                      "kept_topology": any(r.get("kept_topology") for r in done),

@@ -1,8 +1,9 @@
-"""``testbed experiment``: single-factor A/B experiments (``experiments/``).
+"""``testbed experiment``: experiments over one factor (or two crossed) (``experiments/``).
 
     testbed experiment list [--json]
-    testbed experiment show NAME|FILE
-    testbed experiment run NAME|FILE [--levels A,B] [--reps N] [--warmup N] [--seed S] [--backend B]
+    testbed experiment show NAME|FILE [--levels ...] [--reps N] [--json]
+    testbed experiment run NAME|FILE [--levels A,B|FROM:TO:STEP] [--cross-levels A,B] [--reps N]
+        [--warmup N] [--seed S] [--backend B]
         [--set KEY|PATH=VALUE ...] [--link LINK.DIR.FIELD=VALUE ...] [--out DIR] [--resume]
         [--keep-topology] [--json] [--quiet]
     testbed experiment report DIR [--json]
@@ -11,12 +12,16 @@
 run`` (``testbed/cli/options.py``): ``--set loss_down=0%`` is the topology parameter (= ``--set
 topology_params.loss_down=0%``), ``--set PATH=VALUE`` any RunSpec path (``params.requests=5``,
 ``socket.nodelay=true``); ``--link bottleneck.down.queue=200`` is ``--set
-links.bottleneck.down.queue=200``.  ``--resume`` continues the experiment in ``--out``.
-Everything is validated before the first run; unknown names are refused with the valid ones.
+links.bottleneck.down.queue=200``.  ``--levels`` names levels of the definition or new values
+(``1%,2%``, or a range ``0%:5%:1%``, ``1ms:100ms:log5``).  ``--resume`` continues the experiment in
+``--out``, and may add repetitions or levels to it.  ``show`` prints the definition as a person
+reads it, validated as ``run`` validates.  Everything is validated before the first run;
+unknown names are refused with the valid ones.
 """
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -33,21 +38,15 @@ def register(sub) -> None:
     ls = esub.add_parser("list", help="built-in experiments")
     add_json(ls)
     ls.set_defaults(func=run_list)
-    sh = esub.add_parser("show", help="print an experiment's definition and its run order")
+    sh = esub.add_parser("show", help="print an experiment: factor, levels, metrics, base spec, runs, "
+                                      "time estimate (validated as run validates)")
     sh.add_argument("experiment", metavar="NAME|FILE")
+    _add_definition_options(sh)
+    add_json(sh, "print the definition and its schedule as JSON")
     sh.set_defaults(func=run_show)
     r = esub.add_parser("run", help="run an experiment (alternated arms, verified, resumable)")
     r.add_argument("experiment", metavar="NAME|FILE")
-    r.add_argument("--levels", help="comma-separated subset of the levels, e.g. new,reuse")
-    r.add_argument("--reps", type=int,
-                   help="repetitions per level (default: the definition's `reps`, see `experiment show`)")
-    r.add_argument("--warmup", type=int,
-                   help="warm-up runs per level, not analysed (default: the definition's `warmup`)")
-    add_seed(r, None, "experiment seed (every repetition's link seed derives from it; default: the "
-                      "definition's `seed`)")
-    add_backend(r, None, what=" of every run")
-    add_engine_option(r)
-    add_set_link(r)
+    _add_definition_options(r)
     r.add_argument("--out", help="experiment directory (default results/NAME-YYYYmmdd-HHMMSS)")
     add_results(r, "the default --out")
     r.add_argument("--resume", action="store_true", help="continue the experiment in --out")
@@ -61,6 +60,38 @@ def register(sub) -> None:
     rp.add_argument("dir")
     add_json(rp)
     rp.set_defaults(func=run_report)
+
+
+def _add_definition_options(r) -> None:
+    r.add_argument("--levels", help="levels of the definition or new values, comma-separated "
+                                    "(new,reuse; 1%%,2%%), or a range FROM:TO:STEP (0%%:5%%:1%%) or "
+                                    "FROM:TO:logN (1ms:100ms:log5)")
+    r.add_argument("--cross-levels", help="levels of the crossed second factor (as --levels)")
+    r.add_argument("--reps", type=int,
+                   help="repetitions per level (default: the definition's reps, see experiment show)")
+    r.add_argument("--warmup", type=int,
+                   help="warm-up runs per level, not analysed (default: the definition's warmup)")
+    add_seed(r, None, "experiment seed (every repetition's link seed derives from it; default: the "
+                      "definition's seed)")
+    add_backend(r, None, what=" of every run")
+    add_engine_option(r)
+    add_set_link(r)
+
+
+def _experiment(args):
+    """The definition with the command line's options applied."""
+    from experiments import load_definition
+    from experiments.definition import cli_levels
+    sets = spec_sets(args.overrides, args.link)
+    if args.backend:
+        sets["backend"] = args.backend
+    for opt, v in (("--reps", args.reps), ("--warmup", args.warmup)):
+        if v is not None and v < (1 if opt == "--reps" else 0):
+            raise UsageError(f"{opt} {v}: give {'1' if opt == '--reps' else '0'} or more")
+    return load_definition(args.experiment).with_overrides(
+        levels=cli_levels(args.levels) if args.levels else None,
+        cross_levels=cli_levels(args.cross_levels) if args.cross_levels else None,
+        reps=args.reps, seed=args.seed, sets=sets, warmup=args.warmup)
 
 
 def run_list(args) -> int:
@@ -77,26 +108,32 @@ def run_list(args) -> int:
 
 
 def run_show(args) -> int:
-    from experiments import load_definition
     from experiments.order import schedule
-    e = load_definition(args.experiment)
-    print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(),
-                      "schedule": [s.to_dict() for s in schedule(e)]}, indent=1))
+    from experiments.report import describe
+    e = _experiment(args)
+    plans = e.validate()
+    if args.json:
+        print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(),
+                          "schedule": [s.to_dict() for s in schedule(e)]}, indent=1))
+        return 0
+    print(describe(e, plans))
     return 0
 
 
+def _continue_command(out) -> str:
+    argv = ["testbed", *sys.argv[1:]]
+    if "--resume" not in argv:
+        argv.append("--resume")
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        argv += ["--out", str(out)]
+    return shlex.join(argv)
+
+
 def run_run(args) -> int:
-    from experiments import load_definition, run_experiment, write_all
+    from experiments import run_experiment, write_all
     from experiments.report import text
     from experiments.runner import default_out, topology_keeper
-    sets = spec_sets(args.overrides, args.link)
-    if args.backend:
-        sets["backend"] = args.backend
-    if args.reps is not None and args.reps < 1:
-        raise UsageError(f"--reps {args.reps}: give 1 or more")
-    exp = load_definition(args.experiment).with_overrides(
-        levels=[x for x in args.levels.split(",") if x] if args.levels else None,
-        reps=args.reps, seed=args.seed, sets=sets, warmup=args.warmup)
+    exp = _experiment(args)
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
     out = args.out or default_out(exp, args.results)
@@ -104,8 +141,8 @@ def run_run(args) -> int:
     try:
         run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet)
     except KeyboardInterrupt:
-        print(f"testbed: experiment interrupted; its finished runs are kept in {out}: continue with "
-              f"the same command and options plus --resume --out {out}", file=sys.stderr)
+        print(f"testbed: experiment interrupted; its finished runs are kept in {out}; continue with:\n"
+              f"  {_continue_command(out)}", file=sys.stderr)
         raise
     summary = write_all(out, prune=True)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))

@@ -166,8 +166,14 @@ def test_each_level_is_resolved_and_checked_once_not_per_run(tmp_path, monkeypat
 
 def test_resume_refuses_another_definition_and_fresh_run_refuses_a_full_dir(tmp_path):
     out = run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
-    with pytest.raises(UsageError, match="differs"):
-        run_experiment(reuse(3), out, executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
+    with pytest.raises(UsageError, match=r"differs: --seed 7 \(there: 1\).*To continue it as it was: "
+                                         r"testbed experiment run \S*reuse.toml --reps 2 --out \S+ --resume"):
+        run_experiment(reuse(2, seed=7), out, executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
+    with pytest.raises(UsageError, match="--reps 1 is fewer than the 2 repetitions there"):
+        run_experiment(reuse(1), out, executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
+    with pytest.raises(UsageError, match=r"--set/--link/--backend: params.requests=3 \(there: 10\)"):
+        run_experiment(reuse(2).with_overrides(sets={"params.requests": 3}), out,
+                       executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
     with pytest.raises(UsageError, match="not empty"):
         run_experiment(reuse(2), out, executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
 
@@ -220,10 +226,12 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
         load_definition(bad)
     with pytest.raises(UsageError, match="unknown experiment 'nope'.*reuse"):
         load_definition("nope")
-    with pytest.raises(UsageError, match="unknown level 'x'; levels: new, reuse"):
-        reuse().with_overrides(levels=["new", "x"])
-    with pytest.raises(UsageError, match="no manipulation check for factor 'params.think'.*params.mode"):
-        reuse().replace(factor="params.think", levels=("0", "1s")).validate()
+    with pytest.raises(UsageError, match="level 'x': reqresp: mode 'x'; allowed: new, reuse"):
+        reuse().with_overrides(levels=["new", "x"]).validate()     # a new value, checked as a run's
+    with pytest.raises(UsageError, match="no manipulation check for factor 'socket.sndbuf'.*params.mode"
+                                         '.*set check = "none"'):
+        reuse().replace(factor="socket.sndbuf", levels=("1MB", "2MB")).validate()
+    reuse().replace(factor="socket.sndbuf", levels=("1MB", "2MB"), check="none").validate()
 
 
 @pytest.mark.parametrize("factor,level,checks,ok", [

@@ -11,7 +11,8 @@ def test_describe_percentiles_by_hand():
     d = stats.describe(list(range(1, 11)), seed=3)
     # linear interpolation: p10 at rank 0.9 -> 1 + 0.9 = 1.9; p90 at rank 8.1 -> 9.1; p99 -> 9.91
     assert (d["n"], d["median"], d["p10"], d["p90"]) == (10, 5.5, pytest.approx(1.9), pytest.approx(9.1))
-    assert d["p99"] == pytest.approx(9.91)
+    assert d["p99"] is None                     # p99 from 100 values up
+    assert stats.describe(list(range(1, 101)))["p99"] == pytest.approx(99.01)
     lo, hi = d["median_ci"]
     assert lo <= 5.5 <= hi and 1 <= lo and hi <= 10
 

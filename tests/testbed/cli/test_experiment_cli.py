@@ -24,19 +24,39 @@ def test_list_json_names_every_builtin():
 
 
 def test_show_prints_definition_and_schedule():
-    r = tb("show", "reuse")
+    r = tb("show", "reuse", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["factor"] == "params.mode" and d["schedule"][2]["dir"] == "runs/002-new"
 
 
+def test_show_reads_like_a_definition_with_runs_and_time():
+    r = tb("show", "loss-cc", "--levels", "0%:2%:1%", "--reps", "2")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "factor    links.bottleneck.down.loss: 0%, 1%, 2% (3 levels)" in out
+    assert "crossed   socket.cc: reno, cubic, bbr -> 9 arms" in out
+    assert "runs      27 = (1 warm-up + 2 repetitions) x 9 arms" in out and "time      ~ " in out
+    assert "goodput_mbps (primary)" in out and "Wilson" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--set", "capture.hosts=nohost"], "capture host(s) ['nohost'] not in topology 'longhaul'"),
+    (["--link", "bottleneck.down.rate=1mbps"], "ambiguous rate unit 'mbps'"),
+])
+def test_show_validates_as_run_does(args, message):
+    r = tb("show", "reuse", *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["run", "nosuch"], "unknown experiment 'nosuch'; allowed: ack"),
-    (["run", "reuse", "--levels", "new,bogus"], "unknown level 'bogus'; levels: new, reuse"),
+    (["run", "reuse", "--levels", "new,bogus"], "level 'bogus': reqresp: mode 'bogus'; allowed: new, reuse"),
+    (["run", "reuse", "--levels", "0%:5%:0"], "step must be > 0"),
     (["run", "reuse", "--set", "params.bogus=1"], "no parameter(s) ['bogus']; allowed: sample, mode"),
     (["run", "reuse", "--set", "socket.speed=1"], "unknown socket factor 'speed'; allowed: cc"),
     (["run", "reuse", "--link", "nolink.down.queue=5"], "no link 'nolink'; links: bottleneck"),
-    (["run", "reuse", "--set", "params.mode=new"], "that is the factor of 'reuse'"),
+    (["run", "reuse", "--set", "params.mode=new"], "that is a factor of 'reuse'"),
     (["run", "reuse", "--set", "nothing=1"], "topology 'longhaul' has no parameter(s) ['nothing']"),
     (["run", "reuse", "--set", "nothing.x=1"], "unknown RunSpec path 'nothing.x'"),
     (["run", "reuse", "--reps", "0"], "--reps 0"),
