@@ -57,7 +57,8 @@ def _add_common(p) -> None:
     p.add_argument("--discard-pcaps", action="store_true",
                    help="delete the pcaps once the metrics are computed")
     p.add_argument("--timeout", default=600.0, type=float, help="seconds the client may take (default: 600)")
-    add_json(p, "print the run id, directory and metrics as JSON")
+    add_json(p, "print the run id, directory, status, metrics, fidelity verdict and check read-backs "
+                "(per link direction: frames, random losses, loss fraction with its interval) as JSON")
 
 
 def spec_from_args(args) -> RunSpec:
@@ -82,8 +83,14 @@ def run(args) -> int:
     run_id = new_run_id()
     result = execute(spec, Path(args.results) / run_id, run_id=run_id)
     if args.json:
+        from experiments.checks import link_readbacks
+        fid = result.fidelity or {}
         print(json.dumps({"run_id": result.run_id, "dir": str(result.dir), "status": result.status,
-                          "metrics": result.metrics}, indent=1))
+                          "error": result.error, "metrics": result.metrics,
+                          "fidelity": {k: fid.get(k) for k in ("verdict", "reasons", "warnings", "backend",
+                                                               "unintended_drops", "links") if k in fid},
+                          "checks": result.checks, "links": link_readbacks(result.dir)},
+                         indent=1, default=str))
         return 0
     out = result.dir / "client.stdout"
     if out.exists():
