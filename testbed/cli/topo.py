@@ -7,10 +7,15 @@ the topology's paths only: ``--set KEY=VALUE`` (= ``--set topology_params.KEY=VA
 ``--link LINK.DIR.FIELD=VALUE`` (= ``--set links.LINK.DIR.FIELD=VALUE``).
 
 ``--exec HOST CMD ARGS...`` runs an outside program in a host (argv split without a shell;
-``{host}`` in an argument becomes that host's address, e.g. ``{server}``); every program's
-output goes to ``<run dir>/exec-<n>-<host>.stdout``/``.stderr``; all but the last run in the
-background (servers), the last in the foreground; the exit status is the last one's.
-``--exec`` options come last (everything after the first one belongs to the programs).
+``{host}`` in an argument becomes that host's address, e.g. ``{server}``; host names resolve
+inside the hosts too); every program's output goes to ``<run dir>/exec-<n>-<host>.stdout``/
+``.stderr``; all but the last run in the background (servers), the last in the foreground; the
+exit status is the last one's.  ``--exec`` options come last (everything after the first one
+belongs to the programs).
+
+The result directory is a run directory (``testbed.run.execute.session``): captures as in
+``testbed run`` (``--capture``, default every host with ``--exec``, none otherwise;
+``--full-payload``), ``manifest.json`` written after teardown; ``testbed analyze DIR`` reads it.
 
     testbed topo up longhaul --set loss_down=0% --exec server iperf3 -s \
         --exec client iperf3 -c {server} -t 5
@@ -46,9 +51,14 @@ def register(sub) -> None:
     up.add_argument("--cli", action="store_true", help="open Mininet's CLI to poke around")
     up.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                     help="without --cli: keep the topology up this long (default: tear down at once)")
+    up.add_argument("--capture", default=None, metavar="all|none|HOST,...",
+                    help="tcpdump (headers only) on every interface of these hosts, into the run "
+                         "directory (default: all with --exec, none otherwise)")
+    up.add_argument("--full-payload", action="store_true", help="capture whole frames")
     up.add_argument("--exec", dest="execs", action="append", nargs=argparse.REMAINDER, default=[],
-                    metavar="HOST CMD", help="run CMD in HOST ({host} → its address); the last "
-                    "--exec in the foreground, the others in the background (see above)")
+                    metavar="HOST CMD", help="run CMD in HOST ({host} in an argument → that host's "
+                    "address); the last --exec runs in the foreground, the others in the "
+                    "background; --exec options come last")
     up.set_defaults(func=run_up)
 
 
@@ -121,12 +131,24 @@ def check_up_args(args, topo) -> None:
                              f"of {', '.join(sorted(hosts))}")
 
 
+def up_spec(args):
+    """The RunSpec of a ``topo up`` command line (workload ``exec``: no registered workload)."""
+    from testbed.run.execute import EXEC_WORKLOAD
+    from testbed.spec.runspec import CaptureSpec, RunSpec
+    params, links = topology_sets(args.overrides, args.link)
+    hosts = args.capture if args.capture is not None else ("all" if args.execs else "none")
+    return RunSpec(topology=args.name, topology_params=params, links=links, backend=args.backend,
+                   seed=args.seed, workload=EXEC_WORKLOAD,
+                   capture=CaptureSpec(hosts, args.full_payload, True))
+
+
 def run_up(args) -> int:
-    from testbed.run.network import Testbed
+    from testbed.run.execute import session
     topo = build(args)
     check_up_args(args, topo)
+    spec = up_spec(args)
     t0 = time.monotonic()
-    with Testbed(topo, backend=args.backend, results_root=args.results, seed=args.seed) as tb:
+    with session(spec, topo, results_root=args.results) as (tb, result):
         log.info("topo up took %.3f s", time.monotonic() - t0)
         print(f"{tb.topo.name} up with backend {tb.backend.name}; results in {tb.dir}")
         for link in tb.metadata["links"]:
@@ -134,14 +156,20 @@ def run_up(args) -> int:
             print(f"  {link['name']} down {link['b']} → {link['a']}: {link['describe'][1]}")
         for name, info in tb.metadata["hosts"].items():
             print(f"  {name}: {', '.join(f'{i} {ip}' for i, ip in info['ips'].items())}")
+        if spec.capture.hosts != "none":
+            hosts = sorted(tb.hosts) if spec.capture.hosts == "all" else spec.capture.hosts
+            print(f"  capturing on {', '.join(hosts)} "
+                  + ("(whole frames)" if spec.capture.full_payload else "(headers only)"))
         status = 0
         if args.execs:
-            status = run_execs(tb, args.execs)
+            status = run_execs(tb, args.execs, result)
         elif args.cli:
             run_cli(tb.net)
         elif args.hold:
             time.sleep(args.hold)
-    print("torn down")
+    print(f"torn down; run directory {result.dir} ({result.status}"
+          + (f", {len(result.files_of('pcap'))} captures" if result.files_of("pcap") else "")
+          + f"): testbed analyze {result.dir}")
     return status
 
 
@@ -179,16 +207,23 @@ def split_execs(execs: list[list[str]]) -> list[list[str]]:
     return out
 
 
-def run_execs(tb, execs: list[list[str]]) -> int:
+def run_execs(tb, execs: list[list[str]], result=None) -> int:
     """Run each ``[HOST, CMD, ARG...]`` in its host (``Testbed.run_programs``: the last in the
-    foreground), print each one's output; the exit status is the last one's."""
+    foreground), print each one's output; the exit status is the last one's.  ``result``: the
+    session's RunResult, which records each program's argv (``apps``) and a last program that
+    failed (``error``)."""
     programs = tb.run_programs([(item[0], item[1:]) for item in split_execs(execs)])
+    if result is not None:
+        result.apps.update({f"exec-{n}-{p['host']}": p["argv"] for n, p in enumerate(programs)})
     for prog in programs:
         text = prog["stdout"].read_text(errors="replace")
         print(f"--- {prog['host']}: {' '.join(prog['argv'])}\n{text}", end="" if text.endswith("\n") else "\n")
     last = programs[-1]
     if last["returncode"]:           # e.g. a program the host cannot find: say so, and where
         err = last["stderr"].read_text(errors="replace").strip()
-        print(f"testbed: {' '.join(last['argv'])} on {last['host']} exited {last['returncode']}"
-              + (f": {err.splitlines()[-1]}" if err else ""), file=sys.stderr)
+        message = (f"{' '.join(last['argv'])} on {last['host']} exited {last['returncode']}"
+                   + (f": {err.splitlines()[-1]}" if err else ""))
+        print(f"testbed: {message}", file=sys.stderr)
+        if result is not None:
+            result.error = message
     return last["returncode"]

@@ -15,6 +15,11 @@ pair) and wait for their ``ready`` lines (``testbed.host.ready``); run the clien
 down what it brought up; write ``manifest.json``; compute metrics (``Workload.metrics``, the
 code ``testbed analyze RUN_DIR`` runs) and the fidelity verdict; write the manifest again.
 
+``session(spec, topology, results_root)`` is the same record for a topology brought up without a
+workload (``testbed topo up``): captures on the spec's hosts around whatever runs in it (outside
+programs, Mininet's CLI), the manifest (workload ``exec``: the metrics of
+``analysis.runmetrics.run_metrics``, the fidelity verdict, the inventory) written after teardown.
+
 A setup or run failure writes the manifest with status ``failed`` and the error, then raises
 SetupError / RunError (``.result`` is the RunResult).  Never sees argparse or sys.argv.
 
@@ -22,7 +27,8 @@ Files in the run directory: ``manifest.json``; ``metadata.json`` (the Testbed's 
 ``client.jsonl``, ``server.jsonl`` (``cgw.jsonl``, ``sgw.jsonl``) event logs and
 ``<role>.stdout``/``.stderr``; ``pcap/<host>-<iface>.pcap`` with ``.meta.json`` and
 ``.tcpdump.log``; ``emulator/`` (userspace backend: ``config.json``, ``<direction>.frames``,
-``summary.json``, ``forwarder.log``).
+``summary.json``, ``forwarder.log``); ``exec-<n>-<host>.stdout``/``.stderr`` (``session``: the
+outside programs' output).
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from testbed.spec import factors
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
@@ -47,6 +53,8 @@ from testbed.run.plan import Plan, resolve
 log = logging.getLogger(__name__)
 PY = [sys.executable, "-m"]
 TUNNEL_PORT, SOCKS_PORT = 7000, 1080
+#: the workload of a ``session``'s manifest: outside programs, not a registered workload
+EXEC_WORKLOAD = "exec"
 
 
 def execute(spec: RunSpec | Plan, out_dir: Path | str, *, testbed: Any = None,
@@ -86,15 +94,83 @@ def execute(spec: RunSpec | Plan, out_dir: Path | str, *, testbed: Any = None,
         error = RunError(f"{type(exc).__name__}: {exc}")
     except BaseException as exc:       # Ctrl-C, SIGTERM: record, then let it end the program
         result.error = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped ({exc!r})"
-        _finish(result, bed, phases, workload, compute=False)
+        _finish(result, bed, phases, workload.metrics, compute=False)
         raise
     if error is not None:
         result.error = str(error)
-    _finish(result, bed, phases, workload, compute=error is None)
+    _finish(result, bed, phases, workload.metrics, compute=error is None)
     if error is not None:
         error.run_dir, error.result = out_dir, result
         raise error
     return result
+
+
+@contextlib.contextmanager
+def session(spec: RunSpec, topology: Any = None, *,
+            results_root: Path | str = "results") -> Iterator[tuple[Any, RunResult]]:
+    """A topology up as one run directory (``testbed topo up``), ``results_root/<run id>``:
+    yields ``(testbed, result)`` with captures running on ``spec.capture.hosts`` (headers only
+    unless ``full_payload``); whatever runs in the block is the run (record its programs in
+    ``result.apps``; set ``result.error`` for a failure that should not raise).  On leaving:
+    captures kept for ``drain_time``, stopped, the topology torn down, then the manifest written
+    (status ``complete`` unless the block raised or set an error; metrics of
+    ``analysis.runmetrics.run_metrics``; the link backend's fidelity verdict).  ``topology``: the
+    built topology of ``spec`` (default: built here).  ``spec.workload`` is ``EXEC_WORKLOAD``."""
+    from analysis.runmetrics import run_metrics
+    from testbed.run.network import Testbed
+    from testbed.run.plan import build_topology
+    if spec.workload != EXEC_WORKLOAD:
+        raise ValueError(f"a session's spec has workload {EXEC_WORKLOAD!r}, not {spec.workload!r}")
+    topo = topology or build_topology(spec.topology, spec.topology_params, spec.links)
+    hosts = set(topo.hosts())
+    if isinstance(spec.capture.hosts, tuple):
+        bad = [h for h in spec.capture.hosts if h not in hosts]
+        if bad:
+            raise UsageError(f"capture host(s) {bad} not in topology {spec.topology!r}; "
+                             f"hosts: {', '.join(sorted(hosts))}")
+    bed = Testbed(topo, backend=spec.backend, seed=spec.seed, results_root=results_root)
+    result = RunResult(bed.run_.id, bed.dir, spec, "failed", None, time.time(), 0.0, roles=dict(topo.roles))
+    phases: dict[str, float] = {}
+    t0 = time.monotonic()
+    try:
+        with bed:
+            phases["bring_up_s"] = time.monotonic() - t0
+            caps: list = []
+            cpu: list = []
+            try:
+                with contextlib.ExitStack() as stack:   # captures stop when it closes
+                    names = [] if spec.capture.hosts == "none" else (
+                        sorted(hosts) if spec.capture.hosts == "all" else list(spec.capture.hosts))
+                    if names:
+                        from testbed.host.capture import capture_hosts
+                        caps = stack.enter_context(capture_hosts(
+                            bed, names, directory=bed.dir, full_payload=spec.capture.full_payload))
+                    t1 = time.monotonic()
+                    try:
+                        yield bed, result
+                        if caps:
+                            time.sleep(drain_time(bed))
+                    finally:
+                        phases["session_s"] = time.monotonic() - t1
+                        cpu = [_cpu_seconds(c.proc.pid) for c in caps]
+            finally:
+                records = [_capture_record(c, x) for c, x in zip(caps, cpu) if c.result]
+                if records:
+                    result.capture = {
+                        "cpu_s": sum(c["cpu_s"] or 0 for c in records),
+                        "dropped_by_kernel": sum(c["dropped_by_kernel"] or 0 for c in records),
+                        "interfaces": records}
+                t_down = time.monotonic()
+        phases["teardown_s"] = time.monotonic() - t_down
+    except BaseException as exc:
+        if bed.dir.is_dir():
+            result.error = result.error or ("interrupted" if isinstance(exc, KeyboardInterrupt)
+                                            else str(exc) or type(exc).__name__)
+            phases["total_s"] = time.monotonic() - t0
+            _finish(result, bed, phases, run_metrics, compute=False)
+        raise
+    phases["total_s"] = time.monotonic() - t0
+    _finish(result, bed, phases, run_metrics, compute=result.error is None)
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -298,7 +374,9 @@ def _last_line(path: Path) -> str:
 
 # --- the record ------------------------------------------------------------------------------
 
-def _finish(result: RunResult, bed, phases: dict, workload, compute: bool) -> None:
+def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> None:
+    """Write the manifest (status, timings, environment, fidelity, inventory); when ``compute``,
+    add ``metrics(run_dir)``'s metrics and checks and write it again."""
     result.timings = phases
     from testbed.run.provenance import provenance
     metadata = getattr(bed, "metadata", {}) or {}
@@ -313,7 +391,7 @@ def _finish(result: RunResult, bed, phases: dict, workload, compute: bool) -> No
         return
     with _phase(phases, "metrics_s"):
         try:
-            computed = workload.metrics(result.dir)
+            computed = metrics(result.dir)
         except (ValueError, OSError) as exc:
             log.warning("metrics of %s could not be computed: %s", result.dir, exc)
             computed = {"metrics": {}, "checks": {"metrics_error": str(exc)}}
@@ -357,7 +435,9 @@ def inventory(result: RunResult) -> list[dict]:
             host, _, interface = stem.partition("-")
             interface = interface or None
         elif kind in ("eventlog", "output"):
-            host = roles.get(path.name.split(".")[0])
+            stem = path.name.split(".")[0]
+            host = roles.get(stem) or (stem.split("-", 2)[2] if stem.startswith("exec-")
+                                       and stem.count("-") >= 2 else None)
         elif kind == "framelog":
             interface = path.stem
         out.append({"path": rel, "kind": kind, "host": host, "interface": interface,

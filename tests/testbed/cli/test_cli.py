@@ -131,6 +131,64 @@ def test_topo_up_exec_runs_iperf3_and_saves_output(tmp_path):
     assert client["start"]["connected"][0]["remote_host"] == "10.0.0.2"   # {server} substituted
     assert 0 < client["end"]["sum_received"]["bits_per_second"] <= 50e6 * 1.01
     assert (run_dir / "exec-0-server.stdout").exists()
+    # a run directory: manifest with status and spec, every host's capture in the inventory
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["error"] is None
+    assert manifest["spec"]["workload"] == "exec" and manifest["spec"]["topology"] == "longhaul"
+    assert manifest["spec"]["topology_params"]["delay"] == "5ms"
+    assert manifest["apps"]["exec-1-client"][:3] == ["iperf3", "-c", "10.0.0.2"]
+    pcaps = {f["host"] for f in manifest["files"] if f["kind"] == "pcap"}
+    assert pcaps == {"client", "server"}
+    assert manifest["metrics"]["retransmissions"] >= 0 and manifest["fidelity"]["verdict"] != "unknown"
+    assert f"run directory {run_dir}" in out.stdout
+    analyzed = run_testbed("analyze", str(run_dir), "--json", timeout=120)
+    assert analyzed.returncode == 0, analyzed.stderr
+    report = json.loads(analyzed.stdout)
+    assert report["status"] == "complete" and len(report["captures"]) == 2
+    assert all(any(f["flow"].endswith(":5201") for f in c["flows"]) for c in report["captures"])
+
+
+@pytest.mark.root
+def test_topo_up_exec_capture_options_and_a_failing_program(tmp_path):
+    """--capture HOST and --full-payload as in `testbed run`; a last program that fails makes a
+    failed run, its error in the manifest."""
+    out = run_testbed("topo", "up", "image", "--set", "delay=1ms", "--results", str(tmp_path),
+                      "--capture", "client", "--full-payload",
+                      "--exec", "client", "ping", "-c", "2", "-s", "1000", "server", timeout=120)
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = tmp_path.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert [f["path"] for f in manifest["files"] if f["kind"] == "pcap"] == ["pcap/client-client-eth0.pcap"]
+    assert manifest["capture"]["interfaces"][0]["captured"] >= 4
+    meta = json.loads((run_dir / "pcap" / "client-client-eth0.pcap.meta.json").read_text())
+    assert meta["snaplen"] == 0                                    # whole frames
+    failed = run_testbed("topo", "up", "image", "--results", str(tmp_path / "f"),
+                         "--exec", "client", "ls", "/nonexistent", timeout=120)
+    assert failed.returncode == 2
+    (run_dir,) = (tmp_path / "f").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "ls /nonexistent on client exited 2" in manifest["error"]
+
+
+def test_topo_up_bad_capture_host_is_one_line_and_creates_nothing(tmp_path):
+    out = run_testbed("topo", "up", "image", "--results", str(tmp_path / "r"), "--capture", "cgw",
+                      "--exec", "client", "true")
+    assert out.returncode == 2 and "capture host(s) ['cgw'] not in topology 'image'" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_topo_up_captures_by_default_with_exec_only():
+    from testbed.cli import build_parser
+    from testbed.cli.topo import up_spec
+    parser = build_parser()
+    spec = up_spec(parser.parse_args(["topo", "up", "image", "--exec", "client", "true"]))
+    assert spec.capture.hosts == "all" and spec.workload == "exec"
+    assert up_spec(parser.parse_args(["topo", "up", "image", "--cli"])).capture.hosts == "none"
+    spec = up_spec(parser.parse_args(["topo", "up", "relay", "--capture", "client,cgw",
+                                      "--full-payload", "--link", "bottleneck.down.loss=1%",
+                                      "--hold", "1"]))
+    assert spec.capture.hosts == ("client", "cgw") and spec.capture.full_payload
+    assert spec.links == {"bottleneck.down.loss": "1%"}
 
 
 @pytest.mark.root

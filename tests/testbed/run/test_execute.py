@@ -149,3 +149,23 @@ def test_discarded_pcaps_still_give_metrics(tmp_path):
     assert r.metrics["handshake_ms"] and r.metrics["max_in_flight_bytes"] > 0
     assert not list((r.dir / "pcap").glob("*.pcap")) and not r.files_of("pcap")
     assert load_run(r.dir).metrics == r.metrics
+
+
+@pytest.mark.root
+def test_a_session_is_a_run_directory_also_when_interrupted(tmp_path):
+    """`topo up`'s record: what ran in the block is the run; Ctrl-C in it leaves a manifest
+    saying so, the captures stopped and listed, nothing running."""
+    from testbed.run.execute import EXEC_WORKLOAD, session
+    spec = RunSpec(topology="image", topology_params={"delay": "1ms"}, workload=EXEC_WORKLOAD,
+                   capture=CaptureSpec("server"))
+    with pytest.raises(KeyboardInterrupt):
+        with session(spec, results_root=tmp_path) as (tb, result):
+            tb.run("client", ["ping", "-c", "1", "server"], check=True)
+            raise KeyboardInterrupt
+    run = load_run(result.dir)
+    assert run.status == "failed" and run.error == "interrupted" and run.spec == spec
+    assert [str(p.relative_to(run.dir)) for p in run.files_of("pcap")] == ["pcap/server-server-eth0.pcap"]
+    assert run.capture["interfaces"][0]["captured"] >= 2 and run.roles["client"] == "client"
+    with pytest.raises(ValueError, match="workload 'exec'"):
+        with session(RunSpec(topology="image"), results_root=tmp_path):
+            pass
