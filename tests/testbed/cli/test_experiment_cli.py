@@ -77,3 +77,18 @@ def test_report_recomputes_from_the_directory(tmp_path):
     assert "new/reuse: ratio of medians" in r.stdout and "n valid 3/3" in r.stdout
     assert (out / "report.md").is_file() and (out / "summary.json").is_file()
     assert tb("report", str(tmp_path)).returncode == 2
+
+
+def test_interrupt_prints_the_command_that_continues(monkeypatch, capsys, tmp_path):
+    import experiments
+    from testbed.cli import main
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(experiments, "run_experiment", interrupted)
+    argv = ["experiment", "run", "reuse", "--reps", "3", "--results", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", ["testbed", *argv])
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    line = err.split("continue with:\n", 1)[1].strip().splitlines()[0]
+    assert line.startswith(f"testbed experiment run reuse --reps 3 --results {tmp_path} --resume --out {tmp_path}/reuse-")
