@@ -258,17 +258,21 @@ def frame_stats(header: dict, records) -> dict:
     sojourn = (tx["t_sent"] - tx["t_arrival"] - ser)[sent]
     out["delay_ms"] = round(float(sojourn.min()) / 1e6, 4) if len(sojourn) else None
     out["rate_mbps"], out["rate_pairs"] = None, 0
-    if rate and sent.sum() > 1:
-        delay_ns = float(spec.get("delay") or 0) * 1e9
+    if rate and sent.sum() > 1 and not float(spec.get("jitter") or 0):
+        delay_ns = int(round(float(spec.get("delay") or 0) * 1e9))
+        # the model's end of transmission (t_sched of a loss; t_sched - delay of a delivery)
+        done = np.where(sent, tx["t_sched"] - delay_ns, tx["t_sched"])
+        queued = np.r_[False, tx["t_arrival"][1:] < done[:-1]]      # arrived before the one ahead left
         idx = np.flatnonzero(sent)
-        depart = tx["t_sent"][idx] - delay_ns                     # when its last bit left
-        cum = np.concatenate([[0], np.cumsum(bits)])
-        between = cum[idx[1:] + 1] - cum[idx[:-1] + 1]             # bits after prev, up to next
-        gap = (tx["t_sent"][idx[1:]] - tx["t_sent"][idx[:-1]]).astype(float)
-        backlog = (tx["t_arrival"][idx[:-1] + 1] < depart[:-1]) & (gap > 0)
-        if not float(spec.get("jitter") or 0) and backlog.sum():
-            out["rate_mbps"] = round(float(between[backlog].sum() / gap[backlog].sum() * 1e3), 4)
-            out["rate_pairs"] = int(backlog.sum())
+        cum_bits = np.r_[0, np.cumsum(bits)]
+        cum_idle = np.r_[0, np.cumsum(~queued)]
+        between = cum_bits[idx[1:] + 1] - cum_bits[idx[:-1] + 1]      # bits after one delivery, up to the next
+        busy = cum_idle[idx[1:] + 1] - cum_idle[idx[:-1] + 1] == 0    # every one of them queued
+        gap = (tx["t_sent"][idx[1:]] - tx["t_sent"][idx[:-1]]).astype(float)   # measured departures
+        ok = busy & (gap > 0)
+        if ok.any():
+            out["rate_mbps"] = round(float(between[ok].sum() / gap[ok].sum() * 1e3), 4)
+            out["rate_pairs"] = int(ok.sum())
     return out
 
 

@@ -100,7 +100,9 @@ def run_list(args) -> int:
     if args.json:
         print(json.dumps([e.to_dict() for e in exps], indent=1))
         return 0
-    rows = [(e.name, e.factor, " | ".join(e.labels), e.description) for e in exps]
+    rows = [(e.name, e.factor + (f" x {e.cross['factor']}" if e.cross else ""),
+             " | ".join(map(str, e.levels)) + (f" x {' | '.join(map(str, e.cross_levels))}" if e.cross else ""),
+             e.description) for e in exps]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + "  " + r[3])

@@ -55,7 +55,7 @@ def test_any_link_topology_or_workload_path_gets_a_derived_check():
     assert ck.check_for("socket.sndbuf") is None                     # Linux reads back 2x: no check
 
 
-def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns=None):
+def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns=None, burst=0):
     """A synthetic frame log: ``n`` frames reach the loss stage, ``lost`` of them lost; delivered
     ones leave after ``delay`` plus their transmission time at ``rate``."""
     w = linklog.LogWriter(path, {"direction": path.stem, "spec": spec, "seed": 1, "medium": None})
@@ -65,7 +65,7 @@ def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns
     gap = gap_ns if gap_ns is not None else ser // 2 or 1000
     t, depart = 1_000_000, 0
     for i in range(n):
-        t += gap
+        t += gap + (5_000_000 if burst and i % burst == 0 else 0)      # idle between bursts
         depart = max(depart, t) + ser
         verdict = linklog.LOSS if i in lost_idx else linklog.DELIVERED
         sched = depart + int(delay * 1e9) if verdict == linklog.DELIVERED else depart
@@ -102,6 +102,17 @@ def test_loss_check_reads_the_frame_log_and_fails_a_link_that_did_not_apply_the_
     assert ck.manipulation_reason("links.bottleneck.down.rate", "20mbit", {"link": rb}) is None
     assert "rate 30mbit but the link ran" in ck.manipulation_reason("links.bottleneck.down.rate", "30mbit",
                                                                     {"link": rb})
+
+
+def test_rate_measured_only_over_departures_the_queue_kept_busy(tmp_path):
+    """Bursts of 4 frames with idle time between and losses among them: the idle time does not
+    count as transmission time."""
+    from testbed.spec.linkspec import LinkSpec
+    spec = LinkSpec.parse(rate="20mbit", delay="20ms", loss="10%").to_dict()
+    d = _run_dir(tmp_path, spec)
+    _write_frames(d / "emulator" / "server-client.frames", spec, 4000, 400, rate=20e6, delay=0.02, burst=4)
+    rb = ck.link_readback(d, "bottleneck.down")
+    assert rb["rate_pairs"] > 500 and rb["rate_mbps"] == pytest.approx(20.0, rel=0.01)
 
 
 def test_loss_check_fails_when_the_measured_loss_contradicts_the_configured_level(tmp_path):

@@ -91,4 +91,5 @@ def test_interrupt_prints_the_command_that_continues(monkeypatch, capsys, tmp_pa
     assert main(argv) != 0
     err = capsys.readouterr().err
     line = err.split("continue with:\n", 1)[1].strip().splitlines()[0]
-    assert line.startswith(f"testbed experiment run reuse --reps 3 --results {tmp_path} --resume --out {tmp_path}/reuse-")
+    want = f"testbed experiment run reuse --reps 3 --results {tmp_path} --resume --out {tmp_path}/reuse-"
+    assert line.startswith(want)
