@@ -7,6 +7,16 @@ Inputs, by the run directory's layout: the client app's event log ``client.jsonl
 ``analysis.report.analyze_file`` joined with the client's events; vantage point: the client's
 own interfaces, i.e. the sender side of request data and the receiver side of response data.
 
+*Sender metrics* describe the sender of a connection's data direction: ``retransmissions``,
+``retransmitted_bytes``, ``max_in_flight_bytes``, ``data_per_ack`` and the checks
+``data_segments_per_ack`` and ``first_flight_segments``, ``flights``, ``flight_period_ms``.  They
+come from a capture at that sender, whatever the direction: the client's own capture when the
+client sent the data (an upload, a request), else the captures of the host that holds the
+sending address (``metadata.json``'s host addresses; the run's server role when unknown) —
+``pcap/<host>-<iface>.pcap``, the same connection found by its endpoints.  When a connection's
+sender has no such capture, they are left out (not the receiver's view under the sender's
+name) and the check ``sender_metrics`` says which host's capture was missing.
+
 Metrics (absent when the run has no such thing — the TCP ones below, from captures, when the
 client's captures hold no TCP connection, e.g. a run over the UDP transport; times in ms, rates
 in Mbit/s):
@@ -25,10 +35,10 @@ in Mbit/s):
   client's ACK of the SYN/ACK (the capture's timestamps).
 * ``goodput_mbps``: bulk: the client's summary (8 × bytes / (bulk_end − bulk_start)).
 * ``retransmissions``: data segments sent again (``analysis.tcpsender``; fast, RTO, probe, and
-  spurious ones all count), summed over the connections' data directions;
+  spurious ones all count), summed over the connections' data directions, at their senders;
   ``retransmitted_bytes``: their sequence-space bytes.
 * ``max_in_flight_bytes``: largest *outstanding* (highest seq sent − highest cumulative ACK)
-  of any connection's data direction.
+  of any connection's data direction, at its sender.
 * ``data_per_ack``: data segments ÷ pure ACKs over the connections' data directions
   (Σ data segments / Σ pure ACKs).
 * ``packets_c2s``, ``packets_s2c``, ``data_packets_c2s``, ``data_packets_s2c``, ``wire_bytes``:
@@ -62,6 +72,8 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
   connection's data direction.
 * ``tls_resumed``: fraction of the timed requests whose TLS handshake resumed a session.
 * ``path``: capture file (every host's) → TCP packets to or from the client host's addresses.
+* ``sender_metrics``: present only when the sender metrics are left out: why (the data sender
+  whose capture is missing).
 * ``queue_limit``: the bottleneck buffer of each link direction whose queue the run's spec
   overrode, as the topology was built (``metadata.json``; packets, or bytes for a byte limit).
 """
@@ -75,6 +87,8 @@ from typing import Any
 from analysis import applog, report
 
 CLIENT_LOG = "client.jsonl"
+SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "data_per_ack",
+                  "flights", "flight_period_ms")   # and the checks data_segments_per_ack, first_flight_segments
 
 
 def _json(path: Path) -> dict:
@@ -98,7 +112,9 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
         checks["socket_readback"] = {k: list(dict.fromkeys(r[k] for r in readbacks if k in r))
                                      for k in dict.fromkeys(k for r in readbacks for k in r)}
     pcaps = sorted((run_dir / "pcap").glob(f"{client}-*.pcap"))
-    tcp = _from_captures(pcaps, events, metrics, checks) if pcaps else None   # None: not captured
+    senders = _Senders(run_dir, client, manifest.get("roles", {}).get("server") or "server",
+                       metadata)
+    tcp = _from_captures(pcaps, events, metrics, checks, senders) if pcaps else None   # None: not captured
     sent = sum(e["event"] == "first_request_byte_sent" for e in events)
     if tcp and sent:
         checks["syn_per_request"] = len(metrics.get("handshake_ms", [])) / sent
@@ -169,13 +185,50 @@ def _from_events(events: list[dict], metrics: dict) -> None:
             metrics.setdefault("stall_ms", {})[key] = e["stall_total"]
 
 
-def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict) -> bool:
+class _Senders:
+    """Where a connection's data was sent from (module docstring, *sender metrics*): the
+    sending host, and that host's view of the connection from its own captures."""
+
+    def __init__(self, run_dir: Path, client: str, server: str, metadata: dict):
+        self.run_dir, self.client, self.server = run_dir, client, server
+        self.host_of = {ip.split("/")[0]: name for name, h in metadata.get("hosts", {}).items()
+                        for ip in (h.get("ips") or {}).values()}
+        self._captures: dict[str, list] = {}
+
+    def host(self, key, main: str) -> str:
+        """The host that sent data direction ``main`` ("c2s"/"s2c") of the flow ``key``."""
+        addr, role = (key.client, self.client) if main == "c2s" else (key.server, self.server)
+        return self.host_of.get(addr, role)
+
+    def view(self, host: str, key, main: str):
+        """(direction summary, direction object) of ``key``'s data direction ``main`` in the
+        captures of ``host``, or None when they do not hold that connection's data."""
+        if host not in self._captures:
+            self._captures[host] = [report.analyze_file(p, keep=True) for p in
+                                    sorted((self.run_dir / "pcap").glob(f"{host}-*.pcap"))]
+        ends = ((key.client, key.client_port), (key.server, key.server_port))
+        for res in self._captures[host]:
+            for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
+                k = obj["flow"].key
+                mine = ((k.client, k.client_port), (k.server, k.server_port))
+                if k.proto != key.proto or set(mine) != set(ends):
+                    continue
+                name = main if mine == ends else {"c2s": "s2c", "s2c": "c2s"}[main]
+                if name in obj["directions"]:
+                    return rec["directions"][name], obj["directions"][name]
+        return None
+
+
+def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict,
+                   senders: _Senders) -> bool:
     """The capture metrics and checks of the module docstring; False (and none of them) when
     the captures hold no TCP connection."""
     flows = 0
     handshakes: list[tuple[int, float]] = []
     rtx = rtx_bytes = in_flight = data = acks = adv = 0
-    first_flight: tuple[int, Any] | None = None
+    first: tuple[int, Any] | None = None           # (t0, flights) of the first connection
+    first_conn: int | None = None                  # t0 of the first connection with data
+    missing: set[str] = set()                      # data senders without a capture
     window = _timed_window(events)
     counts = dict.fromkeys(("packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c",
                             "wire_bytes"), 0)
@@ -195,35 +248,49 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             main = rec.get("data_direction")
             if main is None:
                 continue
-            d = obj["directions"][main]
-            if len(d.flights) and (first_flight is None or rec["t0_ns"] < first_flight[0]):
-                first_flight = (rec["t0_ns"], d.flights)
+            adv = max(adv, _max_window(pk, obj["flow"], receiver_is_client=main == "s2c"))
+            if first_conn is None or rec["t0_ns"] < first_conn:
+                first_conn = rec["t0_ns"]
                 checks["wscale"] = _syn_option(pk, obj["flow"], "wscale")
                 checks["syn_mss"] = _syn_option(pk, obj["flow"], "mss")
-            adv = max(adv, _max_window(pk, obj["flow"], receiver_is_client=main == "s2c"))
+            host = senders.host(obj["flow"].key, main)
+            view = (rec["directions"][main], obj["directions"][main]) if host == senders.client \
+                else senders.view(host, obj["flow"].key, main)
+            if view is None:
+                missing.add(host)
+                continue
+            summary, d = view
+            if len(d.flights) and (first is None or rec["t0_ns"] < first[0]):
+                first = (rec["t0_ns"], d.flights)
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
-            in_flight = max(in_flight, rec["in_flight"]["max"])
-            data += rec["acks"]["data_segments"]
-            acks += rec["acks"]["pure_acks"]
+            in_flight = max(in_flight, summary["in_flight"]["max"])
+            data += summary["acks"]["data_segments"]
+            acks += summary["acks"]["pure_acks"]
     if not flows:
         return False
     if handshakes:
         metrics["handshake_ms"] = [ms for _, ms in sorted(handshakes)]
+    if adv:
+        checks["max_adv_window"] = adv
+    if window is not None:
+        metrics.update(counts)
+    checks["max_payload"] = max_payload
+    if missing:
+        checks["sender_metrics"] = (
+            f"left out ({', '.join(SENDER_METRICS)}, data_segments_per_ack, "
+            f"first_flight_segments): no capture at the data sender {', '.join(sorted(missing))}; "
+            "the client's capture is the receiver's view (capture.hosts must include the sender)")
+        return True
     metrics.update(retransmissions=rtx, retransmitted_bytes=rtx_bytes, max_in_flight_bytes=in_flight)
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
-    if adv:
-        checks["max_adv_window"] = adv
-    if first_flight is not None:
-        fl = first_flight[1]
+    if first is not None:
+        fl = first[1]
         checks["first_flight_segments"] = int(fl[0]["segments"])
         metrics["flights"] = len(fl)
         if len(fl) > 1:
             metrics["flight_period_ms"] = float(statistics.median((fl["start"][1:] - fl["start"][:-1]) / 1e6))
-    if window is not None:
-        metrics.update(counts)
-    checks["max_payload"] = max_payload
     return True
 
 

@@ -1,0 +1,108 @@
+"""Run metrics that describe the sender come from a capture at the data sender, whatever the
+direction: a download's from the server's capture (the client's sees fewer retransmissions),
+left out and said so when only the receiver was captured; an upload's from the client's own."""
+import json
+
+import pytest
+
+pytest.importorskip("scapy.all")
+from scapy.all import IP, TCP, Raw, wrpcap  # noqa: E402
+
+from analysis import report  # noqa: E402
+from analysis.runmetrics import SENDER_METRICS, run_metrics  # noqa: E402
+from tests.analysis.test_tcp import eth  # noqa: E402
+
+C, S = "10.0.0.1", "10.0.0.2"
+ISN_C, ISN_S = 5000, 90000
+LOST = {"s2", "s4", "s4 again"}       # dropped on the path: in the sender's capture only
+
+
+def _download():
+    """(name, t_ms, packet) of a download: the server sends s1..s5; s2 and s4 are lost, s2 is
+    sent again after SACKs, s4 twice (the first resend lost too) — 3 retransmissions."""
+    def srv(seq, n=100, name=""):
+        return name, IP(src=S, dst=C) / TCP(sport=80, dport=1000, flags="PA", seq=ISN_S + seq,
+                                            ack=ISN_C + 1, window=1000) / Raw(b"d" * n)
+
+    def ack(a, sacks=()):
+        opts = [("NOP", None), ("NOP", None),
+                ("SAck", tuple(ISN_S + x for b in sacks for x in b))] if sacks else []
+        return "", IP(src=C, dst=S) / TCP(sport=1000, dport=80, flags="A", seq=ISN_C + 1,
+                                         ack=ISN_S + a, window=1000, options=opts)
+    rows = [
+        (0, ("", IP(src=C, dst=S) / TCP(sport=1000, dport=80, flags="S", seq=ISN_C))),
+        (10, ("", IP(src=S, dst=C) / TCP(sport=80, dport=1000, flags="SA", seq=ISN_S,
+                                         ack=ISN_C + 1))),
+        (10.1, ack(1)),
+        (20, srv(1)), (20.1, srv(101, name="s2")), (20.2, srv(201)),
+        (20.3, srv(301, name="s4")), (20.4, srv(401)),
+        (30, ack(101)), (30.2, ack(101, [(201, 301)])), (30.4, ack(101, [(201, 301), (401, 501)])),
+        (30.5, srv(101)),
+        (40.5, ack(301, [(401, 501)])),
+        (40.6, srv(301, name="s4 again")),
+        (300, srv(301)),
+        (310, ack(501)),
+    ]
+    return [(name, t, p) for t, (name, p) in rows]
+
+
+def _write(path, rows):
+    pkts = []
+    for _, t, p in rows:
+        p = eth() / p
+        p.time = 1000 + t / 1000
+        pkts.append(p)
+    wrpcap(str(path), pkts)
+    return path
+
+
+def _run_dir(tmp_path, captured=("client", "server")):
+    d = tmp_path / "run"
+    (d / "pcap").mkdir(parents=True)
+    rows = _download()
+    if "client" in captured:
+        _write(d / "pcap" / "client-client-eth0.pcap", [r for r in rows if r[0] not in LOST])
+    if "server" in captured:
+        _write(d / "pcap" / "server-server-eth0.pcap", rows)
+    (d / "manifest.json").write_text(json.dumps({"roles": {"client": "client", "server": "server"}}))
+    (d / "metadata.json").write_text(json.dumps({"hosts": {
+        "client": {"ips": {"client-eth0": f"{C}/24"}},
+        "server": {"ips": {"server-eth0": f"{S}/24"}}}}))
+    return d
+
+
+def _retransmissions(pcap):
+    (flow,) = report.analyze_file(pcap)["flows"]
+    return flow["retransmissions"]["total"]
+
+
+def test_a_download_counts_the_senders_retransmissions(tmp_path):
+    d = _run_dir(tmp_path)
+    at_sender = _retransmissions(d / "pcap" / "server-server-eth0.pcap")
+    at_receiver = _retransmissions(d / "pcap" / "client-client-eth0.pcap")
+    assert (at_sender, at_receiver) == (3, 2)          # the receiver never saw the lost copies
+    out = run_metrics(d)
+    assert out["metrics"]["retransmissions"] == at_sender
+    assert out["metrics"]["max_in_flight_bytes"] == 500
+    assert "sender_metrics" not in out["checks"]
+    assert out["metrics"]["handshake_ms"] == [pytest.approx(10.1)]    # the client's own view
+
+
+def test_only_the_receiver_captured_leaves_the_sender_metrics_out(tmp_path):
+    out = run_metrics(_run_dir(tmp_path, captured=("client",)))
+    assert not set(SENDER_METRICS) & set(out["metrics"])
+    assert "data_segments_per_ack" not in out["checks"]
+    assert "no capture at the data sender server" in out["checks"]["sender_metrics"]
+    assert out["metrics"]["handshake_ms"] and out["checks"]["max_payload"] == 100
+
+
+def test_an_upload_needs_only_the_clients_capture(tmp_path):
+    """The same trace seen as an upload (the data sender is the client host): its own
+    capture is at the sender."""
+    d = _run_dir(tmp_path, captured=("server",))
+    (d / "pcap" / "server-server-eth0.pcap").rename(d / "pcap" / "client-client-eth0.pcap")
+    (d / "manifest.json").write_text(json.dumps({"roles": {"client": "client", "server": "x"}}))
+    (d / "metadata.json").write_text(json.dumps({"hosts": {
+        "client": {"ips": {"eth0": f"{S}/24"}}, "x": {"ips": {"eth0": f"{C}/24"}}}}))
+    out = run_metrics(d)
+    assert out["metrics"]["retransmissions"] == 3 and "sender_metrics" not in out["checks"]
