@@ -125,7 +125,7 @@ def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
     xs, xunit, to_base = axis
     xof = dict(zip(map(str, values), xs))
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 4.8))
     crosses = list(dict.fromkeys(c for _, _, c in cells))
     for k, c in enumerate(crosses):
         pts = sorted((xof[str(v)], by[lab]["metrics"][metric]) for lab, v, cc in cells if cc == c)
@@ -173,10 +173,14 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
     labels = summary["levels"]
     data = [[r["metrics"][metric] for r in summary["runs"] if r["valid"] and r["level"] == lab
              and r["metrics"].get(metric) is not None] for lab in labels]
-    fig, (box, ecdf) = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
+    many = len(labels) > 4
+    fig, (box, ecdf) = plt.subplots(1, 2, figsize=(max(10, 0.55 * len(labels) + 7), 4.5 + 0.8 * many),
+                                    sharey=False)
     rng = np.random.default_rng(0)
     box.boxplot([d or [np.nan] for d in data], showfliers=False, medianprops={"color": "black"})
-    box.set_xticks(range(1, len(labels) + 1), [f"{lab}\n(n={len(d)})" for lab, d in zip(labels, data)])
+    box.set_xticks(range(1, len(labels) + 1), [f"{lab} (n={len(d)})" if many else f"{lab}\n(n={len(d)})"
+                                               for lab, d in zip(labels, data)],
+                   rotation=45 if many else 0, ha="right" if many else "center", fontsize=8 if many else None)
     for i, d in enumerate(data, start=1):
         box.plot(i + rng.uniform(-0.12, 0.12, len(d)), d, "o", ms=4, alpha=0.7, color=f"C{i - 1}")
         if d:
@@ -190,7 +194,10 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
     ecdf.set_ylim(0, 1.02)
     ecdf.set_title("ECDF")
     if any(data):
-        ecdf.legend(fontsize=8, loc="lower right")
+        if len(labels) > 6:
+            ecdf.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        else:
+            ecdf.legend(fontsize=8, loc="lower right")
     fig.suptitle(f"{summary['experiment']}: {summary['factor']}")
     return _save(fig, base)
 
