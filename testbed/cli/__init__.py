@@ -6,7 +6,8 @@ heavy dependencies inside ``run``.  Options several subcommands share are writte
 Errors are handled here, once: ``testbed.spec.errors.UsageError`` (and ValueError) → exit 2,
 SetupError / RunError → exit 1, each as one line ``testbed: error: <what failed: why>`` with the
 run directory when there is one; no traceback for an expected failure.  Library code logs with
-``logging``; ``-v`` shows progress (INFO), ``-vv`` debug, ``-q`` errors only.
+``logging``; ``-v`` shows progress (INFO), ``-vv`` debug, ``-q`` errors only; warnings are written
+above a progress bar, not through it (``testbed.cli.progress``).
 
 Division of labour: the top layer — parse, call, print.  May import every layer (``testbed.spec``
 to ``experiments``); nothing imports it but ``testbed/__main__.py`` and the ``testbed`` script.
@@ -22,6 +23,7 @@ import sys
 from testbed.cli import (analyze, calibrate, clean, demo, doctor, experiment, model, reproduce, run,
                          topo)
 from testbed.cli.options import OneLineParser, one_line
+from testbed.cli.progress import warnings_above_bars
 from testbed.spec.errors import TestbedError
 
 #: the subcommands, in the order ``testbed --help`` lists them
@@ -93,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             from testbed.backends.uml import run_cli_in_guest
             return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
                                     results_root=getattr(args, "results", "results"))
-        return int(args.func(args) or 0)
+        with warnings_above_bars():     # a warning while a bar is drawn goes above it
+            return int(args.func(args) or 0)
     except TestbedError as exc:
         where = f" (run directory: {exc.run_dir})" if exc.run_dir else ""
         print(f"testbed: error: {one_line(exc)}{where}", file=sys.stderr)

@@ -36,11 +36,15 @@ TOPOLOGY_PATHS = ("topology_params.", "links.")
 
 class OneLineParser(argparse.ArgumentParser):
     """Bad input is one line — what is wrong, and what is allowed where argparse knows it (the
-    choices) — and exit 2, not the usage block.  Every subcommand's parser is one too
-    (``add_subparsers`` makes its parsers of the parent's class)."""
+    choices) — and exit 2, not the usage block; ``--help`` is plain text.  Every subcommand's
+    parser is one too (``add_subparsers`` makes its parsers of the parent's class)."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def format_help(self) -> str:
+        """Plain text: descriptions taken from docstrings lose their RST double backticks."""
+        return super().format_help().replace("``", "")
 
 
 def one_line(text: str, limit: int = 600) -> str:

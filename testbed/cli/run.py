@@ -81,7 +81,9 @@ def run(args) -> int:
     from testbed.host.lifecycle import new_run_id
     spec = spec_from_args(args)
     run_id = new_run_id()
-    result = execute(spec, Path(args.results) / run_id, run_id=run_id)
+    from testbed.cli.progress import RunProgress, interactive
+    with RunProgress(Path(args.results) / run_id, enabled=interactive(getattr(args, "quiet", False) or args.json)):
+        result = execute(spec, Path(args.results) / run_id, run_id=run_id)
     if args.json:
         from experiments.checks import link_readbacks
         fid = result.fidelity or {}

@@ -420,3 +420,29 @@ def test_the_topology_name_is_checked_before_any_other_option(argv, capsys, rest
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("testbed: error: unknown topology 'longhual'; allowed: longhaul")
+
+
+def _parsers():
+    import argparse
+
+    from testbed.cli import build_parser
+
+    def walk(p, path):
+        yield " ".join(path), p
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items():
+                    yield from walk(sp, [*path, name])
+    return list(walk(build_parser(), ["testbed"]))
+
+
+def test_every_help_text_is_plain_and_refers_to_what_exists():
+    """Help showed RST markup (``testbed experiment``) and `--exec … (see above)` referred to
+    nothing: every parser's --help, every subcommand's."""
+    bad = []
+    for path, p in _parsers():
+        text = p.format_help()
+        for marker in ("``", "see above", "see below", ":class:", ":func:", ":mod:"):
+            if marker in text:
+                bad.append(f"{path}: {marker!r}")
+    assert not bad, bad
