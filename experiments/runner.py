@@ -97,9 +97,11 @@ def continue_command(manifest: dict, out: Path) -> str:
     started: its definition source, and the options that made it differ from that definition."""
     import shlex
 
-    from experiments.definition import load_definition
+    from experiments.definition import BUILTIN_DIR, load_definition
     d = manifest["definition"]
     src = manifest.get("source") or d["name"]
+    if Path(src).parent == BUILTIN_DIR:
+        src = d["name"]
     argv = ["testbed", "experiment", "run", src]
     try:
         orig = load_definition(src).to_dict()

@@ -167,7 +167,7 @@ def test_each_level_is_resolved_and_checked_once_not_per_run(tmp_path, monkeypat
 def test_resume_refuses_another_definition_and_fresh_run_refuses_a_full_dir(tmp_path):
     out = run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
     with pytest.raises(UsageError, match=r"differs: --seed 7 \(there: 1\).*To continue it as it was: "
-                                         r"testbed experiment run \S*reuse.toml --reps 2 --out \S+ --resume"):
+                                         r"testbed experiment run reuse --reps 2 --out \S+ --resume"):
         run_experiment(reuse(2, seed=7), out, executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
     with pytest.raises(UsageError, match="--reps 1 is fewer than the 2 repetitions there"):
         run_experiment(reuse(1), out, executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
