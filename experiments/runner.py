@@ -117,7 +117,9 @@ def continue_command(manifest: dict, out: Path) -> str:
     was, now = _flat(orig.get("base", {})), _flat(d["base"])
     for path in sorted(set(was) | set(now)):
         if was.get(path) != now.get(path) and path in now:
-            argv += ["--set", f"{path}={now[path]}"]
+            v = now[path]
+            v = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v).lower() if isinstance(v, bool) else v
+            argv += ["--set", f"{path}={v}"]
     return shlex.join(argv + ["--out", str(out), "--resume"])
 
 
