@@ -170,6 +170,9 @@ def run_up(args) -> int:
     print(f"torn down; run directory {result.dir} ({result.status}"
           + (f", {len(result.files_of('pcap'))} captures" if result.files_of("pcap") else "")
           + f"): testbed analyze {result.dir}")
+    if (result.fidelity or {}).get("verdict", "unknown") != "unknown":   # the links' verdict
+        from testbed.emulator.fidelity import line
+        print(line(result.fidelity))
     return status
 
 

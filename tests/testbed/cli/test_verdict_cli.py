@@ -1,6 +1,9 @@
 """The link fidelity verdict as the command line prints it: ``calibrate`` says what the run's
-verdict says (the machine or the engine to blame), no root needed (the measurement is faked)."""
+verdict says (the machine or the engine to blame; the measurement faked, no root), and `topo up`
+prints and records the verdict a run gets (root)."""
 import json
+
+import pytest
 
 from testbed.cli import main
 
@@ -44,3 +47,25 @@ def test_calibrate_blames_the_busy_machine_not_the_idle_emulator(tmp_path, monke
     assert main(["calibrate", "--json"]) == 1
     got = json.loads(capsys.readouterr().out)["fidelity"]
     assert got["verdict"] == "overloaded" and got["cause"] == "machine"
+
+
+@pytest.mark.root
+def test_topo_up_prints_and_records_the_links_verdict(tmp_path):
+    """A `topo up` run gets the verdict `testbed run` gets (manifest and a printed line), and the
+    emulator's summary.json says the same (one signal)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    proc = subprocess.run([sys.executable, "-m", "testbed", "topo", "up", "longhaul", "--set", "loss_down=0%",
+                           "--backend", "userspace", "--results", str(tmp_path), "--exec", "client",
+                           "ping", "-c", "3", "-i", "0.2", "{server}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (manifest,) = tmp_path.glob("*/manifest.json")
+    verdict = json.loads(manifest.read_text())["fidelity"]
+    assert verdict["verdict"] in ("ok", "degraded", "overloaded")
+    assert f"link fidelity: {verdict['verdict']}" in proc.stdout
+    summary = json.loads((manifest.parent / "emulator" / "summary.json").read_text())
+    assert summary["fidelity"]["verdict"] == verdict["verdict"]
+    assert summary["overload"] == (verdict["verdict"] == "overloaded")
+    assert Path(summary["log_dir"]).is_dir()
