@@ -29,8 +29,13 @@ A factor without a hand-written check gets a *derived* one (:func:`derived_check
 * a workload parameter ``params.NAME``: the value the run's manifest recorded for the
   workload (key ``workload_param``) — a record, not a measurement; the rule says so.
 
-Socket and host factors without a check in their record, and paths of no kind above, have
-none: an experiment over them needs ``check = "none"`` and its runs are marked unverified.
+* a socket or host factor whose record has no check: ``sndbuf``/``rcvbuf`` read back on every
+  socket as twice the level (Linux doubles what it is given); a route or sysctl option
+  (``initrwnd``, ``advmss``) or a boolean socket option (``nodelay``) read back as given.
+
+Factors of no kind above (``delack_max`` reads back rounded to the kernel tick,
+``window_clamp`` recomputed, ``keep_metrics`` what it did) have none: an experiment over them
+needs ``check = "none"`` and its runs are marked unverified.
 
 Fidelity rule (:func:`fidelity_reason`, :data:`FIDELITY_RULE`), applied to every run.
 """
@@ -85,8 +90,10 @@ def check_for(factor: str) -> Check | None:
     where, _, name = factor.partition(".")
     if where in factors.WHERE:
         f = factors.FACTORS.get(name) if name in factors.FACTORS else None
-        if f is None or f.where != where or f.check is None:
+        if f is None or f.where != where:
             return None
+        if f.check is None:
+            return derived_check(factor)
         return Check(factor, f.check.needs, f.check.rule, f.check.fn)
     if factor in CHECKS:
         return CHECKS[factor]
@@ -96,7 +103,7 @@ def check_for(factor: str) -> Check | None:
 
 def checked_factors() -> list[str]:
     """Every factor path (or pattern) an experiment can vary: those with a manipulation check."""
-    return ([f"{f.where}.{f.name}" for f in factors.FACTORS.values() if f.check is not None]
+    return ([f"{f.where}.{f.name}" for f in factors.FACTORS.values() if check_for(f"{f.where}.{f.name}")]
             + list(CHECKS) + [f"links.*.*.{x}" for x in LINK_FIELDS if x != "queue"]
             + ["topology_params.*", "params.*"])
 
@@ -363,9 +370,38 @@ _LINK_RULES = {
 }
 
 
+def _doubled(name: str):
+    def fn(level, ch):
+        want = 2 * factors.FACTORS.get(name).canonical(level)
+        got = (ch.get("socket_readback") or {}).get(name)
+        vals = set(got if isinstance(got, (list, tuple)) else [got])
+        return None if got and vals == {want} else f"{name} {level} but read back {got} (want {want})"
+    return fn
+
+
+def _socket_host_check(where: str, name: str) -> Check | None:
+    """A socket or host factor whose record has no check: sndbuf/rcvbuf read back doubled
+    (Linux doubles what it is given), a route or sysctl option or a boolean socket option read
+    back as given; others (delack_max rounds to the tick, window_clamp is recomputed,
+    keep_metrics reads back what it did) have none."""
+    f = factors.FACTORS.get(name) if name in factors.FACTORS else None
+    if f is None or f.where != where:
+        return None
+    if name in ("sndbuf", "rcvbuf"):
+        return Check(f"{where}.{name}", ("socket_readback",), f"every socket's {name} read back equals "
+                     "twice the level (Linux doubles SO_SNDBUF/SO_RCVBUF)", _doubled(name))
+    plain = f.route is not None or f.sysctl is not None or (f.sockopt is not None and f.sockopt.kind is bool)
+    if not plain:
+        return None
+    v = factors._readback_check(f)
+    return Check(f"{where}.{name}", v.needs, v.rule, v.fn)
+
+
 def derived_check(factor: str) -> Check | None:
     """The check a factor without a hand-written one gets (module docstring); None if none."""
     parts = factor.split(".")
+    if parts[0] in factors.WHERE and len(parts) == 2:
+        return _socket_host_check(parts[0], parts[1])
     if parts[0] == "links" and len(parts) == 4 and parts[3] in LINK_FIELDS:
         rule = _LINK_RULES.get(parts[3], f"the link direction ran with the level's {parts[3]} "
                                          "(frame-log header, else metadata.json)")

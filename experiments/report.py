@@ -40,7 +40,9 @@ def _verif(v: dict) -> str:
 
 def _spread(s: dict, n_min: int) -> str:
     """Median CI and percentiles as the CLI prints them; small samples said as such."""
-    if s["n"] and s["median_ci"] is None and s["n"] < n_min:
+    if not s["n"]:
+        return "(no valid run)"
+    if s["median_ci"] is None and s["n"] < n_min:
         ci = f"(n={s['n']} too small for a CI)"
     else:
         ci = f"95% CI {_ci(s['median_ci'])}"

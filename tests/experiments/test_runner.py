@@ -228,10 +228,10 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
         load_definition("nope")
     with pytest.raises(UsageError, match="level 'x': reqresp: mode 'x'; allowed: new, reuse"):
         reuse().with_overrides(levels=["new", "x"]).validate()     # a new value, checked as a run's
-    with pytest.raises(UsageError, match="no manipulation check for factor 'socket.sndbuf'.*params.mode"
+    with pytest.raises(UsageError, match="no manipulation check for factor 'socket.delack_max'.*params.mode"
                                          '.*set check = "none"'):
-        reuse().replace(factor="socket.sndbuf", levels=("1MB", "2MB")).validate()
-    reuse().replace(factor="socket.sndbuf", levels=("1MB", "2MB"), check="none").validate()
+        reuse().replace(factor="socket.delack_max", levels=("10ms", "20ms")).validate()
+    reuse().replace(factor="socket.delack_max", levels=("10ms", "20ms"), check="none").validate()
 
 
 @pytest.mark.parametrize("factor,level,checks,ok", [

@@ -52,7 +52,17 @@ def test_any_link_topology_or_workload_path_gets_a_derived_check():
     for f in ("links.bottleneck.down.loss", "links.bottleneck.up.delay", "links.bottleneck.down.rate",
               "links.bottleneck.down.jitter", "topology_params.delay", "params.requests"):
         assert ck.check_for(f) is not None, f
-    assert ck.check_for("socket.sndbuf") is None                     # Linux reads back 2x: no check
+    assert ck.check_for("socket.delack_max") is None                 # read back rounded to the tick
+
+
+def test_socket_and_host_factors_without_a_check_of_their_own():
+    sndbuf = ck.check_for("socket.sndbuf")
+    assert sndbuf.fn("1MB", {"socket_readback": {"sndbuf": [2_000_000, 2_000_000]}}) is None
+    assert "read back [1000000]" in sndbuf.fn("1MB", {"socket_readback": {"sndbuf": [1_000_000]}})
+    advmss = ck.check_for("host.advmss")
+    ok = {"host_factors": {"client": {"advmss": 1180}, "server": {"advmss": 1180}}}
+    assert advmss.fn(1180, ok) is None and advmss.fn(1460, ok)
+    assert ck.check_for("socket.nodelay").fn(True, {"socket_readback": {"nodelay": [True, True]}}) is None
 
 
 def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns=None, burst=0):
