@@ -28,6 +28,7 @@ from pathlib import Path
 from testbed import workloads
 from testbed.cli.options import add_json, add_topo, add_topology_args, spec_sets
 from testbed.spec import factors
+from testbed.spec.errors import RunError
 from testbed.spec.runspec import ALIASES, CaptureSpec, RunSpec, resolve_alias
 
 
@@ -76,6 +77,19 @@ def spec_from_args(args) -> RunSpec:
     return spec
 
 
+def _print_json(result) -> None:
+    """The run as JSON: id, directory, status, metrics, the fidelity verdict and the check
+    read-backs (``links``: every link direction's frame-log read-back, experiments.checks)."""
+    from experiments.checks import link_readbacks
+    fid = result.fidelity or {}
+    print(json.dumps({"run_id": result.run_id, "dir": str(result.dir), "status": result.status,
+                      "error": result.error, "metrics": result.metrics,
+                      "fidelity": {k: fid.get(k) for k in ("verdict", "reasons", "warnings", "backend",
+                                                           "unintended_drops", "links") if k in fid},
+                      "checks": result.checks, "links": link_readbacks(result.dir)},
+                     indent=1, default=str))
+
+
 def run(args) -> int:
     from testbed.run.execute import execute
     from testbed.host.lifecycle import new_run_id
@@ -83,16 +97,14 @@ def run(args) -> int:
     run_id = new_run_id()
     from testbed.cli.progress import RunProgress, interactive
     with RunProgress(Path(args.results) / run_id, enabled=interactive(getattr(args, "quiet", False) or args.json)):
-        result = execute(spec, Path(args.results) / run_id, run_id=run_id)
+        try:
+            result = execute(spec, Path(args.results) / run_id, run_id=run_id)
+        except RunError as exc:             # a failed run: its record too, then the error
+            if args.json and exc.result is not None:
+                _print_json(exc.result)
+            raise
     if args.json:
-        from experiments.checks import link_readbacks
-        fid = result.fidelity or {}
-        print(json.dumps({"run_id": result.run_id, "dir": str(result.dir), "status": result.status,
-                          "error": result.error, "metrics": result.metrics,
-                          "fidelity": {k: fid.get(k) for k in ("verdict", "reasons", "warnings", "backend",
-                                                               "unintended_drops", "links") if k in fid},
-                          "checks": result.checks, "links": link_readbacks(result.dir)},
-                         indent=1, default=str))
+        _print_json(result)
         return 0
     out = result.dir / "client.stdout"
     if out.exists():

@@ -19,3 +19,13 @@ def test_run_json_has_verdict_and_readbacks(tmp_path):
     d = json.loads(r.stdout)
     assert d["status"] == "complete" and d["fidelity"]["verdict"] == "unknown"
     assert d["fidelity"]["reasons"] and d["checks"]["cc"] == ["cubic"] and d["links"] == {}
+
+
+@pytest.mark.root
+def test_run_json_of_a_failed_run_still_prints_its_record(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "testbed", "run", "reqresp", "--topo", "loopback",
+                        "--requests", "50", "--timeout", "0.05", "--json", "--results", str(tmp_path)],
+                       cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert r.returncode != 0 and "did not finish within 0.05 s" in r.stderr
+    d = json.loads(r.stdout)
+    assert d["status"] == "failed" and "did not finish" in d["error"] and "verdict" in d["fidelity"]
