@@ -32,7 +32,8 @@ def _verif(v: dict) -> str:
     parts = []
     for k, s in v.items():
         if "median" in s:
-            parts.append(f"{k} {_num(s['min'])}–{_num(s['max'])}")
+            lo, hi = (str(x) if isinstance(x, int) else _num(x) for x in (s["min"], s["max"]))
+            parts.append(f"{k} {lo}" if lo == hi else f"{k} {lo}–{hi}")
         else:
             parts.append(f"{k} {', '.join(s['values'])}")
     return "; ".join(parts) or "–"
