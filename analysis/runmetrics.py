@@ -72,6 +72,9 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
   connection's data direction.
 * ``tls_resumed``: fraction of the timed requests whose TLS handshake resumed a session.
 * ``path``: capture file (every host's) → TCP packets to or from the client host's addresses.
+* ``capture_damage``: capture file → what was wrong with it (``analysis.pcap``: a record cut
+  short, a bad record header, headers cut by the snap length), for every capture these metrics
+  read that was damaged: the numbers then come from the part that could be read.
 * ``sender_metrics``: present only when the sender metrics are left out: why (the data sender
   whose capture is missing).
 * ``queue_limit``: the bottleneck buffer of each link direction whose queue the run's spec
@@ -194,6 +197,7 @@ class _Senders:
         self.host_of = {ip.split("/")[0]: name for name, h in metadata.get("hosts", {}).items()
                         for ip in (h.get("ips") or {}).values()}
         self._captures: dict[str, list] = {}
+        self.damage: dict[str, list[str]] = {}      # capture file name -> what was wrong
 
     def host(self, key, main: str) -> str:
         """The host that sent data direction ``main`` ("c2s"/"s2c") of the flow ``key``."""
@@ -206,6 +210,8 @@ class _Senders:
         if host not in self._captures:
             self._captures[host] = [report.analyze_file(p, keep=True) for p in
                                     sorted((self.run_dir / "pcap").glob(f"{host}-*.pcap"))]
+            for res in self._captures[host]:
+                _note_damage(res, self.damage)
         ends = ((key.client, key.client_port), (key.server, key.server_port))
         for res in self._captures[host]:
             for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
@@ -235,6 +241,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     max_payload = 0
     for pcap in pcaps:
         res = report.analyze_file(pcap, events=events, keep=True)
+        _note_damage(res, senders.damage)
         pk = res["_objects"]["packets"]
         for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
             if rec["proto"] != "tcp":
@@ -267,6 +274,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             in_flight = max(in_flight, summary["in_flight"]["max"])
             data += summary["acks"]["data_segments"]
             acks += summary["acks"]["pure_acks"]
+    if senders.damage:
+        checks["capture_damage"] = senders.damage
     if not flows:
         return False
     if handshakes:
@@ -292,6 +301,11 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
         if len(fl) > 1:
             metrics["flight_period_ms"] = float(statistics.median((fl["start"][1:] - fl["start"][:-1]) / 1e6))
     return True
+
+
+def _note_damage(res: dict, damage: dict) -> None:
+    if res["damage"]:
+        damage[Path(res["file"]).name] = [d["message"] for d in res["damage"]]
 
 
 def _timed_window(events: list[dict]) -> tuple[int, int] | None:

@@ -106,3 +106,14 @@ def test_an_upload_needs_only_the_clients_capture(tmp_path):
         "client": {"ips": {"eth0": f"{S}/24"}}, "x": {"ips": {"eth0": f"{C}/24"}}}}))
     out = run_metrics(d)
     assert out["metrics"]["retransmissions"] == 3 and "sender_metrics" not in out["checks"]
+
+
+def test_a_damaged_capture_is_named_in_the_checks(tmp_path):
+    d = _run_dir(tmp_path)
+    server = d / "pcap" / "server-server-eth0.pcap"
+    server.write_bytes(server.read_bytes()[:-20])       # the last record cut short
+    out = run_metrics(d)
+    (msg,) = out["checks"]["capture_damage"]["server-server-eth0.pcap"]
+    assert "cut short" in msg
+    assert "client-client-eth0.pcap" not in out["checks"]["capture_damage"]
+    assert "capture_damage" not in run_metrics(_run_dir(tmp_path / "sound"))["checks"]
