@@ -51,6 +51,21 @@ QUICK_SETS: dict[str, dict[str, str]] = {
     "c12-agent": {"params.rounds": "3"},
 }
 
+#: Seconds per run of each experiment, (--quick, full), as runs of ``testbed reproduce`` took them
+#: (median of finished − started over the experiment's run manifests), for the estimate
+#: ``testbed reproduce`` prints when no case is given; MEASURED_ON says where.  An experiment not
+#: listed counts DEFAULT_RUN_SECONDS a run.
+MEASURED_ON = "on a 2-core VM shared with another job (load 2-3.8, CPU busy 84 %)"
+# --quick: `testbed reproduce all --quick` (10 min 32 s in all); full: the experiments QUICK_SETS
+# shortens, one run per level with their full parameters (`testbed experiment run NAME --reps 1
+# --warmup 0`), the others as --quick (the same runs).
+RUN_SECONDS: dict[str, tuple[float, float]] = {
+    "c1-image": (20.5, 50.3), "c12-agent": (16.7, 27.4), "cc": (17.3, 17.3), "fec": (9.5, 9.5),
+    "initcwnd": (11.7, 17.1), "multipath": (14.7, 14.7), "relay": (7.4, 16.8),
+    "reuse": (10.0, 13.9), "window": (6.8, 6.8)}
+DEFAULT_RUN_SECONDS = 12.0  # the median of the --quick runs above
+CALIBRATE_SECONDS = 18.0   # `testbed calibrate` in the same --quick run
+
 
 @dataclass(frozen=True)
 class ModelRef:

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from experiments.reproduce.cases import CALIBRATE, FULL_REPS, QUICK_REPS, QUICK_SETS, Measure, Row, within
+from experiments.reproduce.cases import (CALIBRATE, CALIBRATE_SECONDS, DEFAULT_RUN_SECONDS, FULL_REPS,
+                                         QUICK_REPS, QUICK_SETS, RUN_SECONDS, Measure, Row, within)
 
 
 def cpu_times() -> list[int]:
@@ -82,6 +83,37 @@ def _dirname(measure: Measure) -> str:
     return f"{measure.experiment}-{digest}"
 
 
+def wanted_measures(rows: list[Row], quick: bool) -> dict[tuple, tuple[Measure, set]]:
+    """The experiments the rows need, once each: ``{measure key: (measure, levels read)}``
+    (``--quick`` leaves out the full-only measures)."""
+    wanted: dict[tuple, tuple[Measure, set]] = {}
+    for row in rows:
+        m = row.measure
+        if m is None or (quick and m.full_only):
+            continue
+        wanted.setdefault(m.key, (m, set()))[1].update(m.levels or (m.level,))
+    return wanted
+
+
+def estimate(rows: list[Row], quick: bool, reps: int | None = None) -> dict:
+    """What measuring ``rows`` would run and take: ``{"experiments", "runs", "seconds"}``, runs =
+    arms x (reps + warm-up) per experiment, seconds = runs x ``RUN_SECONDS`` of its experiment
+    (measured per run; see there) plus ``CALIBRATE_SECONDS`` for a calibration."""
+    reps = reps or (QUICK_REPS if quick else FULL_REPS)
+    runs = seconds = experiments = 0
+    for m, levels in wanted_measures(rows, quick).values():
+        experiments += 1
+        if m.experiment == CALIBRATE:
+            seconds += CALIBRATE_SECONDS
+            continue
+        exp = experiment_for(m, levels, reps, quick, None)
+        n = len(exp.labels) * (exp.reps + exp.warmup)
+        per_run = RUN_SECONDS.get(m.experiment, (DEFAULT_RUN_SECONDS, DEFAULT_RUN_SECONDS))
+        runs += n
+        seconds += n * per_run[0 if quick else 1]
+    return {"experiments": experiments, "runs": runs, "seconds": seconds}
+
+
 def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = None,
                 backend: str | None = None, executor: Callable | None = None,
                 keep_topology: bool = False, progress: Callable = lambda msg: None) -> dict:
@@ -90,15 +122,8 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
     from experiments.report import write_all
     from experiments.runner import run_experiment, topology_keeper
     reps = reps or (QUICK_REPS if quick else FULL_REPS)
-    wanted: dict[tuple, tuple[Measure, set]] = {}
-    for row in rows:
-        m = row.measure
-        if m is None or (quick and m.full_only):
-            continue
-        levels = wanted.setdefault(m.key, (m, set()))[1]
-        levels.update(m.levels or (m.level,))
     results = {}
-    for key, (m, levels) in wanted.items():
+    for key, (m, levels) in wanted_measures(rows, quick).items():
         d = out / "experiments" / _dirname(m)
         if m.experiment == CALIBRATE:
             progress(f"testbed calibrate (long-haul path) -> {d}")
@@ -124,8 +149,9 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
 
 def calibrate(d: Path, backend: str | None) -> dict:
     """``testbed calibrate --json`` on its default (the long-haul path), in a child process:
-    ``{"dir", "calibrate": its JSON}`` or ``{"error"}``; an existing ``calibrate.json`` in ``d``
-    is reused (like finished experiment runs)."""
+    ``{"dir", "calibrate": its JSON}`` or ``{"error"}`` (exit 1 with its JSON is a measurement
+    one of whose checks failed: its values are still the path's); an existing
+    ``calibrate.json`` in ``d`` is reused (like finished experiment runs)."""
     import subprocess
     import sys
     if (d / "calibrate.json").is_file():            # resumed report directory: measured already
@@ -137,11 +163,15 @@ def calibrate(d: Path, backend: str | None) -> dict:
         argv += ["--backend", backend]
     proc = subprocess.run(argv, capture_output=True, text=True)
     (d / "calibrate.stderr").write_text(proc.stderr)
-    if proc.returncode != 0:
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():   # 1: measured, a check failed
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"testbed calibrate exited {proc.returncode}: {last}"}
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        return {"error": f"testbed calibrate exited {proc.returncode} without its JSON result"}
     (d / "calibrate.json").write_text(proc.stdout)
-    return {"dir": str(d), "calibrate": json.loads(proc.stdout)}
+    return {"dir": str(d), "calibrate": out}
 
 
 def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
@@ -322,7 +352,7 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                "chapter": row.chapter, "model": model, "measured": None, "ci95": None, "n": 0,
                "tolerance": row.tolerance if row.measure else None, "ok": None, "note": "",
                "experiment_dir": None, "model_call": row.model.describe() if row.model else None,
-               "measure": _describe(row.measure)}
+               "measure": _describe(row.measure), "miss": None}
         notes = []
         m = row.measure
         if m is None:
@@ -351,10 +381,14 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                         ev = _evidence(row, res["summary"], res["dir"]) if "summary" in res else []
                         cause = (row.cause_low if value < row.chapter and row.cause_low
                                  else row.cause) or "unexplained"
+                        h = res.get("host")
+                        rec["miss"] = short_cause(cause)
                         if model is not None and math.isfinite(model) and model != row.chapter \
                                 and within(value, model, row.tolerance):
                             cause += f" (the measured value is within tolerance of the model's {model:g})"
-                        h = res.get("host")
+                            rec["miss"] += "; within tolerance of the model"
+                        if h and h["busy"]:
+                            rec["miss"] += " [MACHINE BUSY]"
                         if h:
                             ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else
                                        "during its experiment: ") + describe_load(h))
@@ -369,6 +403,17 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
         rec["note"] = "; ".join(n for n in notes if n)
         out.append(rec)
     return out
+
+
+def short_cause(cause: str, limit: int = 90) -> str:
+    """The head of a miss's cause for a one-line summary: up to the first parenthesis, colon or
+    semicolon, at most ``limit`` characters (the full cause is the row's ``note``)."""
+    head = cause
+    for sep in (" (", ": ", "; "):
+        i = head.find(sep)
+        if i > 20:
+            head = head[:i]
+    return head if len(head) <= limit else head[:limit - 1].rstrip() + "…"
 
 
 def _describe(m: Measure | None) -> dict | None:

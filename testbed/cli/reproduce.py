@@ -1,6 +1,8 @@
 """``testbed reproduce [C1 C5 ...|all] [--quick] [--json] [--out DIR]``: every quantity of
 CHAPTER12.md as chapter value, model value (``analysis.models``) and measured value (experiment
-runs with real packets), with summary.json, report.md and a self-contained report.html.
+runs with real packets), with summary.json, report.md and a self-contained report.html.  Without
+a case it lists the cases with their estimated times and starts nothing; the table is followed by
+one short line per miss (every row's full note with ``testbed -v reproduce`` and in report.md).
 
 The table is data (``experiments/reproduce/cases.py``); the engine is ``experiments/reproduce/run.py``;
 the outputs ``experiments/reproduce/report.py``.
@@ -23,7 +25,8 @@ def register(sub) -> None:
                        description="One row per quantity of CHAPTER12.md: chapter value, model value "
                                    "and the value measured with real packets on the emulated paths.")
     p.add_argument("cases", nargs="*", metavar="CASE",
-                   help="cases (C1 … C15), row ids (C7.ratio_new) or 'all' (default)")
+                   help="cases (C1 … C15), row ids (C7.ratio_new) or 'all'; none: list the cases "
+                        "with their estimated times and start nothing")
     p.add_argument("--quick", action="store_true",
                    help="few repetitions (2), no warm-up, skip full-only rows")
     p.add_argument("--reps", type=int, help="repetitions per level (default: 2 with --quick, else 10)")
@@ -56,7 +59,9 @@ def _show(v) -> str:
     return str(v)
 
 
-def print_table(rows: list[dict], meta: dict, out: Path) -> None:
+def print_table(rows: list[dict], meta: dict, out: Path, verbose: bool = False) -> None:
+    """The table, then one short line per miss (its cause's head; the full note with its
+    evidence and the host's load is in report.md and, with ``verbose``, printed here)."""
     head = ("id", "unit", "chapter", "model", "measured", "ci95", "n", "tol", "ok")
     def tol(r):
         return "-" if r["tolerance"] is None else f"{r['tolerance']:.0%}"
@@ -66,23 +71,83 @@ def print_table(rows: list[dict], meta: dict, out: Path) -> None:
     for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     print()
-    for r in rows:
-        if r["note"] or r["experiment_dir"]:
-            print(f"{r['id']}: {r['quantity']}." + (f" {r['note']}" if r["note"] else "")
-                  + (f" [{r['experiment_dir']}]" if r["experiment_dir"] else ""))
-    print(f"\n{meta['rows']} rows, {meta['measured']} measured with packets, {meta['ok']} within "
+    if verbose:     # -v: every row's quantity, full note (cause, evidence, load) and directory
+        for r in rows:
+            if r["note"] or r["experiment_dir"]:
+                print(f"{r['id']}: {r['quantity']}." + (f" {r['note']}" if r["note"] else "")
+                      + (f" [{r['experiment_dir']}]" if r["experiment_dir"] else ""))
+        print()
+    else:           # one short line per miss and per failed experiment; the rest is in report.md
+        failed: dict[str, list[str]] = {}
+        for r in rows:
+            if r["ok"] is False:
+                off = (f" ({r['measured'] / r['chapter'] - 1:+.0%})"
+                       if isinstance(r["measured"], (int, float)) and r["chapter"] else "")
+                unit = "" if r["unit"] in ("1", "") else f" {r['unit']}"
+                print(f"MISS {r['id']}: {_show(r['measured'])} vs {_show(r['chapter'])}{unit}"
+                      f"{off} — {r.get('miss') or 'unexplained'}")
+            elif "the experiment failed: " in r["note"]:
+                why = r["note"].split("the experiment failed: ", 1)[1].split("; ")[0]
+                failed.setdefault(why[:120], []).append(r["id"])
+        for why, ids in failed.items():
+            print(f"FAILED {', '.join(ids)}: {why}")
+    print(f"{meta['rows']} rows, {meta['measured']} measured with packets, {meta['ok']} within "
           f"tolerance; host load {meta['load_before']} -> {meta['load_after']} on {meta['cores']} "
           f"cores, {meta['cpu']}")
     if any("MACHINE BUSY" in r["note"] for r in rows):
         print("a miss marked MACHINE BUSY ran while the host's load exceeded 1.5 x its cores or CPU "
               "steal was >= 5 %: its timing may be the machine's, not the transport's")
     if any("overloaded" in r["note"] or "degraded" in r["note"] for r in rows):
-        print("some runs were excluded because the emulator could not keep up (machine busy: see "
-              "the load and CPU figures above), not because the transport misbehaved")
+        print("some runs were excluded or flagged by the link fidelity verdict (overloaded or "
+              "degraded; each run's manifest names its cause, the machine or the engine), not "
+              "because the transport misbehaved")
     if meta["resumed"]:
         print(f"{meta['resumed']} experiment(s) continued from an earlier invocation in {out}: the "
               "load above covers only this one (each run's manifest has its own times)")
-    print(f"report: {out / 'report.html'} (also report.md, summary.json)")
+    print(f"report: {out / 'report.html'} (also report.md, summary.json)"
+          + ("" if verbose else "; every row's note and evidence there and with testbed -v reproduce"))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def list_cases(reps: int | None = None, as_json: bool = False) -> None:
+    """Every case, its rows and the estimated time of measuring it with --quick and in full
+    (``experiments.reproduce.run.estimate``); nothing is started."""
+    from analysis.models import MODELS
+    from experiments.reproduce.cases import MEASURED_ON, ROWS, select
+    from experiments.reproduce.run import estimate
+    cases = sorted({r.case for r in ROWS}, key=lambda c: int(c[1:]))
+    titles: dict[str, str] = {}
+    for m in MODELS.values():           # the case's subject: its first model's description
+        for c in m.case.split():
+            titles.setdefault(c, m.help)
+    table = [("case", "rows", "measured", "--quick", "full", "what")]
+    listed = []
+    for case in [*cases, "all"]:
+        rows = select([case] if case != "all" else [])
+        quick, full = estimate(rows, True, reps), estimate(rows, False, reps)
+        listed.append({"case": case, "rows": len(rows), "quick": quick, "full": full})
+        what = "every row" if case == "all" else titles.get(case, rows[0].quantity)
+        table.append((case, str(len(rows)), str(sum(r.measure is not None for r in rows)),
+                      f"{_duration(quick['seconds'])} ({quick['runs']} runs)" if quick["experiments"] else "-",
+                      f"{_duration(full['seconds'])} ({full['runs']} runs)" if full["experiments"] else "-",
+                      what if len(what) <= 60 else what[:59] + "…"))
+    if as_json:
+        print(json.dumps({"started": False, "measured_on": MEASURED_ON, "cases": listed}, indent=1))
+        return
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    print("testbed reproduce: nothing was started; give the cases to measure (or all).")
+    print(f"Estimated times, from seconds per run measured {MEASURED_ON}; yours will differ:")
+    for row in table:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    print("e.g. testbed reproduce C7 --quick; testbed reproduce all --quick; "
+          "testbed reproduce all --model-only (no packets, seconds)")
 
 
 def run(args) -> int:
@@ -92,6 +157,9 @@ def run(args) -> int:
     from testbed.spec.errors import UsageError
     if args.reps is not None and args.reps < 1:
         raise UsageError(f"--reps {args.reps}: give 1 or more")
+    if not args.cases and not args.model_only:     # measuring everything takes hours: say so
+        list_cases(args.reps, args.json)
+        return 0
     try:
         rows = select(args.cases)
     except ValueError as exc:
@@ -120,5 +188,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
-        print_table(results, meta, out)
+        print_table(results, meta, out, verbose=getattr(args, "verbose", 0) > 0)
     return 0

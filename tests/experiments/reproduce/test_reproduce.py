@@ -245,3 +245,81 @@ def test_pooled_ratio_is_the_quotient_of_the_pooled_medians(monkeypatch):
     assert ci[0] <= value <= ci[1]
     values["b"] = []
     assert rr.pooled_ratio("x", {}, Measure("e", "m", statistic="pooled_ratio", levels=("a", "b")))[0] is None
+
+
+def test_a_calibration_whose_check_failed_still_measures(tmp_path, monkeypatch):
+    """`testbed calibrate` exits 1 when a check fails (e.g. the scheduling error on a busy
+    machine): its JSON still holds the path's RTT and loss, which the C5 rows read."""
+    import subprocess as sp
+    from experiments.reproduce import run as rr
+    result = {"ok": False, "measured": {"rtt_ms": {"min": 200.3, "echoed": 200}}}
+    monkeypatch.setattr(sp, "run", lambda *a, **k: sp.CompletedProcess(a, 1, json.dumps(result), ""))
+    res = rr.calibrate(tmp_path / "c", None)
+    assert res["calibrate"] == result and (tmp_path / "c" / "calibrate.json").is_file()
+    monkeypatch.setattr(sp, "run", lambda *a, **k: sp.CompletedProcess(a, 1, "", "testbed: error: x"))
+    assert rr.calibrate(tmp_path / "d", None) == {"error": "testbed calibrate exited 1: testbed: error: x"}
+
+
+def test_bare_reproduce_lists_the_cases_with_estimates_and_starts_nothing(capsys, monkeypatch):
+    """A bare `testbed reproduce` started everything (≈ 2.5 h)."""
+    from experiments.reproduce import run as rr
+
+    def started(*a, **k):
+        raise AssertionError("a bare reproduce must not measure")
+    monkeypatch.setattr(rr, "measure_all", started)
+    assert _cli(["reproduce"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was started" in out and "--quick" in out and "full" in out
+    lines = {line.split()[0]: line for line in out.splitlines()[2:] if line.startswith("  C") or
+             line.startswith("  all")}
+    assert set(lines) == {r.case for r in ROWS} | {"all"}
+    assert "(12 runs)" in lines["C7"] and " min " in lines["C7"]     # 3 arms x 2 reps x 2 levels
+    assert " h (" in lines["all"]                                    # the full run takes hours
+    assert lines["C8"].split()[3] == "-"                             # nothing to measure
+    # the estimate is runs x the measured seconds per run of each experiment (+ a calibration)
+    from experiments.reproduce.cases import CALIBRATE_SECONDS, RUN_SECONDS
+    c7 = rr.estimate(select(["C7"]), quick=True)
+    assert c7["runs"] == 12 and c7["seconds"] == pytest.approx(
+        4 * RUN_SECONDS["relay"][0] * 2 + 4 * RUN_SECONDS["reuse"][0])
+    c5 = rr.estimate(select(["C5.rtt_min"]), quick=True)
+    assert c5 == {"experiments": 1, "runs": 0, "seconds": CALIBRATE_SECONDS}
+    full = rr.estimate(select(["C7"]), quick=False)
+    # relay (new), relay as the relay's default (full only), relay reuse, reuse: 2 arms x (10 + 1)
+    assert full["runs"] == 4 * 2 * (10 + 1) and full["seconds"] > c7["seconds"]
+
+
+def test_the_table_is_followed_by_one_short_line_per_miss(tmp_path, capsys):
+    """`make demo` ended with seven paragraphs of up to 150 words: now one line per miss; every
+    note with -v (and in report.md)."""
+    from testbed.cli.reproduce import print_table
+    rows = select(["C7"])
+    res = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=_Dispatch()), quick=True)
+    meta = {"rows": len(res), "measured": 7, "ok": 3, "load_before": "0", "load_after": "0",
+            "cores": 2, "cpu": "CPU busy 1%", "resumed": 0}
+    print_table(res, meta, tmp_path)
+    short = capsys.readouterr().out
+    misses = [r for r in res if r["ok"] is False]
+    assert misses and all(r["miss"] for r in misses)
+    lines = [x for x in short.splitlines() if x.startswith("MISS ")]
+    assert len(lines) == len(misses) and all(len(x) < 200 for x in lines)
+    assert "evidence: " not in short and "during its experiment" not in short
+    assert "with testbed -v reproduce" in short
+    print_table(res, meta, tmp_path, verbose=True)
+    full = capsys.readouterr().out
+    assert "MISS " not in full and all(r["note"] in full for r in misses)
+
+
+def test_failed_experiments_are_one_line_each(tmp_path, capsys):
+    from testbed.cli.reproduce import print_table
+
+    def broken(plan, out_dir, **kw):
+        from testbed.spec.errors import SetupError
+        raise SetupError("no netem here")
+    rows = select(["C7"])
+    res = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=broken), quick=True)
+    print_table(res, {"rows": 7, "measured": 0, "ok": 0, "load_before": "0", "load_after": "0",
+                      "cores": 2, "cpu": "", "resumed": 0}, tmp_path)
+    failed = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FAILED ")]
+    assert failed and all("no netem here" in x for x in failed)
+    assert sum(x.count("C7.") for x in failed) == sum("experiment failed" in r["note"] for r in res) > 1
+    assert len(failed) == 1                      # one line for the rows of one error
