@@ -150,8 +150,12 @@ def text(summary: dict, metric: str | None = None) -> str:
 def markdown(summary: dict, plots: list[str], out: Path) -> str:
     ov = summary["overhead"]
     md = [f"# Experiment `{summary['experiment']}`", "",
-          f"Factor `{summary['factor']}`, levels {', '.join(f'`{x}`' for x in summary['levels'])}; "
-          f"{summary['reps']} repetitions per level after {summary['warmup']} warm-up run(s) per level, "
+          f"Factor `{summary['factor']}`, levels "
+          + (f"{', '.join(f'`{x}`' for x in summary.get('factor_levels', []))}, crossed with "
+             f"`{summary['cross']}` ({', '.join(f'`{x}`' for x in summary['cross_levels'])}): "
+             f"{len(summary['levels'])} arms; " if summary.get("cross")
+             else f"{', '.join(f'`{x}`' for x in summary['levels'])}; ")
+          + f"{summary['reps']} repetitions per arm after {summary['warmup']} warm-up run(s) per arm, "
           f"order `{summary['order']}`, experiment seed {summary['seed']} (each repetition's link seed "
           "derives from it; both arms of a repetition share it).", "",
           f"Manipulation check: {summary['check_rule']}."

@@ -192,6 +192,7 @@ def summarize(out: str | Path) -> dict:
         "levels": list(exp.labels), "metrics": list(exp.metrics), "primary": primary,
         "reps": exp.reps, "warmup": exp.warmup, "order": exp.order, "seed": exp.seed,
         "complete": all(r["status"] != "missing" for r in runs),
+        "factor_levels": [str(v) for v in exp.levels],
         "cross": exp.cross["factor"] if exp.cross else None,
         "cross_levels": list(exp.cross_levels),
         "check": exp.check,

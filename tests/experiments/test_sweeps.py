@@ -207,6 +207,7 @@ def test_crossed_factors_full_factorial_alternated_and_compared_within_each_cros
     out = run_experiment(exp, tmp_path / "x", executor=fx, quiet=True)
     assert {(c[0]) for c in fx.calls} == {"new", "reuse"}
     s = write_all(out, plots=False)
+    assert "levels `new`, `reuse`, crossed with `socket.cc` (`cubic`, `bbr`): 4 arms" in (out / "report.md").read_text()
     pairs = {(c["a"], c["b"]) for c in s["comparisons"]}
     assert pairs == {("cubic@new", "cubic@reuse"), ("bbr@new", "bbr@reuse")}
     # the fake's read-back covers params.mode only: the cc check finds no read-back, runs invalid
