@@ -28,9 +28,12 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 RTT_PROBES = 200
 PROBE_PAYLOAD = 64
@@ -44,6 +47,10 @@ SCHED_P99_US = 200  # the emulator's target: p99 scheduling error at or below 20
 # CPU, system calls through ptrace) a Python receiver keeps up with only ~2,500/s, so there the
 # probes go slower and the guest's own receive drops do not pass for link loss.
 LOSS_PPS = 500 if os.environ.get("TESTBED_IN_UML") == "1" else 5000
+# The highest rate whose rate lines a UML guest passes on a quiet 2-core host (docs/uml.md, "Guest
+# speed"): the guest's one virtual CPU runs the probe's Python sender, the qdiscs and the
+# receiver, and is about 85% busy during a 20 Mbit/s train.  Above it calibrate warns.
+UML_RATE_MAX = 20e6
 
 
 def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
@@ -103,6 +110,61 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
             "backend": tb.backend.name, "run_dir": str(tb.dir)}
 
 
+BUSY = 0.9    # a CPU this busy during the train delays whatever else needs it
+WAITED = 0.1  # a guest that waited this share of the train for a host CPU was held back by the host
+
+
+def rate_shortfall(conf: float, meas: float | None, sides: dict) -> str:
+    """Which side made a rate line fail, from what each side did during the train
+    (``pathprobe.rate``'s ``sides``), as one line: the sender (it did not offer 2% more than
+    the rate), the probe (its train overflowed the queue; frames the qdisc sent did not reach
+    the receiver; its fit disagrees with the plain mean), else the qdisc (it released the train
+    at the mean rate shown, every frame it sent received); then what held that side back, when
+    the figures show it — the host (inside a UML guest: the guest waited ≥ 10% of the train for
+    a host CPU) or the CPU the side ran on (≥ 90% busy) — and the figures: the CPU's busy and
+    steal shares, the sender's own CPU share, and in a guest the host's view of it."""
+    snd, cpu, rx = sides["sender"], sides["cpu_window"], sides["receiver"]
+    qdisc, host = sides.get("qdisc") or {}, sides.get("host")
+    in_guest = os.environ.get("TESTBED_IN_UML") == "1" or host is not None
+    where = "the guest's virtual CPU" if in_guest else f"the machine's {cpu['cpus']} CPU(s)"
+    figures = (f"{where} {cpu['busy_share']:.0%} busy, {cpu['steal_share']:.0%} steal during the "
+               f"{cpu['seconds']:g} s train; the sender used "
+               + ("?" if snd.get("cpu_share") is None else f"{snd['cpu_share']:.0%}") + " of a CPU")
+    if host:
+        figures += (f"; the host ran the guest {host['cpu_share']:.0%} of the train and kept it "
+                    f"waiting for a CPU {host['wait_share']:.0%} (host load {host['load1']})")
+    if host and host["wait_share"] >= WAITED:
+        cause = " — held back by the host: a busy machine kept the guest waiting for a CPU"
+    elif cpu["busy_share"] >= BUSY:
+        cause = (f" — on a saturated CPU ({where} {cpu['busy_share']:.0%} busy): the sender, the "
+                 "qdiscs and the receiver share it; the rate is above what it carries here")
+    else:
+        cause = ""
+    offered = snd.get("send_rate_mbps") or 0.0
+    if offered < (1 + RATE_TOL) * conf:
+        side = (f"the sender fell short: it offered {offered:.2f} Mbit/s, below the "
+                f"{(1 + RATE_TOL) * conf:.2f} needed to keep the bottleneck busy")
+    elif (qdisc.get("netem") or {}).get("overlimits", 0):
+        side = (f"the probe: its train overflowed the queue "
+                f"({qdisc['netem']['overlimits']} frames dropped at netem's limit)")
+    elif sides.get("receive_path_drops", 0) or (
+            (qdisc.get("htb") or {}).get("packets", 0) > rx["received"] + 2):
+        side = (f"the probe's receive side: the qdisc sent "
+                f"{(qdisc.get('htb') or {}).get('packets', '?')} frames, the receiver got "
+                f"{rx['received']} ({sides.get('receive_path_drops', 0)} dropped by the kernel's "
+                "receive backlog)")
+    elif (rx.get("mean_rate_mbps") is not None and abs(rx["mean_rate_mbps"] - conf) <= RATE_TOL * conf
+          and rx["fit_points"] < 0.8 * rx["received"]):
+        side = (f"the probe's fit: the frames arrived at {rx['mean_rate_mbps']:.2f} Mbit/s on "
+                f"average, the fit kept {rx['fit_points']} of {rx['received']} receive times")
+    else:
+        mean = rx.get("mean_rate_mbps")
+        side = (f"the qdisc: it released the train at "
+                f"{'?' if mean is None else f'{mean:.2f}'} Mbit/s (mean over the arrivals), "
+                "every frame it sent received")
+    return f"{side}{cause}; {figures}"
+
+
 def evaluate(configured: dict, res: dict) -> list[dict]:
     """One pass/fail line per measured quantity (see the module docstring for tolerances)."""
     m, emu = res["measured"], res["emulator"]
@@ -121,9 +183,11 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
         train = m["train"].get(d, {})
         driven = train.get("send_rate_mbps", 0) >= (1 + RATE_TOL) * (conf or 0)
         if conf is not None:
-            check(f"rate {d} (Mbit/s)", conf, meas, meas is not None and driven
-                  and abs(meas - conf) <= RATE_TOL * conf,
+            ok = meas is not None and driven and abs(meas - conf) <= RATE_TOL * conf
+            check(f"rate {d} (Mbit/s)", conf, meas, ok,
                   "±2%" + ("" if driven else " (inconclusive: sender did not exceed the rate)"))
+            if not ok and train.get("sides"):
+                checks[-1]["why"] = rate_shortfall(conf, meas, train["sides"])
     for d in ("up", "down"):
         lo, hi = m["loss_ci99"][d]
         conf = configured["loss"][d]
@@ -166,6 +230,10 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
         "delay_ms": delay_s * 1e3,
         "rtt_ms": round((2 * delay_s + sum(s.serialization_time(probe_frame) for s in specs)) * 1e3, 6),
         "loss": {"up": p_up, "down": p_down}}
+    if os.environ.get("TESTBED_IN_UML") == "1" and rate_bps is not None and rate_bps > UML_RATE_MAX:
+        log.warning("rate %s is above the %g Mbit/s a UML guest's probe carries on a quiet 2-core "
+                    "host (docs/uml.md): its rate lines measure the guest, not the link",
+                    rate, UML_RATE_MAX / 1e6)
     res = measure(rate_bps, delay_s, p_up, p_down, backend, packets, seed, results, specs)
     checks = evaluate(configured, res)
     return {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],

@@ -13,11 +13,20 @@ definitions of ``testbed.calibrate.probe``.  ``a`` is the "up" sender (client si
   spec's rate for ``seconds`` after a head start of up to ``head_start`` s of frames (capped so
   head start and queue growth stay within 40% of the buffer); the bottleneck rate is the
   probe's least-squares fit (``rate_bps``, or ``rate_delivered_bps`` when lost frames never
-  used the rate, as under netem).
+  used the rate, as under netem).  With it, what each side did during the train (``sides``):
+  the sender's offered rate and CPU share, the machine's CPU over the train (``cpu_window``:
+  busy and steal shares of its CPUs from /proc/stat, read by the sender; inside a UML guest,
+  the guest's one virtual CPU) (``testbed.calibrate.probe``), the qdiscs on the sender's egress (``tc -s``
+  deltas of htb and netem: packets sent, drops, overlimits, backlog left; kernel backend only),
+  the frames the receive path dropped (``/proc/net/softnet_stat``), and inside a UML guest how
+  the host scheduled the guest during the train (``host``: its host CPU share and run-queue
+  wait, the host's load; ``testbed.backends.uml.HostCPU``).
 """
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 from typing import Any
 
 from testbed.spec.errors import RunError
@@ -77,6 +86,59 @@ def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: floa
     return out
 
 
+def softnet_drops() -> int:
+    """Frames the kernel's receive backlogs dropped so far, all CPUs (/proc/net/softnet_stat,
+    second column, hex)."""
+    try:
+        return sum(int(line.split()[1], 16) for line in Path("/proc/net/softnet_stat").read_text().splitlines())
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _host_window(realtime: list | None) -> dict | None:
+    """Inside a UML guest: how the host scheduled the guest during the train
+    (``testbed.backends.uml.host_cpu_window``: the guest's host CPU share and run-queue wait
+    share, the host's load); None elsewhere.  The host samples every 0.1 s: waits for the
+    sample after the train."""
+    import os
+    import time
+    path = os.environ.get("TESTBED_UML_HOST_CPU")
+    if not path or not realtime:
+        return None
+    from testbed.backends.uml import host_cpu_window
+    deadline = time.monotonic() + 1.0
+    while True:
+        window = host_cpu_window(path, *realtime)
+        if window is not None or time.monotonic() > deadline:
+            return window
+        time.sleep(0.1)
+
+
+def egress(tb, src: str, dst: str) -> str:
+    """The interface of ``src`` on its link to ``dst``."""
+    links = tb.net.linksBetween(tb.host(src), tb.host(dst))
+    end = next(i for i in (links[0].intf1, links[0].intf2) if i.node.name == src)
+    return end.name
+
+
+def qdisc_stats(tb, host: str, ifname: str) -> dict[str, dict[str, int]]:
+    """``tc -s -j qdisc show`` of ``ifname`` in ``host``: per qdisc kind (htb, netem, pfifo) its
+    packets, bytes, drops, overlimits, requeues, backlog (bytes) and qlen; {} where tc fails."""
+    out = tb.run(host, ["tc", "-s", "-j", "qdisc", "show", "dev", ifname], timeout=30)
+    try:
+        qdiscs = json.loads(out.stdout) if out.returncode == 0 else []
+    except json.JSONDecodeError:
+        return {}
+    keys = ("packets", "bytes", "drops", "overlimits", "requeues", "backlog", "qlen")
+    return {q["kind"]: {k: int(q.get(k, 0) or 0) for k in keys} for q in qdiscs if "kind" in q}
+
+
+def _delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
+    """Counters' growth per qdisc; backlog and qlen as left after the train."""
+    return {kind: {k: (v - before.get(kind, {}).get(k, 0)) if k not in ("backlog", "qlen") else v
+                   for k, v in now.items()} for kind, now in after.items()}
+
+
 def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: float = 0.5,
          overdrive: float = 1.05, head_start: float = 0.1, realtime: bool = True,
          idle: float = 2.0, delivered: bool = False) -> dict[str, Any]:
@@ -87,15 +149,34 @@ def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: flo
     head = min(head_start, 0.4 * queue * frame_bits / spec.rate)
     count = int(min(seconds * spec.rate / frame_bits, 0.4 * queue / (1 - 1 / overdrive)))
     port = PORTS[f"rate_{direction}"]
+    kernel = tb.backend.name == "netem"
+    ifname = egress(tb, src, dst)
     rx = _listener(tb, dst, probe_argv("recv", "--port", port, "--idle", idle, "--timeout", 600),
                    "probe-recv")
+    q0 = qdisc_stats(tb, src, ifname) if kernel else {}
+    drops0 = softnet_drops()
     snt = last_json(tb.run(src, probe_argv("send", "--dst", tb.ip(dst), "--port", port, "--count",
                                            count, "--rate", overdrive * spec.rate, "--size",
                                            TRAIN_PAYLOAD, "--stream", 3, "--burst", head,
                                            *(["--realtime"] if realtime else [])),
                            timeout=600, check=True).stdout)
     got = _received(rx, 3)
+    qdisc = _delta(q0, qdisc_stats(tb, src, ifname)) if kernel else {}
     key = "rate_delivered_bps" if delivered else "rate_bps"
     mbps = got[key] * (frame_bits / 8) / got["frame_bytes"] / 1e6 if got and got[key] else None
+    span = (got["last_ns"] - got["first_ns"]) / 1e9 if got else 0
+    sides = {
+        "sender": {"sent": snt["sent"], "send_errors": snt["send_errors"],
+                   "send_rate_mbps": snt["send_rate_bps"] / 1e6 if snt["send_rate_bps"] else None,
+                   "cpu_share": snt.get("cpu_share")},
+        "cpu_window": snt["machine_cpu"],
+        "qdisc": qdisc,
+        "host": _host_window(snt.get("realtime")),
+        "receive_path_drops": softnet_drops() - drops0,
+        "receiver": {"received": got["received"] if got else 0,
+                     "fit_points": got["rate_fit_points"] if got else 0,
+                     "mean_rate_mbps": (got["received"] - 1) * frame_bits / span / 1e6
+                     if got and span > 0 else None}}
     return {"rate_mbps": mbps, "frames": count, "send_rate_mbps": snt["send_rate_bps"] / 1e6,
-            "received": got["received"] if got else 0, "reordered": got["reordered"] if got else 0}
+            "received": got["received"] if got else 0, "reordered": got["reordered"] if got else 0,
+            "sides": sides}

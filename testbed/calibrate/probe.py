@@ -12,6 +12,12 @@ Every datagram starts with ``HEADER``: stream id, datagram count of the stream, 
 included, no preamble/FCS), the unit of LinkSpec rates.  Each command prints one JSON object
 (its last line); listeners (echo, recv) first print `ready 0.0.0.0:PORT` once bound.
 
+``send`` also reports its own CPU time over the train (``cpu_s``, user + system), its share of
+the train's wall time (``cpu_share``: a sender near 1.0 was short of CPU), and the machine's
+CPUs over the same time (``machine_cpu``: busy and steal shares from /proc/stat; in a UML guest,
+the guest's one virtual CPU, which also runs the qdiscs and the receiver), and the train's
+CLOCK_REALTIME start and end (``realtime``).
+
 Definitions (``recv``), per stream: ``received`` datagrams (duplicates excluded), ``lost`` =
 count − received, ``reordered`` = datagrams arriving after one with a higher sequence number
 (tcptrace's "out of order"), ``rate_bps`` = frame bits per second of the bottleneck, from the
@@ -126,6 +132,7 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
     gap = int((size + FRAME_OVERHEAD) * 8 / rate * 1e9)
     mono, pack, sendf, sleep = time.monotonic_ns, HEADER.pack_into, sock.send, time.sleep
     errors = 0
+    machine0, cpu0, real0 = cpu_times(), time.process_time(), time.time()
     t0 = mono()
     early = int(burst * 1e9)
     for i in range(count):
@@ -142,9 +149,36 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
         except OSError:  # ENOBUFS from a full local queue: the datagram was not sent
             errors += 1
     t1 = mono()
+    cpu, machine = time.process_time() - cpu0, cpu_window(machine0, cpu_times())
     span = (t1 - t0) / 1e9
     return {"stream": stream, "sent": count - errors, "send_errors": errors, "duration_s": span,
-            "send_rate_bps": (count - errors) * (size + FRAME_OVERHEAD) * 8 / span if span else None}
+            "send_rate_bps": (count - errors) * (size + FRAME_OVERHEAD) * 8 / span if span else None,
+            "cpu_s": cpu, "cpu_share": cpu / span if span else None, "machine_cpu": machine,
+            "realtime": [real0, time.time()]}
+
+
+def cpu_times() -> dict[str, float]:
+    """Seconds of the machine's CPUs so far (/proc/stat's ``cpu`` line, all CPUs summed): busy
+    (user, nice, system, irq, softirq), steal; and ``cpus``, ``wall`` (CLOCK_MONOTONIC s)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:]
+    except OSError:
+        fields = []
+    ticks = [int(x) / os.sysconf("SC_CLK_TCK") for x in fields] + [0.0] * 8
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    return {"busy": user + nice + system + irq + softirq, "steal": steal,
+            "cpus": os.cpu_count() or 1, "wall": time.monotonic()}
+
+
+def cpu_window(before: dict, after: dict) -> dict[str, float]:
+    """Busy and steal shares of the machine's CPU capacity between two ``cpu_times``: seconds
+    over wall time × CPUs (a kernel that counts no idle time, as a UML guest's, still gives the
+    busy share this way)."""
+    capacity = max(after["wall"] - before["wall"], 1e-9) * before["cpus"]
+    return {"seconds": round(after["wall"] - before["wall"], 3), "cpus": before["cpus"],
+            "busy_share": round(min(1.0, (after["busy"] - before["busy"]) / capacity), 3),
+            "steal_share": round(min(1.0, (after["steal"] - before["steal"]) / capacity), 3)}
 
 
 def receive(port: int, idle: float, timeout: float) -> dict:

@@ -59,6 +59,9 @@ def run(args) -> int:
         meas = "-" if c["measured"] is None else f"{c['measured']:.6g}"
         print(f"{c['check']:28} {conf:>12} {meas:>12}  {'pass' if c['ok'] else 'FAIL':6}  "
               f"{c['tolerance']}")
+    for c in out["checks"]:
+        if c.get("why"):
+            print(f"{c['check']}: {c['why']}")
     rtt = out["measured"]["rtt_ms"]
     print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
     e = out["emulator"]

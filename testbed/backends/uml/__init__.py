@@ -14,7 +14,8 @@ handed over as JSON, never through a shell) with the same Python interpreter and
 caller, and powers off.
 
 Files written: ``results_dir`` (the command's own output plus ``uml-stdout.txt``,
-``uml-stderr.txt``, ``uml-status.json``, ``uml-console.log``) and one private directory
+``uml-stderr.txt``, ``uml-status.json``, ``uml-console.log``, and ``uml-host-cpu.jsonl``: how the
+host scheduled the guest's threads, sampled every 0.1 s, ``HostCPU``) and one private directory
 ``tb*`` (in /dev/shm, where UML also keeps the guest's memory file), removed on return.
 Processes: ``linux.uml`` starts in a new session; it and its helper processes share that
 process group, which is ended (SIGTERM, then SIGKILL) on timeout, on any exception and checked
@@ -52,7 +53,10 @@ INIT_SCRIPT = Path(__file__).resolve().with_name("guest_init.py")
 # Guest paths that the init covers with its own filesystems; host paths under them must be
 # mounted explicitly to be visible in the guest.
 HIDDEN_IN_GUEST = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev")
-RESULT_FILES = ("uml-stdout.txt", "uml-stderr.txt", "uml-status.json", "uml-console.log")
+RESULT_FILES = ("uml-stdout.txt", "uml-stderr.txt", "uml-status.json", "uml-console.log",
+                "uml-host-cpu.jsonl")
+HOST_CPU_FILE = "uml-host-cpu.jsonl"   # the guest's processes as the host scheduled them
+HOST_CPU_INTERVAL = 0.1                # seconds between its samples
 TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process group
 BACKEND = "netem-uml"  # the CLI's --backend value that re-runs a command in a guest with netem
 BOOT_TIMEOUT = 120.0  # seconds for a boot check's guest
@@ -200,6 +204,90 @@ def _end_group(proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+def _schedstat(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of ``pid``: (ns on a CPU, ns runnable but waiting for one) from
+    /proc/PID/task/TID/schedstat; {} when the process is gone."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run_ns, wait_ns = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        out[int(tid)] = (int(run_ns), int(wait_ns))
+    return out
+
+
+class HostCPU:
+    """Samples, every ``interval`` s until stopped, how the host scheduled the guest: the summed
+    CPU time and run-queue wait (time runnable but waiting for a host CPU — what the guest
+    loses to a busy host, its steal) of every thread of the guest's process group (linux.uml
+    and its helpers: in ptrace mode one host process per guest process), as JSON lines
+    ``{"t": CLOCK_REALTIME s, "cpu_s", "wait_s", "threads", "load1"}`` appended to ``path``.
+    A UML guest's clock follows the host's, so a command in the guest reads the lines of its
+    own time window (``window``).  Threads that ended keep their last sample."""
+
+    def __init__(self, pgid: int, path: Path, interval: float = HOST_CPU_INTERVAL):
+        import threading
+        self.pgid, self.path, self.interval = pgid, path, interval
+        self.last: dict[int, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="uml-host-cpu", daemon=True)
+
+    def start(self) -> "HostCPU":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self) -> dict:
+        for pid in _group_members(self.pgid):
+            self.last.update(_schedstat(pid))
+        try:
+            load1 = float(Path("/proc/loadavg").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            load1 = None
+        return {"t": time.time(), "cpu_s": sum(r for r, _ in self.last.values()) / 1e9,
+                "wait_s": sum(w for _, w in self.last.values()) / 1e9,
+                "threads": len(self.last), "load1": load1}
+
+    def _run(self) -> None:
+        with open(self.path, "a") as f:
+            while not self._stop.is_set():
+                f.write(json.dumps(self.sample()) + "\n")
+                f.flush()
+                self._stop.wait(self.interval)
+
+
+def host_cpu_window(path: Path | str, start: float, end: float) -> dict | None:
+    """How the host scheduled the guest between CLOCK_REALTIME ``start`` and ``end`` (s), from
+    ``HostCPU``'s samples: ``cpu_share`` and ``wait_share`` (CPU seconds and run-queue seconds
+    of the guest's threads per second of the samples' span), the span, and the host's 1-minute
+    load average; None when no two samples bracket the window (read in the guest: the path in
+    ``TESTBED_UML_HOST_CPU``)."""
+    try:
+        samples = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return None
+    before = [x for x in samples if x["t"] <= start]
+    after = [x for x in samples if x["t"] >= end]
+    if not before or not after:
+        return None
+    a, b = before[-1], after[0]
+    span = b["t"] - a["t"]
+    if span <= 0:
+        return None
+    return {"cpu_share": round((b["cpu_s"] - a["cpu_s"]) / span, 3),
+            "wait_share": round((b["wait_s"] - a["wait_s"]) / span, 3),
+            "span_s": round(span, 3), "load1": b["load1"]}
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8", "replace")
@@ -255,7 +343,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         job = private / "job.json"
         job.write_text(json.dumps({
             "argv": list(argv), "cwd": str(cwd),
-            "env": {**_guest_env(env), "TESTBED_UML_GUEST": json.dumps(uml)},
+            "env": {**_guest_env(env), "TESTBED_UML_GUEST": json.dumps(uml),
+                    "TESTBED_UML_HOST_CPU": str(results_dir / HOST_CPU_FILE)},
             "results_dir": str(results_dir), "host_paths": _host_paths(results_dir, cwd),
             "modules_root": str(build.modules_root), "modules": modules,
         }))
@@ -271,12 +360,14 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
                                     start_new_session=True)
             if run is not None:
                 run.record_pid(proc.pid, "UML guest", group=True)
+            sampler = HostCPU(proc.pid, results_dir / HOST_CPU_FILE).start()
             try:
                 proc.wait(timeout)
                 timed_out = False
             except subprocess.TimeoutExpired:
                 timed_out = True
             finally:
+                sampler.stop()
                 _end_group(proc)
         duration = time.monotonic() - start
     finally:

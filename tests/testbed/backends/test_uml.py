@@ -528,5 +528,31 @@ def test_testbed_longhaul_netem_backend_in_guest(tmp_path):
     assert _within_binomial(1 - p["received_down"] / p["sent_down"], 0.14, p["sent_down"])
 
 
+
+def test_host_cpu_samples_a_process_group_and_windows_read_them(tmp_path):
+    """HostCPU sums the CPU and run-queue wait of every thread of a process group (the guest's
+    linux.uml and helpers); host_cpu_window turns two samples around a window into shares."""
+    from testbed.backends.uml import HostCPU, host_cpu_window
+    burn = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<0.6: pass"],
+                            start_new_session=True)
+    path = tmp_path / "uml-host-cpu.jsonl"
+    sampler = HostCPU(burn.pid, path, interval=0.05).start()
+    t0 = time.time()
+    burn.wait()
+    time.sleep(0.15)
+    sampler.stop()
+    samples = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(samples) >= 5 and samples[-1]["threads"] >= 1
+    assert 0.3 < samples[-1]["cpu_s"] < 2.0                    # the burner's 0.6 s, give or take
+    window = host_cpu_window(path, t0 + 0.1, t0 + 0.4)
+    assert 0.3 < window["cpu_share"] <= 1.05 and 0 <= window["wait_share"] <= 1
+    assert host_cpu_window(path, t0 - 60, t0) is None           # no sample before the window
+    lines = [{"t": 10.0, "cpu_s": 1.0, "wait_s": 0.5, "threads": 3, "load1": 2.5},
+             {"t": 11.0, "cpu_s": 1.6, "wait_s": 0.7, "threads": 3, "load1": 2.6}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert host_cpu_window(path, 10.2, 10.8) == {"cpu_share": 0.6, "wait_share": 0.2,
+                                                 "span_s": 1.0, "load1": 2.6}
+
+
 if __name__ == "__main__":
     sys.exit(guest_main(sys.argv[1]))

@@ -104,3 +104,60 @@ def test_calibrate_scaled_long_haul(results_root, capsys):
     assert timing[0]["ok"] == (timing[0]["measured"] <= calibrate.SCHED_P99_US)
     assert all(c["ok"] for c in out["checks"] if c not in timing), [c for c in out["checks"] if not c["ok"]]
     assert out["ok"] == timing[0]["ok"] and code == (0 if out["ok"] else 1)
+
+
+def _sides(offered=21.0, busy=0.5, sender_cpu=0.3, host=None, qdisc=None, rx_drops=0,
+           received=825, fit_points=800, mean=19.5):
+    return {"sender": {"sent": 825, "send_errors": 0, "send_rate_mbps": offered, "cpu_share": sender_cpu},
+            "cpu_window": {"seconds": 0.44, "cpus": 1, "busy_share": busy, "steal_share": 0.0},
+            "qdisc": qdisc if qdisc is not None else {
+                "htb": {"packets": 825, "drops": 0, "overlimits": 800, "backlog": 0},
+                "netem": {"packets": 825, "drops": 0, "overlimits": 0, "backlog": 0}},
+            "host": host, "receive_path_drops": rx_drops,
+            "receiver": {"received": received, "fit_points": fit_points, "mean_rate_mbps": mean}}
+
+
+@pytest.mark.parametrize("sides, side, cause", [
+    (_sides(offered=19.0, busy=0.97, sender_cpu=0.95), "the sender fell short: it offered 19.00",
+     "on a saturated CPU"),
+    (_sides(qdisc={"htb": {"packets": 700}, "netem": {"packets": 700, "overlimits": 125}}),
+     "the probe: its train overflowed the queue (125 frames", None),
+    (_sides(rx_drops=40, received=785), "the probe's receive side: the qdisc sent 825 frames, the "
+     "receiver got 785 (40 dropped", None),
+    (_sides(fit_points=400, mean=19.9), "the probe's fit: the frames arrived at 19.90", None),
+    (_sides(mean=18.2, host={"cpu_share": 0.6, "wait_share": 0.25, "span_s": 0.55, "load1": 4.2}),
+     "the qdisc: it released the train at 18.20 Mbit/s", "held back by the host: a busy machine"),
+    (_sides(mean=18.2, busy=0.95), "the qdisc: it released the train at 18.20", "on a saturated CPU (the "),
+])
+def test_a_failed_rate_line_names_the_side_that_fell_short(sides, side, cause):
+    """The sender, the probe (queue overflow, receive drops, its fit) or the qdisc, and what
+    held it back when the figures show it (the host's run-queue wait, a saturated CPU)."""
+    why = calibrate.rate_shortfall(20.0, 18.3, sides)
+    assert why.startswith(side), why
+    assert (cause in why) if cause else ("held back" not in why and "saturated" not in why), why
+    assert "busy" in why and "the sender used" in why
+    if sides["host"]:
+        assert "kept it waiting for a CPU 25% (host load 4.2)" in why
+
+
+def test_evaluate_explains_a_failed_rate_line_only():
+    res = _result(rate_mbps={"up": 18.3, "down": 19.99})
+    res["measured"]["train"] = {d: {"send_rate_mbps": 21.0, "sides": _sides(mean=18.2)} for d in ("up", "down")}
+    checks = {c["check"]: c for c in calibrate.evaluate(_configured(), res)}
+    assert checks["rate up (Mbit/s)"]["why"].startswith("the qdisc: it released the train at 18.20")
+    assert "why" not in checks["rate down (Mbit/s)"]
+
+
+@pytest.mark.parametrize("in_guest, rate, warned", [("1", "50mbit", True), ("1", "20mbit", False),
+                                                     ("", "50mbit", False)])
+def test_a_rate_above_what_a_uml_guest_carries_is_warned(monkeypatch, caplog, in_guest, rate, warned):
+    monkeypatch.setenv("TESTBED_IN_UML", in_guest)
+    fake = _result()
+    fake.update(backend="netem", run_dir="x")
+    monkeypatch.setattr(calibrate, "measure", lambda *a: fake)
+    with caplog.at_level("WARNING"):
+        calibrate.calibrate(rate=rate, delay="20ms", loss_down="5%")
+    lines = [r.getMessage() for r in caplog.records if "UML guest" in r.getMessage()]
+    assert lines == ([f"rate {rate} is above the 20 Mbit/s a UML guest's probe carries on a quiet "
+                      "2-core host (docs/uml.md): its rate lines measure the guest, not the link"]
+                     if warned else [])
