@@ -111,3 +111,13 @@ def test_ratio_ci_is_none_when_a_resampled_denominator_median_can_be_zero():
         c = stats.compare([3.0, 4.0, 5.0], [0.0, 1.0, 1.0])
     assert c["ratio"] == pytest.approx(4.0)
     assert c["ratio_ci"] is None or all(np.isfinite(c["ratio_ci"]))
+
+
+def test_small_samples_no_ci_and_the_smallest_attainable_p():
+    assert stats.describe([1.0, 2.0, 3.0, 4.0])["median_ci"] is None          # below MIN_N_CI
+    assert stats.describe([1.0, 2.0, 3.0, 4.0, 5.0])["median_ci"] is not None
+    two = stats.describe([1.0, 2.0])
+    assert two["p99"] is None and two["p10"] is None and two["p90"] is None   # no p99 from 2 values
+    mw = stats.mann_whitney([1, 2], [3, 4])
+    assert mw["p"] == pytest.approx(1 / 3) and mw["p_min"] == pytest.approx(1 / 3)   # 2 / C(4, 2)
+    assert stats.mann_whitney([1, 2, 3], [4, 5, 6])["p_min"] == pytest.approx(0.1)  # 2 / C(6, 3)
