@@ -66,7 +66,8 @@ def _add_definition_options(r) -> None:
     r.add_argument("--levels", help="levels of the definition or new values, comma-separated "
                                     "(new,reuse; 1%%,2%%), or a range FROM:TO:STEP (0%%:5%%:1%%) or "
                                     "FROM:TO:logN (1ms:100ms:log5)")
-    r.add_argument("--cross-levels", help="levels of the crossed second factor (as --levels)")
+    r.add_argument("--cross-levels", help="levels of the crossed second factor, as --levels (default: "
+                                          "the definition's)")
     r.add_argument("--reps", type=int,
                    help="repetitions per level (default: the definition's reps, see experiment show)")
     r.add_argument("--warmup", type=int,
