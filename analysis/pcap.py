@@ -31,6 +31,9 @@ byte where the bad or cut record starts) and ``packets_read``:
   written); the records before it are read.
 * ``snaplen``: the file's snap length is shorter than the link, IPv4 and TCP headers.
 * ``headers_cut``: TCP packets captured without their whole TCP header (options included).
+* ``length``: IP packets whose length on the wire contradicts their IP header (shorter than
+  link header + IP length, or longer by more than a VLAN tag or FCS beyond Ethernet's minimum
+  frame; an IPv4 length 0 or IPv6 payload length 0, as GSO jumbograms carry, is not checked).
 * ``link_type``: a link type this reader does not decode (its packets read as non-IP).
 
 The native reader stops at the same record for the same reason (``tbanalysis.c``).
@@ -257,7 +260,8 @@ def _link_types(links, iface) -> np.ndarray:
 
 
 def _check_headers(pk: Packets, snaplen: int | None, links) -> Packets:
-    """Add to ``pk.damage`` what the file's snap length and link types leave undecoded."""
+    """Add to ``pk.damage`` what the file's snap length and link types leave undecoded, and IP
+    packets whose lengths contradict their records' (module docstring)."""
     for lt in sorted(set(int(x) for x in links)):
         if lt not in LINK_HEADER:
             pk.damage.append({"kind": "link_type", "message": (
@@ -268,6 +272,18 @@ def _check_headers(pk: Packets, snaplen: int | None, links) -> Packets:
         pk.damage.append({"kind": "snaplen", "message": (
             f"the snap length {snaplen} is shorter than the link, IPv4 and TCP headers "
             f"({need} bytes): packets read without them are not TCP to the analysis")})
+    lh = _link_types(np.array([LINK_HEADER.get(int(lt), 0) for lt in links]), pk.iface)
+    ip_len, wire = pk.ip_len.astype(np.int64), pk.wirelen.astype(np.int64)
+    jumbo = ((pk.ipver == 4) & (ip_len == 0)) | ((pk.ipver == 6) & (ip_len == 40))
+    odd = (pk.ipver > 0) & ~jumbo & ((wire < lh + ip_len) | ((wire > lh + ip_len + 4) & (wire > 64)))
+    if odd.any():
+        first = int(np.argmax(odd))
+        pk.damage.append({"kind": "length", "packets": int(odd.sum()), "first_packet": first,
+                          "message": (
+            f"{int(odd.sum())} IP packets have a length on the wire that their IP header "
+            f"contradicts (the first is packet {first}: {int(wire[first])} bytes on the wire, "
+            f"IP length {int(ip_len[first])} after a {int(lh[first])}-byte link header): a "
+            "damaged record header or packet")})
     tcp = pk.proto == TCP
     cut = tcp & ~pk.tcp_hdr_ok
     if cut.any():

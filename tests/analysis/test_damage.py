@@ -79,19 +79,33 @@ def test_bad_record_header(whole, tmp_path, field, value, says):
     assert f"{len(data) - offs[k]} of {len(data)} bytes unread" in d["message"]
 
 
-def test_random_flips_are_found(whole, tmp_path):
-    """200 random bytes flipped: the reading stops at a bad header, both readers alike."""
+@pytest.mark.parametrize("seed", range(8))
+def test_random_flips_are_found(whole, tmp_path, seed):
+    """200 random bytes flipped: a bad record header stops the reading, or the lengths of a
+    record and its IP header disagree — both readers alike."""
     path, data = whole
-    rng = random.Random(3)
+    rng = random.Random(seed)
     bad = bytearray(data)
     for i in rng.sample(range(24, len(data)), 200):
         bad[i] ^= rng.randrange(1, 256)
     (tmp_path / "flip.pcap").write_bytes(bad)
     pk = _read_both(tmp_path / "flip.pcap")
-    kinds = [d["kind"] for d in pk.damage]
-    assert "bad_record" in kinds
-    stop = next(d for d in pk.damage if d["kind"] == "bad_record")
-    assert stop["packets_read"] == len(pk) < len(_offsets(data))
+    assert {d["kind"] for d in pk.damage} & {"bad_record", "length"}
+    for stop in (d for d in pk.damage if d["kind"] == "bad_record"):
+        assert stop["packets_read"] == len(pk) < len(_offsets(data))
+
+
+def test_a_wire_length_the_ip_header_contradicts(whole, tmp_path):
+    path, data = whole
+    offs = _offsets(data)
+    bad = bytearray(data)
+    wire = struct.unpack_from("<I", data, offs[40] + 12)[0]
+    struct.pack_into("<I", bad, offs[40] + 12, wire + 1000)
+    (tmp_path / "len.pcap").write_bytes(bad)
+    pk = _read_both(tmp_path / "len.pcap")
+    (d,) = pk.damage
+    assert d["kind"] == "length" and d["first_packet"] == 40 and d["packets"] == 1
+    assert f"{wire + 1000} bytes on the wire" in d["message"] and len(pk) == len(offs)
 
 
 def test_windowed_native_reading_stops_at_the_same_record(whole, tmp_path, monkeypatch):
