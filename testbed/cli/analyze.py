@@ -213,16 +213,23 @@ def _table(res: dict) -> str:
     head = f"{'flow':<48} {'dir':>4} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
            f"{'rtx f/r/p':>10} {'infl max':>9} {'goodput':>9} {'data/ack':>8} {'req':>4}"
     lines.append(head)
+    at_receiver = False
     for r in res["flows"]:
         if r["proto"] != "tcp":
             lines.append(f"{r['flow']:<48}  udp bytes c2s {r['bytes']['c2s']} s2c {r['bytes']['s2c']}")
             continue
         x = r.get("retransmissions") or {}
         rtt = (r.get("rtt_ms") or {}).get("karn", {})
+        mark = "*" if (r.get("vantage") or {}).get("sender_side") is False else ""
+        at_receiver |= bool(mark)
         lines.append(
-            f"{r['flow']:<48} {r.get('data_direction') or '-':>4} {_fmt(r['initial_rtt_ms'], 1, 3):>8} "
+            f"{r['flow']:<48} {(r.get('data_direction') or '-') + mark:>4} "
+            f"{_fmt(r['initial_rtt_ms'], 1, 3):>8} "
             f"{_fmt(rtt.get('min'), 1, 3):>8} {_fmt(rtt.get('median'), 1, 3):>8} "
             f"{'/'.join(str(x.get(k, '-')) for k in ('fast', 'rto', 'probe')):>10} "
             f"{(r.get('in_flight') or {}).get('max', '-'):>9} {_fmt(r.get('goodput_mbps'), 1, 2):>9} "
             f"{_fmt((r.get('acks') or {}).get('data_per_ack'), 1, 2):>8} {len(r['completion']):>4}")
+    if at_receiver:
+        lines.append("* captured near the data's receiver: retransmissions, in flight, RTT and "
+                     "data/ack are the receiver's view (the sender's capture gives the sender's)")
     return "\n".join(lines)

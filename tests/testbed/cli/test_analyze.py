@@ -123,8 +123,10 @@ def test_rtt_stats_retransmitted_bytes_and_truncation(rr_pcap, capsys, monkeypat
 
 
 def test_table_output(rr_pcap, capsys):
+    """The data (s2c) was captured near its receiver, the client: the row says so."""
     code, out = _run([str(rr_pcap[0])], capsys)
-    assert code == 0 and "tcp-10.0.0.1:1000-10.0.0.2:80" in out and "s2c" in out
+    assert code == 0 and "tcp-10.0.0.1:1000-10.0.0.2:80" in out and " s2c* " in out
+    assert out.rstrip().endswith("the receiver's view (the sender's capture gives the sender's)")
 
 
 def test_bad_input(tmp_path, capsys):
