@@ -210,7 +210,7 @@ def _table(res: dict) -> str:
                 if res.get("dropped_by_kernel") is not None else "")
              + (f", DAMAGED ({', '.join(d['kind'] for d in res['damage'])}: see the warnings)"
                 if res.get("damage") else "")]
-    head = f"{'flow':<48} {'dir':>4} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
+    head = f"{'flow':<48} {'dir':>5} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
            f"{'rtx f/r/p':>10} {'infl max':>9} {'goodput':>9} {'data/ack':>8} {'req':>4}"
     lines.append(head)
     at_receiver = False
@@ -223,7 +223,7 @@ def _table(res: dict) -> str:
         mark = "*" if (r.get("vantage") or {}).get("sender_side") is False else ""
         at_receiver |= bool(mark)
         lines.append(
-            f"{r['flow']:<48} {(r.get('data_direction') or '-') + mark:>4} "
+            f"{r['flow']:<48} {(r.get('data_direction') or '-') + mark:>5} "
             f"{_fmt(r['initial_rtt_ms'], 1, 3):>8} "
             f"{_fmt(rtt.get('min'), 1, 3):>8} {_fmt(rtt.get('median'), 1, 3):>8} "
             f"{'/'.join(str(x.get(k, '-')) for k in ('fast', 'rto', 'probe')):>10} "
