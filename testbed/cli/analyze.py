@@ -212,7 +212,7 @@ def _table(res: dict) -> str:
                 if res.get("damage") else "")]
     head = f"{'flow':<48} {'dir':>5} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
            f"{'rtx f/r/p':>10} {'infl max':>9} {'goodput':>9} {'data/ack':>8} {'req':>4}"
-    lines.append(head)
+    lines.append(head if res["flows"] else "  no TCP or UDP flow in this capture")
     at_receiver = False
     for r in res["flows"]:
         if r["proto"] != "tcp":

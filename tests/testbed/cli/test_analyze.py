@@ -229,3 +229,11 @@ def test_pruned_captures_named_as_the_reason(rr_pcap, analyze, tmp_path):
     d3 = _run_dir(tmp_path / "c", None, spec={"capture": {"hosts": "none"}})
     code, out, err = analyze([str(d3), "--strict"])
     assert code == 0 and "the run has no captures (capture.hosts = none)" in err
+
+
+def test_a_capture_without_tcp_or_udp_says_so(tmp_path, capsys):
+    from scapy.all import ICMP, wrpcap
+    f = tmp_path / "ping.pcap"
+    wrpcap(str(f), [eth() / IP(src="10.0.0.1", dst="10.0.0.2") / ICMP()])
+    code, out = _run([str(f)], capsys)
+    assert code == 0 and out.splitlines()[1] == "  no TCP or UDP flow in this capture"
