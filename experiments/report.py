@@ -10,9 +10,11 @@ from testbed.spec.runresult import load_run
 from experiments.summary import summarize
 
 REPORT = "report.md"
-#: seconds a run costs beyond its workload (topology bring-up and teardown, capture drain,
-#: metrics): the median on this project's 2-core machine, for `experiment show`'s estimate
-RUN_OVERHEAD_S = 6.0
+#: seconds a run costs beyond its workload's nominal time (topology bring-up and teardown, host
+#: factors, app start, capture drain, metrics), for `experiment show`'s estimate: wall-clock minus
+#: the nominal duration of 29 userspace-backend runs on a busy 2-core machine (bulk 2-3 s, reqresp
+#: 3 requests) was 2.5-6.9 s, median about 4.5 s
+RUN_OVERHEAD_S = 4.5
 
 
 def _num(v, digits=None) -> str:
@@ -98,14 +100,16 @@ def describe(exp, plans: dict) -> str:
     lines.append("  base      " + "; ".join(f"{k}={v}" for k, v in flat.items() if v is not None))
     lines.append(f"  runs      {len(slots)} = ({exp.warmup} warm-up + {exp.reps} repetitions) x {n_arms} "
                  f"arms; order {exp.order}, seed {exp.seed}, keep_pcaps {exp.keep_pcaps}")
-    secs, how = _workload_seconds(next(iter(plans.values())))
-    if secs is None:
+    per_arm = {lab: _workload_seconds(plan) for lab, plan in plans.items()}
+    how = next(iter(per_arm.values()))[1]
+    if any(sec is None for sec, _ in per_arm.values()):
         lines.append(f"  time      >= {len(slots) * RUN_OVERHEAD_S / 60:.0f} min ({len(slots)} runs x "
                      f"{RUN_OVERHEAD_S:g} s per-run overhead; {how})")
     else:
-        total = len(slots) * (RUN_OVERHEAD_S + secs)
-        lines.append(f"  time      ~ {total / 60:.0f} min ({len(slots)} runs x ({RUN_OVERHEAD_S:g} s per-run "
-                     f"overhead + {secs:.1f} s workload: {how}); a rough estimate")
+        work = sum(per_arm[s.level][0] for s in slots)
+        total = len(slots) * RUN_OVERHEAD_S + work
+        lines.append(f"  time      ~ {total / 60:.0f} min ({len(slots)} runs x {RUN_OVERHEAD_S:g} s per-run "
+                     f"overhead + {work / 60:.1f} min of workload, e.g. {how}); a rough estimate")
     for m in exp.models:
         lines.append(f"  model     {m.get('label') or m['model'] + '.' + m['output']} "
                      f"(testbed model {m['model']}, output {m['output']}, {m['x']} = the level)")
