@@ -18,8 +18,9 @@ One meaning per option, in every command that has it:
 
 A VALUE is read as a TOML literal when it is one (``5``, ``0.5``, ``true``, ``"x"``), else as the
 string given (``50mbit``, ``3%``); an empty VALUE is refused (an empty rate once meant
-"unshaped": give ``unshaped``), and so is a delay or jitter given as a bare number above 1 s
-(``delay=10`` is 10 s: write ``10ms``).
+"unshaped": give ``unshaped``).  A delay or jitter (a KEY or FIELD naming one) stays text, so
+that a bare number above 1 s is refused where links are built (``delay=10`` is 10 s: write
+``10ms``; ``units.parse_delay``), after the topology's name is checked.
 """
 from __future__ import annotations
 
@@ -129,33 +130,21 @@ def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: st
             raise UsageError(f"{flag} {item!r}: expected {form} with a value"
                              + (f", e.g. {flag} {example}" if example else "")
                              + " (a rate may be 'unshaped')")
-        out[key.strip()] = value(text.strip())
+        # a delay stays text: "10" is refused where it is parsed (10 s: write 10ms), after the
+        # topology's name is checked, not read by TOML as the number 10 (seconds)
+        out[key.strip()] = text.strip() if names_a_delay(key) else value(text.strip())
     return out
 
 
-def check_bare_delays(items: list[str], flag: str) -> None:
-    """A delay or jitter (a KEY or FIELD naming one: ``delay``, ``delay1``, ``edge_delay``,
-    ``bottleneck.down.jitter``) given as a bare number above ``units.BARE_DELAY_MAX_S`` is
-    refused, naming the unit: ``--set delay=10`` would be 10 s, almost always meant as 10 ms
-    (TOML reads 10 as a number, which every parser takes as seconds)."""
+def names_a_delay(key: str) -> bool:
+    """``key`` (a KEY, PATH or LINK.DIR.FIELD) names a delay or jitter: ``delay``, ``delay1``,
+    ``edge_delay``, ``bottleneck.down.jitter`` (not ``nodelay``)."""
     import re
-
-    from testbed.spec.units import parse_delay
-    for item in items:
-        key, _, text = item.partition("=")
-        last = key.strip().rsplit(".", 1)[-1]
-        if ("delay" in last or "jitter" in last) and re.fullmatch(r"\s*[0-9.eE+-]+\s*", text):
-            try:
-                parse_delay(text, last)
-            except ValueError as exc:
-                why = str(exc).removeprefix(f"{last}={text.strip()} has ")
-                raise UsageError(f"{flag} {item.strip()}: {why}") from None
+    return re.search(r"(^|_)(delay|jitter)\d*($|_)", key.strip().rsplit(".", 1)[-1]) is not None
 
 
 def spec_sets(sets: list[str], links: list[str]) -> dict[str, Any]:
     """``--set`` and ``--link`` items → {RunSpec path: value} (see the module docstring)."""
-    check_bare_delays(sets, "--set")
-    check_bare_delays(links, "--link")
     out = {(k if "." in k or k in SCALARS else f"topology_params.{k}"): v
            for k, v in key_values(sets, "--set", "KEY=VALUE", "rate_down=50mbit").items()}
     for k, v in key_values(links, "--link", "LINK.DIR.FIELD=VALUE", "bottleneck.down.loss=3%").items():

@@ -377,10 +377,11 @@ def test_backend_netem_without_netem_is_refused_before_anything_is_made(monkeypa
 
 @pytest.mark.parametrize("argv, message", [
     (["topo", "show", "longhaul", "--set", "delay=10"],
-     "--set delay=10: no unit, which is 10 s; write 10ms"),
+     "delay=10 has no unit, which is 10 s; write 10ms for milliseconds (or 10s if you mean seconds)"),
     (["topo", "show", "dualpath", "--set", "topology_params.delay1=15"], "write 15ms"),
-    (["topo", "show", "longhaul", "--set", "jitter=5"], "--set jitter=5: no unit, which is 5 s"),
-    (["topo", "show", "longhaul", "--link", "bottleneck.up.delay=10"], "write 10ms"),
+    (["topo", "show", "longhaul", "--set", "jitter=5"], "jitter=5 has no unit, which is 5 s"),
+    (["topo", "show", "longhaul", "--link", "bottleneck.up.delay=10"],
+     "link override bottleneck.up.delay='10': delay=10 has no unit"),
     (["run", "bulk", "--topo", "longhaul", "--size", "1MB", "--set", "delay=10"], "write 10ms"),
     (["experiment", "run", "reuse", "--set", "delay=3"], "write 3ms"),
     (["calibrate", "--delay", "10"], "--delay=10 has no unit, which is 10 s; write 10ms"),
@@ -394,7 +395,8 @@ def test_a_bare_delay_above_a_second_is_refused_naming_the_unit(argv, message, c
 
 
 @pytest.mark.parametrize("args", [["--set", "delay=2s"], ["--set", "delay=0.05"],
-                                  ["--link", "bottleneck.up.delay=1"], ["--set", "delay=40ms"]])
+                                  ["--link", "bottleneck.up.delay=1"], ["--set", "delay=40ms"],
+                                  ["--set", "topology_params.jitter=0"]])
 def test_a_delay_with_a_unit_or_at_most_a_second_is_taken(args, capsys, restore_logging):
     from testbed.cli import main
     assert main(["topo", "show", "longhaul", *args]) == 0
@@ -413,7 +415,8 @@ def test_a_bare_delay_in_a_definition_string_is_refused_too():
 
 @pytest.mark.parametrize("argv", [["run", "bulk", "--topo", "longhual"],
                                   ["run", "reqresp", "--topo", "longhual", "--initcwnd", "abc"],
-                                  ["run", "bulk", "--topo", "longhual", "--set", "params.size=x"]])
+                                  ["run", "bulk", "--topo", "longhual", "--set", "params.size=x"],
+                                  ["run", "bulk", "--topo", "longhual", "--set", "delay=10"]])
 def test_the_topology_name_is_checked_before_any_other_option(argv, capsys, restore_logging):
     """`run bulk --topo longhual` complained about --size first and about the typo only after."""
     from testbed.cli import main
