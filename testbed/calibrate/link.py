@@ -130,6 +130,12 @@ def rate_shortfall(conf: float, meas: float | None, sides: dict) -> str:
     figures = (f"{where} {cpu['busy_share']:.0%} busy, {cpu['steal_share']:.0%} steal during the "
                f"{cpu['seconds']:g} s train; the sender used "
                + ("?" if snd.get("cpu_share") is None else f"{snd['cpu_share']:.0%}") + " of a CPU")
+    if qdisc.get("htb") or qdisc.get("netem"):
+        htb, netem = qdisc.get("htb") or {}, qdisc.get("netem") or {}
+        figures += (f"; tc -s: htb sent {htb.get('packets', '?')} (overlimits "
+                    f"{htb.get('overlimits', '?')}), netem dropped {netem.get('drops', '?')} "
+                    f"(configured loss and overflow; overflow {netem.get('overlimits', '?')}), "
+                    f"backlog left {htb.get('backlog', '?')} B")
     if host:
         figures += (f"; the host ran the guest {host['cpu_share']:.0%} of the train and kept it "
                     f"waiting for a CPU {host['wait_share']:.0%} (host load {host['load1']})")
