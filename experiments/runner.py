@@ -163,6 +163,10 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
         manifest = json.loads(path.read_text())
         new = exp.to_dict()
         old = manifest.get("definition") or {}
+        try:                        # a manifest written before a key existed: its default
+            old = Experiment.from_dict(old).to_dict()
+        except (UsageError, TypeError):
+            pass
         if old != new:
             why = _differences(old, new)
             if why:

@@ -181,6 +181,17 @@ def test_resume_adds_repetitions_without_redoing_a_run(tmp_path):
     assert s["complete"] and s["by_level"]["new"]["n_valid"] == 4
 
 
+def test_resume_of_a_manifest_without_the_newer_keys(tmp_path):
+    out = run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
+    m = json.loads((out / "manifest.json").read_text())
+    for k in ("cross", "check", "models", "log_x"):          # as written before sweeps existed
+        del m["definition"][k]
+    (out / "manifest.json").write_text(json.dumps(m))
+    fx = FakeExecutor("params.mode", MEDIANS)
+    run_experiment(reuse(3), out, executor=fx, resume=True, quiet=True)
+    assert len(fx.calls) == 2
+
+
 def test_resume_adds_levels_block_by_block(tmp_path):
     exp = load_definition("buffer").with_overrides(reps=2)
     fx = FakeExecutor("links.bottleneck.up.queue", {"20": 1.0, "1000": 2.0, "50": 3.0})
