@@ -7,9 +7,9 @@ representative runs' captures:
   excluded runs as grey crosses — drift and order effects show here;
 * ``<metric>-curve`` (numeric levels only): the metric against the level, median and its 95 %
   CI per level (median alone where n is too small for a CI), one line per level of a crossed
-  factor, and each ``models`` entry of the definition evaluated on a fine grid of the level
-  (``analysis.models``) as a dashed line on the same axes; units on both axes, the legend
-  outside the data;
+  factor (a level without a valid run as a cross on the level axis), and each ``models`` entry
+  of the definition evaluated on a fine grid of the level (``analysis.models``) as a dashed line
+  on the same axes; units on both axes, the legend outside the data;
 * ``representative``: for the valid run closest to each level's median of the primary metric,
   bytes in flight (outstanding = SND.MAX − SND.UNA of every connection's main data direction,
   from the capture on the client host) above a swimlane (one lane per request, packet times at
@@ -129,7 +129,12 @@ def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
     crosses = list(dict.fromkeys(c for _, _, c in cells))
     for k, c in enumerate(crosses):
         pts = sorted((xof[str(v)], by[lab]["metrics"][metric]) for lab, v, cc in cells if cc == c)
+        missing = [x for x, s in pts if s["median"] is None]
         pts = [(x, s) for x, s in pts if s["median"] is not None]
+        if missing:                     # levels without a valid run: marked on the axis, not joined
+            dx = (max(xs) - min(xs)) * 0.012 * (k - (len(crosses) - 1) / 2)     # side by side
+            ax.plot([m + dx for m in missing], [0] * len(missing), "x", ms=8, mew=1.5, color=f"C{k}", clip_on=False,
+                    label=f"{c if c is not None else summary['experiment']}: no valid run")
         if not pts:
             continue
         x = np.array([p[0] for p in pts])

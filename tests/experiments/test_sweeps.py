@@ -252,9 +252,10 @@ def test_curve_with_model_lines_for_numeric_levels(tmp_path):
                                 "levels": ["1%", "3%"], "reps": 1, "warmup": 0})
     exp = exp.replace(cross={"factor": "socket.cc", "levels": ("reno", "bbr")}, check="none")
     medians = {"1%": 5.0, "3%": 2.0}
-    out = run_experiment(exp, tmp_path / "c", executor=FakeExecutor(exp.factor, medians, metric="goodput_mbps"),
-                         quiet=True)
+    out = run_experiment(exp, tmp_path / "c", executor=FakeExecutor(exp.factor, medians, metric="goodput_mbps",
+                                                                   overloaded=(0,)), quiet=True)
     s = write_all(out)
+    assert s["by_level"]["reno@1pct"]["n_valid"] == 0              # an arm without a valid run is drawn too
     assert (out / "plots" / "goodput_mbps-curve.png").is_file()
     from experiments.plots import model_curve, numeric_axis
     xs, unit, to_base = numeric_axis(["0%", "1%", "3%"])
