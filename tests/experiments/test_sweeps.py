@@ -65,7 +65,7 @@ def test_socket_and_host_factors_without_a_check_of_their_own():
     assert ck.check_for("socket.nodelay").fn(True, {"socket_readback": {"nodelay": [True, True]}}) is None
 
 
-def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns=None, burst=0):
+def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns=None, burst=0, late=()):
     """A synthetic frame log: ``n`` frames reach the loss stage, ``lost`` of them lost; delivered
     ones leave after ``delay`` plus their transmission time at ``rate``."""
     w = linklog.LogWriter(path, {"direction": path.stem, "spec": spec, "seed": 1, "medium": None})
@@ -79,7 +79,8 @@ def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns
         depart = max(depart, t) + ser
         verdict = linklog.LOSS if i in lost_idx else linklog.DELIVERED
         sched = depart + int(delay * 1e9) if verdict == linklog.DELIVERED else depart
-        w.buf.append(linklog.RECORD.pack(t, t, sched, sched if verdict == linklog.DELIVERED else 0,
+        sent = sched + (5_000_000 if i in late else 0)          # the emulator fell behind
+        w.buf.append(linklog.RECORD.pack(t, t, sched, sent if verdict == linklog.DELIVERED else 0,
                                          1, 2, i, 0x0800, i & 0xFFFF, 1, 2, 6, length, verdict))
     w.close()
 
@@ -123,6 +124,17 @@ def test_rate_measured_only_over_departures_the_queue_kept_busy(tmp_path):
     _write_frames(d / "emulator" / "server-client.frames", spec, 4000, 400, rate=20e6, delay=0.02, burst=4)
     rb = ck.link_readback(d, "bottleneck.down")
     assert rb["rate_pairs"] > 500 and rb["rate_mbps"] == pytest.approx(20.0, rel=0.01)
+
+
+def test_rate_read_back_is_not_skewed_by_a_stretch_of_late_sends(tmp_path):
+    from testbed.spec.linkspec import LinkSpec
+    spec = LinkSpec.parse(rate="20mbit", delay="20ms").to_dict()
+    d = _run_dir(tmp_path, spec)
+    late = set(range(100, 400)) | set(range(1000, 1300))
+    _write_frames(d / "emulator" / "server-client.frames", spec, 2000, 0, rate=20e6, delay=0.02, late=late)
+    rb = ck.link_readback(d, "bottleneck.down")
+    assert rb["rate_mbps"] == pytest.approx(20.0, rel=0.005)
+    assert ck.manipulation_reason("links.bottleneck.down.rate", "20mbit", {"link": rb}) is None
 
 
 def test_loss_check_fails_when_the_measured_loss_contradicts_the_configured_level(tmp_path):
