@@ -44,6 +44,16 @@ from analysis.tcpsender import KINDS
 TWO32 = 1 << 32
 
 
+#: the throughput series' longest span in bins; a packet beyond it (a capture timestamp
+#: damaged, years off) is left out of the series, not allocated for
+MAX_BINS = 1_000_000
+
+
+def _binned(bins: np.ndarray, weights: np.ndarray, nb: int) -> np.ndarray:
+    """Sum of ``weights`` per bin over ``nb`` bins; bins beyond them are left out."""
+    keep = bins < nb
+    return np.bincount(bins[keep], weights=weights[keep], minlength=nb)
+
 def unwrap32(values: np.ndarray, ref: int) -> np.ndarray:
     """uint32 sequence numbers (in time order) -> int64 offsets from ``ref``, without wraps."""
     d = (values.astype(np.int64) - ref) & (TWO32 - 1)
@@ -202,9 +212,9 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     last_adv = int(t[advancing][-1]) if advancing.any() else None
     window = (t >= (first_data_t or 0)) & (t <= (last_adv or 0))
     start = int(t.min())      # the first packet, unless capture timestamps go backwards
-    nb = max(int((int(t.max()) - start) // bin_ns) + 1, 1)
-    thr = np.bincount((t[fwd] - start) // bin_ns, weights=take(pk.ip_len)[fwd],
-                      minlength=nb)
+    # a damaged timestamp (the capture's damage report says where) caps the series at MAX_BINS
+    nb = min(max(int((int(t.max()) - start) // bin_ns) + 1, 1), MAX_BINS)
+    thr = _binned((t[fwd] - start) // bin_ns, take(pk.ip_len)[fwd], nb)
     base = int(seq[ref_i]) + (1 if len(sender_syn) else 0)
     fin_end = int(end[fwd & fin][0]) - 1 if (fwd & fin).any() else None
     newly = np.zeros(len(t), np.int64)  # payload bytes newly ACKed at each packet
@@ -219,7 +229,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
     del una_series
     bins = t - start
     bins //= bin_ns
-    good = np.bincount(bins, weights=newly, minlength=nb)
+    good = _binned(bins, newly, nb)
     del bins
     gap = gap_ns if gap_ns is not None else (
         int(tr.rtt_karn[:, 1].min() // 2) if len(tr.rtt_karn) else 1_000_000)

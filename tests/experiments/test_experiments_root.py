@@ -36,7 +36,9 @@ def test_real_reuse_study(tmp_path):
     assert seeds == [x["seed"] for x in runs] and len(set(seeds)) == 3
     c = next(c for c in s["comparisons"] if c["metric"] == "completion_ms_median")
     if all(lv["n_valid"] >= 2 for lv in s["by_level"].values()):
-        assert c["ratio"] > 1 and c["ratio_ci"][0] > 1, c
+        assert c["ratio"] > 1, c
+    # 3 repetitions per arm: fewer than stats.MIN_N_CI, so no CI is claimed for the ratio
+    assert c["ratio_ci"] is None and s["min_n_ci"] > 3, c
     assert (out / "plots" / "representative.png").is_file()
     # keep_pcaps = representative: only the representative runs still hold pcaps
     reps = {lv["representative"] for lv in s["by_level"].values()}
