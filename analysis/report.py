@@ -66,7 +66,7 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     spans = [(f.key, int(pk.ts_ns[f.index[0]]), int(pk.ts_ns[f.index[-1]])) for f in fl]
     joined, unmatched = applog.assign(events or [], spans) if events else ({}, [])
     out = {"file": str(path), "packets": len(pk), "engine": engine, **clk,
-           "damage": pk.damage, "flows": []}
+           "damage": pk.damage, "flows": [], "flows_not_analysed": []}
     joins = [(h.get("direction", f"log{k}"), linkjoin.join(pk, r, h.get("verdicts")))
              for k, (h, r) in enumerate(link_logs)]
     objects = []
@@ -80,8 +80,17 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
         evs = joined.get(i, [])
         obj = {"flow": f, "events": evs}
         if f.key.proto == pcap.TCP:
-            _tcp(pk, f, rec, obj, evs, t0, int(bin_s * 1e9),
-                 None if gap_s is None else int(gap_s * 1e9), engine, samples, keep)
+            try:
+                _tcp(pk, f, rec, obj, evs, t0, int(bin_s * 1e9),
+                     None if gap_s is None else int(gap_s * 1e9), engine, samples, keep)
+            except (IndexError, ValueError) as exc:
+                if not pk.damage:
+                    raise
+                # what a damaged capture holds of a flow can contradict itself (a flipped flag,
+                # sequence number or time): the flow is named, not analysed
+                out["flows_not_analysed"].append({"flow": f.key.name, "reason": (
+                    f"the capture is damaged ({pk.damage[0]['kind']}): {type(exc).__name__}: {exc}")})
+                continue
         else:
             rec["bytes"] = {"c2s": int(pk.payload_len[f.index][f.fwd].sum()),
                             "s2c": int(pk.payload_len[f.index][~f.fwd].sum())}

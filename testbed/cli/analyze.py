@@ -102,6 +102,8 @@ def run(args) -> int:
         results.append(res)
     for res in results:
         notes += [(res["file"], d["message"], True) for d in res.get("damage", ())]
+        notes += [(res["file"], f"flow {n['flow']} not analysed: {n['reason']}", True)
+                  for n in res.get("flows_not_analysed", ())]
     for what, message, _ in notes:
         logging.getLogger(__name__).warning("%s: %s", what, message)
     code = 1 if args.strict and any(counts for *_, counts in notes) else 0

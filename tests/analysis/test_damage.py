@@ -158,3 +158,20 @@ def test_the_summary_carries_the_damage(whole, tmp_path):
     res = report.analyze_file(tmp_path / "cut.pcap")
     assert [d["kind"] for d in res["damage"]] == ["truncated"]
     assert report.analyze_file(path)["damage"] == []
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_analysing_a_flipped_capture_never_crashes(whole, tmp_path, engine):
+    """Whatever 200 flipped bytes make of a flow (a time years off, a flag or sequence number
+    that contradicts the rest), the analysis ends: the flows it cannot analyse are named."""
+    path, data = whole
+    for seed in range(40):
+        rng = random.Random(1000 + seed)
+        bad = bytearray(data)
+        for i in rng.sample(range(24, len(data)), 200):
+            bad[i] ^= rng.randrange(1, 256)
+        f = tmp_path / f"flip{seed}.pcap"
+        f.write_bytes(bad)
+        res = report.analyze_file(f, engine=engine)
+        assert res["damage"]
+        assert all("damaged" in n["reason"] for n in res["flows_not_analysed"])
