@@ -104,10 +104,11 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
     return out
 
 
-def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[str]:
-    """The figure of the module docstring for packets to/from UDP ``port``; PNG and SVG at
-    ``base``.  Time in ms from the first symbol packet to ``port``."""
-    from analysis.plots import _plt, _save
+DEFAULT_PORT = 5003     # the udpreq server's port
+
+
+def draw(ax, cum, pk: pcap.Packets, port: int, legend: bool = True) -> None:
+    """The two panels of :func:`timeline` on given axes (``ax`` above, ``cum`` below)."""
     sel = (pk.proto == pcap.UDP) & (pk.head_len >= 7) & (pk.head[:, 0] == MAGIC)
     t = pk.select(np.nonzero(sel)[0])
     kind = t.head[:, 1] & 0x0F
@@ -120,8 +121,6 @@ def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[s
              "source sent again": to & (kind == SOURCE) & (t.head[:, 6] > 0), "ACK received": back}
     colors = {"source": "black", "repair": "tab:blue", "source sent again": "tab:red",
               "ACK received": "tab:green"}
-    plt = _plt()
-    fig, (ax, cum) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, height_ratios=(3, 2))
     floor = -0.05 * max(int(pn[to].max()) if to.any() else 1, 1)
     for name, mask in kinds.items():
         if not mask.any():
@@ -129,12 +128,22 @@ def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[s
         y = pn[mask] if name != "ACK received" else np.full(int(mask.sum()), floor)
         ax.plot(ms[mask], y, "|" if name == "ACK received" else ".", color=colors[name], ms=4, label=name)
         cum.step(ms[mask], np.arange(1, int(mask.sum()) + 1), where="post", color=colors[name], label=name)
-    ax.set_ylabel("packet number (ACKs on the strip below 0)")
-    ax.set_title(title or f"transport packets to port {port}")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylabel("packet number\n(ACKs on the strip below 0)")
     cum.set_xlabel("time since the first symbol packet (ms)")
     cum.set_ylabel("packets (cumulative)")
-    cum.legend(loc="upper left", fontsize=8)
+    if legend and to.any():
+        ax.legend(loc="upper left", fontsize=8)
+        cum.legend(loc="upper left", fontsize=8)
+
+
+def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[str]:
+    """The figure of the module docstring for packets to/from UDP ``port``; PNG, SVG and PDF at
+    ``base``.  Time in ms from the first symbol packet to ``port``."""
+    from analysis.plots import _plt, _save
+    plt = _plt()
+    fig, (ax, cum) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, height_ratios=(3, 2))
+    draw(ax, cum, pk, port)
+    ax.set_title(title or f"transport packets to port {port}")
     return _save(fig, base)
 
 
@@ -142,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     p = argparse.ArgumentParser(prog="python -m analysis.fec", description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--port", type=int, default=5003, help="the server's UDP port (udpreq: 5003)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="the server's UDP port (udpreq: 5003)")
     p.add_argument("--plots", type=Path, help="write a timeline per client capture here")
     a = p.parse_args(argv)
     if not (a.run_dir / "client.jsonl").is_file():

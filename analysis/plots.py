@@ -10,7 +10,7 @@
   with the sender's cwnd where an application log has TCP_INFO samples
   (``snd_cwnd`` x ``snd_mss`` bytes) or a qlog has ``cwnd``.
 - :func:`swimlane`: handshake, completion and application events on one lane
-  per host (and one per application log role).
+  per host (and one per application log role), one marker per kind of event.
 - :func:`delivery`: cumulative bytes delivered per stream (per request's
   response for TCP, per QUIC stream for qlog) over time.
 - :func:`steps`: any step series (QUIC bytes_in_flight and cwnd from qlog).
@@ -26,20 +26,102 @@ def _plt():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    plt.rcParams["svg.fonttype"] = "none"      # SVG text stays text (searchable, editable)
+    plt.rcParams["pdf.fonttype"] = 42          # TrueType in the PDF, text selectable
     return plt
 
 
-def _save(fig, base: Path) -> list[str]:
-    """Lay out ``fig``, write it as PNG and SVG next to ``base``, close it."""
-    fig.tight_layout()
-    base.parent.mkdir(parents=True, exist_ok=True)
+#: figures written since the list was last cleared whose layout :func:`layout_problems` faulted
+#: (path of the PNG, problems); ``_save`` also logs each as a warning
+LAYOUT_PROBLEMS: list[tuple[str, list[str]]] = []
+FORMATS = ("png", "svg", "pdf")
+DPI = 150
+
+
+def layout_problems(fig) -> list[str]:
+    """What a reviewer would reject in ``fig``'s layout, as drawn: a text (title, axis label,
+    tick label, legend, annotation) that reaches outside the canvas, and tick labels of one axis
+    that overlap each other.  [] when there is none."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    W, H = fig.bbox.width, fig.bbox.height
     out = []
-    for ext in ("png", "svg"):
+
+    def outside(t, what):
+        if not t.get_visible() or not t.get_text().strip():
+            return
+        b = t.get_window_extent(r)
+        if b.x0 < -1 or b.y0 < -1 or b.x1 > W + 1 or b.y1 > H + 1:
+            out.append(f"{what} {t.get_text()[:40]!r} outside the canvas")
+    for t in fig.texts:
+        outside(t, "figure text")
+    labels = [t for ax in fig.axes if ax.get_visible() and ax.axison
+              for t in (ax.xaxis.label, ax.yaxis.label, ax.title, *ax.get_xticklabels())
+              if t.get_visible() and t.get_text().strip()]
+    for leg in fig.legends:
+        box = leg.get_window_extent(r)
+        for t in leg.get_texts():
+            outside(t, "legend entry")
+        for t in labels:
+            if box.overlaps(t.get_window_extent(r)):
+                out.append(f"figure legend over {t.get_text()[:40]!r}")
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label):
+            outside(t, "label")
+        for t in ax.texts:
+            outside(t, "annotation")
+        if ax.get_legend() is not None:
+            for t in ax.get_legend().get_texts():
+                outside(t, "legend entry")
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            lo, hi = (ax.viewLim.x0, ax.viewLim.x1) if name == "x" else (ax.viewLim.y0, ax.viewLim.y1)
+            lo, hi = min(lo, hi), max(lo, hi)
+            shown = [t for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
+                     if t in labels and lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo)]
+            boxes = sorted((t.get_window_extent(r) for t in shown), key=lambda b: (b.x0, b.y0))
+            for t in shown:
+                outside(t, f"{name} tick label")
+            for a, b in zip(boxes, boxes[1:]):
+                if a.overlaps(b) and a.intersection(a, b).width > 1 and a.intersection(a, b).height > 1:
+                    out.append(f"{name} tick labels overlap ({ax.get_title()[:30] or 'axes'})")
+                    break
+    return out
+
+
+def _save(fig, base: Path, rect: tuple | None = None) -> list[str]:
+    """Lay out ``fig`` (within ``rect`` of the figure, when given: room for a figure legend),
+    write it as PNG (``DPI``), SVG and PDF (text as text) next to ``base``, close it; a layout
+    :func:`layout_problems` faults is logged and kept in ``LAYOUT_PROBLEMS``."""
+    import logging
+    fig.tight_layout(**({"rect": rect} if rect else {}))
+    base.parent.mkdir(parents=True, exist_ok=True)
+    problems = layout_problems(fig)
+    out = []
+    for ext in FORMATS:
         p = Path(f"{base}.{ext}")
-        fig.savefig(p, dpi=120)
+        fig.savefig(p, dpi=DPI)
         out.append(str(p))
+    if problems:
+        LAYOUT_PROBLEMS.append((out[0], problems))
+        logging.getLogger(__name__).warning("%s: %s", out[0], "; ".join(problems))
     _plt().close(fig)
     return out
+
+
+def sentence_if_degenerate(values, what: str) -> str | None:
+    """The sentence that replaces a plot of ``values`` that would show nothing: none at all,
+    all zero, or one single value; None when a plot is worth drawing."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return f"{what}: no value recorded, nothing to plot."
+    if all(v == 0 for v in vals):
+        return f"{what}: 0 in all {len(vals)} values, nothing to plot."
+    if len(set(vals)) == 1:
+        return f"{what}: {vals[0]:g} in all {len(vals)} values, nothing to plot."
+    return None
 
 
 def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
@@ -95,25 +177,40 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
     return _save(fig, base)
 
 
-def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline") -> list[str]:
-    """lanes: {lane name: [(t_ns, label), ...]}."""
+def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline",
+             markers: list[tuple[float, str]] = ()) -> list[str]:
+    """lanes: {lane name: [(t_ns, label), ...]}; a label's kind is its text before ``#`` or
+    ``:`` (``request_first#2:40312`` -> ``request_first``): one marker and colour per kind,
+    named in a legend beside the axes (no text at the points, which overlapped where events
+    cluster).  ``markers``: [(seconds, text)] drawn as vertical lines (events that are not
+    packets, e.g. a link's change)."""
     plt = _plt()
     names = list(lanes)
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.9 * len(names)))
+    kinds = list(dict.fromkeys(_kind(lab) for evs in lanes.values() for _, lab in evs))
+    shapes = "o^sDv<>ph*Xd"
+    fig, ax = plt.subplots(figsize=(11, max(1.6 + 0.6 * len(names), 1.0 + 0.17 * len(kinds))))
     for y, name in enumerate(names):
-        evs = sorted(lanes[name])
-        if not evs:
-            continue
-        x = [(tt - t0) / 1e9 for tt, _ in evs]
-        ax.plot(x, [y] * len(x), "o", ms=4)
-        for k, (xx, (_, label)) in enumerate(zip(x, evs)):
-            ax.annotate(label, (xx, y), xytext=(0, 6 + 9 * (k % 3)), textcoords="offset points",
-                        fontsize=6, rotation=30)
+        for k, kind in enumerate(kinds):
+            x = [(tt - t0) / 1e9 for tt, lab in lanes[name] if _kind(lab) == kind]
+            if x:
+                ax.plot(x, [y] * len(x), shapes[k % len(shapes)], ms=5, alpha=0.8,
+                        color=f"C{k % 10}", label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
+    for x, text in markers:
+        ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
+        ax.annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), fontsize=7, va="bottom")
     ax.set_yticks(range(len(names)), names)
-    ax.set_ylim(-0.5, len(names) - 0.2)
+    ax.set_ylim(-0.5, len(names) - 0.5)
+    ax.invert_yaxis()
     ax.set_xlabel("time (s)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
+    if kinds:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                  title="event", title_fontsize=7)
     return _save(fig, base)
+
+
+def _kind(label: str) -> str:
+    return label.split("#")[0].split(":")[0]
 
 
 def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stream") -> list[str]:

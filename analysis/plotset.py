@@ -40,6 +40,8 @@ def write(result: dict, outdir: str | Path) -> list[str]:
         f = obj["flow"]
         name = f.key.name.replace(":", "_")
         for d, direction in obj.get("directions", {}).items():
+            if not direction.payload_bytes or not len(direction.tracker.series_t):
+                continue            # no data this way: no figure, no series
             base = out / f"{name}-{d}"
             written += plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
                                            title=f"{f.key.name} {d}")

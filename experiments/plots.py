@@ -33,11 +33,6 @@ PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", 
           ("response", "response_first", "response_last", "tab:green"))
 
 
-def _unit(metric: str) -> str:
-    return "ms" if metric.endswith(("_ms", "_ms_median")) else "Mbit/s" if metric.endswith("mbps") else \
-        "bytes" if metric.endswith("bytes") else "count"
-
-
 _QTY = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]*)\s*$")
 
 
@@ -164,7 +159,7 @@ def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
     if summary.get("log_x"):
         ax.set_xscale("log")
     ax.set_xlabel(f"{summary['factor']}" + (f" ({xunit})" if xunit else ""))
-    ax.set_ylabel(f"{metric} ({_unit(metric)})")
+    ax.set_ylabel(metric_axis(metric, kb=False)[0])
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.set_title(f"{summary['experiment']}: {metric} against {summary['factor']}", fontsize=10)
@@ -173,59 +168,106 @@ def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
     return _save(fig, base)
 
 
+def metric_axis(metric: str, kb: bool = True) -> tuple[str, float]:
+    """(axis label in words with its unit, factor from the metric's stored value to the
+    displayed one): ``completion_ms_median`` -> ("completion, median per run (ms)", 1);
+    byte counts are shown in kB (10³ B), or in B with ``kb=False``."""
+    words = metric
+    how = ""
+    if words.endswith("_median"):
+        words, how = words[:-len("_median")], ", median per run"
+    for suffix, unit, scale in (("_ms", "ms", 1.0), ("_mbps", "Mbit/s", 1.0),
+                                ("_bytes", "kB" if kb else "B", 1e-3 if kb else 1.0),
+                                ("_s", "s", 1.0)):
+        if words.endswith(suffix):
+            return f"{words[:-len(suffix)].replace('_', ' ')}{how} ({unit})", scale
+    return f"{words.replace('_', ' ')}{how} (count)", 1.0
+
+
+def _values(summary: dict, metric: str, label: str) -> list[float]:
+    return [r["metrics"][metric] for r in summary["runs"] if r["valid"] and r["level"] == label
+            and r["metrics"].get(metric) is not None]
+
+
+def degenerate(summary: dict, metric: str) -> str | None:
+    """The sentence that replaces ``metric``'s distribution and by-run figures when they would
+    show nothing (no value, all zero, one value), else None."""
+    from analysis.plots import sentence_if_degenerate
+    vals = [v for lab in summary["levels"] for v in _values(summary, metric, lab)]
+    return sentence_if_degenerate(vals, f"{metric_axis(metric)[0]}, valid runs of every arm")
+
+
 def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
+    """Per arm on ONE shared metric axis: every valid run (dots), the median with its 95 % CI
+    (black bar; the median alone where n is too small for a CI); next to it, on the same axis,
+    the ECDF of the runs of each arm.  [] when :func:`degenerate`."""
+    if degenerate(summary, metric):
+        return []
+    from matplotlib.ticker import MaxNLocator
     plt = _plt()
     labels = summary["levels"]
-    data = [[r["metrics"][metric] for r in summary["runs"] if r["valid"] and r["level"] == lab
-             and r["metrics"].get(metric) is not None] for lab in labels]
-    many = len(labels) > 4
-    fig, (box, ecdf) = plt.subplots(1, 2, figsize=(max(10, 0.55 * len(labels) + 7), 4.5 + 0.8 * many),
-                                    sharey=False)
+    label, scale = metric_axis(metric)
+    data = [[v * scale for v in _values(summary, metric, lab)] for lab in labels]
+    fig, (dots, ecdf) = plt.subplots(1, 2, sharex=True, figsize=(11, 1.6 + 0.45 * len(labels)),
+                                     gridspec_kw={"width_ratios": (3, 2)})
     rng = np.random.default_rng(0)
-    box.boxplot([d or [np.nan] for d in data], showfliers=False, medianprops={"color": "black"})
-    box.set_xticks(range(1, len(labels) + 1), [f"{lab} (n={len(d)})" if many else f"{lab}\n(n={len(d)})"
-                                               for lab, d in zip(labels, data)],
-                   rotation=45 if many else 0, ha="right" if many else "center", fontsize=8 if many else None)
-    for i, d in enumerate(data, start=1):
-        box.plot(i + rng.uniform(-0.12, 0.12, len(d)), d, "o", ms=4, alpha=0.7, color=f"C{i - 1}")
+    for i, (lab, d) in enumerate(zip(labels, data)):
+        y = len(labels) - 1 - i
+        dots.plot(d, y + rng.uniform(-0.15, 0.15, len(d)), "o", ms=4, alpha=0.6, color=f"C{i}")
+        s = summary["by_level"][lab]["metrics"][metric]
+        if s["median"] is not None:
+            med = s["median"] * scale
+            if s["median_ci"]:
+                lo, hi = (c * scale for c in s["median_ci"])
+                dots.errorbar([med], [y], xerr=[[med - lo], [hi - med]], fmt="|", color="black",
+                              ms=14, mew=2, capsize=5, lw=2)
+            else:
+                dots.plot([med], [y], "|", color="black", ms=14, mew=2)
         if d:
             x = np.sort(d)
             ecdf.step(np.r_[x[0], x], np.r_[0, np.arange(1, len(d) + 1) / len(d)], where="post",
-                      color=f"C{i - 1}", label=labels[i - 1])
-    box.set_ylabel(f"{metric} ({_unit(metric)})")
-    box.set_title("per level (valid runs)")
-    ecdf.set_xlabel(f"{metric} ({_unit(metric)})")
+                      color=f"C{i}", label=lab)
+    dots.set_yticks(range(len(labels)), [f"{lab} (n={len(d)})" for lab, d in zip(labels, data)][::-1])
+    dots.set_ylim(-0.6, len(labels) - 0.4)
+    dots.set_xlabel(label)
+    dots.set_title("valid runs; black: median and its 95 % CI", fontsize=9)
+    ecdf.set_xlabel(label)
     ecdf.set_ylabel("fraction of runs ≤ x")
     ecdf.set_ylim(0, 1.02)
-    ecdf.set_title("ECDF")
-    if any(data):
-        if len(labels) > 6:
-            ecdf.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-        else:
-            ecdf.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{summary['experiment']}: {summary['factor']}")
+    ecdf.set_title("ECDF", fontsize=9)
+    for ax in (dots, ecdf):
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.grid(axis="x", alpha=0.3)
+    ecdf.legend(fontsize=8, title=summary["factor"], title_fontsize=8, loc="upper left",
+                bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.suptitle(f"{summary['experiment']}: {label} per arm of {summary['factor']}", fontsize=10)
     return _save(fig, base)
 
 
 def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
+    """The metric against the run index; [] when :func:`degenerate`."""
+    if degenerate(summary, metric):
+        return []
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(10, 3.5))
+    label, scale = metric_axis(metric)
+    fig, ax = plt.subplots(figsize=(11, 3.5))
     runs = [r for r in summary["runs"] if r["status"] != "missing" and not r["warmup"]
             and r.get("metrics", {}).get(metric) is not None]
     for k, lab in enumerate(summary["levels"]):
         rs = [r for r in runs if r["level"] == lab and r["valid"]]
-        ax.plot([r["index"] for r in rs], [r["metrics"][metric] for r in rs], "o-", ms=4, lw=0.6,
+        ax.plot([r["index"] for r in rs], [r["metrics"][metric] * scale for r in rs], "o-", ms=4, lw=0.6,
                 color=f"C{k}", label=lab)
     bad = [r for r in runs if not r["valid"]]
     if bad:
-        ax.plot([r["index"] for r in bad], [r["metrics"][metric] for r in bad], "x", color="grey",
+        ax.plot([r["index"] for r in bad], [r["metrics"][metric] * scale for r in bad], "x", color="grey",
                 label="excluded")
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("run index (execution order)")
-    ax.set_ylabel(f"{metric} ({_unit(metric)})")
-    ax.set_title(f"{summary['experiment']}: {metric} by run")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylabel(label)
+    ax.set_title(f"{summary['experiment']}: {label} by run", fontsize=10)
+    ax.legend(fontsize=8, title=summary["factor"], title_fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, base)
 
 
@@ -243,45 +285,128 @@ def _client_capture(run_dir: Path):
     f, p = next(((f, p) for f, p in pcaps if f.get("host") == client), pcaps[0])
     logs = [run_dir / x["path"] for x in r.files if x["kind"] == "eventlog" and x.get("host") == f.get("host")]
     events = load(logs[0]) if logs else None
-    return analyze_file(p, events=events, keep=True)
+    res = analyze_file(p, events=events, keep=True)
+    res["_pcap"] = p
+    return res
 
 
-def representative_figure(out: Path, summary: dict, base: Path) -> list[str]:
+def _exchanges(res: dict):
+    """Per request of an analysed capture: (t0 of the capture, flow object, index in its flow,
+    the exchange with the handshake's SYN/ACK joined to a connection's first request)."""
+    t0 = min(fl["t0_ns"] for fl in res["flows"])
+    for obj in res["_objects"]["flows"]:
+        hs = obj.get("handshake", {})
+        for i, ex in enumerate(obj.get("exchanges", [])):
+            yield t0, obj, i, {**ex, **({"syn": hs.get("syn"), "ack": hs.get("ack")} if i == 0 else {})}
+
+
+def _phases(ax, lane: float, ev: dict, shift_ns: int, seen: set, scale: float = 1e9) -> None:
+    for name, a, b, color in PHASES:
+        if ev.get(a) is not None and ev.get(b) is not None:
+            ax.barh(lane, (ev[b] - ev[a]) / scale, left=(ev[a] - shift_ns) / scale, color=color,
+                    height=0.7, label=name if name not in seen else None)
+            seen.add(name)
+
+
+def _markers(axes, marks) -> None:
+    """Vertical markers (time on the axes' x unit, text) on every axis of one arm: the place
+    where events that are not packets (a link's change, a phase) join a timeline."""
+    for ax in axes:
+        for x, _text in marks:
+            ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
+    for x, text in marks:
+        axes[0].annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                         textcoords="offset points", fontsize=7, va="top", color="tab:purple")
+
+
+def _grid(n: int):
+    plt = _plt()
+    cols = min(n, 3)
+    blocks = -(-n // cols)
+    fig = plt.figure(figsize=(5.2 * cols + 1.5, 4.6 * blocks))
+    gs = fig.add_gridspec(2 * blocks, cols, height_ratios=[1.4, 1.0] * blocks)
+    return fig, gs, cols
+
+
+def representative_figure(out: Path, summary: dict, base: Path,
+                          markers: dict[str, list[tuple[float, str]]] | None = None) -> list[str]:
+    """The representative run of every arm side by side on shared axes (time since the run's
+    first packet, s; in flight, kB; requests): bytes in flight above a swimlane per request —
+    or, for the UDP transport, its packets (:func:`analysis.fec.draw`).  ``markers``: per arm,
+    [(seconds, text)] drawn as vertical lines on that arm's axes.  [] when no arm kept a
+    capture."""
     arms = [(lab, lv["representative"]) for lab, lv in summary["by_level"].items() if lv["representative"]]
     analysed = [(lab, d, _client_capture(out / d)) for lab, d in arms]
-    analysed = [a for a in analysed if a[2] is not None and a[2]["flows"]]
+    analysed = [a for a in analysed if a[2] is not None]
     if not analysed:
         return []
-    plt = _plt()
-    nreq = [sum(len(o.get("exchanges", [])) for o in a[2]["_objects"]["flows"]) or 1 for a in analysed]
-    fig, axes = plt.subplots(2 * len(analysed), 1, sharex=True, figsize=(11, sum(2.2 + 0.25 * n for n in nreq)),
-                             gridspec_kw={"height_ratios": [h for n in nreq for h in (2.0, 0.6 + 0.2 * n)]})
+    if not any(a[2]["flows"] and any(fl["proto"] == "tcp" for fl in a[2]["flows"]) for a in analysed):
+        return _udp_figure(analysed, summary, base, markers or {})
+    fig, gs, cols = _grid(len(analysed))
+    nreq = max(sum(1 for _ in _exchanges(a[2])) if a[2]["flows"] else 0 for a in analysed)
+    first = {}
+    seen: set = set()
     for k, (lab, d, res) in enumerate(analysed):
-        t0 = min(fl["t0_ns"] for fl in res["flows"])
-        fl_ax, sw = axes[2 * k], axes[2 * k + 1]
-        lane, seen = 0, set()
-        for obj in res["_objects"]["flows"]:
-            for dname, direction in obj.get("directions", {}).items():
-                if dname == obj.get("main"):
-                    tr = direction.tracker
-                    fl_ax.step((np.asarray(tr.series_t, np.int64) - t0) / 1e9, tr.series_outstanding,
-                               where="post", lw=0.8, color="tab:blue")
-            hs = obj.get("handshake", {})
-            for i, ex in enumerate(obj.get("exchanges", [])):
-                ev = {**ex, **({"syn": hs.get("syn"), "ack": hs.get("ack")} if i == 0 else {})}
-                for name, a, b, color in PHASES:
-                    if ev.get(a) is not None and ev.get(b) is not None:
-                        sw.barh(lane, (ev[b] - ev[a]) / 1e9, left=(ev[a] - t0) / 1e9, color=color,
-                                height=0.7, label=name if name not in seen else None)
-                        seen.add(name)
+        row, col = 2 * (k // cols), k % cols
+        fl_ax = fig.add_subplot(gs[row, col], sharex=first.get("x"), sharey=first.get("f"))
+        sw = fig.add_subplot(gs[row + 1, col], sharex=fl_ax, sharey=first.get("s"))
+        first.setdefault("x", fl_ax)
+        first.setdefault("f", fl_ax)
+        first.setdefault("s", sw)
+        if res["flows"]:
+            lane = 0
+            for t0, obj, i, ev in _exchanges(res):
+                if i == 0:
+                    for dname, direction in obj.get("directions", {}).items():
+                        if dname == obj.get("main"):
+                            tr = direction.tracker
+                            fl_ax.step((np.asarray(tr.series_t, np.int64) - t0) / 1e9,
+                                       np.asarray(tr.series_outstanding) / 1e3, where="post", lw=0.8,
+                                       color="tab:blue")
+                _phases(sw, lane, ev, t0, seen)
                 lane += 1
-        fl_ax.set_ylabel("in flight (bytes)")
-        fl_ax.set_title(f"{lab}: {d} (run closest to the median of {summary['primary']})", fontsize=9)
-        sw.set_ylabel("exchange\n(warm-ups incl.)")
-        sw.set_ylim(-0.5, max(lane, 1) - 0.5)
-        sw.invert_yaxis()
-    axes[1].legend(fontsize=7, loc="upper right", ncol=4)
-    axes[-1].set_xlabel("time since the run's first packet (s)")
+        fl_ax.set_title(f"{summary['factor']} = {lab}\n{d}", fontsize=9)
+        fl_ax.set_ylabel("in flight (kB)" if col == 0 else "")
+        sw.set_ylabel("request" if col == 0 else "")
+        sw.set_xlabel("time since the run's first packet (s)")
+        fl_ax.tick_params(labelbottom=False)
+        _markers((fl_ax, sw), (markers or {}).get(lab, []))
+    ticks = list(range(nreq)) if nreq <= 12 else list(range(0, nreq, max(1, nreq // 6)))
+    first["s"].set_yticks(ticks, [str(t + 1) for t in ticks])
+    first["s"].set_ylim(nreq - 0.5, -0.5)
+    first["f"].set_ylim(bottom=0)
+    handles, names = [], []
+    for ax in fig.axes:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
+    fig.suptitle(f"{summary['experiment']}: the representative run of each arm (closest to the "
+                 f"median of {summary['primary']}), captured at the client", fontsize=10)
+    return _save(fig, base, rect=(0, 0.06, 1, 1))
+
+
+def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]:
+    from analysis import fec, pcap
+    fig, gs, cols = _grid(len(analysed))
+    first: dict = {}
+    for k, (lab, d, res) in enumerate(analysed):
+        row, col = 2 * (k // cols), k % cols
+        ax = fig.add_subplot(gs[row, col], sharex=first.get("x"), sharey=first.get("y"))
+        cum = fig.add_subplot(gs[row + 1, col], sharex=ax, sharey=first.get("c"))
+        first.setdefault("x", ax)
+        first.setdefault("y", ax)
+        first.setdefault("c", cum)
+        fec.draw(ax, cum, pcap.read(res["_pcap"]), fec.DEFAULT_PORT, legend=k == 0)
+        ax.set_title(f"{summary['factor']} = {lab}\n{d}", fontsize=9)
+        ax.tick_params(labelbottom=False)
+        if col:
+            ax.set_ylabel("")
+            cum.set_ylabel("")
+        _markers((ax, cum), markers.get(lab, []))
+    fig.suptitle(f"{summary['experiment']}: the representative run of each arm, UDP transport "
+                 "packets captured at the client", fontsize=10)
     return _save(fig, base)
 
 
@@ -296,3 +421,72 @@ def write(out: str | Path, summary: dict | None = None) -> list[str]:
         written += drift_figure(summary, m, pdir / f"{m}-by-run")
     written += representative_figure(out, summary, pdir / "representative")
     return written
+
+
+def _request_window(res: dict) -> tuple | None:
+    """The representative request of an analysed capture: (flow object, start ns, end ns,
+    exchange) of the request whose time from its start (its connection's SYN
+    when it opened one, else its first byte) to the response's last byte is closest to the
+    median over its requests — the requests on a kept-alive connection when the run has any."""
+    cands = []
+    for _t0, obj, i, ev in _exchanges(res):
+        start = ev.get("syn") if i == 0 and ev.get("syn") is not None else ev.get("request_first")
+        if start is not None and ev.get("response_last") is not None:
+            cands.append((i > 0, ev["response_last"] - start, obj, start, ev))
+    if not cands:
+        return None
+    if any(c[0] for c in cands):
+        cands = [c for c in cands if c[0]]
+    med = float(np.median([c[1] for c in cands]))
+    _, _, obj, start, ev = min(cands, key=lambda c: abs(c[1] - med))
+    return obj, start, ev["response_last"], ev
+
+
+def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
+                   markers: dict[str, list[tuple[float, str]]] | None = None) -> list[str]:
+    """One representative request per cell (label, run directory) on shared axes: bytes in
+    flight of its connection (kB, at the client's capture) above its phases, ms since the
+    request started; ``markers`` as in :func:`representative_figure` (ms).  [] when no cell
+    has a request to draw."""
+    got = []
+    for label, d in cells:
+        res = _client_capture(Path(d))
+        win = _request_window(res) if res and res["flows"] else None
+        if win:
+            got.append((label, d, win))
+    if not got:
+        return []
+    plt = _plt()
+    fig, axes = plt.subplots(2 * len(got), 1, sharex=True, figsize=(11, 1.9 * len(got) + 1.2),
+                             gridspec_kw={"height_ratios": [1.6, 0.55] * len(got)})
+    seen: set = set()
+    for k, (label, d, (obj, start, end, ev)) in enumerate(got):
+        fl_ax, sw = axes[2 * k], axes[2 * k + 1]
+        main = obj.get("directions", {}).get(obj.get("main"))
+        if main is not None:
+            tr = main.tracker
+            t = np.asarray(tr.series_t, np.int64)
+            keep = (t >= start) & (t <= end)
+            if keep.any():
+                fl_ax.step((t[keep] - start) / 1e6, np.asarray(tr.series_outstanding)[keep] / 1e3,
+                           where="post", lw=0.9, color="tab:blue")
+        fl_ax.set_ylabel("in flight\n(kB)", fontsize=8)
+        fl_ax.set_title(f"{label}: {(end - start) / 1e6:.0f} ms ({Path(d).name})", fontsize=9, loc="left")
+        if k:
+            fl_ax.sharey(axes[0])
+        _phases(sw, 0, ev, start, seen, scale=1e6)
+        sw.set_yticks([])
+        _markers((fl_ax, sw), (markers or {}).get(label, []))
+    axes[0].set_ylim(bottom=0)
+    axes[-1].set_xlabel("time since the request started (ms): its SYN when it opens a connection, "
+                        "else its first byte")
+    axes[-1].set_xlim(left=0)
+    handles, names = axes[1].get_legend_handles_labels()
+    for ax in axes[3::2]:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, base, rect=(0, 0.05, 1, 1))

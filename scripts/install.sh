@@ -6,7 +6,13 @@ set -eu
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PACKAGES="mininet tcpdump tshark iperf3 ethtool iproute2 nftables iptables procps kmod
-python3 python3-venv python3-pip python3-dev gcc user-mode-linux iputils-ping tcptrace make curl"
+python3 python3-venv python3-pip python3-dev gcc user-mode-linux iputils-ping tcptrace make curl
+chromium"
+
+# the VM (testbed vm, --backend netem-vm) is built and booted with these; they stay out of its image
+VM_HOST_PACKAGES="qemu-system-x86 mmdebstrap e2fsprogs"
+# `install.sh --packages`: the list alone, which the VM image is built from (testbed/backends/vm)
+if [ "${1:-}" = "--packages" ]; then echo $PACKAGES; exit 0; fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (it installs Debian packages and the testbed needs root to run)" >&2
@@ -14,7 +20,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 missing=""
-for p in $PACKAGES; do
+for p in $PACKAGES $VM_HOST_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
@@ -34,7 +40,7 @@ fi
 stamp="$VENV/.installed"
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[test]"   # runtime deps + test tools (setup.cfg)
+  "$VENV/bin/python" -m pip install -q -e ".[test,cluster]"   # runtime deps + test tools + Dask (setup.cfg)
   touch "$stamp"
 fi
 "$VENV/bin/python" -m testbed.emulator.native.build  # native emulator engine (gcc, idempotent)

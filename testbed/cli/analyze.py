@@ -27,7 +27,10 @@ def register(sub) -> None:
     p.add_argument("--link-log", action="append", default=[], metavar="F",
                    help="emulator frame log (<direction>.frames) to join (repeatable)")
     add_json(p)
-    p.add_argument("--plots", metavar="DIR", help="write figures (PNG+SVG) and series CSVs here")
+    p.add_argument("--plots", metavar="DIR", help="write figures (PNG, SVG, PDF) and series CSVs here")
+    p.add_argument("--html", nargs="?", const="", metavar="FILE",
+                   help="with a run directory: write one self-contained HTML report of it (setup, "
+                        "metrics, flows, figures embedded) to FILE (default RUN_DIR/report.html)")
     p.add_argument("--bin", type=float, default=0.1, metavar="S",
                    help="bin width for goodput/throughput series, seconds (default 0.1)")
     p.add_argument("--gap", type=float, default=None, metavar="S",
@@ -44,6 +47,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import json
     import logging
+    import sys
     from pathlib import Path
 
     from analysis import applog, qlog, report
@@ -54,6 +58,8 @@ def run(args) -> int:
         raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
     run_info = None
     run_dir = _run_dir(args.files)
+    if args.html is not None and run_dir is None:
+        raise ValueError("--html needs one run directory (results/<run id>), not capture files")
     for opt, files in (("--app-log", args.app_log), ("--link-log", args.link_log)):
         for f in files:
             if not Path(f).is_file():
@@ -79,6 +85,11 @@ def run(args) -> int:
         from testbed.emulator.linklog import read_log
         links = [read_log(f) for f in args.link_log]
     results = []
+    figures: dict = {}
+    page_dir = None
+    if args.html is not None:
+        from analysis import runpage
+        page_dir = runpage.tempdir()
     for f in args.files:
         path = Path(f)
         if not path.is_file():
@@ -92,12 +103,14 @@ def run(args) -> int:
                 res["plots"] = plotset.write_qlog(traces, args.plots, path.stem)
         else:
             res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
-                                      keep=bool(args.plots), link_logs=links,
+                                      keep=bool(args.plots) or page_dir is not None, link_logs=links,
                                       samples=args.samples)
             if args.plots:
                 from analysis import plotset
                 sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
                 res["plots"] = plotset.write(res, sub)
+            if page_dir is not None:
+                figures[res["file"]] = runpage.figures_for(res, Path(page_dir.name) / path.stem)
             res.pop("_objects", None)
         results.append(res)
     for res in results:
@@ -107,6 +120,14 @@ def run(args) -> int:
     for what, message, _ in notes:
         logging.getLogger(__name__).warning("%s: %s", what, message)
     code = 1 if args.strict and any(counts for *_, counts in notes) else 0
+    if args.plots and not any(res.get("plots") for res in results):
+        why = "; ".join(m for _, m, _ in notes) or "no capture holds a flow to draw"
+        logging.getLogger(__name__).warning("--plots %s: no figure written: %s", args.plots, why)
+    if page_dir is not None:
+        with page_dir:
+            html = runpage.write_html(run_dir, Path(args.html) if args.html else run_dir / "report.html",
+                                      run_info, results, figures, [m for _, m, _ in notes])
+        print(f"report: {html}", file=sys.stderr)
     if run_info is not None:
         if args.json:
             print(json.dumps({**run_info, "captures": results}, indent=1))

@@ -47,7 +47,7 @@ def test_timeline_and_command_line(tmp_path):
     (tmp_path / "pcap").mkdir()
     write_pcap(tmp_path / "pcap" / "client-client-eth0.pcap", frames)
     files = fec.timeline(pcap.read(tmp_path / "pcap" / "client-client-eth0.pcap"), 5003, tmp_path / "tl")
-    assert sorted(p.rsplit(".", 1)[1] for p in files) == ["png", "svg"]
+    assert sorted(p.rsplit(".", 1)[1] for p in files) == ["pdf", "png", "svg"]
     (tmp_path / "client.jsonl").write_text("")
     out = subprocess.run([sys.executable, "-m", "analysis.fec", str(tmp_path), "--plots", str(tmp_path / "p")],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
