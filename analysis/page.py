@@ -69,8 +69,7 @@ class Page:
     def setup(self, items: list[tuple[str, object]]) -> "Page":
         """A two-column table of what the results depend on (label, value; a value that is a
         :class:`Raw` is markup, anything else is text)."""
-        body = "".join(f"<tr><th>{esc(k)}</th><td>{_cell(v)}</td></tr>" for k, v in items)
-        self.parts.append(f"<table class='kv'>{body}</table>")
+        self.parts.append(setup_table(items))
         return self
 
     def figure(self, png: str | Path, caption: str) -> "Page":
@@ -118,8 +117,14 @@ def table(head: list[str], rows: list[list], classes: list[list] | None = None) 
 
 
 def details(summary: str, body: str) -> Raw:
-    """``body`` (text) behind a click on ``summary``."""
-    return Raw(f"<details><summary>{esc(summary)}</summary>{esc(body)}</details>")
+    """``body`` (text, or :class:`Raw` markup) behind a click on ``summary``."""
+    return Raw(f"<details><summary>{esc(summary)}</summary>{_cell(body)}</details>")
+
+
+def setup_table(items: list[tuple[str, object]]) -> Raw:
+    """The markup of :meth:`Page.setup`."""
+    return Raw("<table class='kv'>" + "".join(f"<tr><th>{esc(k)}</th><td>{_cell(v)}</td></tr>"
+                                              for k, v in items) + "</table>")
 
 
 def link(href: str, text: str) -> Raw:

@@ -365,7 +365,10 @@ def representative_figure(out: Path, summary: dict, base: Path,
                                        color="tab:blue")
                 _phases(sw, lane, ev, t0, seen)
                 lane += 1
-        fl_ax.set_title(f"{summary['factor']} = {lab}\n{d}", fontsize=9)
+        at_receiver = any((fl.get("vantage") or {}).get("sender_side") is False for fl in res["flows"])
+        fl_ax.set_title(f"{summary['factor']} = {lab}\n{d}" + ("\nin flight as the data's RECEIVER saw it "
+                                                               "(captured near the receiver)" if at_receiver else ""),
+                        fontsize=9)
         fl_ax.set_ylabel("in flight (kB)" if col == 0 else "")
         sw.set_ylabel("request" if col == 0 else "")
         sw.set_xlabel("time since the run's first packet (s)")

@@ -1,15 +1,18 @@
-"""``report.md`` and the terminal summary of an experiment, rendered from ``summary.json`` only;
-:func:`write_all` (summary → plots → report → pcap pruning) is what ``run`` and ``report`` call."""
+"""``report.md``, ``report.html`` (self-contained: setup, figures embedded) and the terminal
+summary of an experiment, rendered from ``summary.json`` and the manifests; :func:`write_all`
+(summary → plots → reports → pcap pruning) is what ``run`` and ``report`` call."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from analysis.page import Page
 from testbed.spec.runresult import load_run
 
 from experiments.summary import summarize
 
 REPORT = "report.md"
+HTML = "report.html"
 #: seconds a run costs beyond its workload's nominal time (topology bring-up and teardown, host
 #: factors, app start, capture drain, metrics), for `experiment show`'s estimate: wall-clock minus
 #: the nominal duration of 29 userspace-backend runs on a busy 2-core machine (bulk 2-3 s, reqresp
@@ -153,7 +156,8 @@ def text(summary: dict, metric: str | None = None) -> str:
 
 def markdown(summary: dict, plots: list[str], out: Path) -> str:
     ov = summary["overhead"]
-    md = [f"# Experiment `{summary['experiment']}`", "",
+    md = [f"# Experiment `{summary['experiment']}`", "", "## Setup", ""]
+    md += [f"- {k}: {v}" for k, v in experiment_setup(out, summary)] + ["", "## Design", "",
           f"Factor `{summary['factor']}`, levels "
           + (f"{', '.join(f'`{x}`' for x in summary.get('factor_levels', []))}, crossed with "
              f"`{summary['cross']}` ({', '.join(f'`{x}`' for x in summary['cross_levels'])}): "
@@ -223,6 +227,103 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
     return "\n".join(md)
 
 
+def experiment_setup(out: Path, summary: dict | None = None) -> list[tuple[str, str]]:
+    """The setup rows of an experiment's reports: its description, factor and levels, runs,
+    metrics, checks, then the run setup (:func:`analysis.runpage.run_setup`: topology and every
+    link's spec, workload, backend and engine, revision) of its first completed run, and the
+    machine's load at its start (and over the experiment when ``host.json`` has it)."""
+    from analysis.runpage import run_setup
+    manifest = json.loads((out / "manifest.json").read_text())
+    d = manifest["definition"]
+    rows = [("description", d.get("description") or "–"),
+            ("factor", f"{d['factor']}: {', '.join(map(str, d['levels']))}"
+                       + (f"; crossed with {d['cross']['factor']}" if d.get("cross") else "")),
+            ("runs", f"{d['reps']} repetitions per arm after {d['warmup']} warm-up run(s) per arm, order "
+                     f"{d['order']}, experiment seed {d['seed']}, keep_pcaps {d['keep_pcaps']}"),
+            ("metrics", f"{d['metrics'][0]} (primary)" + "".join(f", {m}" for m in d["metrics"][1:]))]
+    if summary:
+        rows += [("manipulation check", summary["check_rule"]), ("fidelity rule", summary["fidelity_rule"])]
+    first = next((r for r in (summary or {}).get("runs", ()) if r["status"] == "complete"), None)
+    if first and (out / first["dir"] / "manifest.json").is_file():
+        run = json.loads((out / first["dir"] / "manifest.json").read_text())
+        rows += [(k, v) for k, v in run_setup(run) if k not in ("link seed", "started")]
+        rows.append(("spec of the arms", f"as {first['dir']}'s with {d['factor']} set to each level"))
+    env = manifest.get("environment") or {}
+    load = env.get("loadavg")
+    host = json.loads((out / "host.json").read_text()) if (out / "host.json").is_file() else None
+    rows.append(("machine load", (f"1-min load {load[0]} at the start" if load else "not recorded")
+                 + (f"; {host['load'][0]} → {host['load'][1]} over the experiment on {host['cores']} "
+                    f"cores, CPU busy {host['cpu_busy']:.0%}" if host and host.get("cpu_busy") is not None
+                    else "")))
+    rows.append(("created", env.get("created", "–")))
+    return rows
+
+
+def _png(written: list[str], name: str) -> str | None:
+    return next((p for p in written if Path(p).name == f"{name}.png"), None)
+
+
+def html(out: Path, summary: dict, written: list[str]) -> "Page":
+    """``report.html``: setup; the primary metric per arm (distribution with the median's CI on
+    one axis, its table and the comparisons); the representative runs' timelines side by side;
+    the other metrics; verification; fidelity and validity per run with links to the run
+    directories."""
+    from analysis.page import link
+    from experiments.plots import degenerate, metric_axis
+    page = Page(f"experiment {summary['experiment']}")
+    page.heading("Setup").setup(experiment_setup(out, summary))
+    n_min = summary.get("min_n_ci", 2)
+    for i, m in enumerate(summary["metrics"]):
+        page.heading(("primary metric: " if i == 0 else "") + metric_axis(m)[0], anchor=m)
+        rows = []
+        for lab, lv in summary["by_level"].items():
+            st = lv["metrics"][m]
+            rows.append([lab, f"{lv['n_valid']} / {lv['n_runs']}", _num(st["median"]),
+                         "n too small for a CI" if st["n"] and st["median_ci"] is None and st["n"] < n_min
+                         else _ci(st["median_ci"]), _num(st["p10"]), _num(st["p90"])])
+        page.table([summary["factor"], "n valid / runs", "median", "95 % CI", "p10", "p90"], rows)
+        comp = [[f"{c['a']} / {c['b']}", f"{_num(c['ratio'], 3)} {_ci(c['ratio_ci'], 3)}",
+                 f"{_num(c['difference'])} {_ci(c['difference_ci'])}", _p(c["mann_whitney"]),
+                 _num(c["cliffs_delta"], 2)] for c in summary["comparisons"] if c["metric"] == m]
+        if comp:
+            page.table(["A / B", "ratio of medians [95 % CI]", "difference [95 % CI]", "Mann–Whitney p",
+                        "Cliff's δ"], comp)
+        sentence = degenerate(summary, m)
+        if sentence:
+            page.empty(sentence)
+        for kind, caption in (("levels", "every valid run per arm with the median and its 95 % CI, "
+                                         "and their ECDF, on one axis"),
+                              ("curve", "median and 95 % CI against the level, models dashed"),
+                              ("by-run", "against the run index (drift, order effects)")):
+            png = _png(written, f"{m}-{kind}")
+            if png:
+                page.figure(png, f"{m}: {caption}")
+        if i == 0:
+            page.heading("The representative runs", 3)
+            png = _png(written, "representative")
+            if png:
+                page.figure(png, "the run of each arm closest to its median of the primary metric, side "
+                                 "by side on shared axes")
+            else:
+                page.empty("No arm's representative run kept a capture to draw.")
+    page.heading("Verification")
+    page.para(f"manipulation check: {summary['check_rule']}")
+    page.table([summary["factor"], "read-backs (min–max over completed runs)", "representative run"],
+               [[lab, _verif(lv["verification"]),
+                 link(lv["representative"], lv["representative"]) if lv["representative"] else "–"]
+                for lab, lv in summary["by_level"].items()])
+    page.heading("Runs: validity and link fidelity")
+    page.para(summary["fidelity_rule"], cls="note")
+    rows, classes = [], []
+    for r in summary["runs"]:
+        rows.append([link(r["dir"], r["dir"]), r["level"], "warm-up" if r["warmup"] else str(r["rep"]),
+                     r["status"], r.get("fidelity") or "–", "yes" if r["valid"] else "no", r.get("reason") or ""])
+        classes.append(["", "", "", "", "", "ok" if r["valid"] else "miss", ""])
+    page.table(["run directory", summary["factor"], "repetition", "status", "fidelity", "valid", "why not"],
+               rows, classes)
+    return page
+
+
 def prune_pcaps(out: Path, summary: dict, keep: str) -> list[str]:
     """keep_pcaps = representative: delete the pcaps of every run but each level's representative."""
     if keep != "representative":
@@ -247,6 +348,7 @@ def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:
     summary = summarize(out)
     written = pl.write(out, summary) if plots else []
     (out / REPORT).write_text(markdown(summary, written, out))
+    html(out, summary, written).write(out / HTML)
     keep = json.loads((out / "manifest.json").read_text())["definition"]["keep_pcaps"]
     if prune and summary["complete"]:
         prune_pcaps(out, summary, keep)

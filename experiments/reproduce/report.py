@@ -1,11 +1,11 @@
 """``testbed reproduce``'s outputs: summary.json, report.md and one self-contained report.html
-(figures embedded as base64 PNG).  Model-side figures are drawn from :mod:`analysis.models`;
+(:mod:`analysis.page`: figures embedded; a short table with each row's explanation one click
+away; at least one figure per measured case, C7's as the chapter's figures 12-21/12-22).
+Model-side figures are drawn from :mod:`analysis.models`;
 the measured figure from the result rows (chapter, model and measured median with its CI).
 """
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 from pathlib import Path
@@ -17,6 +17,7 @@ from analysis.models.audio import AudioParams, arrivals
 from analysis.models.recovery import arq_cdf
 from analysis.models.transfer import BlocksParams, block_timeline
 from analysis.models.window import SlowStartParams, cumulative
+from analysis.page import Page, Raw, details, esc, link, setup_table
 from analysis.plots import _plt, _save
 
 COLUMNS = ("id", "quantity", "unit", "chapter", "model", "measured", "ci95", "n", "tolerance", "ok",
@@ -210,6 +211,77 @@ def fig_c11(base: Path, measured: dict | None = None) -> list[str]:
     return _save(fig, base)
 
 
+C7_CELLS = (("C7.direct_new", "new connection per request", "direct"),
+            ("C7.relay_new", "new connection per request", "relay"),
+            ("C7.direct_keepalive", "kept alive", "direct"),
+            ("C7.relay_keepalive", "kept alive", "relay"))
+
+
+def fig_c7(rows: list[dict], base: Path) -> list[str]:
+    """The chapter's C7 medians (its figures 12-21 and 12-22): per connection mode a panel, per
+    path the chapter's median, the model's bound and the measured median with its 95 % CI, all
+    on one ms axis.  [] when none of the four cells is in ``rows``."""
+    by = {r["id"]: r for r in rows}
+    if not any(cid in by for cid, _, _ in C7_CELLS):
+        return []
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(11, 4.2))
+    width = 0.26
+    for ax, mode, fig_no in zip(axes, ("new connection per request", "kept alive"), ("12-21", "12-22")):
+        cells = [(cid, path) for cid, m, path in C7_CELLS if m == mode and cid in by]
+        for j, (cid, _path) in enumerate(cells):
+            r = by[cid]
+            ax.bar(j - width, r["chapter"], width, color="tab:gray", label="chapter (its author's median)")
+            if r["model"] is not None:
+                ax.bar(j, r["model"], width, color="tab:blue", label="model (lower bound)")
+            if r["measured"] is not None:
+                colour = "tab:green" if r["ok"] else "tab:red"
+                ax.bar(j + width, r["measured"], width, color=colour,
+                       label="measured, within tolerance" if r["ok"] else "measured, outside tolerance")
+                if r["ci95"]:
+                    lo, hi = r["ci95"]
+                    ax.errorbar([j + width], [r["measured"]], yerr=[[r["measured"] - lo], [hi - r["measured"]]],
+                                color="black", capsize=4, lw=1.2, label="95 % CI of the measured median")
+            for x, v in ((j - width, r["chapter"]), (j, r["model"]), (j + width, r["measured"])):
+                if v is not None:
+                    ax.annotate(f"{v:.0f}", (x, v), xytext=(0, 2), textcoords="offset points",
+                                ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(cells)), [f"{path}\n(n={by[cid]['n']} requests)" for cid, path in cells])
+        ax.set_title(f"{mode} (chapter figure {fig_no})", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("median completion per request (ms)")
+    handles, names = [], []
+    for ax in axes:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle("C7: direct vs relay, new connection vs kept alive — 354,640 B request, 200 ms RTT, "
+                 "14 % loss on the return direction", fontsize=10)
+    return _save(fig, base, rect=(0, 0.1, 1, 1))
+
+
+def fig_c7_requests(rows: list[dict], base: Path) -> list[str]:
+    """The representative run of each measured C7 cell, its representative request drawn from
+    the client's capture (``experiments.plots.request_figure``): a new vs a kept-alive request,
+    direct and through the relay, on one ms axis."""
+    from experiments.plots import request_figure
+    cells = []
+    for cid, mode, path in C7_CELLS:
+        r = next((r for r in rows if r["id"] == cid and r["experiment_dir"] and r.get("measure")), None)
+        if r is None or not (Path(r["experiment_dir"]) / "summary.json").is_file():
+            continue
+        summary = json.loads((Path(r["experiment_dir"]) / "summary.json").read_text())
+        rep = (summary["by_level"].get(r["measure"]["level"]) or {}).get("representative")
+        if rep:
+            cells.append((f"{path}, {mode}", Path(r["experiment_dir"]) / rep))
+    if not cells:
+        return []
+    return request_figure(cells, base, "C7: one request of each cell's representative run (the one "
+                                       "closest to its run's median), at the client's capture")
+
+
 def fig_measured(rows: list[dict], base: Path) -> list[str]:
     """Per measured row: chapter, model and measured median with its 95 % CI, in the row's unit."""
     got = [r for r in rows if r["measured"] is not None]
@@ -242,26 +314,39 @@ MODEL_FIGURES = {"C1": (fig_c1, "serial vs three blocks"), "C4": (fig_c4, "slow-
                  "C10": (fig_c10, "airtime per exchange"), "C11": (fig_c11, "split over two paths")}
 
 
-def figures(rows: list[dict], out: Path) -> list[tuple[str, str]]:
-    """Draw the figures of the cases present; ``[(caption, png path)]``."""
-    cases = {r["case"] for r in rows}
+def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
+    """Draw the figures of the cases present; ``[(case, caption, png path)]``: per case with a
+    measured row the rows' chapter / model / measured figure, then the case's own figures (the
+    chapter's, with the measured values where this report has them)."""
+    cases = sorted({r["case"] for r in rows}, key=lambda c: int(c[1:]))
     made = []
-    for case, (fn, caption) in MODEL_FIGURES.items():
-        if case not in cases:
+    for case in cases:
+        got = [r for r in rows if r["case"] == case and r["measured"] is not None]
+        files = fig_measured(got, out / "figures" / f"measured-{case.lower()}")
+        if files:
+            made.append((case, f"{case}, measured rows: chapter (gray), model (blue) and measured (median "
+                               "with its 95 % CI; green within the tolerance, red outside it)", files[0]))
+        if case == "C7":
+            for fn, name, caption in (
+                    (fig_c7, "c7", "C7 (chapter figures 12-21/12-22): the four cells' medians, chapter, "
+                                   "model and measured with its 95 % CI"),
+                    (fig_c7_requests, "c7-requests", "C7: a new vs a kept-alive request, direct and "
+                                                     "through the relay, from the representative runs' "
+                                                     "captures")):
+                files = fn(rows, out / "figures" / name)
+                if files:
+                    made.append((case, caption, files[0]))
+        if case not in MODEL_FIGURES:
             continue
+        fn, caption = MODEL_FIGURES[case]
         c11 = {x: r for r in rows for rid, x in (("C11.fast_only", 1.0), ("C11.split", 2 / 3))
                if r["id"] == rid and r["measured"] is not None}
         if case == "C11" and c11:
-            made.append((f"C11 (model and measured): {caption}", fn(out / "figures" / "c11", c11)[0]))
+            made.append((case, f"C11 (model and measured): {caption}", fn(out / "figures" / "c11", c11)[0]))
         elif case == "C6" and (measured := _measured_c6(rows)):
-            made.append((f"C6 (model and measured): {caption}",
-                         fn(out / "figures" / "c6", measured)[0]))
+            made.append((case, f"C6 (model and measured): {caption}", fn(out / "figures" / "c6", measured)[0]))
         else:
-            made.append((f"{case} (model): {caption}", fn(out / "figures" / case.lower())[0]))
-    files = fig_measured(rows, out / "figures" / "measured")
-    if files:
-        made.insert(0, ("measured rows: chapter (gray), model (blue) and measured (median with its "
-                        "95 % CI; green within the tolerance, red outside it)", files[0]))
+            made.append((case, f"{case} (model): {caption}", fn(out / "figures" / case.lower())[0]))
     return made
 
 
@@ -285,7 +370,7 @@ def markdown(meta: dict, rows: list[dict], figs: list[tuple[str, str]], out: Pat
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "/") for c in COLUMNS) + " |")
     lines.append("")
-    for caption, path in figs:
+    for _case, caption, path in figs:
         lines += [f"![{caption}]({Path(path).relative_to(out)})", ""]
     return "\n".join(lines)
 
@@ -298,47 +383,66 @@ def _meta_line(meta: dict) -> str:
                "covers only this one)" if meta.get("resumed") else ""))
 
 
-def html_report(meta: dict, rows: list[dict], figs: list[tuple[str, str]]) -> str:
-    def cell(r, c):
-        v = r[c]
-        cls = ""
-        if c == "ok":
-            cls = {True: "ok", False: "miss"}.get(v, "")
-        return f"<td class='{cls}'>{html.escape(_fmt(v))}</td>"
-    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    body = "\n".join("<tr>" + "".join(cell(r, c) for c in COLUMNS) + "</tr>" for r in rows)
-    imgs = "\n".join(
-        f"<figure><img alt='{html.escape(cap)}' src='data:image/png;base64,"
-        f"{base64.b64encode(Path(p).read_bytes()).decode()}'><figcaption>{html.escape(cap)}</figcaption></figure>"
-        for cap, p in figs)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>testbed reproduce</title>
-<style>
-body{{font-family:sans-serif;margin:1.5em;max-width:1400px}}
-table{{border-collapse:collapse;font-size:12px}} th,td{{border:1px solid #ccc;padding:3px 6px;vertical-align:top}}
-th{{background:#eee}} td.ok{{background:#d8f5d8}} td.miss{{background:#f8d0d0}}
-figure{{margin:1.5em 0}} img{{max-width:100%}} figcaption{{font-size:13px;color:#444}}
-</style></head><body>
-<h1>testbed reproduce — {html.escape(meta['title'])}</h1>
-<p>{html.escape(_meta_line(meta))}</p>
-<p>chapter: the number as printed in CHAPTER12.md; model: <code>analysis.models</code>;
-measured: median of valid experiment runs with real packets (95% bootstrap CI), null when not
-measured (note says why); ok: |measured − chapter| ≤ tolerance × |chapter|.</p>
-<table><tr>{head}</tr>
-{body}
-</table>
-<h2>Figures</h2>
-{imgs}
-</body></html>
-"""
+def _measured_cell(r: dict) -> str:
+    if r["measured"] is None:
+        return "–"
+    ci = f" [{_fmt(r['ci95'][0])}, {_fmt(r['ci95'][1])}]" if r["ci95"] else ""
+    return f"{_fmt(r['measured'])}{ci} (n={r['n']})"
+
+
+def html_report(meta: dict, rows: list[dict], figs: list[tuple[str, str, str]]) -> Page:
+    """The page: setup (the invocation, the host's load, each experiment's setup one click
+    away), a short table (id, chapter, model, measured with its CI, ok) whose every row's
+    explanation is one click away, then the figures per case."""
+    from experiments.report import experiment_setup
+    page = Page(f"testbed reproduce — {meta['title']}")
+    setup = [("cases", meta["title"]), ("mode", meta["mode"]),
+             ("when", f"{meta['started']} – {meta['finished']}"),
+             ("machine load", f"1-min load {meta['load_before']} → {meta['load_after']} on "
+                              f"{meta.get('cores', '?')} cores; {meta.get('cpu', '')}"),
+             ("columns", "chapter: the number as printed in CHAPTER12.md; model: analysis.models; "
+                         "measured: median of valid experiment runs with real packets (95 % bootstrap "
+                         "CI, n), – when not measured; ok: |measured − chapter| ≤ tolerance × |chapter|")]
+    for d in dict.fromkeys(r["experiment_dir"] for r in rows if r["experiment_dir"]):
+        if (Path(d) / "summary.json").is_file():
+            summary = json.loads((Path(d) / "summary.json").read_text())
+            setup.append((f"experiment {Path(d).name}",
+                          details(summary.get("experiment", Path(d).name) + ": setup",
+                                  setup_table(experiment_setup(Path(d), summary)))))
+        elif (Path(d) / "manifest.json").is_file():
+            setup.append((f"experiment {Path(d).name}", link(d, d)))
+    page.heading("Setup").setup(setup)
+    page.heading("Results")
+    table, classes = [], []
+    for r in rows:
+        why = " ".join(x for x in (f"{r['quantity']} ({r['unit']}).",
+                                   f"Tolerance {r['tolerance']:.0%}." if r["tolerance"] is not None else "",
+                                   r["note"]) if x)
+        where = (f"<br>experiment: {link(r['experiment_dir'], r['experiment_dir'])}"
+                 if r["experiment_dir"] else "")
+        table.append([r["id"], _fmt(r["chapter"]), _fmt(r["model"]), _measured_cell(r),
+                      {True: "ok", False: "MISS"}.get(r["ok"], "–"), details(r["quantity"], Raw(esc(why) + where))])
+        classes.append(["", "num", "num", "num", {True: "ok", False: "miss"}.get(r["ok"], ""), ""])
+    page.table(["id", "chapter", "model", "measured [95 % CI] (n)", "ok", "explanation"], table, classes)
+    page.para(_meta_line(meta), cls="note")
+    page.heading("Figures")
+    measured_cases = {r["case"] for r in rows if r["measured"] is not None}
+    for case in sorted({r["case"] for r in rows}, key=lambda c: int(c[1:])):
+        own = [(c, p) for k, c, p in figs if k == case]
+        if not own:
+            continue
+        page.heading(case + ("" if case in measured_cases else " (model only)"), 3, anchor=case)
+        for caption, png in own:
+            page.figure(png, caption)
+    return page
 
 
 def write(out: Path, meta: dict, rows: list[dict]) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     figs = figures(rows, out)
     summary = {"schema": 1, "meta": meta, "rows": rows,
-               "figures": [{"caption": c, "png": str(Path(p).relative_to(out))} for c, p in figs]}
+               "figures": [{"case": k, "caption": c, "png": str(Path(p).relative_to(out))} for k, c, p in figs]}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     (out / "report.md").write_text(markdown(meta, rows, figs, out) + "\n")
-    (out / "report.html").write_text(html_report(meta, rows, figs))
+    html_report(meta, rows, figs).write(out / "report.html")
     return summary

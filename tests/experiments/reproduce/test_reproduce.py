@@ -143,7 +143,11 @@ def test_report_files_and_html_embed_every_figure(tmp_path):
             "mode": "quick", "rows": len(res), "measured": 6, "ok": 0}
     summary = write(tmp_path, meta, res)
     html = (tmp_path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == len(summary["figures"]) == 7
+    assert html.count("data:image/png;base64,") == len(summary["figures"]) == 9
+    assert {f["case"] for f in summary["figures"]} == {"C1", "C4", "C6", "C7", "C9", "C10", "C11"}
+    assert {f["png"] for f in summary["figures"] if f["case"] == "C7"} == {"figures/measured-c7.png",
+                                                                           "figures/c7.png"}
+    assert html.count("<details>") >= len(res)      # every row's explanation one click away
     assert json.loads((tmp_path / "summary.json").read_text())["rows"][0]["id"] == "C1.serial_total"
     assert "| C7.ratio_new |" in (tmp_path / "report.md").read_text()
 
