@@ -30,9 +30,10 @@ from testbed.spec.linkspec import LinkSpec
 from testbed.spec.registry import Registry
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
-# LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB').
+# LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB'), and
+# the schedule's (``LinkSpec.with_override``: schedule=FILE, trace=FILE, down=5s+2s, rate=10mbit@3s).
 LINK_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue", "queue_packets",
-               "queue_bytes", "overhead", "mtu")
+               "queue_bytes", "overhead", "mtu", "schedule", "trace", "down")
 
 
 class TestbedTopo(Topo):
@@ -76,10 +77,8 @@ class TestbedTopo(Topo):
             raise ValueError(f"link override {key!r}: field {fld!r}; allowed: {', '.join(LINK_FIELDS)}")
         info = self.named[link]
         current = info.get(DIRECTIONS[direction]) or LinkSpec()
-        names = ("queue_packets", "queue_bytes") if fld == "queue" else (fld,)
         try:
-            parsed = LinkSpec.parse(**{fld: value})
-            info[DIRECTIONS[direction]] = current.replace(**{n: getattr(parsed, n) for n in names})
+            info[DIRECTIONS[direction]] = current.with_override(fld, value)
         except ValueError as exc:
             raise ValueError(f"link override {key}={value!r}: {exc}") from None
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 from testbed.spec.units import (format_rate, format_time, parse_bool, parse_delay, parse_probability,
                                 parse_queue, parse_rate, parse_size)
+
+if TYPE_CHECKING:
+    from testbed.spec.schedule import Schedule
 
 ETH_HEADER = 14
 MIN_DEFAULT_QUEUE = 100
@@ -94,6 +97,9 @@ class LinkSpec:
     overhead: bytes added to every frame's size for serialization (e.g. 24 for Ethernet preamble,
         SFD and inter-frame gap beyond the 14-byte header the frame already has).
     mtu: IP MTU of the link; a queue limit below one full frame is rejected.
+    schedule: a ``testbed.spec.schedule.Schedule`` (steps, outages, per-frame events, a trace)
+        that changes this direction during a run, or None (constant); the fields above are its
+        values before the first step.  Each step's values must be valid on this spec.
     """
     rate: float | None = None
     delay: float = 0.0
@@ -104,6 +110,7 @@ class LinkSpec:
     queue_bytes: int | None = None
     overhead: int = 0
     mtu: int = 1500
+    schedule: "Schedule | None" = None
 
     def __post_init__(self):
         if self.rate is not None and not (self.rate > 0):
@@ -124,6 +131,12 @@ class LinkSpec:
         if self.queue_bytes is not None and self.queue_bytes < self.frame_bytes:
             raise ValueError(f"queue limit {self.queue_bytes} B is smaller than one MTU-sized frame "
                              f"({self.frame_bytes} B)")
+        if self.schedule is not None:
+            from testbed.spec.schedule import Schedule
+            if not isinstance(self.schedule, Schedule):
+                raise ValueError(f"schedule must be a Schedule or None, not {self.schedule!r}")
+            for step in self.schedule.steps:
+                dataclasses.replace(self, schedule=None, **dict(step.changes))
 
     # --- derived values -------------------------------------------------------------------
     @property
@@ -165,15 +178,11 @@ class LinkSpec:
 
     # --- (de)serialization --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        loss = self.loss
-        if isinstance(loss, DropList):
-            loss_d: dict[str, Any] = {"model": "droplist", "indices": sorted(loss.indices)}
-        elif isinstance(loss, GilbertElliott):
-            loss_d = {"model": "gilbert-elliott", **dataclasses.asdict(loss)}
-        else:
-            loss_d = {"model": "bernoulli", "p": loss.p}
-        d = dataclasses.asdict(self)
-        d["loss"] = loss_d
+        """Every field; ``schedule`` only when there is one (``Schedule.to_dict``)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "schedule"}
+        d["loss"] = loss_to_dict(self.loss)
+        if self.schedule is not None:
+            d["schedule"] = self.schedule.to_dict()
         return d
 
     @classmethod
@@ -181,17 +190,25 @@ class LinkSpec:
         d = dict(d)
         loss = d.pop("loss", None)
         if isinstance(loss, Mapping):
-            loss = dict(loss)
-            model = loss.pop("model", "bernoulli")
-            if model == "droplist":
-                d["loss"] = DropList(frozenset(loss.get("indices", ())))
-            elif model == "gilbert-elliott":
-                d["loss"] = GilbertElliott(**loss)
-            else:
-                d["loss"] = Bernoulli(**loss)
+            d["loss"] = loss_from_dict(loss)
         elif loss is not None:
             d["loss"] = loss
+        if isinstance(d.get("schedule"), Mapping):
+            from testbed.spec.schedule import Schedule
+            d["schedule"] = Schedule.from_dict(d["schedule"])
         return cls(**d)
+
+    def with_override(self, name: str, value: Any) -> "LinkSpec":
+        """This spec with one ``--link``-style field set from text: a LinkSpec field
+        (``LinkSpec.parse``'s names), or a schedule item (``schedule.parse_inline``: ``schedule``,
+        ``trace``, ``down``, ``FIELD=VALUE@MOMENT``) merged into the schedule."""
+        from testbed.spec.schedule import Schedule, parse_inline
+        extra = parse_inline(name, value)
+        if extra is not None:
+            return self.replace(schedule=(self.schedule or Schedule()).merge(extra))
+        names = ("queue_packets", "queue_bytes") if name == "queue" else (name,)
+        parsed = LinkSpec.parse(**{name: value})
+        return self.replace(**{n: getattr(parsed, n) for n in names})
 
     @classmethod
     def parse(cls, **fields: Any) -> "LinkSpec":
@@ -239,7 +256,31 @@ class LinkSpec:
             parts.append(f"queue {self.queue_bytes}B")
         elif q is not None:
             parts.append(f"queue {q}p")
+        if self.schedule is not None:
+            sch = self.schedule
+            parts.append(f"schedule: {len(sch.steps)} steps, {len(sch.outages)} outages, "
+                         f"{len(sch.events)} events" + (f", trace {sch.trace.source}" if sch.trace else ""))
         return ", ".join(parts)
+
+
+def loss_to_dict(loss: LossModel) -> dict[str, Any]:
+    """``{"model": "bernoulli"|"gilbert-elliott"|"droplist", ...}``, as in ``LinkSpec.to_dict``."""
+    if isinstance(loss, DropList):
+        return {"model": "droplist", "indices": sorted(loss.indices)}
+    if isinstance(loss, GilbertElliott):
+        return {"model": "gilbert-elliott", **dataclasses.asdict(loss)}
+    return {"model": "bernoulli", "p": loss.p}
+
+
+def loss_from_dict(d: Mapping[str, Any]) -> LossModel:
+    """The inverse of ``loss_to_dict``."""
+    d = dict(d)
+    model = d.pop("model", "bernoulli")
+    if model == "droplist":
+        return DropList(frozenset(d.get("indices", ())))
+    if model == "gilbert-elliott":
+        return GilbertElliott(**d)
+    return Bernoulli(**d)
 
 
 def parse_loss(value: Any) -> LossModel:

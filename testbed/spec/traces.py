@@ -1,0 +1,114 @@
+"""Mahimahi traces made by small generators, and a trace's rate statistics (no data files).
+
+Every generator returns a ``schedule.Trace``: one loop of ``duration`` seconds, built from
+constant-rate pieces.  Within the loop, millisecond m (1 ≤ m ≤ duration in ms) carries the
+opportunities whose cumulative count first reaches a whole number during it:
+``floor(Σ_{j≤m} rate_j / (1504·8·1000))`` minus those emitted before, where rate_j is the rate
+of millisecond j (bit/s).  If the last millisecond carries none, one opportunity is added there,
+so that the loop's period (its last timestamp) is the duration: the loop then carries at most
+one opportunity (1504 B) more than the rates ask.  A rate of 12.032 Mbit/s is one opportunity
+per millisecond; 1 opportunity/ms carries one full-size 1514 B Ethernet frame.
+
+Statistics (``rate_series``, ``trace_stats``): the rate of the window starting at t is
+opportunities with timestamps in (t, t + w] ms × 1504 B × 8 / w; windows tile one period from 0; a last
+window shorter than w is dropped unless it is the only one.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from testbed.spec.schedule import OPPORTUNITY_BYTES, Trace
+
+_BITS_PER_MS = OPPORTUNITY_BYTES * 8 * 1000   # bit/s that give one opportunity per ms
+
+
+def _check(duration: float, *rates: float) -> int:
+    ms = round(duration * 1000)
+    if ms < 1:
+        raise ValueError(f"trace duration {duration!r} s must be at least 1 ms")
+    if any(not (r >= 0) for r in rates) or not any(r > 0 for r in rates):
+        raise ValueError(f"trace rates {rates!r} must be >= 0 bit/s with one > 0")
+    return ms
+
+
+def from_rates(pieces: list[tuple[float, float]], source: str) -> Trace:
+    """A trace from (seconds, bit/s) pieces in order (see the module docstring)."""
+    ms: list[int] = []
+    credit, emitted, m = 0.0, 0, 0
+    for seconds, rate in pieces:
+        for _ in range(_check(seconds, rate if rate > 0 else 1.0)):
+            m += 1
+            credit += rate / _BITS_PER_MS
+            whole = int(credit + 1e-9)
+            ms.extend([m] * (whole - emitted))
+            emitted = whole
+    if not ms or ms[-1] != m:
+        ms.append(m)
+    return Trace(tuple(ms), source)
+
+
+def constant(rate: float, duration: float = 1.0) -> Trace:
+    """``rate`` bit/s for ``duration`` s per loop."""
+    _check(duration, rate)
+    return from_rates([(duration, rate)], f"constant {rate:g} bit/s")
+
+
+def alternating(rates: list[float], interval: float, cycles: int = 1) -> Trace:
+    """Each rate of ``rates`` in turn for ``interval`` s, ``cycles`` times per loop."""
+    _check(interval, *rates)
+    return from_rates([(interval, r) for r in rates] * cycles,
+                      f"alternating {'/'.join(f'{r:g}' for r in rates)} bit/s every {interval:g} s")
+
+
+def on_off(rate: float, on: float, off: float) -> Trace:
+    """An outage pattern: ``off`` s with no opportunity, then ``on`` s at ``rate`` (the loop
+    ends with the on part, so its period is on + off)."""
+    _check(on, rate)
+    _check(off, rate)
+    return from_rates([(off, 0.0), (on, rate)], f"on/off {rate:g} bit/s {on:g} s on {off:g} s off")
+
+
+def markov(rates: list[float], mean_dwell: float, duration: float, seed: int) -> Trace:
+    """A "cellular-like" trace: a Markov chain over the states ``rates`` (bit/s); it starts in
+    state 0, stays an exponential time of mean ``mean_dwell`` s (whole ms, at least 1), then
+    moves to one of the other states, uniformly; ``random.Random(seed)``; cut at ``duration``."""
+    total = _check(duration, *rates)
+    if len(rates) < 2 or not mean_dwell > 0:
+        raise ValueError("markov trace: give at least two state rates and a mean dwell > 0 s")
+    rng = random.Random(seed)
+    pieces, state, left = [], 0, total
+    while left > 0:
+        dwell = min(left, max(1, round(rng.expovariate(1.0 / mean_dwell) * 1000)))
+        pieces.append((dwell / 1000, rates[state]))
+        left -= dwell
+        state = rng.choice([s for s in range(len(rates)) if s != state])
+    return from_rates(pieces, f"markov seed {seed} states {'/'.join(f'{r:g}' for r in rates)} bit/s")
+
+
+def rate_series(trace: Trace, window: float = 1.0) -> list[tuple[float, float]]:
+    """(window start s, bit/s) over one period (see the module docstring)."""
+    w = max(1, round(window * 1000))
+    period = trace.period_ms
+    starts = list(range(0, period - w + 1, w)) or [0]
+    w = min(w, period)
+    return [(t / 1000, (trace.opportunities_before(t + w + 1) - trace.opportunities_before(t + 1))
+             * OPPORTUNITY_BYTES * 8 / (w / 1000)) for t in starts]
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    """mean_bps: the loop's mean (``Trace.mean_rate``); min_bps/max_bps: of ``rate_series``
+    windows of ``window`` s; period: s; opportunities: per loop."""
+    mean_bps: float
+    min_bps: float
+    max_bps: float
+    window: float
+    period: float
+    opportunities: int
+
+
+def trace_stats(trace: Trace, window: float = 1.0) -> TraceStats:
+    rates = [r for _, r in rate_series(trace, window)]
+    return TraceStats(trace.mean_rate, min(rates), max(rates), min(window, trace.period_ms / 1000),
+                      trace.period_ms / 1000, len(trace.ms))

@@ -1,0 +1,163 @@
+"""Schedules, traces and their files: parsing, validation (one line naming file and line), JSON
+round trip, the inline --link forms, the trace generators and statistics."""
+import json
+import re
+
+import pytest
+
+from testbed.spec import traces
+from testbed.spec.linkspec import Bernoulli, GilbertElliott, LinkSpec
+from testbed.spec.schedule import OPPORTUNITY_BYTES, Event, Moment, Outage, Schedule, Step, Trace
+
+TOML = """\
+[[step]]
+at = "3s"
+rate = "10mbit"
+delay = "20ms"
+
+[[step]]
+at = "10frames"
+loss = "ge:1%,30%"
+
+[[outage]]
+down = "5s"
+duration = "2s"
+hold = true
+
+[[event]]
+frame = 2
+min_bytes = 1000
+delay = "45ms"
+
+[[event]]
+start = "8s"
+end = "8.1s"
+drop = true
+"""
+
+
+def test_moments():
+    assert Moment.parse("250ms") == Moment("time", 0.25)
+    assert Moment.parse(3) == Moment("time", 3.0)
+    assert Moment.parse("10frames") == Moment("frames", 10)
+    assert Moment.parse("1MB") == Moment("bytes", 1_000_000)
+    assert Moment.parse("1500B") == Moment("bytes", 1500)
+    for m in (Moment("time", 0.1), Moment("frames", 7), Moment("bytes", 99)):
+        assert Moment.parse(str(m)) == m
+    for bad, words in (("-3s", "negative"), ("3parsecs", "allowed"), ("2.5frames", "whole")):
+        with pytest.raises(ValueError, match=words):
+            Moment.parse(bad)
+
+
+def test_toml_file_and_json_round_trip(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(TOML)
+    sch = Schedule.load(path)
+    assert sch.steps[0] == Step(Moment("time", 3.0), (("delay", 0.02), ("rate", 10e6)))
+    assert sch.steps[1].changes == (("loss", GilbertElliott(0.01, 0.3)),)
+    assert sch.outages == (Outage(Moment("time", 5.0), 2.0, True),)
+    assert sch.events[0] == Event(frame=2, min_bytes=1000, delay=0.045)
+    assert sch.events[1] == Event(start=8.0, end=8.1, drop=True)
+    assert Schedule.from_dict(json.loads(json.dumps(sch.to_dict()))) == sch
+    jpath = tmp_path / "s.json"
+    jpath.write_text(json.dumps(sch.to_dict(), indent=1))
+    assert Schedule.load(jpath) == sch
+
+
+def test_linkspec_round_trip_and_unchanged_without_schedule(tmp_path):
+    plain = LinkSpec.parse(rate="6mbit", delay="10ms", loss="1%")
+    assert "schedule" not in plain.to_dict()
+    (tmp_path / "t.txt").write_text("1\n1\n3\n")
+    spec = (plain.with_override("rate", "10mbit@3s").with_override("down", "5s+2s,hold")
+            .with_override("delay", "40ms@1MB"))
+    assert spec.schedule.steps == (Step(Moment("bytes", 1_000_000), (("delay", 0.04),)),
+                                   Step(Moment("time", 3.0), (("rate", 10e6),)))
+    assert spec.schedule.outages == (Outage(Moment("time", 5.0), 2.0, True),)
+    back = LinkSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert back == spec and back.to_dict() == spec.to_dict()
+    traced = plain.with_override("trace", str(tmp_path / "t.txt"))
+    assert traced.schedule.trace.ms == (1, 1, 3)
+    assert LinkSpec.from_dict(json.loads(json.dumps(traced.to_dict()))) == traced
+    assert plain.with_override("loss", "3%").loss == Bernoulli(0.03)
+
+
+@pytest.mark.parametrize("fmt", ["toml", "json"])
+@pytest.mark.parametrize("items, line, words", [
+    ({"step": [{"at": "3s", "rate": "1mbit"}, {"at": "2s", "rate": "2mbit"}]}, 2, "not after"),
+    ({"step": [{"at": "1s", "rate": "1mbit"}, {"at": "2s", "bandwidth": "2mbit"}]}, 2,
+     "allowed: at, rate, delay, jitter, reorder, loss, queue_packets, queue_bytes, queue"),
+    ({"outage": [{"down": "1s", "duration": "2s"}, {"down": "2s", "duration": "1s"}]}, 2, "overlaps"),
+    ({"outage": [{"down": "-1s", "duration": "2s"}]}, 1, "negative"),
+    ({"outage": [{"down": "1s", "duration": "0s"}]}, 1, "must be > 0"),
+    ({"event": [{"frame": 2, "start": "1s", "end": "2s", "drop": True}]}, 1, "not both"),
+])
+def test_bad_schedule_is_one_line_with_file_and_line(tmp_path, fmt, items, line, words):
+    path = tmp_path / f"bad.{fmt}"
+    if fmt == "json":
+        path.write_text(json.dumps(items, indent=2))
+        text = path.read_text().splitlines()
+        section = next(iter(items))
+        starts = [no for no, t in enumerate(text, 1) if t.strip().startswith("{") and no > 1]
+        line = starts[line - 1] if section else line
+    else:
+        out = []
+        for section, lst in items.items():
+            for item in lst:
+                out.append(f"[[{section}]]")
+                out += [f"{k} = {json.dumps(v)}" for k, v in item.items()]
+        path.write_text("\n".join(out) + "\n")
+        line = [no for no, t in enumerate(path.read_text().splitlines(), 1) if t.startswith("[[")][line - 1]
+    with pytest.raises(ValueError) as err:
+        Schedule.load(path)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{path}:{line}: ") and words in msg, msg
+
+
+def test_rate_step_with_trace_and_unknown_key_refused(tmp_path):
+    with pytest.raises(ValueError, match="trace gives this direction's rate"):
+        Schedule(steps=(Step(Moment("time", 1.0), (("rate", 1e6),)),), trace=Trace((1,)))
+    path = tmp_path / "s.toml"
+    path.write_text("[[steps]]\nat = '1s'\n")
+    with pytest.raises(ValueError, match=r"s.toml: unknown schedule key\(s\) \['steps'\]; allowed"):
+        Schedule.load(path)
+
+
+@pytest.mark.parametrize("text, where, words", [
+    ("1\n5\n3\n", ":3:", "goes backwards (after 5)"),
+    ("", ": ", "empty trace"),
+    ("0\n0\n", ":2:", "lasts 0 ms"),
+    ("1\n\n2\n", ":2:", "not a whole number"),
+    ("1\n2.5\n", ":2:", "not a whole number"),
+])
+def test_bad_trace_is_one_line(tmp_path, text, where, words):
+    path = tmp_path / "t.trace"
+    path.write_text(text)
+    with pytest.raises(ValueError) as err:
+        Trace.load(path)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{path}{where}") and words in msg, msg
+
+
+def test_inline_forms_refused_in_one_line():
+    spec = LinkSpec.parse(rate="6mbit")
+    for name, value, words in (("down", "5s", "MOMENT+DURATION"), ("mtu", "9000@3s", "a step sets one of"),
+                               ("rate", "10mbit@soon", "moment"), ("down", "5s+2s,keep", "hold")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            spec.with_override(name, value)
+
+
+def test_generators_and_stats():
+    const = traces.constant(2 * OPPORTUNITY_BYTES * 8 * 1000, 1.0)    # two per ms
+    assert const.ms[:4] == (1, 1, 2, 2) and const.period_ms == 1000 and len(const.ms) == 2000
+    st = traces.trace_stats(const, 0.1)
+    assert st.mean_bps == st.min_bps == st.max_bps == 2 * OPPORTUNITY_BYTES * 8 * 1000
+    onoff = traces.on_off(12.032e6, on=0.3, off=0.2)
+    assert onoff.ms[0] == 201 and onoff.period_ms == 500
+    series = traces.rate_series(onoff, 0.1)
+    assert [r for _, r in series] == [0.0, 0.0, 12.032e6, 12.032e6, 12.032e6]
+    alt = traces.alternating([6.016e6, 12.032e6], 0.5)
+    assert [r for _, r in traces.rate_series(alt, 0.5)] == [6.016e6, 12.032e6]
+    a, b = traces.markov([1e6, 10e6, 30e6], 0.2, 5.0, seed=3), traces.markov([1e6, 10e6, 30e6], 0.2, 5.0, seed=3)
+    assert a == b and a != traces.markov([1e6, 10e6, 30e6], 0.2, 5.0, seed=4)
+    st = traces.trace_stats(a, 0.2)
+    assert a.period_ms == 5000 and 1e6 * 0.9 <= st.min_bps < st.mean_bps < st.max_bps <= 30e6 * 1.1
