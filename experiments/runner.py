@@ -30,11 +30,22 @@ to the executor as ``testbed=``; its bring-up time is recorded so the report can
 per-run overhead.  The price: the link backend's summary then covers the whole block, so each
 run gets the block's fidelity verdict (experiments.summary) — hence off by default
 (``--keep-topology``).
+
+Where the repetition blocks run is the one seam ``where``: :class:`InProcess` (the default: here,
+one run after the other) or ``experiments.cluster.DaskCluster`` (each block on one Dask worker,
+back to back, its run directories sent back packed and checksummed).  Either way every run
+directory lands in ``runs/NNN-LEVEL`` by the same rename, its ``experiment.json`` names the
+machine it ran on (``machine``: the host name) and how often it was started (``attempts``: more
+than 1 when a worker died under it), and one line per finished run is appended to
+``ledger.jsonl`` (:data:`LEDGER`: dir, machine, worker, attempts, sha256 of what was gathered):
+the campaign's append-only record.
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -48,6 +59,7 @@ from experiments.order import Slot, grow, schedule
 
 SCHEMA = 1
 RUN_INFO = "experiment.json"
+LEDGER = "ledger.jsonl"
 
 
 def default_out(exp: Experiment, root: str | Path = "results") -> Path:
@@ -227,7 +239,8 @@ def run_plan(exp: Experiment, plans: dict, slot: Slot):
     return plans[slot.level].with_spec(spec)
 
 
-def _run_one(out: Path, slot: Slot, plan, executor: Callable, kw: dict, tb, setup_s: float):
+def _run_one(out: Path, slot: Slot, plan, executor: Callable, kw: dict, tb, setup_s: float,
+             where: dict):
     final = out / "runs" / slot.dirname
     tmp = out / "runs" / f".partial-{slot.dirname}"
     shutil.rmtree(tmp, ignore_errors=True)          # a run a crash interrupted: redo it
@@ -245,46 +258,86 @@ def _run_one(out: Path, slot: Slot, plan, executor: Callable, kw: dict, tb, setu
         raise
     info = {**slot.to_dict(), "wall_s": round(time.monotonic() - t0, 4), "setup_s": setup_s,
             "loadavg": _loadavg(), "kept_topology": tb is not None, "topology_dir": _rel(getattr(tb, "dir", None), out),
-            "disk_mb": round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 3)}
+            "disk_mb": round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 3),
+            "machine": socket.gethostname(), "attempts": 1, "lost_on": [], **where}
     _write_json(tmp / RUN_INFO, info)
     tmp.rename(final)
     return load_run(final)
 
 
+def run_block(exp: Experiment, plans: dict, block: list[Slot], out: Path, executor: Callable, kw: dict,
+              keep: Callable | None = None, where: dict | None = None):
+    """Run one repetition block (the arms of one repetition, in the schedule's order) back to back
+    into ``out/runs``; yield ``(slot, RunResult)`` after each run.  ``where``: facts about the
+    place added to each run's experiment.json (a Dask worker's address)."""
+    t0 = time.monotonic()
+    block_plans = [run_plan(exp, plans, slot) for slot in block]
+    with (keep(block_plans[0]) if keep else nullcontext()) as tb:
+        setup_s = round(time.monotonic() - t0, 4) if keep else None
+        for slot, plan in zip(block, block_plans):
+            yield slot, _run_one(out, slot, plan, executor, kw, tb, setup_s, where or {"worker": None})
+
+
+class InProcess:
+    """The default executor: every block here, in the schedule's order, one run at a time."""
+
+    def prepare(self, plans: dict, checked: bool, keep: Callable | None) -> None:
+        """Before the experiment's directory is made: with the real executor (``checked``), what
+        the machine must have (root, the backend, the socket factors), once per level."""
+        for plan in plans.values() if checked else ():
+            plan.preflight()
+
+    def run(self, exp: Experiment, plans: dict, blocks: list[list[Slot]], out: Path, executor: Callable,
+            kw: dict, keep: Callable | None):
+        """Yield ``(slot, RunResult, sha256 of what was gathered or None)`` per finished run."""
+        for block in blocks:
+            for slot, result in run_block(exp, plans, block, out, executor, kw, keep):
+                yield slot, result, None
+
+
+def append_ledger(out: Path, slot: Slot, result, sha256: str | None = None) -> None:
+    """One line for a finished run, appended (never rewritten) to ``out/ledger.jsonl``."""
+    info = json.loads((out / "runs" / slot.dirname / RUN_INFO).read_text())
+    line = {"dir": f"runs/{slot.dirname}", "index": slot.index, "status": result.status,
+            "machine": info.get("machine"), "worker": info.get("worker"), "attempts": info.get("attempts", 1),
+            "sha256": sha256, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with open(out / LEDGER, "a") as f:
+        f.write(json.dumps(line) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | None = None,
                    keep_up: Callable | None = None, resume: bool = False, quiet: bool = False,
-                   on_run: Callable | None = None) -> Path:
+                   on_run: Callable | None = None, where=None) -> Path:
     """Run (or continue) ``exp`` into ``out``; return ``out``.  ``on_run(slot, result)`` is
-    called after each new run.  Summary, report and plots are written by
+    called after each new run.  ``where``: :class:`InProcess` (default) or an entered
+    ``experiments.cluster.DaskCluster``.  Summary, report and plots are written by
     :func:`experiments.report.write_all` afterwards."""
     from tqdm import tqdm
     out = Path(out)
     plans = exp.validate()
     kw = {}
+    where = where or InProcess()
     if executor is None:
         from testbed.run.execute import execute as executor
-        for plan in plans.values():
-            plan.preflight()          # root, backend, socket factors: before the experiment's directory
         kw = {"checked": True}
+    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
+    where.prepare(plans, bool(kw), keep)
     manifest = start(exp, out, resume)
     slots = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in manifest["schedule"]]
     todo = [s for s in slots if not finished(out, s)]
-    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
+    blocks = [[s for s in todo if (s.warmup, s.rep) == key]            # repetition blocks, in order
+              for key in dict.fromkeys((s.warmup, s.rep) for s in todo)]
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
                desc=exp.name, dynamic_ncols=True)
     try:
-        for key in dict.fromkeys((s.warmup, s.rep) for s in todo):   # repetition blocks, in order
-            block = [s for s in todo if (s.warmup, s.rep) == key]
-            t0 = time.monotonic()
-            block_plans = [run_plan(exp, plans, slot) for slot in block]
-            with (keep(block_plans[0]) if keep else nullcontext()) as tb:
-                setup_s = round(time.monotonic() - t0, 4) if keep else None
-                for slot, plan in zip(block, block_plans):
-                    result = _run_one(out, slot, plan, executor, kw, tb, setup_s)
-                    bar.set_postfix_str(f"{slot.dirname} {result.status}")
-                    bar.update(1)
-                    if on_run:
-                        on_run(slot, result)
+        for slot, result, sha256 in where.run(exp, plans, blocks, out, executor, kw, keep):
+            append_ledger(out, slot, result, sha256)
+            bar.set_postfix_str(f"{slot.dirname} {result.status}")
+            bar.update(1)
+            if on_run:
+                on_run(slot, result)
     finally:
         bar.close()
     return out

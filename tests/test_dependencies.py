@@ -71,6 +71,9 @@ def test_install_requires_alone_runs_every_app_and_subcommand(tmp_path):
     for tool in ("pytest", "scapy", "ruff"):           # the test extra stayed out
         assert f"\n{tool}==" not in f"\n{installed}", tool
     not_here = {re.split(r"[<>=;\s]", line)[0] for line in runtime if not _applies(line)}
+    not_here |= {re.split(r"[<>=;\s]", line.strip())[0] for key, text in cfg["options.extras_require"].items()
+                 if key != "test" for line in text.splitlines()
+                 if line.strip() and not line.strip().startswith("#")}    # optional extras: lazily imported
     third_party = sorted({n for m, p in modules().items() for n in imports(m, p)
                           if n.split(".")[0] not in (*sys.stdlib_module_names, *PACKAGES,
                                                       "__future__", *not_here)})

@@ -116,9 +116,11 @@ def estimate(rows: list[Row], quick: bool, reps: int | None = None) -> dict:
 
 def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = None,
                 backend: str | None = None, executor: Callable | None = None,
-                keep_topology: bool = False, progress: Callable = lambda msg: None) -> dict:
+                keep_topology: bool = False, progress: Callable = lambda msg: None, where=None) -> dict:
     """Run every experiment the rows need; ``{key: {"dir", "summary"} | {"error"}}``.
-    ``keep_topology``: one topology bring-up per repetition block (experiments.runner)."""
+    ``keep_topology``: one topology bring-up per repetition block; ``where``: the executor of the
+    runs (experiments.runner; in-process by default, an entered Dask cluster with ``--cluster``).
+    The calibration rows (C5) are measured here, on the coordinator, whatever ``where`` is."""
     from experiments.report import write_all
     from experiments.runner import run_experiment, topology_keeper
     reps = reps or (QUICK_REPS if quick else FULL_REPS)
@@ -134,7 +136,7 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
             resumed = (d / "manifest.json").is_file()
             h0 = host_sample()
-            run_experiment(exp, d, executor=executor, quiet=True,
+            run_experiment(exp, d, executor=executor, quiet=True, where=where,
                            keep_up=topology_keeper(d) if keep_topology else None, resume=resumed)
             host = d / "host.json"          # written by the invocation that ran the experiment
             if not resumed:

@@ -5,7 +5,7 @@
     testbed experiment run NAME|FILE [--levels A,B|FROM:TO:STEP] [--cross-levels A,B] [--reps N]
         [--warmup N] [--seed S] [--backend B]
         [--set KEY|PATH=VALUE ...] [--link LINK.DIR.FIELD=VALUE ...] [--out DIR] [--resume]
-        [--keep-topology] [--json] [--quiet]
+        [--keep-topology] [--cluster ADDRESS] [--json] [--quiet]
     testbed experiment report DIR [--json]
 
 ``--set`` and ``--link`` change the definition's base spec and mean what they mean in ``testbed
@@ -14,7 +14,8 @@ topology_params.loss_down=0%``), ``--set PATH=VALUE`` any RunSpec path (``params
 ``socket.nodelay=true``); ``--link bottleneck.down.queue=200`` is ``--set
 links.bottleneck.down.queue=200``.  ``--levels`` names levels of the definition or new values
 (``1%,2%``, or a range ``0%:5%:1%``, ``1ms:100ms:log5``).  ``--resume`` continues the experiment in
-``--out``, and may add repetitions or levels to it.  ``show`` prints the definition as a person
+``--out``, and may add repetitions or levels to it.  ``--cluster`` sends the repetition blocks to
+Dask workers (docs/campaigns.md).  ``show`` prints the definition as a person
 reads it, validated as ``run`` validates.  Everything is validated before the first run;
 unknown names are refused with the valid ones.
 """
@@ -25,7 +26,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from testbed.cli.options import add_backend, add_json, add_results, add_seed, add_set_link, spec_sets
+from testbed.cli.options import (add_backend, add_cluster, add_json, add_results, add_seed, add_set_link,
+                                 spec_sets)
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
 
@@ -53,6 +55,7 @@ def register(sub) -> None:
     r.add_argument("--keep-topology", action="store_true",
                    help="keep the topology up across the runs of a repetition when the factor allows "
                         "(saves the bring-up per run; each run then gets its block's fidelity verdict)")
+    add_cluster(r)
     add_json(r, "print summary.json instead of the table")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=run_run)
@@ -135,6 +138,7 @@ def _continue_command(out) -> str:
 def run_run(args) -> int:
     from experiments import run_experiment, write_all
     from experiments.report import text
+    from experiments.cluster import place
     from experiments.runner import default_out, topology_keeper
     exp = _experiment(args)
     if args.resume and not args.out:
@@ -142,7 +146,8 @@ def run_run(args) -> int:
     out = args.out or default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
     try:
-        run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet)
+        with place(args.cluster) as where:
+            run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet, where=where)
     except KeyboardInterrupt:
         print(f"testbed: experiment interrupted; its finished runs are kept in {out}; continue with:\n"
               f"  {_continue_command(out)}", file=sys.stderr)

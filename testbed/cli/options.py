@@ -96,6 +96,13 @@ def add_results(p: argparse.ArgumentParser, what: str = "run results") -> None:
     p.add_argument("--results", default="results", help=f"directory for {what} (default: results)")
 
 
+def add_cluster(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the repetition blocks on Dask workers: local:N (N workers on this machine, "
+                        "taking turns), tcp://HOST:PORT (loopback only) or tls://HOST:PORT "
+                        "(docs/campaigns.md); default: here, in this process")
+
+
 def add_json(p: argparse.ArgumentParser, help: str = "print JSON instead of a table") -> None:
     p.add_argument("--json", action="store_true", help=help)
 

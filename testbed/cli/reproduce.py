@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from testbed.backends import BACKENDS
-from testbed.cli.options import add_backend, add_json, add_results
+from testbed.cli.options import add_backend, add_cluster, add_json, add_results
 from testbed.emulator.config import add_engine_option
 
 
@@ -35,6 +35,7 @@ def register(sub) -> None:
     add_engine_option(p)
     p.add_argument("--keep-topology", action="store_true",
                    help="keep each experiment's topology up across the runs of a repetition")
+    add_cluster(p)
     add_json(p, "print summary.json's rows")
     p.add_argument("--out", help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
     add_results(p, "the default --out")
@@ -172,9 +173,11 @@ def run(args) -> int:
     skipped = "--model-only" if args.model_only else can_measure()
     measured = None
     if skipped is None:
-        measured = measure_all(rows, out, quick=args.quick, reps=args.reps, backend=args.backend,
-                               keep_topology=args.keep_topology,
-                               progress=lambda msg: print(f"testbed reproduce: {msg}", file=sys.stderr))
+        from experiments.cluster import place
+        with place(args.cluster) as where:
+            measured = measure_all(rows, out, quick=args.quick, reps=args.reps, backend=args.backend,
+                                   keep_topology=args.keep_topology, where=where,
+                                   progress=lambda msg: print(f"testbed reproduce: {msg}", file=sys.stderr))
     results = result_rows(rows, measured, args.quick, skipped=skipped)
     reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
     meta.update(finished=time.strftime("%Y-%m-%d %H:%M:%S %Z"), load_after=_load(),

@@ -1,0 +1,396 @@
+"""Runs of an experiment on many machines: the Dask executor of :mod:`experiments.runner`.
+
+``DaskCluster(ADDRESS)`` is the runner's ``where=``: entered, it starts a ``LocalCluster``
+(``local:N``: N worker processes on this machine, for trying it and for the tests) or connects to
+a scheduler (``tcp://HOST:PORT`` on a loopback address only, ``tls://HOST:PORT`` with the
+certificates of Dask's configuration, ``distributed.comm.tls.*``: tasks run as root on the
+workers, so a scheduler reachable from other machines must authenticate them).  Then:
+
+* **Admission**: every worker's :func:`facts` (git revision and whether the tree is dirty, kernel,
+  Python, netem/htb in its kernel, the native emulator engine) must equal the coordinator's; a
+  worker that differs is refused before its first run, one line naming what differs, and closed.
+  A block that reaches a worker which joined later checks the same facts first
+  (:class:`Refused`; the block is then sent elsewhere).
+* **Blocks kept together**: one task per repetition block (the arms of one repetition, A B or
+  A B B A), so the arms meet on one machine back to back; each task asks for the worker resource
+  ``testbed=1`` (``testbed worker`` starts a worker with one thread and that resource), and holds
+  the machine lock (:func:`machine_lock`: ``flock`` on ``testbed.host.lifecycle.STATE_DIR``)
+  while it runs, so two workers on one machine (``local:2``) take turns instead of running two
+  topologies against each other on the same CPUs.
+* **Gathered**: the task runs the block into a temporary directory on the worker with
+  :func:`experiments.runner.run_block`, packs each run directory (tar) with its SHA-256, deletes
+  the temporary directory, and returns the packs; the coordinator checks each checksum, unpacks
+  into ``runs/.partial-NNN-LEVEL`` and renames it, as a local run does.
+* **Nothing lost**: a worker that dies mid-block has the block started again on another worker by
+  the scheduler; the coordinator counts the starts (worker events ``testbed-block``) and records
+  them in each run's ``experiment.json`` (``attempts``, ``lost_on``).  A block that killed
+  :data:`ALLOWED_FAILURES` workers is not retried: its runs are recorded as failed with that reason
+  (the scheduler's ``distributed.scheduler.allowed-failures``; ``local:N`` sets it).
+
+``distributed`` is imported only here and only when a ``DaskCluster`` is entered: the default
+in-process path needs nothing of it (the ``[cluster]`` extra of setup.cfg).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import ipaddress
+import json
+import logging
+import os
+import platform
+import shutil
+import signal
+import socket
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager, nullcontext
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from testbed.spec.errors import SetupError, UsageError
+from testbed.spec.runresult import RunResult, load_run
+
+from experiments.definition import Experiment
+from experiments.order import Slot
+from experiments.runner import RUN_INFO, InProcess, _write_json, run_block
+
+log = logging.getLogger(__name__)
+
+#: the worker resource one run needs; a ``testbed worker`` has exactly one
+RESOURCE = "testbed"
+#: workers a block may kill before it is recorded as failed (local:N; a scheduler of your own
+#: reads ``distributed.scheduler.allowed-failures`` from its configuration)
+ALLOWED_FAILURES = 2
+#: seconds to wait for the first worker of a scheduler
+WAIT_WORKERS_S = 60
+EVENTS = "testbed-block"
+INSTALL = "--cluster needs Dask distributed: pip install -e '.[cluster]' (scripts/install.sh installs it)"
+
+
+class Refused(RuntimeError):
+    """A block reached a worker whose facts differ from the coordinator's."""
+
+
+def check_address(address: str, what: str = "--cluster") -> tuple[str, str | int]:
+    """``("local", N)`` or ``("remote", address)``; a usage error for anything else, and for a
+    ``tcp://`` scheduler whose host is not a loopback address (tasks run as root there)."""
+    if address.startswith("local:"):
+        n = address.split(":", 1)[1]
+        if not n.isdigit() or int(n) < 1:
+            raise UsageError(f"{what} {address}: local:N needs N ≥ 1 workers (local:2)")
+        return "local", int(n)
+    scheme, sep, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    if not sep or scheme not in ("tcp", "tls") or not host or not port.isdigit():
+        raise UsageError(f"{what} {address}: give local:N, tcp://HOST:PORT (loopback only) or "
+                         "tls://HOST:PORT")
+    if scheme == "tcp" and not _loopback(host.strip("[]")):
+        raise UsageError(f"{what} {address}: a scheduler on a non-loopback address needs TLS "
+                         "(tls://…, certificates in Dask's configuration; docs/campaigns.md): the "
+                         "runs execute as root on the workers")
+    return "remote", address
+
+
+def _loopback(host: str) -> bool:
+    try:
+        addrs = {ai[4][0] for ai in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """What a worker must share with the coordinator for its runs to be comparable: the git
+    revision and dirty flag of the checkout, the kernel release, Python's version, whether netem
+    and htb work in this kernel (None when not root), and whether the native emulator engine
+    loads."""
+    from testbed.emulator.native import available
+    from testbed.run.provenance import git_revision
+    probe = {"netem": None, "htb": None}
+    if os.geteuid() == 0:
+        from testbed.backends.kernel import probe_qdiscs
+        probe = probe_qdiscs()
+    git = git_revision()
+    return {"revision": git["revision"], "dirty": git["dirty"], "kernel": platform.release(),
+            "python": sys.version.split()[0], "netem": probe["netem"], "htb": probe["htb"],
+            "native_engine": available()[0]}
+
+
+def differences(theirs: dict, ours: dict) -> str:
+    """``kernel 6.1.0 there, 6.18.0 here; ...`` (empty when equal)."""
+    return "; ".join(f"{k} {theirs.get(k)} there, {ours.get(k)} here"
+                     for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k))
+
+
+@contextmanager
+def machine_lock():
+    """One run of any worker at a time on this machine: ``flock`` on the testbed's state
+    directory (released by the kernel when the holder dies)."""
+    from testbed.host.lifecycle import STATE_DIR
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(STATE_DIR, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def pack(d: Path) -> tuple[bytes, str]:
+    """A run directory as an uncompressed tar (paths relative to it) and its SHA-256."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(d, arcname=".")
+    data = buf.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def unpack(data: bytes, sha256: str, dest: Path) -> None:
+    """Check ``data`` against ``sha256`` and extract it into ``dest`` (made anew)."""
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256:
+        raise SetupError(f"{dest.name}: the packed run directory arrived damaged (SHA-256 {got[:12]}…, "
+                         f"sent {sha256[:12]}…)")
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+        for m in tar.getmembers():        # what pack() makes: plain files and directories inside
+            if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in Path(m.name).parts:
+                raise SetupError(f"{dest.name}: the packed run directory holds {m.name!r}, not a plain "
+                                 "file or directory inside it")
+        tar.extractall(dest)
+
+
+def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict, want: dict,
+                 key: str) -> list[dict]:
+    """The task of one repetition block, on a worker: check the facts, take the machine lock,
+    run the block into a temporary directory, pack every run directory, keep nothing."""
+    from distributed import get_worker
+    worker = get_worker()
+    mine = facts()
+    if mine != want:
+        raise Refused(f"worker {worker.address} ({socket.gethostname()}) refused: {differences(mine, want)}")
+    exp = Experiment.from_dict(exp_dict)
+    plans = exp.validate()
+    if kw.get("checked"):
+        for plan in plans.values():
+            plan.preflight()
+    block = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in slots]
+    with machine_lock():
+        worker.log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
+        tmp = Path(tempfile.mkdtemp(prefix="testbed-block-"))
+        try:
+            (tmp / "runs").mkdir()
+            out = []
+            for slot, _ in run_block(exp, plans, block, tmp, executor, kw, None, {"worker": worker.address}):
+                data, sha = pack(tmp / "runs" / slot.dirname)
+                out.append({"index": slot.index, "data": data, "sha256": sha})
+            return out
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class DaskCluster:
+    """The runner's ``where=`` for Dask (see the module's docstring).  Use as a context manager:
+    entering starts or connects and admits the workers; leaving closes the client and every
+    process it started, also on Ctrl-C, SIGTERM and errors."""
+
+    def __init__(self, address: str, allowed_failures: int = ALLOWED_FAILURES):
+        self.kind, self.target = check_address(address)
+        self.address = address
+        self.allowed_failures = allowed_failures
+        self.client = self.cluster = None
+        self.refused: list[str] = []
+        self._old: dict = {}
+        self._log_level = logging.NOTSET
+
+    def __enter__(self) -> "DaskCluster":
+        try:
+            import dask
+            import distributed
+        except ImportError:
+            raise UsageError(INSTALL) from None
+        quiet = logging.getLogger().getEffectiveLevel() > logging.INFO      # testbed -v shows Dask's
+        self._log_level = logging.getLogger("distributed").level
+        logging.getLogger("distributed").setLevel(logging.ERROR if quiet else logging.INFO)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                self._old[sig] = signal.signal(sig, _interrupted)
+            except ValueError:          # not the main thread: the caller handles signals
+                pass
+        try:
+            if self.kind == "local":
+                with dask.config.set({"distributed.scheduler.allowed-failures": self.allowed_failures,
+                                      "distributed.worker.daemon": False}):
+                    self.cluster = distributed.LocalCluster(
+                        n_workers=self.target, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        resources={RESOURCE: 1}, dashboard_address=None, silence_logs=logging.ERROR)
+                self.client = distributed.Client(self.cluster)
+            else:
+                try:
+                    self.client = distributed.Client(self.target, timeout=WAIT_WORKERS_S)
+                except (OSError, TimeoutError) as exc:
+                    raise SetupError(f"--cluster {self.address}: no scheduler answered ({exc})") from None
+                try:
+                    self.client.wait_for_workers(1, timeout=WAIT_WORKERS_S)
+                except TimeoutError:
+                    raise SetupError(f"--cluster {self.address}: no worker joined within "
+                                     f"{WAIT_WORKERS_S} s (start one with `testbed worker "
+                                     f"{self.address}`)") from None
+            self.admit()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for obj in (self.client, self.cluster):
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception as err:   # noqa: BLE001 - keep closing the rest
+                    log.warning("closing %s failed: %r", type(obj).__name__, err)
+        self.client = self.cluster = None
+        logging.getLogger("distributed").setLevel(self._log_level)
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        self._old = {}
+
+    def admit(self) -> list[str]:
+        """Close every worker whose facts differ from ours (one line each); the workers kept."""
+        want = facts()
+        theirs = self.client.run(facts)
+        bad = {addr: differences(f, want) for addr, f in theirs.items() if f != want}
+        for addr, why in bad.items():
+            self._refuse(f"worker {addr} refused: {why}", addr)
+        kept = [a for a in theirs if a not in bad]
+        if not kept:
+            raise SetupError(f"--cluster {self.address}: no worker has this machine's facts "
+                             f"({'; '.join(self.refused)})")
+        return kept
+
+    def _refuse(self, line: str, addr: str) -> None:
+        self.refused.append(line)
+        print(f"testbed: {line}", file=sys.stderr)
+        self.client.retire_workers([addr], close_workers=True, remove=True)
+
+    def prepare(self, plans: dict, checked: bool, keep: Callable | None) -> None:
+        """Before the experiment's directory is made: what a worker must have is checked by each
+        worker before its block; a topology kept up across a block is not offered here."""
+        if keep is not None:
+            raise UsageError("--keep-topology is not available with --cluster (each worker brings its "
+                             "topology up per run)")
+
+    def run(self, exp: Experiment, plans: dict, blocks: list[list[Slot]], out: Path, executor: Callable,
+            kw: dict, keep: Callable | None):
+        """Yield ``(slot, RunResult, sha256)`` per gathered run, blocks in the order they finish."""
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+        want, exp_dict = facts(), exp.to_dict()
+        by_key, futures = {}, []
+
+        def submit(block):
+            key = f"block-{exp.name}-{'w' if block[0].warmup else 'r'}{block[0].rep}-{uuid.uuid4().hex[:8]}"
+            by_key[key] = block
+            return self.client.submit(remote_block, exp_dict, [s.to_dict() for s in block], executor, kw,
+                                      want, key, key=key, resources={RESOURCE: 1}, pure=False, retries=0)
+
+        futures = [submit(b) for b in blocks]
+        pending = as_completed(futures)
+        try:
+            for fut in pending:
+                block = by_key[fut.key]
+                try:
+                    packs = fut.result()
+                except Refused as exc:             # a worker that joined after admission
+                    addr = str(exc).split()[1]
+                    self._refuse(str(exc), addr)
+                    pending.add(submit(block))
+                    continue
+                except KilledWorker as exc:
+                    starts = self._starts(fut.key)
+                    yield from self._killed(exp, out, block, starts, exc)
+                    continue
+                starts = self._starts(fut.key)
+                for slot, p in zip(block, packs):
+                    yield slot, self._gather(out, slot, p, starts), p["sha256"]
+        finally:
+            self.client.cancel([f for f in futures if not f.done()])
+
+    def _starts(self, key: str) -> list[str]:
+        """The workers that started block ``key``, in order (its worker events)."""
+        for _ in range(20):             # the event travels apart from the result: wait a moment
+            got = [m["worker"] for _, m in self.client.get_events(EVENTS) if m.get("key") == key]
+            if got:
+                return got
+            time.sleep(0.05)
+        return []
+
+    def _gather(self, out: Path, slot: Slot, p: dict, starts: list[str]) -> RunResult:
+        final, tmp = out / "runs" / slot.dirname, out / "runs" / f".partial-{slot.dirname}"
+        unpack(p["data"], p["sha256"], tmp)
+        info = json.loads((tmp / RUN_INFO).read_text())
+        _write_json(tmp / RUN_INFO, {**info, "attempts": max(1, len(starts)), "lost_on": starts[:-1]})
+        tmp.rename(final)
+        return load_run(final)
+
+    def _killed(self, exp: Experiment, out: Path, block: list[Slot], starts: list[str], exc):
+        """Record each run of a block that killed too many workers as failed, with the reason."""
+        why = (f"killed {len(starts) or self.allowed_failures + 1} workers (the cap is "
+               f"{self.allowed_failures} retries): {', '.join(starts) or exc}")
+        for slot in block:
+            final, tmp = out / "runs" / slot.dirname, out / "runs" / f".partial-{slot.dirname}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            now = time.time()
+            result = RunResult(run_id=f"lost-{slot.dirname}", dir=tmp, spec=exp.cell_spec(slot.level, slot.seed),
+                               status="failed", error=why, started=now, finished=now)
+            result.write()
+            _write_json(tmp / RUN_INFO, {**slot.to_dict(), "wall_s": None, "setup_s": None, "loadavg": None,
+                                         "kept_topology": False, "topology_dir": None, "disk_mb": 0.0,
+                                         "machine": None, "worker": None, "attempts": len(starts),
+                                         "lost_on": starts})
+            tmp.rename(final)
+            yield slot, load_run(final), None
+
+
+def place(cluster: str | None):
+    """The executor for ``--cluster``: ``experiments.runner.InProcess()`` for None, else a
+    :class:`DaskCluster` — a context manager either way (enter it around the runs; leaving it ends
+    every process it started)."""
+    return nullcontext(InProcess()) if cluster is None else DaskCluster(cluster)
+
+
+def _interrupted(signum, frame):
+    from testbed.host.lifecycle import RunInterrupted
+    raise RunInterrupted(128 + signum)
+
+
+def serve_worker(address: str, name: str | None = None) -> None:
+    """``testbed worker``: a Dask worker (under a nanny that restarts it if a run kills it) with
+    one thread and the resource ``testbed=1``, until Ctrl-C or SIGTERM."""
+    import asyncio
+    kind, target = check_address(address, "testbed worker")
+    if kind == "local":
+        raise UsageError(f"testbed worker {address}: give the scheduler's address, tcp://HOST:PORT "
+                         "(loopback) or tls://HOST:PORT")
+    try:
+        import dask
+        from distributed import Nanny
+    except ImportError:
+        raise UsageError(INSTALL.replace("--cluster", "testbed worker")) from None
+
+    async def serve():
+        with dask.config.set({"distributed.worker.daemon": False}):
+            async with Nanny(target, nthreads=1, resources={RESOURCE: 1},
+                             name=name or socket.gethostname()) as nanny:
+                print(f"testbed: worker {nanny.worker_address} of {target} ready", file=sys.stderr)
+                await nanny.finished()
+    asyncio.run(serve())
