@@ -315,17 +315,13 @@ MODEL_FIGURES = {"C1": (fig_c1, "serial vs three blocks"), "C4": (fig_c4, "slow-
 
 
 def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
-    """Draw the figures of the cases present; ``[(case, caption, png path)]``: per case with a
-    measured row the rows' chapter / model / measured figure, then the case's own figures (the
-    chapter's, with the measured values where this report has them)."""
+    """Draw the figures of the cases present; ``[(case, caption, png path)]``: per case the
+    figures mirroring the chapter's drawn from the measurements (C7), the measured rows'
+    chapter / model / measured figure, then the case's model figure (with the measured values
+    on top where this report has them)."""
     cases = sorted({r["case"] for r in rows}, key=lambda c: int(c[1:]))
     made = []
     for case in cases:
-        got = [r for r in rows if r["case"] == case and r["measured"] is not None]
-        files = fig_measured(got, out / "figures" / f"measured-{case.lower()}")
-        if files:
-            made.append((case, f"{case}, measured rows: chapter (gray), model (blue) and measured (median "
-                               "with its 95 % CI; green within the tolerance, red outside it)", files[0]))
         if case == "C7":
             for fn, name, caption in (
                     (fig_c7, "c7", "C7 (chapter figures 12-21/12-22): the four cells' medians, chapter, "
@@ -336,6 +332,11 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
                 files = fn(rows, out / "figures" / name)
                 if files:
                     made.append((case, caption, files[0]))
+        got = [r for r in rows if r["case"] == case and r["measured"] is not None]
+        files = fig_measured(got, out / "figures" / f"measured-{case.lower()}")
+        if files:
+            made.append((case, f"{case}, measured rows: chapter (gray), model (blue) and measured (median "
+                               "with its 95 % CI; green within the tolerance, red outside it)", files[0]))
         if case not in MODEL_FIGURES:
             continue
         fn, caption = MODEL_FIGURES[case]
