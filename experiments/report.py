@@ -1,6 +1,7 @@
-"""``report.md``, ``report.html`` (self-contained: setup, figures embedded) and the terminal
-summary of an experiment, rendered from ``summary.json`` and the manifests; :func:`write_all`
-(summary → plots → reports → pcap pruning) is what ``run`` and ``report`` call."""
+"""``report.md``, ``report.html`` (self-contained: setup, figures embedded), the tidy
+``results.csv`` (:mod:`experiments.results`) and the terminal summary of an experiment,
+rendered from ``summary.json`` and the manifests; :func:`write_all` (summary → plots → reports →
+pcap pruning) is what ``run`` and ``report`` call."""
 from __future__ import annotations
 
 import json
@@ -134,6 +135,9 @@ def text(summary: dict, metric: str | None = None) -> str:
     for c in summary["comparisons"]:
         if c["metric"] != m:
             continue
+        if c.get("not_compared"):
+            lines.append(f"  {c['a']}/{c['b']}: not compared: {c['not_compared']}")
+            continue
         p = _p(c["mann_whitney"])
         lines.append(f"  {c['a']}/{c['b']}: ratio of medians {_num(c['ratio'], 3)} 95% CI "
                      f"{_ci(c['ratio_ci'], 3)}; difference {_num(c['difference'])} {_ci(c['difference_ci'])}; "
@@ -142,6 +146,7 @@ def text(summary: dict, metric: str | None = None) -> str:
                      f"{p}; Cliff's delta {_num(c['cliffs_delta'], 2)}")
     for e in summary["excluded"]:
         lines.append(f"  excluded {e['dir']}: {e['reason']}")
+    lines += _machine_lines(summary, m)
     if summary["degraded_kept"]:
         lines.append(f"  kept, fidelity degraded: {', '.join(summary['degraded_kept'])}")
     if summary.get("unverified"):
@@ -152,6 +157,23 @@ def text(summary: dict, metric: str | None = None) -> str:
     if not summary["complete"]:
         lines.append("  INCOMPLETE: some runs have not run yet (rerun with --resume)")
     return "\n".join(lines)
+
+
+def _machine_lines(summary: dict, m: str) -> list[str]:
+    """With runs on more than one machine, each level's median per machine; every run a worker's
+    death made start again."""
+    lines = []
+    machines = summary.get("machines") or {}
+    if len(machines) > 1:
+        lines.append("  machines: " + ", ".join(f"{k} ({n} runs)" for k, n in machines.items()))
+        for lab, lv in summary["by_level"].items():
+            per = lv.get("by_machine") or {}
+            lines.append(f"  {lab:>12} per machine: " + ", ".join(
+                f"{k} {_num(v['medians'].get(m))} (n={v['n']})" for k, v in per.items()))
+    for r in summary.get("redone") or []:
+        lines.append(f"  redone {r['dir']}: started {r['attempts']} times, a worker died under it "
+                     f"({', '.join(r['lost_on']) or 'worker unknown'})")
+    return lines
 
 
 def markdown(summary: dict, plots: list[str], out: Path) -> str:
@@ -191,6 +213,9 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
         md += ["", "| A / B | ratio of medians [CI] | difference [CI] | paired difference [CI] (pairs) "
                "| Mann–Whitney U, p | Cliff's δ |", "|---|---|---|---|---|---|"]
         for c in (c for c in summary["comparisons"] if c["metric"] == m):
+            if c.get("not_compared"):
+                md.append(f"| {c['a']} / {c['b']} | not compared: {c['not_compared']} | | | | |")
+                continue
             mw = c["mann_whitney"] or {}
             pd = c["paired_difference"]
             md.append(f"| {c['a']} / {c['b']} | {_num(c['ratio'], 3)} {_ci(c['ratio_ci'], 3)} | "
@@ -202,6 +227,24 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
            "|---|---|---|"]
     for lab, lv in summary["by_level"].items():
         md.append(f"| {lab} | {_verif(lv['verification'])} | {lv['representative'] or '–'} |")
+    md += ["", "## Machines", "", "Runs per machine: " + (", ".join(
+        f"`{k}` {n}" for k, n in (summary.get("machines") or {}).items()) or "none") + ". A comparison "
+        "uses the machines where both arms ran, pairs arms on one machine only, and is not made "
+        "for arms that never met on one machine.", ""]
+    machines = list(summary.get("machines") or {})
+    if len(machines) > 1:
+        md += ["| level | " + " | ".join(f"median on `{k}` (n)" for k in machines) + " |",
+               "|---|" + "---|" * len(machines)]
+        for lab, lv in summary["by_level"].items():
+            per = lv.get("by_machine") or {}
+            md.append(f"| {lab} | " + " | ".join(
+                f"{_num(per[k]['medians'].get(summary['primary']))} ({per[k]['n']})" if k in per else "–"
+                for k in machines) + " |")
+        md.append("")
+    redone = summary.get("redone") or []
+    md += [f"Runs started again because a worker died under them: {len(redone)}"
+           + (": " + ", ".join(f"`{r['dir']}` ({r['attempts']} starts; lost on {', '.join(r['lost_on'])})"
+                               for r in redone) if redone else "") + "."]
     md += ["", "## Excluded runs", ""]
     md += [f"- `{e['dir']}`: {e['reason']}" for e in summary["excluded"]] or ["none"]
     if summary.get("unverified"):
@@ -349,6 +392,8 @@ def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:
     written = pl.write(out, summary) if plots else []
     (out / REPORT).write_text(markdown(summary, written, out))
     html(out, summary, written).write(out / HTML)
+    from experiments.results import tidy, write_tidy
+    write_tidy(out, tidy(out))
     keep = json.loads((out / "manifest.json").read_text())["definition"]["keep_pcaps"]
     if prune and summary["complete"]:
         prune_pcaps(out, summary, keep)

@@ -1,4 +1,5 @@
-"""``testbed reproduce``'s outputs: summary.json, report.md and one self-contained report.html
+"""``testbed reproduce``'s outputs: summary.json, report.md, results.csv (one row per run x metric
+of its experiments) and one self-contained report.html
 (:mod:`analysis.page`: figures embedded; a short table with each row's explanation one click
 away; at least one figure per measured case, C7's as the chapter's figures 12-21/12-22).
 Model-side figures are drawn from :mod:`analysis.models`;
@@ -446,4 +447,7 @@ def write(out: Path, meta: dict, rows: list[dict]) -> dict:
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     (out / "report.md").write_text(markdown(meta, rows, figs, out) + "\n")
     html_report(meta, rows, figs).write(out / "report.html")
+    from experiments.results import tidy, write_tidy
+    write_tidy(out, [t for d in dict.fromkeys(r["experiment_dir"] for r in rows if r["experiment_dir"])
+                     for t in tidy(d, experiment=Path(d).name)])
     return summary

@@ -1,0 +1,220 @@
+"""Past results, found and compared (``testbed results``), and the tidy export of an experiment
+or a reproduction.
+
+* :func:`find`: every run, experiment and reproduction directory directly under a results
+  directory, as :class:`Entry` records — when, what (a name that says what it is), the headline
+  metric and the verdict — newest first.  Recognised by their files only: a run by a
+  ``manifest.json`` with a ``run_id``, an experiment by one of ``kind = "experiment"``, a
+  reproduction by a ``summary.json`` with ``meta`` and ``rows``.
+* :func:`compare`: two experiments (or two reproductions) side by side: what differs in their
+  definitions and base specs, and per arm and metric (per row) the medians and the ratio B / A
+  of the medians with its 95 % bootstrap CI (``experiments.stats.compare`` over the valid runs'
+  values; a reproduction row's ratio is of the two measured values, without a CI).
+* :func:`tidy`: one row per run × metric (experiment, arm, repetition, run directory, valid,
+  metric, value — a list metric's value is its median, as in the statistics), written by
+  :func:`write_tidy` as ``results.csv`` and, when pyarrow can be imported, ``results.parquet``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.summary import run_value
+
+TIDY_COLUMNS = ("experiment", "arm", "level", "cross", "rep", "warmup", "run", "valid", "metric", "value")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One past result: ``kind`` run / experiment / reproduction; ``when`` seconds since the
+    epoch (0 when unknown); ``what`` a name that says what it is; ``headline`` its main
+    number(s); ``verdict`` whether it can be trusted as is."""
+    path: Path
+    kind: str
+    when: float
+    what: str
+    headline: str
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "kind": self.kind, "when": self.when, "what": self.what,
+                "headline": self.headline, "verdict": self.verdict}
+
+
+def _read(p: Path) -> dict | None:
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _stamp(text: str | None) -> float:
+    for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S %Z"):
+        try:
+            return time.mktime(time.strptime(text or "", fmt))
+        except ValueError:
+            continue
+    return 0.0
+
+
+def _num(v) -> str:
+    return "–" if v is None else f"{v:.4g}"
+
+
+def _run_entry(d: Path, m: dict) -> Entry:
+    spec = m.get("spec") or {}
+    params = spec.get("params") or {}
+    shown = ", ".join(f"{k}={params[k]}" for k in sorted(params)[:4])
+    metrics = m.get("metrics") or {}
+    head = next(((k, metrics[k]) for k in ("completion_ms_median", "goodput_mbps", "completion_ms")
+                 if isinstance(metrics.get(k), (int, float))), None)
+    verdict = m.get("status", "?") + f", fidelity {(m.get('fidelity') or {}).get('verdict', 'unknown')}"
+    return Entry(d, "run", float(m.get("started") or 0), f"run: {spec.get('workload')} on {spec.get('topology')}"
+                 + (f" ({shown})" if shown else ""), f"{head[0]} {_num(head[1])}" if head else "–", verdict)
+
+
+def _experiment_entry(d: Path, m: dict) -> Entry:
+    de = m.get("definition") or {}
+    s = _read(d / "summary.json")
+    what = f"experiment {de.get('name')}: {de.get('factor')} = {', '.join(map(str, de.get('levels', [])))}"
+    if not s:
+        return Entry(d, "experiment", _stamp((m.get("environment") or {}).get("created")), what, "–",
+                     "not summarised (testbed experiment report DIR)")
+    p = s["primary"]
+    head = f"{p}: " + ", ".join(f"{lab} {_num(lv['metrics'][p]['median'])}" for lab, lv in s["by_level"].items())
+    n_valid = sum(lv["n_valid"] for lv in s["by_level"].values())
+    n_runs = sum(lv["n_runs"] for lv in s["by_level"].values())
+    verdict = ("complete" if s["complete"] else "INCOMPLETE") + f", {n_valid}/{n_runs} runs valid" + \
+        (", UNVERIFIED factor" if s.get("unverified") else "")
+    return Entry(d, "experiment", _stamp((m.get("environment") or {}).get("created")), what, head, verdict)
+
+
+def _reproduction_entry(d: Path, s: dict) -> Entry:
+    meta = s["meta"]
+    rows = s["rows"]
+    measured = [r for r in rows if r.get("measured") is not None]
+    ok = sum(r.get("ok") is True for r in rows)
+    return Entry(d, "reproduction", _stamp(meta.get("started")), f"reproduce {meta.get('title')} ({meta.get('mode')})",
+                 f"{len(measured)} of {len(rows)} rows measured", f"{ok} of {len(measured)} within tolerance")
+
+
+def entry(d: Path) -> Entry | None:
+    """The :class:`Entry` of one directory, None when it is none of the three."""
+    m = _read(d / "manifest.json")
+    if m and m.get("kind") == "experiment":
+        return _experiment_entry(d, m)
+    if m and "run_id" in m:
+        return _run_entry(d, m)
+    s = _read(d / "summary.json")
+    if s and "meta" in s and "rows" in s:
+        return _reproduction_entry(d, s)
+    return None
+
+
+def find(root: str | Path) -> list[Entry]:
+    """Every result directly under ``root``, newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [e for d in root.iterdir() if d.is_dir() and (e := entry(d)) is not None]
+    return sorted(found, key=lambda e: (-e.when, str(e.path)))
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _values(summary: dict, label: str, metric: str) -> list[float]:
+    return [r["metrics"][metric] for r in summary["runs"] if r["valid"] and r["level"] == label
+            and r["metrics"].get(metric) is not None]
+
+
+def compare(a: str | Path, b: str | Path) -> dict:
+    """The comparison of the module docstring: ``{"kind", "a", "b", "differences": [(key, value
+    in A, value in B)], "metrics": [{"arm" | "id", "metric", "a", "b", "ratio", "ratio_ci"}]}``;
+    a ValueError naming what is wrong when they are not two of a kind."""
+    ea, eb = entry(Path(a)), entry(Path(b))
+    for p, e in ((a, ea), (b, eb)):
+        if e is None or e.kind == "run":
+            raise ValueError(f"{p}: not an experiment or reproduction directory (a run's? compare needs "
+                             "two experiments or two reproductions)")
+    if ea.kind != eb.kind:
+        raise ValueError(f"{a} is a {ea.kind} and {b} a {eb.kind}: compare two of a kind")
+    out = {"kind": ea.kind, "a": str(a), "b": str(b), "differences": [], "metrics": []}
+    if ea.kind == "experiment":
+        da = _flat(_read(Path(a) / "manifest.json")["definition"])
+        db = _flat(_read(Path(b) / "manifest.json")["definition"])
+        sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
+        if sa is None or sb is None:
+            raise ValueError("both experiments need a summary.json (testbed experiment report DIR)")
+        from experiments.stats import compare as stat_compare
+        for lab in [x for x in sa["levels"] if x in sb["levels"]]:
+            for m in [x for x in sa["metrics"] if x in sb["metrics"]]:
+                va, vb = _values(sa, lab, m), _values(sb, lab, m)
+                c = stat_compare(vb, va) if va and vb else None
+                out["metrics"].append({"arm": lab, "metric": m, "a": sa["by_level"][lab]["metrics"][m]["median"],
+                                       "b": sb["by_level"][lab]["metrics"][m]["median"],
+                                       "ratio": c and c["ratio"], "ratio_ci": c and c["ratio_ci"]})
+    else:
+        sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
+        da, db = _flat(sa["meta"]), _flat(sb["meta"])
+        rb = {r["id"]: r for r in sb["rows"]}
+        for r in sa["rows"]:
+            o = rb.get(r["id"])
+            if o is None:
+                continue
+            ratio = (o["measured"] / r["measured"] if isinstance(r["measured"], (int, float)) and r["measured"]
+                     and isinstance(o["measured"], (int, float)) else None)
+            out["metrics"].append({"id": r["id"], "metric": r["unit"], "a": r["measured"], "b": o["measured"],
+                                   "ratio": ratio, "ratio_ci": None})
+    skip = ("started", "finished", "load_before", "load_after", "cpu", "resumed")
+    out["differences"] = [(k, da.get(k), db.get(k)) for k in sorted(set(da) | set(db))
+                          if da.get(k) != db.get(k) and k not in skip]
+    return out
+
+
+def tidy(exp_dir: str | Path, experiment: str | None = None) -> list[dict]:
+    """One row per run × metric of an experiment's ``summary.json`` (columns ``TIDY_COLUMNS``)."""
+    s = _read(Path(exp_dir) / "summary.json")
+    if s is None:
+        return []
+    rows = []
+    for r in s["runs"]:
+        if r["status"] == "missing":
+            continue
+        lv = s["by_level"].get(r["level"], {})
+        for m, v in (r.get("metrics") or {}).items():
+            if run_value(v) is None:
+                continue                # not a number (e.g. a per-host record)
+            rows.append({"experiment": experiment or s["experiment"], "arm": r["level"],
+                         "level": lv.get("level", r["level"]), "cross": lv.get("cross"), "rep": r["rep"],
+                         "warmup": r["warmup"], "run": str(Path(exp_dir) / r["dir"]), "valid": r["valid"],
+                         "metric": m, "value": run_value(v)})
+    return rows
+
+
+def write_tidy(out: str | Path, rows: list[dict]) -> list[Path]:
+    """``results.csv`` (and ``results.parquet`` when pyarrow is importable) in ``out``."""
+    out = Path(out)
+    written = [out / "results.csv"]
+    with open(written[0], "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=TIDY_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return written
+    pq.write_table(pa.Table.from_pylist(rows), out / "results.parquet")
+    written.append(out / "results.parquet")
+    return written

@@ -1,0 +1,51 @@
+"""``testbed results``: past results found by their files, compared, exported tidy."""
+import argparse
+import csv
+import json
+
+import pytest
+
+from experiments import load_definition, run_experiment, write_all
+from experiments.results import compare, find, tidy
+from tests.fixtures.fake_execute import FakeExecutor
+
+
+def _exp(out, medians, reps=5):
+    exp = load_definition("reuse").with_overrides(reps=reps).replace(warmup=0)
+    write_all(run_experiment(exp, out, executor=FakeExecutor("params.mode", medians), quiet=True))
+    return out
+
+
+def test_find_compare_and_the_tidy_export(tmp_path):
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0})
+    b = _exp(tmp_path / "b", {"new": 600.0, "reuse": 250.0})
+    (tmp_path / "junk").mkdir()
+    found = find(tmp_path)
+    assert [e.kind for e in found] == ["experiment", "experiment"]
+    assert "new" in found[0].headline and found[0].verdict.startswith("complete, 10/10")
+    c = compare(a, b)
+    new = next(m for m in c["metrics"] if m["arm"] == "new" and m["metric"] == "completion_ms_median")
+    assert new["ratio"] == pytest.approx(0.5, rel=0.1)            # B halved the new arm
+    lo, hi = new["ratio_ci"]
+    assert lo <= new["ratio"] <= hi < 0.8
+    same = next(m for m in c["metrics"] if m["arm"] == "reuse" and m["metric"] == "completion_ms_median")
+    assert same["ratio_ci"][0] < 1 < same["ratio_ci"][1] or same["ratio"] == pytest.approx(1, rel=0.05)
+    rows = list(csv.DictReader(open(a / "results.csv")))
+    assert len(rows) == len(tidy(a)) == 10      # 10 runs x the one metric the fake runs record
+    assert {r["metric"] for r in rows} == {"completion_ms_median"}
+    assert {r["valid"] for r in rows} == {"True"} and all(float(r["value"]) > 0 for r in rows)
+    with pytest.raises(ValueError, match="compare two of a kind|not an experiment"):
+        compare(a, tmp_path / "junk")
+
+
+def test_the_cli_lists_and_compares(tmp_path, capsys):
+    from testbed.cli import results as cli
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0}, reps=2)
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    args = p.parse_args(["results", "--results", str(tmp_path), "--json"])
+    assert args.func(args) == 0
+    assert json.loads(capsys.readouterr().out)[0]["kind"] == "experiment"
+    args = p.parse_args(["results", "compare", str(a), str(a)])
+    assert args.func(args) == 0
+    assert "differences: none" in capsys.readouterr().out
