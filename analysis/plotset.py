@@ -43,13 +43,16 @@ def write(result: dict, outdir: str | Path) -> list[str]:
             if not direction.payload_bytes or not len(direction.tracker.series_t):
                 continue            # no data this way: no figure, no series
             base = out / f"{name}-{d}"
+            view = ("\ncaptured near the data's receiver: what it saw, not the sender's own view"
+                    if (rec.get("vantage") or {}).get("sender_side") is False and d == rec.get("data_direction")
+                    else "")
             written += plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
-                                           title=f"{f.key.name} {d}")
+                                           title=f"{f.key.name} {d}{view}")
             sender = (f.key.client, f.key.client_port) if direction.sender == "client" else \
                 (f.key.server, f.key.server_port)
             cw = cwnd_samples(obj["events"], *sender)
             written += plots.in_flight(direction, rec["t0_ns"], base.with_name(base.name + "-inflight"),
-                                       cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}")
+                                       cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}{view}")
             csv = Path(f"{base}-inflight.csv")
             np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
                        header="t_ns,outstanding,pipe,sacked,wireshark", comments="")

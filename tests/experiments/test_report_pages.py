@@ -125,3 +125,21 @@ def test_the_layout_check_finds_overlapping_tick_labels_and_text_off_the_canvas(
     got = plots.layout_problems(fig)
     plt.close(fig)
     assert any("tick labels overlap" in p for p in got) and any("far away" in p for p in got)
+
+
+def test_an_experiment_over_the_udp_transport_draws_its_packets(tmp_path, layout):
+    """The representative runs of a UDP-transport experiment: symbols, repair and ACKs per arm
+    (not four empty axes)."""
+    from tests.analysis.test_transport_analysis import frame, sym, write_pcap
+    from testbed.transport import wire
+    from experiments import load_definition, run_experiment, write_all
+    pcap = tmp_path / "udp.pcap"
+    frames = [frame(sym(i, i), 40000, 5003) for i in range(3)] + [frame(sym(3, 4), 40000, 5003)]
+    frames.append(frame(wire.encode_ack(wire.AckPacket(0, 5, ((0, 0),), ((3, 0),))), 5003, 40000))
+    write_pcap(pcap, frames)
+    exp = load_definition("reuse").with_overrides(reps=2).replace(warmup=0)
+    out = run_experiment(exp, tmp_path / "e", executor=FakeExecutor(
+        "params.mode", {"new": 1200.0, "reuse": 250.0}, pcap=pcap), quiet=True)
+    write_all(out)
+    assert (out / "plots" / "representative.png").is_file()
+    _checked(out / "report.html", tmp_path)
