@@ -1,21 +1,30 @@
-"""An experiment's figures (PNG + SVG via analysis.plots' ``_save``), from summary.json and the
-representative runs' captures:
+"""An experiment's figures (PNG, SVG and PDF via analysis.plots' ``_save``), from summary.json and
+the representative runs' captures; axis labels in words with units (:func:`metric_axis`), legends
+titled with the factor's name and outside the data:
 
-* ``<metric>-levels``: per level a box plot (median, quartiles, whiskers at 1.5 IQR) with every
-  valid run as a jittered point, and next to it the ECDF of the same values, one curve per level;
-* ``<metric>-by-run``: the metric against the run index (execution order), colour by level,
+* ``<metric>-levels``: every valid run per arm (dots) with the median and its 95 % CI (black
+  bar; the median alone where n is too small for a CI), and beside it the arms' ECDFs — both on
+  ONE shared metric axis;
+* ``<metric>-by-run``: the metric against the run index (execution order), colour by arm,
   excluded runs as grey crosses — drift and order effects show here;
 * ``<metric>-curve`` (numeric levels only): the metric against the level, median and its 95 %
   CI per level (median alone where n is too small for a CI), one line per level of a crossed
   factor (a level without a valid run as a cross on the level axis), and each ``models`` entry
   of the definition evaluated on a fine grid of the level (``analysis.models``) as a dashed line
-  on the same axes; units on both axes, the legend outside the data;
-* ``representative``: for the valid run closest to each level's median of the primary metric,
-  bytes in flight (outstanding = SND.MAX − SND.UNA of every connection's main data direction,
-  from the capture on the client host) above a swimlane (one lane per request, packet times at
-  the client: handshake SYN → ACK, request first → last payload byte, wait from the request's
-  last to the response's first byte = server time + propagation, response first → last byte)
-  — all rows on one time axis, seconds from the run's first packet.
+  on the same axes;
+* ``representative``: the valid run closest to each arm's median of the primary metric, the
+  arms side by side on shared axes: bytes in flight (outstanding = SND.MAX − SND.UNA of every
+  connection's main data direction, from the capture on the client host) above a swimlane (one
+  lane per request, packet times at the client: handshake SYN → ACK, request first → last
+  payload byte, wait from the request's last to the response's first byte = server time +
+  propagation, response first → last byte), seconds from the run's first packet; for the UDP
+  transport its symbol, repair and ACK packets (:func:`analysis.fec.draw`);
+* :func:`request_figure`: one representative request per cell, ms from its start (what
+  ``testbed reproduce`` draws for C7).
+
+A metric with no value, only zeros or one value gets no levels or by-run figure
+(:func:`degenerate` gives the sentence the report shows instead).  The timelines take
+``markers``: per arm, vertical lines for events that are not packets.
 """
 from __future__ import annotations
 
