@@ -220,6 +220,9 @@ def test_pruned_captures_named_as_the_reason(rr_pcap, analyze, tmp_path):
     assert code == 0
     assert "2 of the run's 2 captures were pruned" in err and 'keep_pcaps = "representative"' in err
     assert "no per-flow analysis, no plots" in err
+    assert f"--plots {tmp_path / 'plots'}: no figure written" in err
+    code, out, err = analyze([str(d), "--html", str(tmp_path / "page.html")])
+    assert code == 0 and "captures were pruned" in (tmp_path / "page.html").read_text()
     code, out, err = analyze([str(d), "--json", "--strict"])
     assert code == 1 and json.loads(out)["missing_captures"]["files"] == [p["path"] for p in files]
     d2 = _run_dir(tmp_path / "b", None, spec={"capture": {"hosts": "all", "keep": False}})
