@@ -4,7 +4,8 @@
 ``userspace``: the project's emulator forwarding frames between veth ends
 (testbed/backends/userspace.py).  ``auto`` picks netem where the kernel has it.
 ``netem-uml``: the kernel backend inside a User-Mode Linux guest (testbed/backends/uml/__init__.py), for machines
-whose own kernel has no netem.
+whose own kernel has no netem; ``netem-vm``: the same inside a Debian VM booted by qemu
+(testbed/backends/vm/__init__.py).
 
 A backend is anything that satisfies ``Backend`` below.
 
@@ -36,8 +37,9 @@ class Backend(Protocol):
         """What the run records about the backend (``fidelity.verdict`` reads it)."""
 
 # What commands accept: ``netem-uml`` re-runs the whole command inside a User-Mode Linux guest
-# with ``--backend netem`` (testbed/backends/uml/__init__.py); select_backend itself never sees it.
-BACKEND_CHOICES = BACKENDS + ("netem-uml",)
+# with ``--backend netem`` (testbed/backends/uml/__init__.py), ``netem-vm`` inside the qemu VM
+# (testbed/backends/vm/__init__.py); select_backend itself never sees them.
+BACKEND_CHOICES = BACKENDS + ("netem-uml", "netem-vm")
 
 
 def check_available(name: str) -> None:
@@ -53,7 +55,8 @@ def check_available(name: str) -> None:
         why = "; ".join(probe["errors"].get(q, "") for q in missing if probe["errors"].get(q))
         raise UsageError(f"--backend netem: this kernel has no {' and no '.join(missing)} qdisc"
                          + (f" ({why})" if why else "") + "; use --backend userspace or auto (the "
-                         "userspace emulator), or netem-uml (netem in a User-Mode Linux guest); "
+                         "userspace emulator), netem-vm (netem in a qemu VM, `testbed vm build`) or netem-uml "
+                         "(netem in a User-Mode Linux guest); "
                          "`testbed doctor` shows what this machine has")
 
 

@@ -21,13 +21,13 @@ import subprocess
 import sys
 
 from testbed.cli import (analyze, calibrate, clean, demo, doctor, experiment, model, reproduce, results,
-                         run, topo, worker)
+                         run, topo, vm, worker)
 from testbed.cli.options import OneLineParser, one_line
 from testbed.cli.progress import warnings_above_bars
 from testbed.spec.errors import TestbedError
 
 #: the subcommands, in the order ``testbed --help`` lists them
-COMMANDS = (doctor, topo, clean, calibrate, run, analyze, demo, experiment, model, reproduce, results, worker)
+COMMANDS = (doctor, topo, clean, calibrate, run, analyze, demo, experiment, model, reproduce, results, worker, vm)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.quiet)
     try:
-        if getattr(args, "backend", None) == "netem-uml":  # a guest that fails: one line too
-            from testbed.backends.uml import run_cli_in_guest
+        if getattr(args, "backend", None) in ("netem-uml", "netem-vm"):  # a guest that fails: one line too
+            if args.backend == "netem-vm":
+                from testbed.backends.vm import run_cli_in_guest
+            else:
+                from testbed.backends.uml import run_cli_in_guest
             return run_cli_in_guest(list(sys.argv[1:] if argv is None else argv),
                                     results_root=getattr(args, "results", "results"))
         with warnings_above_bars():     # a warning while a bar is drawn goes above it

@@ -13,7 +13,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from testbed.backends import vm
     from testbed.host.lifecycle import clean
-    for line in clean(force=args.force):
+    for line in clean(force=args.force) + vm.clean(force=args.force):
         print(line)
     return 0

@@ -83,7 +83,9 @@ def add_backend(p: argparse.ArgumentParser, default: str | None = "auto",
     p.add_argument("--backend", default=default, choices=choices,
                    help=f"link backend{what} (auto: netem where the kernel has it, else userspace"
                         + ("; netem-uml: the command in a User-Mode Linux guest with netem"
-                           if "netem-uml" in choices else "") + f") (default: {shown})")
+                           if "netem-uml" in choices else "")
+                        + ("; netem-vm: the command in the qemu VM with netem (docs/vm.md)"
+                           if "netem-vm" in choices else "") + f") (default: {shown})")
 
 
 def add_seed(p: argparse.ArgumentParser, default: int | None = 1,

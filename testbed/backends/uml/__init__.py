@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from testbed.spec.errors import RunError, SetupError
+from testbed.spec.errors import RunError
+from testbed.backends.guest import GuestError, guest_cli_argv, host_key
 from testbed.backends.uml import builds as uml_builds  # its STATE_DIR is read at each call: tests point it elsewhere
 from testbed.backends.uml.builds import INSTALL_HINT, MODES, MODULES, UMLBuild, UMLUnavailable, candidates, check, modes
 
@@ -60,15 +61,6 @@ HOST_CPU_INTERVAL = 0.1                # seconds between its samples
 TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process group
 BACKEND = "netem-uml"  # the CLI's --backend value that re-runs a command in a guest with netem
 BOOT_TIMEOUT = 120.0  # seconds for a boot check's guest
-
-
-class GuestError(SetupError):
-    """The guest did not run the command (boot or setup failed).  The message is one line; the
-    console's reason line is ``reason``, the full console log ``console``."""
-
-    def __init__(self, message: str, *, reason: str, console: Path):
-        super().__init__(message)
-        self.reason, self.console = reason, console
 
 
 class GuestTimeout(RunError):
@@ -396,15 +388,6 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml)
 
 
-def host_key() -> str:
-    cpu = "unknown CPU"
-    try:
-        cpu = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1)
-    except (OSError, AttributeError):
-        pass
-    return f"{os.uname().release} | {cpu}"
-
-
 def _load_cache() -> dict:
     try:
         return json.loads((uml_builds.STATE_DIR / "boot-cache.json").read_text())
@@ -532,19 +515,6 @@ def doctor_report(refresh: bool = False) -> dict:
             "lines": lines}
 
 
-def guest_cli_argv(argv: list[str]) -> list[str]:
-    """``testbed`` arguments with ``--backend netem-uml`` turned into ``--backend netem``."""
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg == f"--backend={BACKEND}":
-            out[i] = "--backend=netem"
-        elif arg == BACKEND and i > 0 and out[i - 1] == "--backend":
-            out[i] = "netem"
-    if out == list(argv):
-        raise ValueError(f"no '--backend {BACKEND}' in {argv!r}")
-    return out
-
-
 def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results", mem: str = "768M",
                      timeout: float = 3600.0) -> int:
     """Run ``testbed ARGV`` (with ``--backend netem-uml``) inside a guest with ``--backend netem``.
@@ -557,7 +527,7 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results", m
     root = Path(results_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     with Run(None) as run:
-        res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv)],
+        res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)],
                            results_dir=root, mem=mem, timeout=timeout, run=run)
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)

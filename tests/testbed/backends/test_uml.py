@@ -379,13 +379,15 @@ def test_bad_arguments(tmp_path, kwargs):
         uml.run_in_guest(call.pop("argv"), **call)
 
 
-def test_guest_cli_argv():
-    from testbed.backends.uml import guest_cli_argv
-    assert guest_cli_argv(["calibrate", "--backend", "netem-uml", "--json"]) == \
+@pytest.mark.parametrize("backend", ["netem-uml", "netem-vm"])
+def test_guest_cli_argv(backend):
+    from testbed.backends.guest import guest_cli_argv
+    assert guest_cli_argv(["calibrate", "--backend", backend, "--json"], backend) == \
         ["calibrate", "--backend", "netem", "--json"]
-    assert guest_cli_argv(["calibrate", "--backend=netem-uml"]) == ["calibrate", "--backend=netem"]
-    with pytest.raises(ValueError, match="netem-uml"):
-        guest_cli_argv(["calibrate", "--rate", "netem-uml"])
+    assert guest_cli_argv(["calibrate", f"--backend={backend}"], backend) == \
+        ["calibrate", "--backend=netem"]
+    with pytest.raises(ValueError, match=backend):
+        guest_cli_argv(["calibrate", "--rate", backend], backend)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (apt-get)")

@@ -1,0 +1,554 @@
+"""The testbed's VM: a Debian guest booted by qemu, with the kernel backend and real netem inside.
+
+The image (``testbed/backends/vm/image.py``) is Debian's packages from the host's suite with the
+package list of ``scripts/install.sh``; the guest boots its kernel directly (``-kernel``,
+``-initrd``) with the image as a virtio disk opened with ``snapshot=on`` (the guest's writes go to
+a temporary overlay: the cached image never changes and several guests may share it).  Its PID 1
+is ``testbed/backends/vm/agent.py``, read from a private control directory the host shares over
+9p; the checkout, the virtualenv (when outside it), the working directory and the results root
+are shared over 9p too, read-write, at the same paths, so the guest runs the host's interpreter
+and tree.  Commands go through the control directory as JSON jobs (an argv list, never a shell
+string); their output streams back while they run.  No network device: nothing listens anywhere.
+
+Acceleration is detected, not assumed: with ``/dev/kvm`` usable, a KVM guest must be ready within
+``KVM_BOOT_TIMEOUT`` s, else it is ended and the guest boots with TCG (``-accel
+tcg,thread=multi``: one host thread per virtual CPU).  The outcome is cached per host kernel, CPU
+model and qemu binary in ``CACHE_DIR/accel.json`` (``TESTBED_VM_ACCEL=kvm|tcg`` forces one), and
+every ``Machine`` records the accelerator it runs on.
+
+Files: the image cache ``CACHE_DIR`` (``/var/cache/testbed/vm``); one run directory per guest
+under ``RUN_DIR`` (``/run/testbed/vm``: the control share, ``state.json`` with qemu's PID and
+start time); the serial console in a log file (``CACHE_DIR/console-<name>.log`` for ``testbed vm
+up``, the results root's ``vm-console.log`` for ``--backend netem-vm``).  ``testbed vm up`` leaves
+one guest, ``main``, running until ``testbed vm down`` or ``testbed clean``; ``--backend
+netem-vm`` uses it when it is up and its shares hold the command's paths, else boots a guest for
+the command alone (recorded in a ``testbed.host.lifecycle.Run``, so that ``testbed clean`` ends it
+if its caller was killed).
+
+Division of labour: boots, runs commands in and powers off guests; knows nothing of what the
+commands do.  Imports ``testbed.spec``, ``testbed.host`` and ``testbed.backends.guest``; imported
+by the CLI.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from testbed.backends.guest import GuestError, guest_cli_argv, host_key
+from testbed.backends.vm import image as vm_image
+from testbed.host import lifecycle
+from testbed.host.lifecycle import ProcessRecord, end_process, proc_start_time
+from testbed.spec.errors import RunError, SetupError
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[3]
+AGENT = Path(__file__).resolve().with_name("agent.py")
+BACKEND = "netem-vm"       # the CLI's --backend value that re-runs a command in the VM
+MAIN = "main"              # the guest ``testbed vm up`` starts
+QEMU = "qemu-system-x86_64"
+ACCELS = ("kvm", "tcg")
+KVM_BOOT_TIMEOUT = 60.0    # s for a KVM guest to be ready before TCG is tried
+TCG_BOOT_TIMEOUT = 300.0   # s for a TCG guest (one host thread per vCPU, on a busy host)
+POWEROFF_TIMEOUT = 30.0
+MODULES = ("sch_htb", "sch_netem", "sch_tbf", "ifb", "veth", "tcp_bbr")
+DEFAULT_MEM = "2G"
+#: Under TCG the clocksource watchdog finds the emulated TSC unsteady against the emulated HPET and
+#: switches to the HPET, whose every read is an emulated device access (5 µs: ~190,000 clock
+#: reads/s from Python); qemu derives both from the host's clock, so the TSC is kept.
+KERNEL_CLOCK = "clocksource=tsc tsc=reliable"
+CONSOLE = "vm-console.log"
+
+
+def cache_dir() -> Path:
+    return vm_image.CACHE_DIR
+
+
+def run_dir() -> Path:
+    return lifecycle.STATE_DIR / "vm"
+
+
+def default_cpus() -> int:
+    """Virtual CPUs: 2 where the host has two or more (the sender, the qdiscs and the receiver
+    then need not share one), else 1."""
+    return min(2, os.cpu_count() or 1)
+
+
+def qemu_available() -> tuple[bool, str]:
+    """(ok, reason): can this host boot the VM at all (root, qemu, an image tool)?"""
+    if os.geteuid() != 0:
+        return False, "needs root (qemu's 9p shares run as root; the image is built as root)"
+    if shutil.which(QEMU) is None:
+        return False, f"{QEMU} is not installed (scripts/install.sh installs qemu-system-x86)"
+    return True, shutil.which(QEMU)
+
+
+# --- acceleration ----------------------------------------------------------------------------
+def _accel_key() -> str:
+    q = Path(shutil.which(QEMU) or QEMU)
+    try:
+        st = q.stat()
+        ident = f"{q} {st.st_size} {int(st.st_mtime)}"
+    except OSError:
+        ident = str(q)
+    return f"{host_key()} | {ident}"
+
+
+def _accel_cache() -> dict:
+    try:
+        return json.loads((cache_dir() / "accel.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _store_accel(entry: dict) -> None:
+    cache = _accel_cache()
+    cache[_accel_key()] = entry
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        tmp = cache_dir() / ".accel.json.tmp"
+        tmp.write_text(json.dumps(cache, indent=1))
+        os.replace(tmp, cache_dir() / "accel.json")
+    except OSError:
+        pass
+
+
+def kvm_usable() -> tuple[bool, str]:
+    if not os.path.exists("/dev/kvm"):
+        return False, "no /dev/kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm is not readable and writable"
+    return True, "/dev/kvm"
+
+
+def accel_candidates() -> list[str]:
+    """Accelerators to try, in order: ``TESTBED_VM_ACCEL`` if set, else KVM (unless /dev/kvm is
+    missing or a KVM guest was seen not to boot on this host and qemu) then TCG."""
+    forced = os.environ.get("TESTBED_VM_ACCEL", "auto")
+    if forced in ACCELS:
+        return [forced]
+    if forced != "auto":
+        raise ValueError(f"TESTBED_VM_ACCEL={forced!r}: allowed auto, kvm, tcg")
+    ok, _ = kvm_usable()
+    seen = _accel_cache().get(_accel_key(), {}).get("kvm")
+    if ok and (seen is None or seen.get("booted")):
+        return ["kvm", "tcg"]
+    return ["tcg"]
+
+
+def accel_report() -> dict:
+    """What is known about acceleration here: kvm usable, the cached KVM boot check."""
+    ok, why = kvm_usable()
+    return {"kvm_device": ok, "kvm_device_reason": why,
+            "kvm_boot": _accel_cache().get(_accel_key(), {}).get("kvm"),
+            "candidates": accel_candidates()}
+
+
+# --- one guest -------------------------------------------------------------------------------
+def _shares(paths: list[Path]) -> list[Path]:
+    """Distinct directories to share, none inside another, parents first."""
+    out: list[Path] = []
+    for p in sorted({Path(p).resolve() for p in paths}, key=lambda p: len(p.parts)):
+        if str(p) == "/":
+            raise ValueError("the VM cannot share / (give a directory)")
+        if "," in str(p):
+            raise ValueError(f"{p}: qemu's 9p shares cannot take a path with a comma")
+        if not any(p == q or q in p.parents for q in out):
+            out.append(p)
+    return out
+
+
+def default_shares(*extra: Path) -> list[Path]:
+    """The checkout, the interpreter's prefix (the virtualenv), and ``extra``."""
+    return _shares([REPO, Path(sys.prefix), *extra])
+
+
+def guest_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    env = {"PATH": f"{bindir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "HOME": "/root", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONPATH": str(REPO),
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "TESTBED_IN_VM": "1"}
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Machine:
+    """A running guest: its run directory (the control share) and what ``state.json`` holds:
+    pid, start_time (qemu's), accel, cpus, mem, console, shares, image, kernel, ready (the
+    agent's ready.json), boot_seconds (host wall time from starting qemu to the agent ready),
+    owner_pid and owner_start_time (the process that booted it for one command; None for
+    ``testbed vm up``)."""
+    dir: Path
+    state: dict
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def record(self) -> ProcessRecord:
+        return ProcessRecord(self.state["pid"], self.state["start_time"], "qemu VM", group=True)
+
+    def alive(self) -> bool:
+        return self.record().alive()
+
+    def describe(self) -> dict:
+        """What a run made in the guest records (``TESTBED_VM_GUEST``)."""
+        return {k: self.state.get(k) for k in ("accel", "cpus", "mem", "kernel", "boot_seconds",
+                                               "image")}
+
+    def save(self) -> None:
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(self.state, indent=1))
+        os.replace(tmp, self.dir / "state.json")
+
+    @classmethod
+    def load(cls, name: str = MAIN) -> "Machine | None":
+        d = run_dir() / name
+        try:
+            return cls(d, json.loads((d / "state.json").read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def holds(self, path: Path) -> bool:
+        """Is ``path`` inside one of the guest's shares?"""
+        p = Path(path).resolve()
+        return any(p == Path(s) or Path(s) in p.parents for s in self.state["shares"])
+
+    # commands ---------------------------------------------------------------------------
+    def exec(self, argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+             stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
+             timeout: float | None = None) -> int:
+        """Run ``argv`` in the guest as root; its output is copied to ``stdout``/``stderr``
+        (default: this process's) as it comes; returns its exit status (negative: killed by
+        that signal).  Ctrl-C or a timeout ends the command's process group in the guest."""
+        if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        cwd = Path(cwd or os.getcwd()).resolve()
+        if not self.holds(cwd):
+            cwd = REPO
+        out = stdout or sys.stdout.buffer
+        err = stderr or sys.stderr.buffer
+        jobs = self.dir / "jobs"
+        jobs.mkdir(exist_ok=True)
+        jid = secrets.token_hex(4)
+        base = jobs / jid
+        tmp = jobs / f"{jid}.tmp"
+        tmp.write_text(json.dumps({"argv": list(argv), "cwd": str(cwd), "env": guest_env({
+            "TESTBED_VM_GUEST": json.dumps(self.describe()), **(env or {})})}))
+        os.replace(tmp, base.with_suffix(".json"))
+        pos = {".out": 0, ".err": 0}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        cancelled = None
+
+        def drain() -> None:
+            for suffix, sink in ((".out", out), (".err", err)):
+                try:
+                    with open(str(base) + suffix, "rb") as f:
+                        f.seek(pos[suffix])
+                        data = f.read()
+                except FileNotFoundError:
+                    continue
+                if data:
+                    pos[suffix] += len(data)
+                    sink.write(data)
+                    sink.flush()
+        try:
+            while True:
+                drain()
+                rc_path = Path(str(base) + ".rc.json")
+                if rc_path.exists():
+                    drain()
+                    rc = json.loads(rc_path.read_text())["returncode"]
+                    break
+                if not self.alive():
+                    raise self._died("ended while running a command")
+                if deadline is not None and time.monotonic() > deadline and cancelled is None:
+                    cancelled = "timeout"
+                    Path(str(base) + ".cancel").touch()
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            Path(str(base) + ".cancel").touch()
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not Path(str(base) + ".rc.json").exists() and self.alive():
+                time.sleep(0.05)
+            raise
+        finally:
+            for suffix in (".json", ".out", ".err", ".rc.json", ".cancel"):
+                Path(str(base) + suffix).unlink(missing_ok=True)
+        if cancelled:
+            raise RunError(f"{argv[0]} did not finish within {timeout:g} s in the VM and was ended")
+        return rc
+
+    def _died(self, what: str) -> GuestError:
+        console = Path(self.state["console"])
+        reason = console_reason(console)
+        return GuestError(f"the VM ({self.state['accel']}) {what}: {reason}; console log: {console}",
+                          reason=reason, console=console)
+
+    def shutdown(self) -> None:
+        """Power the guest off (the agent syncs first), end qemu if it does not exit, remove
+        the run directory."""
+        try:
+            if self.alive():
+                (self.dir / "poweroff").touch()
+                end = time.monotonic() + POWEROFF_TIMEOUT
+                while self.alive() and time.monotonic() < end:
+                    _reap(self.state["pid"])
+                    time.sleep(0.05)
+                end_process(self.record())
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+
+
+def console_reason(console: Path) -> str:
+    """The console's line that says why the guest stopped: the first kernel panic or agent
+    traceback's last line, else the last non-empty line."""
+    try:
+        lines = [x.strip() for x in console.read_bytes().decode("utf-8", "replace").splitlines()
+                 if x.strip()]
+    except OSError:
+        return "no console log"
+    for i, line in enumerate(lines):
+        if "Kernel panic" in line:
+            return line
+        if line.startswith("Traceback"):
+            tail = [x for x in lines[i + 1:] if not x.startswith(("File ", "^"))]
+            return tail[-1] if tail else line
+    return lines[-1] if lines else "the console is empty"
+
+
+def qemu_argv(img: vm_image.Image, ctl: Path, shares: list[Path], accel: str, cpus: int, mem: str,
+              console: Path) -> list[str]:
+    argv = [QEMU, "-name", "testbed-vm", "-machine", "q35", "-nodefaults", "-display", "none",
+            "-no-reboot", "-m", mem, "-smp", str(cpus),
+            "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi",
+            "-cpu", "host" if accel == "kvm" else "max",
+            "-serial", f"file:{console}", "-monitor", "none",
+            "-kernel", str(img.kernel), "-initrd", str(img.initrd),
+            "-append", f"root=/dev/vda rw console=ttyS0 init={vm_image.INIT_PATH} panic=-1 quiet "
+            + KERNEL_CLOCK,
+            "-drive", f"file={img.root},format=raw,if=virtio,snapshot=on",
+            "-virtfs", f"local,path={ctl},mount_tag=tbctl,security_model=passthrough,id=tbctl"]
+    for i, path in enumerate(shares):
+        argv += ["-virtfs", f"local,path={path},mount_tag=s{i},security_model=passthrough,"
+                            f"multidevs=remap,id=s{i}"]
+    return argv
+
+
+def _boot_once(img: vm_image.Image, d: Path, shares: list[Path], accel: str, cpus: int, mem: str,
+               console: Path, timeout: float, run: lifecycle.Run | None) -> tuple[subprocess.Popen | None, str, dict]:
+    """Start qemu and wait for the agent: (proc, '', ready) or (None, reason, {})."""
+    (d / "ready.json").unlink(missing_ok=True)
+    argv = qemu_argv(img, d, shares, accel, cpus, mem, console)
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=open(d / "qemu-stderr.txt", "wb"), start_new_session=True,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": "/var/tmp"})
+    if run is not None:
+        run.record_pid(proc.pid, f"qemu VM ({accel})", group=True)
+    try:
+        while time.monotonic() - start < timeout:
+            if (d / "ready.json").exists():
+                ready = json.loads((d / "ready.json").read_text())
+                ready["boot_seconds"] = round(time.monotonic() - start, 2)
+                return proc, "", ready
+            if proc.poll() is not None:
+                qerr = (d / "qemu-stderr.txt").read_text(errors="replace").strip().splitlines()
+                why = qerr[-1] if qerr else console_reason(console)
+                return None, f"qemu exited {proc.returncode}: {why}", {}
+            time.sleep(0.1)
+        reason = f"not ready within {timeout:g} s (last console line: {console_reason(console)})"
+    except BaseException:
+        _end(proc)
+        raise
+    _end(proc)
+    return None, reason, {}
+
+
+def _end(proc: subprocess.Popen) -> None:
+    start = proc_start_time(proc.pid)
+    if start is not None:
+        end_process(ProcessRecord(proc.pid, start, "qemu VM", group=True))
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None = None,
+         mem: str = DEFAULT_MEM, console: Path | None = None, owner: bool = False,
+         run: lifecycle.Run | None = None) -> Machine:
+    """Boot a guest named ``name`` with the cached image (``testbed vm build`` makes it) and
+    wait for its agent; the accelerator as ``accel_candidates`` says, KVM falling back to TCG.
+
+    shares: host directories the guest mounts at the same paths (default ``default_shares()``).
+    cpus: virtual CPUs (default ``default_cpus()``); mem: qemu's -m (e.g. '2G').
+    console: the serial console's log file (default ``CACHE_DIR/console-<name>.log``).
+    owner: the calling process owns the guest (``clean`` leaves it alone while it lives).
+    run: a lifecycle Run recording qemu and the run directory.
+    Raises SetupError (no image, qemu missing) or GuestError (no accelerator booted it: one line
+    with the console log's path)."""
+    ok, why = qemu_available()
+    if not ok:
+        raise SetupError(f"the VM cannot start: {why}")
+    img = vm_image.cached()
+    if img is None:
+        raise SetupError("no VM image for the current scripts/install.sh package list: run "
+                         "`testbed vm build` (minutes, once)")
+    cpus = cpus or default_cpus()
+    if not (isinstance(cpus, int) and 1 <= cpus <= 64):
+        raise ValueError(f"cpus {cpus!r}: give 1 to 64")
+    if not re.fullmatch(r"[1-9][0-9]*[MG]", mem):
+        raise ValueError(f"mem {mem!r}: give a size like '2G' or '1536M'")
+    shares = _shares(shares if shares is not None else default_shares())
+    d = run_dir() / name
+    if (old := Machine.load(name)) is not None and old.alive():
+        raise SetupError(f"a VM named {name} is already running (pid {old.state['pid']}); "
+                         "`testbed vm down` ends it")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True, mode=0o700)
+    if run is not None:
+        run.record_tmpdir(d)
+    try:
+        shutil.copyfile(AGENT, d / "agent.py")
+        (d / "jobs").mkdir()
+        (d / "boot.json").write_text(json.dumps({
+            "shares": [[f"s{i}", str(p), True] for i, p in enumerate(shares)],
+            "modules": list(MODULES), "hostname": f"testbed-vm-{name}"}))
+        console = Path(console or cache_dir() / f"console-{name}.log")
+        console.parent.mkdir(parents=True, exist_ok=True)
+        failures = []
+        for accel in accel_candidates():
+            timeout = KVM_BOOT_TIMEOUT if accel == "kvm" else TCG_BOOT_TIMEOUT
+            log.info("booting the VM with %s (%d vCPU, %s; up to %g s)", accel, cpus, mem, timeout)
+            proc, reason, ready = _boot_once(img, d, shares, accel, cpus, mem, console, timeout, run)
+            if accel == "kvm":
+                kept = None
+                if proc is None:
+                    kept = cache_dir() / "console-kvm-check.log"
+                    shutil.copyfile(console, kept)
+                _store_accel({"kvm": {"booted": proc is not None, "reason": reason or None,
+                                      "console": str(kept) if kept else None,
+                                      "checked": time.time()}})
+            if proc is not None:
+                machine = Machine(d, {
+                    "pid": proc.pid, "start_time": proc_start_time(proc.pid), "accel": accel,
+                    "cpus": cpus, "mem": mem, "console": str(console),
+                    "shares": [str(p) for p in shares], "image": img.meta["key"],
+                    "kernel": ready["kernel"], "ready": ready, "boot_seconds": ready["boot_seconds"],
+                    "owner_pid": os.getpid() if owner else None,
+                    "owner_start_time": proc_start_time(os.getpid()) if owner else None,
+                    "tried": failures})
+                machine.save()
+                return machine
+            failures.append({"accel": accel, "reason": reason})
+        raise GuestError("the VM did not boot: " + "; ".join(f"{f['accel']}: {f['reason']}"
+                                                             for f in failures)
+                         + f"; console log: {console}", reason=failures[-1]["reason"],
+                         console=console)
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+
+
+# --- what the CLI calls ----------------------------------------------------------------------
+def up(*, cpus: int | None = None, mem: str = DEFAULT_MEM, shares: list[Path] | None = None) -> Machine:
+    """``testbed vm up``: boot the ``main`` guest (left running)."""
+    return boot(MAIN, shares=shares, cpus=cpus, mem=mem)
+
+
+def running(name: str = MAIN) -> Machine:
+    m = Machine.load(name)
+    if m is None or not m.alive():
+        raise SetupError("no VM is up: `testbed vm up` starts one")
+    return m
+
+
+def down(name: str = MAIN) -> str:
+    """``testbed vm down``: power the guest off and remove its run state."""
+    m = Machine.load(name)
+    if m is None:
+        return "no VM is up"
+    m.shutdown()
+    return f"the VM ({m.state['accel']}, pid {m.state['pid']}) is powered off"
+
+
+def clean(force: bool = False) -> list[str]:
+    """For ``testbed clean``: end every guest whose owner is gone (all with ``force``; a ``vm
+    up`` guest has no owner) and remove its run directory."""
+    lines = []
+    root = run_dir()
+    if not root.is_dir():
+        return lines
+    for d in sorted(root.iterdir()):
+        m = Machine.load(d.name)
+        if m is not None and m.state.get("owner_pid") and not force and \
+                proc_start_time(m.state["owner_pid"]) == m.state.get("owner_start_time"):
+            lines.append(f"VM {d.name}: its owner (pid {m.state['owner_pid']}) is running; left alone")
+            continue
+        if m is not None and m.alive():
+            end_process(m.record())
+            lines.append(f"ended VM {d.name} (qemu pid {m.state['pid']})")
+        shutil.rmtree(d, ignore_errors=True)
+        lines.append(f"removed {d}")
+    return lines
+
+
+def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results",
+                     timeout: float | None = None) -> int:
+    """Run ``testbed ARGV`` (with ``--backend netem-vm``) in the VM with ``--backend netem``:
+    in the ``main`` guest when it is up and shares the working directory and the results root,
+    else in a guest booted for this command (its console in the results root's
+    ``vm-console.log``).  Output streams back; the command's exit status is returned."""
+    root = Path(results_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    inner = [sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)]
+    cwd = Path.cwd()
+    main = Machine.load(MAIN)
+    if main is not None and main.alive() and main.holds(root) and main.holds(cwd):
+        return main.exec(inner, cwd=cwd, timeout=timeout)
+    with lifecycle.Run(None) as run:
+        name = f"cmd-{os.getpid()}"
+        m = boot(name, shares=default_shares(cwd, root), console=root / CONSOLE, owner=True,
+                 run=run)
+        try:
+            return m.exec(inner, cwd=cwd, timeout=timeout)
+        finally:
+            m.shutdown()
+
+
+def status() -> dict:
+    """``testbed vm status``: the image, the accelerator detection and the ``main`` guest."""
+    img = vm_image.cached()
+    m = Machine.load(MAIN)
+    return {"image": {"dir": str(img.dir), **img.meta} if img else None,
+            "image_key": vm_image.image_key(), "accel": accel_report(),
+            "vm": {**m.state, "alive": m.alive()} if m else None}
+
+
+def stop_signals() -> None:
+    """Make SIGTERM and SIGHUP raise KeyboardInterrupt, so an ended ``vm exec`` ends its
+    command in the guest too."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)

@@ -1,0 +1,86 @@
+"""``testbed vm build|up|exec|down|status``: the Debian VM with real netem (testbed/backends/vm)."""
+from __future__ import annotations
+
+import json
+
+from testbed.cli.options import add_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("vm", help="the Debian VM with real netem: build, up, exec, down, status",
+                       description="A Debian guest built from Debian's packages (mmdebstrap) and "
+                                   "booted by qemu: KVM where a guest boots, TCG otherwise. "
+                                   "`--backend netem-vm` runs a whole command in it. docs/vm.md")
+    vsub = p.add_subparsers(dest="vm_command", metavar="VMCOMMAND")
+    vsub.required = True
+    b = vsub.add_parser("build", help="build the image (cached; rebuilt when scripts/install.sh's "
+                                      "package list changes)")
+    b.add_argument("--force", action="store_true", help="build even if the cached image is current")
+    b.set_defaults(func=build)
+    u = vsub.add_parser("up", help="boot the VM and leave it running (the checkout shared in)")
+    u.add_argument("--cpus", type=int, default=None,
+                   help="virtual CPUs (default: 2 where the host has two or more, else 1)")
+    u.add_argument("--mem", default="2G", help="guest memory, as qemu's -m (default: 2G)")
+    u.set_defaults(func=up)
+    e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours")
+    e.add_argument("argv", nargs="+", metavar="CMD", help="the command and its arguments (no shell)")
+    e.add_argument("--timeout", type=float, default=None, help="seconds before it is ended")
+    e.set_defaults(func=exec_)
+    d = vsub.add_parser("down", help="power the VM off and remove its run state")
+    d.set_defaults(func=down)
+    s = vsub.add_parser("status", help="the image, what acceleration was detected, the VM that is up")
+    add_json(s, "print a JSON object")
+    s.set_defaults(func=status)
+
+
+def build(args) -> int:
+    from testbed.backends.vm import image
+    img, built = image.build(force=args.force, log=print)
+    m = img.meta
+    print(f"{'built' if built else 'cached'}: {img.dir} (Debian {m['suite']}, kernel "
+          f"{m['kernel_release']}, {m['size_bytes'] >> 20} MiB, built {m['built']} in "
+          f"{m['build_seconds']} s)")
+    return 0
+
+
+def up(args) -> int:
+    from testbed.backends import vm
+    m = vm.up(cpus=args.cpus, mem=args.mem)
+    s = m.state
+    tried = "".join(f"; {t['accel']} did not boot: {t['reason']}" for t in s["tried"])
+    print(f"VM up: {s['accel']}, {s['cpus']} vCPU, {s['mem']}, kernel {s['kernel']}, ready in "
+          f"{s['boot_seconds']} s (pid {s['pid']}; console {s['console']}){tried}")
+    print(f"shared: {', '.join(s['shares'])}")
+    return 0
+
+
+def exec_(args) -> int:
+    from testbed.backends import vm
+    m = vm.running()
+    vm.stop_signals()
+    return m.exec(args.argv, timeout=args.timeout)
+
+
+def down(args) -> int:
+    from testbed.backends import vm
+    print(vm.down())
+    return 0
+
+
+def status(args) -> int:
+    from testbed.backends import vm
+    st = vm.status()
+    if args.json:
+        print(json.dumps(st, indent=1))
+        return 0
+    img, acc, m = st["image"], st["accel"], st["vm"]
+    print(f"image: {img['dir']} (kernel {img['kernel_release']}, built {img['built']})" if img
+          else f"image: none for key {st['image_key']} (`testbed vm build`)")
+    kvm = acc["kvm_boot"]
+    print(f"acceleration: /dev/kvm {'usable' if acc['kvm_device'] else acc['kvm_device_reason']}; "
+          + ("KVM boot not tried yet" if kvm is None else
+             "a KVM guest booted" if kvm["booted"] else f"a KVM guest did not boot: {kvm['reason']}")
+          + f"; tries {', '.join(acc['candidates'])}")
+    print(f"VM: {m['accel']}, {m['cpus']} vCPU, pid {m['pid']}, {'up' if m['alive'] else 'dead'}"
+          if m else "VM: not up")
+    return 0
