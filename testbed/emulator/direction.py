@@ -34,6 +34,12 @@ Order of operations for a frame (``spec`` is the direction's ``LinkSpec``):
 Randomness: two ``random.Random`` streams per direction, seeded from ``seed`` ("<seed>:loss",
 "<seed>:jitter"), so changing the jitter does not change which frames are lost.  The medium
 draws its backoff from its own seed.  The caller records the seeds.
+
+A direction whose spec has a ``schedule`` (``testbed.spec.schedule``) is modelled by
+``schedule_model.ScheduledDirection`` (same interface, same verdicts plus ``DROP_OUTAGE`` and
+``DROP_EVENT``); ``schedule_model.make_direction(spec, ...)`` builds the right one, and a
+direction without a schedule never pays for it.  Both take ``set_origin(t_ns)``
+and ``drain_changes(now_ns)``; without a schedule they do nothing.
 """
 from __future__ import annotations
 
@@ -46,8 +52,8 @@ from testbed.emulator.loss import make_loss
 from testbed.emulator.queue import DropTailQueue
 from testbed.emulator.serializer import Serializer
 
-DELIVER, DROP_LOSS, DROP_QUEUE = 0, 1, 2
-VERDICT_NAMES = ("deliver", "drop_loss", "drop_queue")
+DELIVER, DROP_LOSS, DROP_QUEUE, DROP_OUTAGE, DROP_EVENT = 0, 1, 2, 3, 4
+VERDICT_NAMES = ("deliver", "drop_loss", "drop_queue", "drop_outage", "drop_event")
 
 
 @dataclass
@@ -69,12 +75,16 @@ class DirectionStats:
 
 
 class DirectionModel:
-    """One direction of a link; see the module docstring for the model and the verdicts."""
+    """One direction of a link; see the module docstring for the model and the verdicts.
+    A spec with a ``schedule`` is refused: build it with ``schedule_model.make_direction``."""
 
     def __init__(self, spec: LinkSpec, seed: int, medium: AirMedium | None = None, name: str = ""):
         if medium is not None and spec.rate is not None:
             raise ValueError(f"a direction on the shared medium {medium.spec.name!r} gets its rate "
                              f"from the airtime model; set rate None/'unshaped' (got {spec.rate:g} bit/s)")
+        if spec.schedule is not None and type(self) is DirectionModel:
+            raise ValueError(f"direction {name!r} has a schedule, which this engine does not apply yet; "
+                             "remove the schedule (or build the model with schedule_model.make_direction)")
         self.spec = spec
         self.seed = seed
         self.name = name
@@ -121,6 +131,13 @@ class DirectionModel:
         self._delivered += 1
         self._bytes_delivered += frame_len
         return DELIVER, t
+
+    def set_origin(self, t_ns: int) -> None:
+        """The run's origin (moments of a schedule count from it); a constant link ignores it."""
+
+    def drain_changes(self, now_ns: int | None = None) -> list:
+        """Changes applied since the last call (``ScheduleChange``); none on a constant link."""
+        return []
 
     @property
     def backlog(self) -> tuple[int, int]:

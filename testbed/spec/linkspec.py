@@ -15,72 +15,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Union
+from typing import Any, Mapping
 
-from testbed.spec.units import (format_rate, format_time, parse_bool, parse_delay, parse_probability,
-                                parse_queue, parse_rate, parse_size)
+from testbed.spec.lossmodel import (Bernoulli, DropList, GilbertElliott, LossModel, loss_from_dict,
+                                    loss_to_dict, parse_loss)
+from testbed.spec.schedule import Schedule, parse_inline
+from testbed.spec.units import format_rate, format_time, parse_bool, parse_delay, parse_queue, parse_rate, parse_size
 
-if TYPE_CHECKING:
-    from testbed.spec.schedule import Schedule
+__all__ = ["Bernoulli", "DropList", "ETH_HEADER", "GilbertElliott", "LinkSpec", "LossModel",
+           "MIN_DEFAULT_QUEUE", "loss_from_dict", "loss_to_dict", "parse_loss"]
 
 ETH_HEADER = 14
 MIN_DEFAULT_QUEUE = 100
-
-
-@dataclass(frozen=True)
-class Bernoulli:
-    """Independent random loss: every frame is lost with probability ``p``."""
-    p: float = 0.0
-
-    def __post_init__(self):
-        _check_prob("loss", self.p)
-
-    @property
-    def mean_loss(self) -> float:
-        return self.p
-
-
-@dataclass(frozen=True)
-class GilbertElliott:
-    """Two-state Markov loss, parameters as netem's ``loss gemodel p r 1-h 1-k``.
-
-    p: P(good→bad) per frame; r: P(bad→good) per frame; loss_bad (1−h): loss probability in
-    the bad state; loss_good (1−k): loss probability in the good state.
-    """
-    p: float
-    r: float
-    loss_bad: float = 1.0
-    loss_good: float = 0.0
-
-    def __post_init__(self):
-        for name in ("p", "r", "loss_bad", "loss_good"):
-            _check_prob(f"gilbert-elliott {name}", getattr(self, name))
-        if self.p + self.r == 0:
-            raise ValueError("gilbert-elliott: p and r cannot both be 0 (the chain never moves)")
-
-    @property
-    def mean_loss(self) -> float:
-        """Stationary loss rate: π_bad·(1−h) + π_good·(1−k), π_bad = p/(p+r)."""
-        bad = self.p / (self.p + self.r)
-        return bad * self.loss_bad + (1 - bad) * self.loss_good
-
-
-@dataclass(frozen=True)
-class DropList:
-    """Deterministic loss for tests: drop the frames with these 0-based indices (userspace only)."""
-    indices: frozenset[int] = frozenset()
-
-    @property
-    def mean_loss(self) -> float:
-        return float("nan")
-
-
-LossModel = Union[Bernoulli, GilbertElliott, DropList]
-
-
-def _check_prob(name: str, value: float) -> None:
-    if not (0.0 <= value <= 1.0) or math.isnan(value):
-        raise ValueError(f"{name} {value!r} is outside [0, 1]; give a probability like 0.14 or '14%'")
 
 
 @dataclass(frozen=True)
@@ -132,7 +78,6 @@ class LinkSpec:
             raise ValueError(f"queue limit {self.queue_bytes} B is smaller than one MTU-sized frame "
                              f"({self.frame_bytes} B)")
         if self.schedule is not None:
-            from testbed.spec.schedule import Schedule
             if not isinstance(self.schedule, Schedule):
                 raise ValueError(f"schedule must be a Schedule or None, not {self.schedule!r}")
             for step in self.schedule.steps:
@@ -194,7 +139,6 @@ class LinkSpec:
         elif loss is not None:
             d["loss"] = loss
         if isinstance(d.get("schedule"), Mapping):
-            from testbed.spec.schedule import Schedule
             d["schedule"] = Schedule.from_dict(d["schedule"])
         return cls(**d)
 
@@ -202,7 +146,6 @@ class LinkSpec:
         """This spec with one ``--link``-style field set from text: a LinkSpec field
         (``LinkSpec.parse``'s names), or a schedule item (``schedule.parse_inline``: ``schedule``,
         ``trace``, ``down``, ``FIELD=VALUE@MOMENT``) merged into the schedule."""
-        from testbed.spec.schedule import Schedule, parse_inline
         extra = parse_inline(name, value)
         if extra is not None:
             return self.replace(schedule=(self.schedule or Schedule()).merge(extra))
@@ -261,36 +204,3 @@ class LinkSpec:
             parts.append(f"schedule: {len(sch.steps)} steps, {len(sch.outages)} outages, "
                          f"{len(sch.events)} events" + (f", trace {sch.trace.source}" if sch.trace else ""))
         return ", ".join(parts)
-
-
-def loss_to_dict(loss: LossModel) -> dict[str, Any]:
-    """``{"model": "bernoulli"|"gilbert-elliott"|"droplist", ...}``, as in ``LinkSpec.to_dict``."""
-    if isinstance(loss, DropList):
-        return {"model": "droplist", "indices": sorted(loss.indices)}
-    if isinstance(loss, GilbertElliott):
-        return {"model": "gilbert-elliott", **dataclasses.asdict(loss)}
-    return {"model": "bernoulli", "p": loss.p}
-
-
-def loss_from_dict(d: Mapping[str, Any]) -> LossModel:
-    """The inverse of ``loss_to_dict``."""
-    d = dict(d)
-    model = d.pop("model", "bernoulli")
-    if model == "droplist":
-        return DropList(frozenset(d.get("indices", ())))
-    if model == "gilbert-elliott":
-        return GilbertElliott(**d)
-    return Bernoulli(**d)
-
-
-def parse_loss(value: Any) -> LossModel:
-    """'14%', 0.14 → Bernoulli; 'ge:p,r[,1-h[,1-k]]' → GilbertElliott (netem's gemodel order)."""
-    if isinstance(value, (Bernoulli, GilbertElliott, DropList)):
-        return value
-    if isinstance(value, str) and value.lower().startswith(("ge:", "gemodel:")):
-        numbers = [parse_probability(v) for v in value.split(":", 1)[1].split(",")]
-        if not 2 <= len(numbers) <= 4:
-            raise ValueError(f"gilbert-elliott loss {value!r}: give 2 to 4 values p,r[,1-h[,1-k]]")
-        return GilbertElliott(*numbers)
-    return Bernoulli(parse_probability(value))
-

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from testbed.spec.linkspec import Bernoulli, LinkSpec, loss_from_dict, loss_to_dict
+from testbed.spec.lossmodel import Bernoulli, loss_from_dict, loss_to_dict, parse_loss
 from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, format_rate, format_time, parse_bool, parse_delay,
-                                parse_size, parse_time)
+                                parse_queue, parse_rate, parse_size, parse_time)
 
 #: LinkSpec fields a step may set (overhead and mtu stay fixed for a run)
 STEP_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue_packets", "queue_bytes")
@@ -94,11 +94,24 @@ class Moment:
 
 
 def _step_value(name: str, value: Any) -> Any:
-    if name == "loss" and isinstance(value, Mapping):
-        return loss_from_dict(value)
-    if name == "rate" and value is None:
+    """One step field from human units, as ``LinkSpec.parse`` reads it."""
+    if name == "rate":
+        rate = None if value in (None, "unshaped", "none") else parse_rate(value)
+        if rate is not None and not rate > 0:
+            raise ValueError(f"rate {value!r} must be > 0 bit/s (or 'unshaped')")
+        return rate
+    if name in ("delay", "jitter"):
+        return parse_delay(value, name)
+    if name == "reorder":
+        return parse_bool(value)
+    if name == "loss":
+        return loss_from_dict(value) if isinstance(value, Mapping) else parse_loss(value)
+    if value is None:
         return None
-    return getattr(LinkSpec.parse(**{name: value}), name)
+    number = int(value) if name == "queue_packets" else parse_size(value)
+    if number < 1:
+        raise ValueError(f"{name} {value!r} must be >= 1")
+    return number
 
 
 @dataclass(frozen=True)
@@ -128,8 +141,7 @@ class Step:
         changes: dict[str, Any] = {}
         for name, value in d.items():
             if name == "queue":
-                parsed = LinkSpec.parse(queue=value)
-                changes.update(queue_packets=parsed.queue_packets, queue_bytes=parsed.queue_bytes)
+                changes["queue_packets"], changes["queue_bytes"] = parse_queue(value)
             else:
                 changes[name] = _step_value(name, value)
         return cls(at, tuple(sorted(changes.items())))
