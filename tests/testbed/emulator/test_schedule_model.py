@@ -161,3 +161,27 @@ def test_schedule_not_yet_due_is_the_constant_link():
     assert isinstance(model, ScheduledDirection)
     assert _run(model, arrivals) == ref
     assert model.stats == static.stats
+
+
+def test_delay_step_by_departure_bunches_without_reordering():
+    spaced = [(i * 1_000_000, 100) for i in range(2000)]
+    spec = LinkSpec.parse(rate="100mbit", delay="50ms").with_override("delay", "10ms@1s")
+    out = _run(make_direction(spec, 1), spaced)
+    depart = [a + 8_000 for a, _ in spaced]
+    times = [t for _, t in out]
+    assert times == sorted(times)                                    # FIFO: never reordered
+    last_old = max(t for d, t in zip(depart, times) if d < S)
+    for d, t in zip(depart, times):
+        want = d + 50_000_000 if d < S else max(d + 10_000_000, last_old)
+        assert t == want
+
+
+def test_hold_on_an_unshaped_link_and_on_a_trace():
+    arrivals = [(i * 1_000_000, FULL) for i in range(100)]
+    spec = LinkSpec.parse().with_override("down", "10ms+20ms,hold")
+    out = _run(make_direction(spec, 1), arrivals)
+    assert [t for (a, _), (_, t) in zip(arrivals, out) if 10_000_000 <= a < 30_000_000] == [30_000_000] * 20
+    traced = _with(LinkSpec.parse(), trace=Trace((1,)), outages=spec.schedule.outages)
+    out = _run(make_direction(traced, 1), arrivals)
+    held = [t for (a, _), (_, t) in zip(arrivals, out) if 10_000_000 <= a < 30_000_000]
+    assert held == [(31 + k) * 1_000_000 for k in range(20)]     # one opportunity per ms from up
