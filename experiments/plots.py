@@ -328,19 +328,40 @@ def _markers(axes, marks) -> None:
                          textcoords="offset points", fontsize=7, va="top", color="tab:purple")
 
 
-def _grid(n: int):
+def _grid(n: int, ratios: tuple = (1.4, 1.0)):
+    """A figure with ``n`` arms side by side (three per block), ``len(ratios)`` rows each."""
     plt = _plt()
     cols = min(n, 3)
     blocks = -(-n // cols)
-    fig = plt.figure(figsize=(5.2 * cols + 1.5, 4.6 * blocks))
-    gs = fig.add_gridspec(2 * blocks, cols, height_ratios=[1.4, 1.0] * blocks)
+    fig = plt.figure(figsize=(5.2 * cols + 1.5, 2.3 * sum(ratios) * blocks))
+    gs = fig.add_gridspec(len(ratios) * blocks, cols, height_ratios=list(ratios) * blocks)
     return fig, gs, cols
+
+
+def _tseq(ax, direction, t0: int, seen: set) -> None:
+    """A compact time-sequence graph: each data segment's end (kB from the ISN) at its time,
+    retransmissions red, the cumulative ACK as a green step."""
+    tr = direction.trace
+    t = (np.asarray(tr["t"], np.int64) - t0) / 1e9
+    data = tr["fwd"] & (tr["end"] > tr["seq"])
+    rtx = np.isin(tr["index"], tr["rtx_packets"])
+    for mask, colour, name in ((data & ~rtx, "black", "segment"), (data & rtx, "tab:red", "retransmission")):
+        if mask.any():
+            ax.plot(t[mask], tr["end"][mask] / 1e3, ".", ms=1.5, color=colour,
+                    label=name if name not in seen else None)
+            seen.add(name)
+    acks = tr["has_ack"] & ~tr["fwd"]
+    if acks.any():
+        ax.step(t[acks], np.maximum.accumulate(tr["ack"][acks]) / 1e3, where="post", lw=0.8,
+                color="tab:green", label="cumulative ACK" if "cumulative ACK" not in seen else None)
+        seen.add("cumulative ACK")
 
 
 def representative_figure(out: Path, summary: dict, base: Path,
                           markers: dict[str, list[tuple[float, str]]] | None = None) -> list[str]:
     """The representative run of every arm side by side on shared axes (time since the run's
-    first packet, s; in flight, kB; requests): bytes in flight above a swimlane per request —
+    first packet, s; sequence and in flight, kB; requests): a time-sequence graph and bytes in
+    flight of each connection's main data direction above a swimlane per request —
     or, for the UDP transport, its packets (:func:`analysis.fec.draw`).  ``markers``: per arm,
     [(seconds, text)] drawn as vertical lines on that arm's axes.  [] when no arm kept a
     capture."""
@@ -351,15 +372,17 @@ def representative_figure(out: Path, summary: dict, base: Path,
         return []
     if not any(a[2]["flows"] and any(fl["proto"] == "tcp" for fl in a[2]["flows"]) for a in analysed):
         return _udp_figure(analysed, summary, base, markers or {})
-    fig, gs, cols = _grid(len(analysed))
+    fig, gs, cols = _grid(len(analysed), (1.2, 1.2, 1.0))
     nreq = max(sum(1 for _ in _exchanges(a[2])) if a[2]["flows"] else 0 for a in analysed)
     first = {}
     seen: set = set()
     for k, (lab, d, res) in enumerate(analysed):
-        row, col = 2 * (k // cols), k % cols
-        fl_ax = fig.add_subplot(gs[row, col], sharex=first.get("x"), sharey=first.get("f"))
-        sw = fig.add_subplot(gs[row + 1, col], sharex=fl_ax, sharey=first.get("s"))
-        first.setdefault("x", fl_ax)
+        row, col = 3 * (k // cols), k % cols
+        ts_ax = fig.add_subplot(gs[row, col], sharex=first.get("x"), sharey=first.get("t"))
+        fl_ax = fig.add_subplot(gs[row + 1, col], sharex=ts_ax, sharey=first.get("f"))
+        sw = fig.add_subplot(gs[row + 2, col], sharex=ts_ax, sharey=first.get("s"))
+        first.setdefault("x", ts_ax)
+        first.setdefault("t", ts_ax)
         first.setdefault("f", fl_ax)
         first.setdefault("s", sw)
         if res["flows"]:
@@ -368,6 +391,7 @@ def representative_figure(out: Path, summary: dict, base: Path,
                 if i == 0:
                     for dname, direction in obj.get("directions", {}).items():
                         if dname == obj.get("main"):
+                            _tseq(ts_ax, direction, t0, seen)
                             tr = direction.tracker
                             fl_ax.step((np.asarray(tr.series_t, np.int64) - t0) / 1e9,
                                        np.asarray(tr.series_outstanding) / 1e3, where="post", lw=0.8,
@@ -375,25 +399,29 @@ def representative_figure(out: Path, summary: dict, base: Path,
                 _phases(sw, lane, ev, t0, seen)
                 lane += 1
         at_receiver = any((fl.get("vantage") or {}).get("sender_side") is False for fl in res["flows"])
-        fl_ax.set_title(f"{summary['factor']} = {lab}\n{d}" + ("\nin flight as the data's RECEIVER saw it "
+        ts_ax.set_title(f"{summary['factor']} = {lab}\n{d}" + ("\nas the data's RECEIVER saw it "
                                                                "(captured near the receiver)" if at_receiver else ""),
                         fontsize=9)
+        ts_ax.set_ylabel("sequence (kB)" if col == 0 else "")
         fl_ax.set_ylabel("in flight (kB)" if col == 0 else "")
         sw.set_ylabel("request" if col == 0 else "")
         sw.set_xlabel("time since the run's first packet (s)")
         fl_ax.tick_params(labelbottom=False)
-        _markers((fl_ax, sw), (markers or {}).get(lab, []))
+        ts_ax.tick_params(labelbottom=False)
+        _markers((ts_ax, fl_ax, sw), (markers or {}).get(lab, []))
     ticks = list(range(nreq)) if nreq <= 12 else list(range(0, nreq, max(1, nreq // 6)))
     first["s"].set_yticks(ticks, [str(t + 1) for t in ticks])
     first["s"].set_ylim(nreq - 0.5, -0.5)
     first["f"].set_ylim(bottom=0)
+    first["t"].set_ylim(bottom=0)
     handles, names = [], []
     for ax in fig.axes:
         for h, n in zip(*ax.get_legend_handles_labels()):
             if n not in names:
                 handles.append(h)
                 names.append(n)
-    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
+    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 7), fontsize=8, frameon=False,
+               markerscale=4)
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm (closest to the "
                  f"median of {summary['primary']}), captured at the client", fontsize=10)
     return _save(fig, base, rect=(0, 0.06, 1, 1))
