@@ -10,7 +10,10 @@ overflow)":
 - ``serializer``: exact integer-nanosecond transmission at the bottleneck rate;
 - ``loss``: Bernoulli, Gilbert–Elliott (netem ``gemodel``) and drop-list generators;
 - ``airtime``: ``AirtimeSpec`` and ``AirMedium``, the shared half-duplex 802.11a air interface
-  of CHAPTER12.md C10.
+  of CHAPTER12.md C10;
+- ``schedule_model``: ``ScheduledDirection``, a direction whose ``LinkSpec.schedule`` changes it
+  during the run (steps, outages, per-frame events, Mahimahi traces), its ``ScheduleChange``
+  records, and ``make_direction`` (the constant or the scheduled model of a spec).
 
 The I/O loop around it (AF_PACKET forwarder, logs, Mininet link class) lives in the other
 modules of this package; ``native`` holds the C engine, the same model and loop in C, tested
@@ -23,7 +26,10 @@ model), ``testbed.transport`` (its virtual-time harness), ``topologies`` (air me
 ``experiments``.
 """
 from testbed.emulator.airtime import AirMedium, AirStats, AirtimeSpec
-from testbed.emulator.direction import DELIVER, DROP_LOSS, DROP_QUEUE, VERDICT_NAMES, DirectionModel, DirectionStats
+from testbed.emulator.direction import (DELIVER, DROP_EVENT, DROP_LOSS, DROP_OUTAGE, DROP_QUEUE, VERDICT_NAMES,
+                                        DirectionModel, DirectionStats)
+from testbed.emulator.schedule_model import ScheduleChange, ScheduledDirection, make_direction
 
-__all__ = ["AirMedium", "AirStats", "AirtimeSpec", "DELIVER", "DROP_LOSS", "DROP_QUEUE",
-           "VERDICT_NAMES", "DirectionModel", "DirectionStats"]
+__all__ = ["AirMedium", "AirStats", "AirtimeSpec", "DELIVER", "DROP_EVENT", "DROP_LOSS", "DROP_OUTAGE",
+           "DROP_QUEUE", "VERDICT_NAMES", "DirectionModel", "DirectionStats", "ScheduleChange",
+           "ScheduledDirection", "make_direction"]
