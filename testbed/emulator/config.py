@@ -133,6 +133,11 @@ class ForwarderConfig:
                                  f"{sorted(self.media)}")
         if self.engine not in ENGINES:
             raise ValueError(f"emulator engine {self.engine!r} is unknown; allowed: {', '.join(ENGINES)}")
+        for d in self.directions:
+            if d.spec.schedule is not None:
+                raise ValueError(f"direction {d.name} has a link schedule (steps, outages, events or "
+                                 f"a trace), which the emulator's {self.engine} engine does not "
+                                 "apply yet; remove it to run this link")
         for name in ("late_ns", "spin_ns", "early_ns", "rcvbuf", "sndbuf"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
