@@ -306,11 +306,11 @@ def _png(written: list[str], name: str) -> str | None:
     return next((p for p in written if Path(p).name == f"{name}.png"), None)
 
 
-def html(out: Path, summary: dict, written: list[str]) -> "Page":
+def html(out: Path, summary: dict, written: list[str], drawn: bool = True) -> "Page":
     """``report.html``: setup; the primary metric per arm (distribution with the median's CI on
     one axis, its table and the comparisons); the representative runs' timelines side by side;
     the other metrics; verification; fidelity and validity per run with links to the run
-    directories."""
+    directories.  ``drawn``: whether the figures were drawn (``write_all(plots=False)``: not)."""
     from analysis.page import link
     from experiments.plots import degenerate, metric_axis
     page = Page(f"experiment {summary['experiment']}")
@@ -347,8 +347,10 @@ def html(out: Path, summary: dict, written: list[str]) -> "Page":
             if png:
                 page.figure(png, "the run of each arm closest to its median of the primary metric, side "
                                  "by side on shared axes")
-            else:
+            elif drawn:
                 page.empty("No arm's representative run kept a capture to draw.")
+            else:
+                page.empty("Figures not drawn here (testbed experiment report DIR draws them).")
     page.heading("Verification")
     page.para(f"manipulation check: {summary['check_rule']}")
     page.table([summary["factor"], "read-backs (min–max over completed runs)", "representative run"],
@@ -391,7 +393,7 @@ def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:
     summary = summarize(out)
     written = pl.write(out, summary) if plots else []
     (out / REPORT).write_text(markdown(summary, written, out))
-    html(out, summary, written).write(out / HTML)
+    html(out, summary, written, drawn=plots).write(out / HTML)
     from experiments.results import tidy, write_tidy
     write_tidy(out, tidy(out))
     keep = json.loads((out / "manifest.json").read_text())["definition"]["keep_pcaps"]

@@ -315,6 +315,18 @@ MODEL_FIGURES = {"C1": (fig_c1, "serial vs three blocks"), "C4": (fig_c4, "slow-
                  "C10": (fig_c10, "airtime per exchange"), "C11": (fig_c11, "split over two paths")}
 
 
+def _representative(exp_dir: Path, base: Path) -> list[str]:
+    """The experiment's representative runs side by side (``experiments.plots``); [] when it
+    has no summary or no capture to draw."""
+    from experiments.plots import representative_figure
+    if not (exp_dir / "summary.json").is_file():
+        return []
+    summary = json.loads((exp_dir / "summary.json").read_text())
+    if "by_level" not in summary:        # a calibration's summary, not an experiment's
+        return []
+    return representative_figure(exp_dir, summary, base)[:1]
+
+
 def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
     """Draw the figures of the cases present; ``[(case, caption, png path)]``: per case the
     figures mirroring the chapter's drawn from the measurements (C7), the measured rows'
@@ -338,6 +350,11 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
         if files:
             made.append((case, f"{case}, measured rows: chapter (gray), model (blue) and measured (median "
                                "with its 95 % CI; green within the tolerance, red outside it)", files[0]))
+        if case != "C7":            # C7's requests are drawn above, one per cell
+            for d in dict.fromkeys(r["experiment_dir"] for r in got if r["experiment_dir"]):
+                made += [(case, f"{case}: the representative run of each arm of the experiment "
+                                f"{Path(d).name}, side by side from its captures", png)
+                         for png in _representative(Path(d), out / "figures" / f"{case.lower()}-{Path(d).name}")]
         if case not in MODEL_FIGURES:
             continue
         fn, caption = MODEL_FIGURES[case]
