@@ -327,3 +327,12 @@ def test_failed_experiments_are_one_line_each(tmp_path, capsys):
     assert failed and all("no netem here" in x for x in failed)
     assert sum(x.count("C7.") for x in failed) == sum("experiment failed" in r["note"] for r in res) > 1
     assert len(failed) == 1                      # one line for the rows of one error
+
+
+def test_the_model_figures_pass_the_layout_check(tmp_path):
+    from analysis import plots
+    from experiments.reproduce.report import MODEL_FIGURES
+    plots.LAYOUT_PROBLEMS.clear()
+    for case, (fn, _) in MODEL_FIGURES.items():
+        assert [p.rsplit(".", 1)[1] for p in fn(tmp_path / case)] == ["png", "svg", "pdf"]
+    assert plots.LAYOUT_PROBLEMS == []
