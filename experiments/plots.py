@@ -465,14 +465,24 @@ def write(out: str | Path, summary: dict | None = None) -> list[str]:
 
 def _request_window(res: dict) -> tuple | None:
     """The representative request of an analysed capture: (flow object, start ns, end ns,
-    exchange) of the request whose time from its start (its connection's SYN
-    when it opened one, else its first byte) to the response's last byte is closest to the
-    median over its requests — the requests on a kept-alive connection when the run has any."""
-    cands = []
-    for _t0, obj, i, ev in _exchanges(res):
-        start = ev.get("syn") if i == 0 and ev.get("syn") is not None else ev.get("request_first")
-        if start is not None and ev.get("response_last") is not None:
-            cands.append((i > 0, ev["response_last"] - start, obj, start, ev))
+    exchange).  Requests are the exchanges carrying at least half the bytes of the largest one
+    (a SOCKS5 greeting on the same connection is not a request); a request starts at its
+    connection's SYN when it is the connection's first, else at its first byte, and ends at the
+    response's last byte.  Of the requests that reuse a connection when the run has any (else of
+    all), the one whose time is closest to their median."""
+    sized = [(obj, i, ev, ev.get("request_bytes", 0) + ev.get("response_bytes", 0))
+             for _t0, obj, i, ev in _exchanges(res)]
+    big = max((n for *_, n in sized), default=0)
+    cands, opened = [], set()
+    for obj, _i, ev, n in sized:
+        if n < big / 2 or ev.get("request_first") is None or ev.get("response_last") is None:
+            continue
+        first = id(obj) not in opened
+        opened.add(id(obj))
+        syn = obj.get("handshake", {}).get("syn")
+        start = syn if first and syn is not None else ev["request_first"]
+        cands.append((not first, ev["response_last"] - start, obj, start,
+                      {**ev, **({"syn": syn, "ack": obj.get("handshake", {}).get("ack")} if first else {})}))
     if not cands:
         return None
     if any(c[0] for c in cands):
