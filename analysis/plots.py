@@ -136,26 +136,26 @@ def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
     for mask, color, label in ((data & ~rtx, "black", "segment"),
                                (data & rtx, "red", "retransmission")):
         if mask.any():
-            segs = np.stack([np.column_stack([t[mask], seq[mask]]),
-                             np.column_stack([t[mask], end[mask]])], axis=1)
+            segs = np.stack([np.column_stack([t[mask], seq[mask] / 1e3]),
+                             np.column_stack([t[mask], end[mask] / 1e3])], axis=1)
             ax.add_collection(LineCollection(segs, colors=color, linewidths=1.2, label=label,
                                              zorder=3))
     acks = tr["has_ack"]
     if acks.any():
         ta, a = t[acks], np.maximum.accumulate(tr["ack"][acks])
-        ax.step(ta, a, where="post", color="green", lw=0.8, label="cumulative ACK")
-        ax.step(ta, a + tr["win"][acks], where="post", color="goldenrod", lw=0.8,
+        ax.step(ta, a / 1e3, where="post", color="green", lw=0.8, label="cumulative ACK")
+        ax.step(ta, (a + tr["win"][acks]) / 1e3, where="post", color="goldenrod", lw=0.8,
                 label="receive window")
     if len(tr["sack"]):
         s = tr["sack"]
         ts = (s[:, 0] - t0) / 1e9
-        segs = np.stack([np.column_stack([ts, s[:, 1]]), np.column_stack([ts, s[:, 2]])], axis=1)
+        segs = np.stack([np.column_stack([ts, s[:, 1] / 1e3]), np.column_stack([ts, s[:, 2] / 1e3])], axis=1)
         ax.add_collection(LineCollection(segs, colors="purple", linewidths=2.5, label="SACK block"))
     ax.autoscale()
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("relative sequence number (bytes)")
-    ax.set_title(title or f"time-sequence, data from {direction.sender}")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylabel("sequence number from the ISN (kB)")
+    ax.set_title(title or f"time-sequence, data from {direction.sender}", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
     return _save(fig, base)
 
 
@@ -165,15 +165,16 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
     tr = direction.tracker
     t = (np.asarray(tr.series_t, np.int64) - t0) / 1e9
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    ax.step(t, tr.series_outstanding, where="post", lw=0.9, label="outstanding (SND.MAX - SND.UNA)")
-    ax.step(t, tr.series_pipe, where="post", lw=0.9, label="pipe (RFC 6675)")
+    ax.step(t, np.asarray(tr.series_outstanding) / 1e3, where="post", lw=0.9,
+            label="outstanding (SND.MAX - SND.UNA)")
+    ax.step(t, np.asarray(tr.series_pipe) / 1e3, where="post", lw=0.9, label="pipe (RFC 6675)")
     if cwnd is not None and len(cwnd[0]):
-        ax.step((np.asarray(cwnd[0]) - t0) / 1e9, cwnd[1], where="post", lw=1.2, color="black",
-                label="cwnd (sender)")
+        ax.step((np.asarray(cwnd[0]) - t0) / 1e9, np.asarray(cwnd[1]) / 1e3, where="post", lw=1.2,
+                color="black", label="cwnd (sender, TCP_INFO)")
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("bytes")
-    ax.set_title(title or f"in flight, data from {direction.sender}")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylabel("in flight (kB)")
+    ax.set_title(title or f"in flight, data from {direction.sender}", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
     return _save(fig, base)
 
 
@@ -219,25 +220,26 @@ def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stre
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for name, (tt, b) in streams.items():
         if len(tt):
-            ax.step((np.asarray(tt) - t0) / 1e9, b, where="post", label=str(name))
+            ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(b) / 1e3, where="post", label=str(name))
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("bytes delivered in order")
-    ax.set_title(title)
+    ax.set_ylabel("delivered in order (kB)")
+    ax.set_title(title, fontsize=10)
     if streams:
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, base)
 
 
-def steps(series: dict, t0: int, base: Path, ylabel: str, title: str) -> list[str]:
-    """Generic step functions: {name: (t_ns array, values)}."""
+def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: float = 1.0) -> list[str]:
+    """Generic step functions: {name: (t_ns array, values)}, values times ``scale`` (the unit
+    ``ylabel`` names)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for name, (tt, v) in series.items():
         if len(tt):
-            ax.step((np.asarray(tt) - t0) / 1e9, v, where="post", lw=0.9, label=name)
+            ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(v) * scale, where="post", lw=0.9, label=name)
     ax.set_xlabel("time (s)")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     if series:
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, base)

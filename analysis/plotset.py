@@ -93,8 +93,8 @@ def write_qlog(traces, outdir: str | Path, stem: str) -> list[str]:
                              title=f"QUIC ({tr.vantage}): per-stream delivery")
     m = {k: tr.metrics[k] for k in ("bytes_in_flight", "cwnd") if k in tr.metrics}
     if m:
-        written += plots.steps(m, t0, out / f"{stem}-inflight", "bytes",
-                               f"QUIC ({tr.vantage}): bytes in flight and cwnd")
+        written += plots.steps(m, t0, out / f"{stem}-inflight", "kB",
+                               f"QUIC ({tr.vantage}): bytes in flight and cwnd", scale=1e-3)
     return written
 
 

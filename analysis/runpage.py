@@ -53,6 +53,8 @@ def run_setup(manifest: dict) -> list[tuple[str, str]]:
 def _num(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, list) and len(v) == 1:
+        return _num(v[0])
     if isinstance(v, list):
         return f"{len(v)} values" + (f", median {sorted(v)[len(v) // 2]:.4g}" if v and all(
             isinstance(x, (int, float)) for x in v) else "")
