@@ -172,7 +172,8 @@ def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.set_title(f"{summary['experiment']}: {metric} against {summary['factor']}", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+              title=summary.get("cross"), title_fontsize=8)
     fig.tight_layout()
     return _save(fig, base)
 
