@@ -19,7 +19,7 @@ def register(sub) -> None:
     b.set_defaults(func=build)
     u = vsub.add_parser("up", help="boot the VM and leave it running (the checkout shared in)")
     u.add_argument("--cpus", type=int, default=None,
-                   help="virtual CPUs (default: 2 where the host has two or more, else 1)")
+                   help="virtual CPUs (default: 1 with TCG, 2 with KVM where the host has two)")
     u.add_argument("--mem", default="2G", help="guest memory, as qemu's -m (default: 2G)")
     u.set_defaults(func=up)
     e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours")

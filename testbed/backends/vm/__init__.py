@@ -79,10 +79,11 @@ def run_dir() -> Path:
     return lifecycle.STATE_DIR / "vm"
 
 
-def default_cpus() -> int:
-    """Virtual CPUs: 2 where the host has two or more (the sender, the qdiscs and the receiver
-    then need not share one), else 1."""
-    return min(2, os.cpu_count() or 1)
+def default_cpus(accel: str) -> int:
+    """Virtual CPUs: with KVM 2 where the host has two or more; with TCG 1 — two vCPUs there
+    reordered netem's output (the qdisc's timer fires on either vCPU and each hands frames to its
+    own backlog) and carried no more (docs/vm.md)."""
+    return min(2, os.cpu_count() or 1) if accel == "kvm" else 1
 
 
 def qemu_available() -> tuple[bool, str]:
@@ -401,7 +402,7 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
     wait for its agent; the accelerator as ``accel_candidates`` says, KVM falling back to TCG.
 
     shares: host directories the guest mounts at the same paths (default ``default_shares()``).
-    cpus: virtual CPUs (default ``default_cpus()``); mem: qemu's -m (e.g. '2G').
+    cpus: virtual CPUs (default ``default_cpus(accel)``); mem: qemu's -m (e.g. '2G').
     console: the serial console's log file (default ``CACHE_DIR/console-<name>.log``).
     owner: the calling process owns the guest (``clean`` leaves it alone while it lives).
     run: a lifecycle Run recording qemu and the run directory.
@@ -414,8 +415,7 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
     if img is None:
         raise SetupError("no VM image for the current scripts/install.sh package list: run "
                          "`testbed vm build` (minutes, once)")
-    cpus = cpus or default_cpus()
-    if not (isinstance(cpus, int) and 1 <= cpus <= 64):
+    if cpus is not None and not (isinstance(cpus, int) and 1 <= cpus <= 64):
         raise ValueError(f"cpus {cpus!r}: give 1 to 64")
     if not re.fullmatch(r"[1-9][0-9]*[MG]", mem):
         raise ValueError(f"mem {mem!r}: give a size like '2G' or '1536M'")
@@ -439,8 +439,9 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
         failures = []
         for accel in accel_candidates():
             timeout = KVM_BOOT_TIMEOUT if accel == "kvm" else TCG_BOOT_TIMEOUT
-            log.info("booting the VM with %s (%d vCPU, %s; up to %g s)", accel, cpus, mem, timeout)
-            proc, reason, ready = _boot_once(img, d, shares, accel, cpus, mem, console, timeout, run)
+            n = cpus or default_cpus(accel)
+            log.info("booting the VM with %s (%d vCPU, %s; up to %g s)", accel, n, mem, timeout)
+            proc, reason, ready = _boot_once(img, d, shares, accel, n, mem, console, timeout, run)
             if accel == "kvm":
                 kept = None
                 if proc is None:
@@ -452,7 +453,7 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
             if proc is not None:
                 machine = Machine(d, {
                     "pid": proc.pid, "start_time": proc_start_time(proc.pid), "accel": accel,
-                    "cpus": cpus, "mem": mem, "console": str(console),
+                    "cpus": n, "mem": mem, "console": str(console),
                     "shares": [str(p) for p in shares], "image": img.meta["key"],
                     "kernel": ready["kernel"], "ready": ready, "boot_seconds": ready["boot_seconds"],
                     "owner_pid": os.getpid() if owner else None,
