@@ -126,16 +126,27 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
 
 
 def figures_for(res: dict, outdir: Path) -> list[tuple[str, str]]:
-    """The capture's figures (:func:`analysis.plotset.write`, PNG first of each) with captions."""
-    from analysis import plotset
+    """The capture's figures (:func:`analysis.plotset.write`, PNG first of each) with captions;
+    a capture holding the project's UDP transport also gets its packet timeline
+    (:func:`analysis.fec.timeline`)."""
+    from analysis import fec, pcap, plotset
     files = [f for f in plotset.write(res, outdir) if f.endswith(".png")]
+    if any(r["proto"] == "udp" for r in res["flows"]):
+        pk = pcap.read(res["file"])
+        ports = {c["dport"] for c in fec.connections(pk) if c["source"] or c["repair"]}
+        for port in sorted(ports):
+            png = fec.timeline(pk, port, outdir / f"transport-{port}",
+                               f"{Path(res['file']).name}: UDP transport packets to port {port}")[0]
+            files.append(png)
     out = []
     for f in files:
         stem = Path(f).stem
         what = ("handshake and completion events per host, at the capture point" if stem == "timeline"
                 else "time-sequence graph" if stem.endswith("-tseq")
                 else "bytes in flight (outstanding, pipe, cwnd where logged)" if stem.endswith("-inflight")
-                else "bytes delivered per response" if stem.endswith("-delivery") else stem)
+                else "bytes delivered per response" if stem.endswith("-delivery")
+                else "symbols sent, repair, symbols sent again and ACKs" if stem.startswith("transport-")
+                else stem)
         out.append((f"{stem}: {what}", f))
     return out
 

@@ -143,3 +143,11 @@ def test_an_experiment_over_the_udp_transport_draws_its_packets(tmp_path, layout
     write_all(out)
     assert (out / "plots" / "representative.png").is_file()
     _checked(out / "report.html", tmp_path)
+    from testbed.cli import analyze as cli
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    run = out / "runs" / "000-new"
+    args = p.parse_args(["analyze", str(run), "--html"])
+    assert args.func(args) == 0
+    assert "transport-5003: symbols sent" in (run / "report.html").read_text()
+    _checked(run / "report.html", tmp_path)
