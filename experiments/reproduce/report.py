@@ -310,6 +310,16 @@ def fig_measured(rows: list[dict], base: Path) -> list[str]:
     #                              overlapped the top row's titles after tight_layout)
 
 
+#: the chapter's figures each case's figures mirror (named in the captions)
+CHAPTER_FIGURES = {"C1": "12-3/12-4", "C3": "12-17", "C6": "12-18", "C7": "12-21/12-22", "C8": "12-19/12-20",
+                   "C9": "12-5 to 12-7", "C10": "12-24", "C11": "12-26/12-27", "C14": "12-28 to 12-30",
+                   "C15": "12-32/12-33"}
+
+
+def _chapter(case: str) -> str:
+    return f" (chapter figure {CHAPTER_FIGURES[case]})" if case in CHAPTER_FIGURES else ""
+
+
 MODEL_FIGURES = {"C1": (fig_c1, "serial vs three blocks"), "C4": (fig_c4, "slow-start rounds"),
                  "C6": (fig_c6, "ARQ rounds vs FEC"), "C9": (fig_c9, "playback timeline"),
                  "C10": (fig_c10, "airtime per exchange"), "C11": (fig_c11, "split over two paths")}
@@ -352,8 +362,8 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
                                "with its 95 % CI; green within the tolerance, red outside it)", files[0]))
         if case != "C7":            # C7's requests are drawn above, one per cell
             for d in dict.fromkeys(r["experiment_dir"] for r in got if r["experiment_dir"]):
-                made += [(case, f"{case}: the representative run of each arm of the experiment "
-                                f"{Path(d).name}, side by side from its captures", png)
+                made += [(case, f"{case}{_chapter(case)}: the representative run of each arm of the "
+                                f"experiment {Path(d).name}, side by side from its captures", png)
                          for png in _representative(Path(d), out / "figures" / f"{case.lower()}-{Path(d).name}")]
         if case not in MODEL_FIGURES:
             continue
@@ -361,11 +371,13 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
         c11 = {x: r for r in rows for rid, x in (("C11.fast_only", 1.0), ("C11.split", 2 / 3))
                if r["id"] == rid and r["measured"] is not None}
         if case == "C11" and c11:
-            made.append((case, f"C11 (model and measured): {caption}", fn(out / "figures" / "c11", c11)[0]))
+            made.append((case, f"C11 (model and measured){_chapter(case)}: {caption}",
+                         fn(out / "figures" / "c11", c11)[0]))
         elif case == "C6" and (measured := _measured_c6(rows)):
-            made.append((case, f"C6 (model and measured): {caption}", fn(out / "figures" / "c6", measured)[0]))
+            made.append((case, f"C6 (model and measured){_chapter(case)}: {caption}",
+                         fn(out / "figures" / "c6", measured)[0]))
         else:
-            made.append((case, f"{case} (model): {caption}", fn(out / "figures" / case.lower())[0]))
+            made.append((case, f"{case} (model){_chapter(case)}: {caption}", fn(out / "figures" / case.lower())[0]))
     return made
 
 
