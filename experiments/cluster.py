@@ -41,7 +41,6 @@ import logging
 import os
 import platform
 import shutil
-import signal
 import socket
 import sys
 import tarfile
@@ -49,7 +48,6 @@ import tempfile
 import time
 import uuid
 from contextlib import contextmanager, nullcontext
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -105,12 +103,11 @@ def _loopback(host: str) -> bool:
     return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
 
 
-@lru_cache(maxsize=1)
 def facts() -> dict:
     """What a worker must share with the coordinator for its runs to be comparable: the git
     revision and dirty flag of the checkout, the kernel release, Python's version, whether netem
     and htb work in this kernel (None when not root), and whether the native emulator engine
-    loads."""
+    loads.  Computed anew each time (a checkout may move under a long-lived worker)."""
     from testbed.emulator.native import available
     from testbed.run.provenance import git_revision
     probe = {"netem": None, "htb": None}
@@ -121,6 +118,11 @@ def facts() -> dict:
     return {"revision": git["revision"], "dirty": git["dirty"], "kernel": platform.release(),
             "python": sys.version.split()[0], "netem": probe["netem"], "htb": probe["htb"],
             "native_engine": available()[0]}
+
+
+def _facts_there() -> dict:
+    """:func:`facts` as a worker computes them (sent by reference: the worker's own module)."""
+    return facts()
 
 
 def differences(theirs: dict, ours: dict) -> str:
@@ -185,7 +187,7 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
     block = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in slots]
     with machine_lock():
         worker.log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
-        tmp = Path(tempfile.mkdtemp(prefix="testbed-block-"))
+        tmp = Path(tempfile.mkdtemp(prefix="testbed-block-", dir=worker.local_directory))
         try:
             (tmp / "runs").mkdir()
             out = []
@@ -208,7 +210,7 @@ class DaskCluster:
         self.allowed_failures = allowed_failures
         self.client = self.cluster = None
         self.refused: list[str] = []
-        self._old: dict = {}
+        self.life = None
         self._log_level = logging.NOTSET
 
     def __enter__(self) -> "DaskCluster":
@@ -217,22 +219,27 @@ class DaskCluster:
             import distributed
         except ImportError:
             raise UsageError(INSTALL) from None
+        from testbed.host.lifecycle import Run
+        # a lifecycle record: SIGTERM/SIGHUP unwind this block, and `testbed clean` removes what a
+        # killed coordinator left (its scratch directory; its workers end with it by themselves)
+        self.life = Run(results_root=None).__enter__()
+        self.life.add_cleanup(self._close)
         quiet = logging.getLogger().getEffectiveLevel() > logging.INFO      # testbed -v shows Dask's
         self._log_level = logging.getLogger("distributed").level
         logging.getLogger("distributed").setLevel(logging.ERROR if quiet else logging.INFO)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                self._old[sig] = signal.signal(sig, _interrupted)
-            except ValueError:          # not the main thread: the caller handles signals
-                pass
         try:
             if self.kind == "local":
+                scratch = tempfile.mkdtemp(prefix="testbed-dask-")
+                self.life.record_tmpdir(Path(scratch))
                 with dask.config.set({"distributed.scheduler.allowed-failures": self.allowed_failures,
-                                      "distributed.worker.daemon": False}):
+                                      "distributed.worker.daemon": False, "temporary-directory": scratch}):
                     self.cluster = distributed.LocalCluster(
                         n_workers=self.target, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        resources={RESOURCE: 1}, dashboard_address=None, silence_logs=logging.ERROR)
+                        resources={RESOURCE: 1}, dashboard_address=None, silence_logs=logging.ERROR,
+                        local_directory=scratch)
                 self.client = distributed.Client(self.cluster)
+                for pid in self.client.run(os.getpid).values():
+                    self.life.record_pid(pid, "dask worker")
             else:
                 try:
                     self.client = distributed.Client(self.target, timeout=WAIT_WORKERS_S)
@@ -251,6 +258,11 @@ class DaskCluster:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.life is not None:
+            life, self.life = self.life, None
+            life.close()        # _close, then any worker process still there, then the scratch space
+
+    def _close(self) -> None:
         for obj in (self.client, self.cluster):
             if obj is not None:
                 try:
@@ -259,14 +271,11 @@ class DaskCluster:
                     log.warning("closing %s failed: %r", type(obj).__name__, err)
         self.client = self.cluster = None
         logging.getLogger("distributed").setLevel(self._log_level)
-        for sig, handler in self._old.items():
-            signal.signal(sig, handler)
-        self._old = {}
 
     def admit(self) -> list[str]:
         """Close every worker whose facts differ from ours (one line each); the workers kept."""
         want = facts()
-        theirs = self.client.run(facts)
+        theirs = self.client.run(_facts_there)
         bad = {addr: differences(f, want) for addr, f in theirs.items() if f != want}
         for addr, why in bad.items():
             self._refuse(f"worker {addr} refused: {why}", addr)
@@ -368,11 +377,6 @@ def place(cluster: str | None):
     return nullcontext(InProcess()) if cluster is None else DaskCluster(cluster)
 
 
-def _interrupted(signum, frame):
-    from testbed.host.lifecycle import RunInterrupted
-    raise RunInterrupted(128 + signum)
-
-
 def serve_worker(address: str, name: str | None = None) -> None:
     """``testbed worker``: a Dask worker (under a nanny that restarts it if a run kills it) with
     one thread and the resource ``testbed=1``, until Ctrl-C or SIGTERM."""
@@ -387,10 +391,11 @@ def serve_worker(address: str, name: str | None = None) -> None:
     except ImportError:
         raise UsageError(INSTALL.replace("--cluster", "testbed worker")) from None
 
-    async def serve():
-        with dask.config.set({"distributed.worker.daemon": False}):
-            async with Nanny(target, nthreads=1, resources={RESOURCE: 1},
+    async def serve(scratch):
+        with dask.config.set({"distributed.worker.daemon": False, "temporary-directory": scratch}):
+            async with Nanny(target, nthreads=1, resources={RESOURCE: 1}, local_directory=scratch,
                              name=name or socket.gethostname()) as nanny:
                 print(f"testbed: worker {nanny.worker_address} of {target} ready", file=sys.stderr)
                 await nanny.finished()
-    asyncio.run(serve())
+    with tempfile.TemporaryDirectory(prefix="testbed-dask-") as scratch:
+        asyncio.run(serve(scratch))

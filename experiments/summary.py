@@ -14,12 +14,18 @@ Fields (schema 1): ``experiment factor levels metrics primary reps warmup order 
 p10, p90, p99}``, ``verification`` (per read-back min/median/max or the distinct values),
 ``representative`` (run dir closest to the primary metric's median); ``comparisons``: list of
 ``{a, b, metric, ratio, ratio_ci, difference, difference_ci, paired_difference: {n_pairs,
-median, ci}, mann_whitney: {u, p}, cliffs_delta}`` (a = first level); ``excluded``: ``{dir,
+median, ci}, mann_whitney: {u, p}, cliffs_delta, machines, not_compared}`` (a = first level); ``excluded``: ``{dir,
 level, reason}``; ``fidelity_unverified`` (count), ``degraded_kept`` (dirs); ``overhead``: runs,
 wall_s_per_run_median, kept_topology, bringups, bringup_s_median, topology_s_per_run_median,
 disk_mb_per_run_median, capture_cpu_s_total, capture_dropped_total; ``runs``: one record per
 scheduled slot (index, level, rep, warmup, seed, dir, status, valid, reason, fidelity, metrics,
-checks, wall_s, …).
+checks, wall_s, machine, attempts, lost_on, …); ``machines``: runs per machine; ``redone``: the runs
+started more than once because a worker died under them (``dir attempts lost_on``).
+
+The machine is a block (runs on many machines, experiments.cluster): a comparison uses only the
+runs on machines where both arms have valid runs, pairs a repetition's arms only on one machine,
+and when the arms never met on one machine it is not made (its numbers None, ``not_compared``
+saying why); ``by_level[LABEL].by_machine`` holds each machine's medians (``{n, medians}``).
 CIs are ``[low, high]`` or None (fewer than 2 values).
 """
 from __future__ import annotations
@@ -80,6 +86,8 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
             "wall_s": info.get("wall_s"), "setup_s": info.get("setup_s"),
             "topology_s": _topology_s(r.timings),
             "kept_topology": info.get("kept_topology", False),
+            "machine": info.get("machine"), "attempts": info.get("attempts", 1),
+            "lost_on": info.get("lost_on", []),
             "capture": r.capture,
             "disk_mb": info["disk_mb"] if "disk_mb" in info else round(_dir_mb(d), 3)}
 
@@ -145,6 +153,29 @@ def _closest(runs: list[dict], metric: str, median) -> str | None:
     return min(cands, key=lambda r: (abs(r["metrics"][metric] - median), r["index"]))["dir"]
 
 
+def _by_machine(valid: list[dict], metrics) -> dict:
+    """Per machine a level's valid runs ran on: ``{machine: {"n", "medians": {metric: median}}}``."""
+    out = {}
+    for mach in dict.fromkeys(str(r.get("machine")) for r in valid):
+        mine = [r for r in valid if str(r.get("machine")) == mach]
+        out[mach] = {"n": len(mine), "medians": {m: _med([r["metrics"].get(m) for r in mine]) for m in metrics}}
+    return out
+
+
+def _shared_machines(runs: list[dict], a: str, b: str) -> set:
+    """The machines on which both arms have valid runs: the blocks the comparison may use."""
+    on = [{r.get("machine") for r in runs if r["valid"] and r["level"] == lab} for lab in (a, b)]
+    return on[0] & on[1]
+
+
+def _apart(runs: list[dict], a: str, b: str) -> str:
+    on = [sorted({str(r.get("machine")) for r in runs if r["valid"] and r["level"] == lab}) for lab in (a, b)]
+    if not on[0] or not on[1]:
+        return f"no valid runs of {a if not on[0] else b}"
+    return (f"{a} ran only on {', '.join(on[0])} and {b} only on {', '.join(on[1])}: the machine would "
+            "be the factor")
+
+
 def _med(xs):
     xs = [x for x in xs if x is not None]
     return float(np.median(xs)) if xs else None
@@ -169,21 +200,26 @@ def summarize(out: str | Path) -> dict:
                        "n_excluded": sum(r["status"] != "missing" and not r["valid"] for r in mine),
                        "metrics": mstats,
                        "verification": _verification([r for r in mine if r["status"] == "complete"]),
-                       "representative": _closest(valid, primary, mstats[primary]["median"])}
+                       "representative": _closest(valid, primary, mstats[primary]["median"]),
+                       "by_machine": _by_machine(valid, exp.metrics)}
     comparisons = []
     groups = [[lab for lab, _, c in exp.cells if c == cross] for cross in (exp.cross_levels or (None,))]
     for ref, other in ((g[0], o) for g in groups for o in g[1:]):
         for m in exp.metrics:
-            def vals(lab, m=m):
-                return [r["metrics"][m] for r in main if r["level"] == lab and r["valid"]
+            def vals(lab, runs, m=m):
+                return [r["metrics"][m] for r in runs if r["level"] == lab and r["valid"]
                         and r["metrics"].get(m) is not None]
+            shared = _shared_machines(main, ref, other)
+            on = [r for r in main if r.get("machine") in shared]
             by_rep = {}
-            for r in main:
+            for r in on:
                 if r["valid"] and r["metrics"].get(m) is not None and r["level"] in (ref, other):
-                    by_rep.setdefault(r["rep"], {})[r["level"]] = r["metrics"][m]
+                    by_rep.setdefault((str(r.get("machine")), r["rep"]), {})[r["level"]] = r["metrics"][m]
             pairs = [(p[ref], p[other]) for _, p in sorted(by_rep.items()) if len(p) == 2]
             comparisons.append({"a": ref, "b": other, "metric": m,
-                                **stats.compare(vals(ref), vals(other), pairs, seed=exp.seed)})
+                                **stats.compare(vals(ref, on), vals(other, on), pairs, seed=exp.seed),
+                                "machines": sorted(map(str, shared)),
+                                "not_compared": None if shared else _apart(main, ref, other)})
     done = [r for r in runs if r["status"] != "missing"]
     walls = [r["wall_s"] for r in done if r.get("wall_s") is not None]
     setups = list({(r["warmup"], r["rep"]): r["setup_s"] for r in done if r.get("setup_s") is not None}.values())
@@ -218,6 +254,10 @@ def summarize(out: str | Path) -> dict:
                      "capture_cpu_s_total": sum(float((r.get("capture") or {}).get("cpu_s", 0) or 0) for r in done),
                      "capture_dropped_total": sum(int((r.get("capture") or {}).get("dropped_by_kernel", 0) or 0)
                                                   for r in done)},
+        "machines": {str(k): sum(str(r.get("machine")) == str(k) for r in done)
+                     for k in dict.fromkeys(r.get("machine") for r in done)},
+        "redone": [{"dir": r["dir"], "attempts": r["attempts"], "lost_on": r["lost_on"]}
+                   for r in done if (r.get("attempts") or 1) > 1],
         "runs": runs,
     }
     (out / SUMMARY).write_text(json.dumps(summary, indent=1, default=str) + "\n")

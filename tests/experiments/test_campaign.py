@@ -1,0 +1,233 @@
+"""Experiments on Dask workers (experiments.cluster) through the fake executors (no root): a
+LocalCluster of two workers gives the report a local run gives; a worker killed mid-run has its
+block redone, nothing lost; a killed coordinator resumes without redoing a finished run; a worker
+whose facts differ is refused before its first run; the default path imports nothing of Dask."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments import load_definition, run_experiment, write_all
+from experiments.order import schedule
+from experiments.report import text
+from testbed.spec.errors import SetupError, UsageError
+from tests.fixtures.campaign import SlowFake
+from tests.fixtures.fake_execute import FakeExecutor
+
+from conftest import REPO
+
+pytest.importorskip("distributed")
+from experiments.cluster import DaskCluster, check_address  # noqa: E402
+
+MEDIANS = {"new": 1185.0, "reuse": 240.0}
+#: what differs between two runs of the same slot by nature: when, where, how long
+VOLATILE = {"wall_s", "wall_s_per_run_median", "loadavg", "worker", "disk_mb", "time", "started", "finished",
+            "run_id", "dir"}
+
+
+def reuse(reps=3, **kw):
+    return load_definition("reuse").with_overrides(reps=reps).replace(**kw)
+
+
+def children(pid: int) -> set[int]:
+    """Every live descendant of ``pid`` (from /proc)."""
+    parent = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parent[int(p.name)] = int(fields[1])
+    out, todo = set(), [pid]
+    while todo:
+        me = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == me]
+        out.update(kids)
+        todo += kids
+    return out
+
+
+def workers_of(pid: int) -> set[int]:
+    """Descendants less multiprocessing's resource tracker (it lives as long as its parent)."""
+    def cmd(k):
+        try:
+            return Path(f"/proc/{k}/cmdline").read_bytes()
+        except OSError:
+            return b""
+    return {k for k in children(pid) if b"resource_tracker" not in cmd(k)}
+
+
+def shape(obj, drop=VOLATILE):
+    """The structure of a summary and its values, less what differs by nature."""
+    if isinstance(obj, dict):
+        return {k: shape(v) for k, v in obj.items() if k not in drop}
+    if isinstance(obj, list):
+        return [shape(v) for v in obj]
+    return obj
+
+
+def files(out: Path) -> list[str]:
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+
+
+def test_addresses_and_tls_rule():
+    assert check_address("local:2") == ("local", 2)
+    assert check_address("tcp://127.0.0.1:8786") == ("remote", "tcp://127.0.0.1:8786")
+    assert check_address("tls://10.0.0.5:8786")[0] == "remote"
+    for bad, why in (("tcp://10.0.0.5:8786", "needs TLS"), ("local:0", "N ≥ 1"), ("ssh://x:1", "give local:N")):
+        with pytest.raises(UsageError, match=why):
+            check_address(bad)
+
+
+def test_non_loopback_scheduler_without_tls_is_one_line(tmp_path):
+    for argv in (["experiment", "run", "reuse", "--reps", "1", "--out", str(tmp_path / "e"),
+                  "--cluster", "tcp://192.0.2.1:8786"], ["worker", "tcp://192.0.2.1:8786"]):
+        p = subprocess.run([sys.executable, "-m", "testbed", *argv], capture_output=True, text=True, cwd=REPO)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "needs TLS" in p.stderr and not (tmp_path / "e").exists()
+
+
+def test_default_path_imports_nothing_of_dask(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from experiments import load_definition, run_experiment, write_all
+        from experiments.cluster import place
+        from tests.fixtures.fake_execute import FakeExecutor
+        with place(None) as where:
+            run_experiment(load_definition("reuse").with_overrides(reps=2), {str(tmp_path / 'e')!r},
+                           executor=FakeExecutor("params.mode", {MEDIANS!r}), quiet=True, where=where)
+        write_all({str(tmp_path / 'e')!r}, plots=False)
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("distributed", "dask")))
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+def test_two_local_workers_give_the_local_report(tmp_path):
+    exp = reuse(3)
+    local = run_experiment(exp, tmp_path / "local", executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
+    before = workers_of(os.getpid())
+    with DaskCluster("local:2") as where:
+        assert len(workers_of(os.getpid()) - before) >= 2               # two worker processes
+        far = run_experiment(exp, tmp_path / "far", executor=FakeExecutor("params.mode", MEDIANS),
+                             quiet=True, where=where)
+        workers = set(where.client.scheduler_info()["workers"])
+        scratch = where.life.state.tmpdirs[0]
+    assert workers_of(os.getpid()) - before == set()                    # every process ended
+    a, b = write_all(local, plots=False), write_all(far, plots=False)
+    assert shape(a) == shape(b)                                         # numbers, verdicts, machine
+    assert text(a) == text(b)
+    assert files(local) == files(far)                                   # the same layout
+    ledger = [json.loads(line) for line in (far / "ledger.jsonl").read_text().splitlines()]
+    assert sorted(e["dir"] for e in ledger) == sorted(f"runs/{s.dirname}" for s in schedule(exp))
+    assert {e["worker"] for e in ledger} <= workers and all(len(e["sha256"]) == 64 for e in ledger)
+    by_block = {}
+    for s in schedule(exp):                                             # both arms on one worker
+        info = json.loads((far / "runs" / s.dirname / "experiment.json").read_text())
+        by_block.setdefault((s.warmup, s.rep), set()).add(info["worker"])
+    assert all(len(w) == 1 for w in by_block.values())
+    assert not Path(scratch).exists()                                   # workers keep nothing
+
+
+def test_worker_killed_mid_run_has_its_block_redone(tmp_path):
+    exp, marks = reuse(2), tmp_path / "marks"
+    marks.mkdir()
+    killed = []
+
+    def kill_first():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            started = sorted(marks.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+            if started:
+                pid = int(started[0].name.split("-")[1])
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.02)
+
+    with DaskCluster("local:2") as where:
+        t = threading.Thread(target=kill_first)
+        t.start()
+        out = run_experiment(exp, tmp_path / "e", executor=SlowFake("params.mode", MEDIANS, sleep_s=0.6,
+                                                                    mark_dir=str(marks)),
+                             quiet=True, where=where)
+        t.join()
+    assert killed
+    s = write_all(out, plots=False)
+    assert s["complete"] and s["by_level"]["reuse"]["n_valid"] == 2 and not s["excluded"]   # 0 lost
+    assert len(s["redone"]) >= 1 and all(r["attempts"] == 2 and len(r["lost_on"]) == 1 for r in s["redone"])
+    assert "redone runs/" in text(s) or "redone " in text(s)
+    assert "Runs started again because a worker died under them: " in (out / "report.md").read_text()
+
+
+def test_killed_coordinator_resumes_without_redoing_a_finished_run(tmp_path):
+    out = tmp_path / "e"
+    script = textwrap.dedent(f"""
+        from experiments import load_definition, run_experiment
+        from experiments.cluster import DaskCluster
+        from tests.fixtures.campaign import SlowFake
+        if __name__ == "__main__":
+            with DaskCluster("local:2") as where:
+                run_experiment(load_definition("reuse").with_overrides(reps=3), {str(out)!r},
+                               executor=SlowFake("params.mode", {MEDIANS!r}, sleep_s=0.4), quiet=True,
+                               where=where)
+    """)
+    path = tmp_path / "coordinator.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    kids = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            kids |= children(proc.pid)
+            runs = out / "runs"
+            if runs.is_dir() and len([p for p in runs.iterdir() if not p.name.startswith(".")]) >= 2:
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    deadline = time.monotonic() + 20                  # its workers notice and end themselves
+    while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() and children(1) & {k} for k in kids):
+        time.sleep(0.2)
+    left = {k for k in kids if Path(f"/proc/{k}/stat").exists()
+            and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+    for k in left:                                    # clean up before failing
+        os.kill(k, signal.SIGKILL)
+    assert not left, "the killed coordinator's workers outlived it"
+    from testbed.host.lifecycle import STATE_DIR, RunState, remove_state   # what `testbed clean` does
+    mine = [st for st in map(RunState.load, STATE_DIR.glob("tb-*.json")) if st.owner_pid == proc.pid]
+    assert len(mine) == 1 and mine[0].tmpdirs
+    remove_state(mine[0])
+    assert not Path(mine[0].tmpdirs[0]).exists()
+    finished = {p.name for p in (out / "runs").iterdir() if not p.name.startswith(".")}
+    assert 2 <= len(finished) < 8
+    mtimes = {n: (out / "runs" / n / "manifest.json").stat().st_mtime_ns for n in finished}
+    again = FakeExecutor("params.mode", MEDIANS)
+    with DaskCluster("local:2") as where:
+        run_experiment(reuse(3), out, executor=again, resume=True, quiet=True, where=where)
+    assert {n: (out / "runs" / n / "manifest.json").stat().st_mtime_ns for n in finished} == mtimes
+    ledger = [json.loads(line)["dir"] for line in (out / "ledger.jsonl").read_text().splitlines()]
+    assert sorted(ledger) == sorted(f"runs/{s.dirname}" for s in schedule(reuse(3)))   # each run once
+    assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")]
+    assert write_all(out, plots=False)["complete"]
+
+
+def test_a_worker_whose_facts_differ_is_refused_before_its_first_run(tmp_path, monkeypatch, capsys):
+    import experiments.cluster as cl
+    real = cl.facts()
+    monkeypatch.setattr(cl, "facts", lambda: {**real, "kernel": "0.0-elsewhere"})
+    with pytest.raises(SetupError, match="no worker has this machine's facts"):
+        with DaskCluster("local:1"):
+            pass
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "refused" in ln]
+    assert len(lines) == 1 and f"kernel {real['kernel']} there, 0.0-elsewhere here" in lines[0]
