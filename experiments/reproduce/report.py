@@ -94,8 +94,9 @@ def _measured_c6(rows: list[dict]) -> dict[str, list[float]]:
 
 
 def fig_c6(base: Path, measured: dict[str, list[float]] | None = None) -> list[str]:
-    """Completion CDF of ideal selective repeat vs the FEC completion time; measured ECDFs of the
-    fec experiment's requests on top when given."""
+    """Completion CDF of ideal selective repeat vs the FEC completion time and TCP at the
+    Mathis bound, on a log time axis as the chapter's figure 12-18; measured ECDFs of the fec
+    experiment's requests on top when given."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 3.8))
     for (label, vals), colour in zip((measured or {}).items(), ("tab:purple", "tab:olive")):
@@ -106,19 +107,25 @@ def fig_c6(base: Path, measured: dict[str, list[float]] | None = None) -> list[s
     budget = out["serial_budget"].value / 1e3
     ks = np.arange(1, 9)
     ts = budget + (ks - 1) * rtt
-    ax.step(np.concatenate([[0], ts]), np.concatenate([[0], [arq_cdf(k, n, p) for k in ks]]),
+    mathis = evaluate("longhaul")["mathis_transfer"].value
+    end = max([mathis * 1.3] + [v[-1] * 1.3 for v in (measured or {}).values()])
+    cdf = [arq_cdf(k, n, p) for k in ks]
+    ax.step(np.concatenate([[0], ts, [end]]), np.concatenate([[0], cdf, [cdf[-1]]]),
             where="post", color="tab:blue", label="model: ideal selective repeat, P(done by t)")
     fec_t = out["fec_completion"].value / 1e3
-    ax.step([0, fec_t, ts[-1]], [0, 0.999, 0.999], where="post", color="tab:green",
+    ax.step([0, fec_t, end], [0, 0.999, 0.999], where="post", color="tab:green",
             label=f"model: FEC, r = {out['fec_repair'].value} ({out['fec_redundancy'].value:.1%}), ≥ 0.999")
     ax.axvline(out["arq_mean"].value, color="tab:blue", ls=":", lw=1,
                label=f"model: ARQ mean {out['arq_mean'].value:.3f} s")
     ax.axvline(out["arq_quantile"].value, color="tab:red", ls="--", lw=1,
                label=f"model: ARQ p99 {out['arq_quantile'].value:.2f} s")
-    ax.set_xlabel("completion time (s)")
+    ax.axvline(mathis, color="black", ls="-.", lw=1,
+               label=f"model: TCP at the Mathis bound (p = 0.14), {mathis:.1f} s")
+    ax.set_xscale("log")
+    ax.set_xlabel("completion time (s, log scale)")
     ax.set_ylabel("probability completed")
     ax.set_ylim(0, 1.05)
-    ax.set_xlim(0, max([ts[-1]] + [v[-1] * 1.05 for v in (measured or {}).values()]))
+    ax.set_xlim(0.1, end)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(f"C6: {n} packets, p = {p}, RTT {rtt * 1e3:.0f} ms")
     return _save(fig, base)
