@@ -403,8 +403,14 @@ def _fmt(v, unit: str = "") -> str:
 
 
 def markdown(meta: dict, rows: list[dict], figs: list[tuple[str, str]], out: Path) -> str:
-    lines = [f"# testbed reproduce — {meta['title']}", "", _meta_line(meta), "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    items, experiments = _setup(meta, rows)
+    lines = [f"# testbed reproduce — {meta['title']}", "", "## Setup", ""]
+    lines += [f"- {k}: {v}" for k, v in items]
+    for name, d, setup in experiments:
+        lines.append(f"- experiment {name} (`{d}`)" + (":" if setup else ""))
+        lines += [f"  - {k}: {v}" for k, v in setup]
+    lines += ["", "## Results", "", _meta_line(meta), "",
+              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "/") for c in COLUMNS) + " |")
     lines.append("")
@@ -428,28 +434,35 @@ def _measured_cell(r: dict) -> str:
     return f"{_fmt(r['measured'])}{ci} (n={r['n']})"
 
 
-def html_report(meta: dict, rows: list[dict], figs: list[tuple[str, str, str]]) -> Page:
-    """The page: setup (the invocation, the host's load, each experiment's setup one click
-    away), a short table (id, chapter, model, measured with its CI, ok) whose every row's
-    explanation is one click away, then the figures per case."""
+def _setup(meta: dict, rows: list[dict]) -> tuple[list, list]:
+    """The setup of a reproduction: (its own rows, [(experiment name, directory, its setup rows
+    (``experiments.report.experiment_setup``; [] when it has no summary, e.g. a calibration))])."""
     from experiments.report import experiment_setup
-    page = Page(f"testbed reproduce — {meta['title']}")
-    setup = [("cases", meta["title"]), ("mode", meta["mode"]),
+    items = [("cases", meta["title"]), ("mode", meta["mode"]),
              ("when", f"{meta['started']} – {meta['finished']}"),
              ("machine load", f"1-min load {meta['load_before']} → {meta['load_after']} on "
                               f"{meta.get('cores', '?')} cores; {meta.get('cpu', '')}"),
              ("columns", "chapter: the number as printed in CHAPTER12.md; model: analysis.models; "
                          "measured: median of valid experiment runs with real packets (95 % bootstrap "
                          "CI, n), – when not measured; ok: |measured − chapter| ≤ tolerance × |chapter|")]
+    experiments = []
     for d in dict.fromkeys(r["experiment_dir"] for r in rows if r["experiment_dir"]):
-        if (Path(d) / "summary.json").is_file():
-            summary = json.loads((Path(d) / "summary.json").read_text())
-            setup.append((f"experiment {Path(d).name}",
-                          details(summary.get("experiment", Path(d).name) + ": setup",
-                                  setup_table(experiment_setup(Path(d), summary)))))
-        elif (Path(d) / "manifest.json").is_file():
-            setup.append((f"experiment {Path(d).name}", link(d, d)))
-    page.heading("Setup").setup(setup)
+        summary = json.loads((Path(d) / "summary.json").read_text()) if (Path(d) / "summary.json").is_file() \
+            else {}
+        ok = "by_level" in summary and (Path(d) / "manifest.json").is_file()
+        experiments.append((Path(d).name, d, experiment_setup(Path(d), summary) if ok else []))
+    return items, experiments
+
+
+def html_report(meta: dict, rows: list[dict], figs: list[tuple[str, str, str]]) -> Page:
+    """The page: setup (the invocation, the host's load, each experiment's setup one click
+    away), a short table (id, chapter, model, measured with its CI, ok) whose every row's
+    explanation is one click away, then the figures per case."""
+    page = Page(f"testbed reproduce — {meta['title']}")
+    items, experiments = _setup(meta, rows)
+    page.heading("Setup").setup(items + [
+        (f"experiment {name}", details(f"{name}: setup", setup_table(rows_)) if rows_ else link(d, d))
+        for name, d, rows_ in experiments])
     page.heading("Results")
     table, classes = [], []
     for r in rows:
