@@ -57,11 +57,6 @@ class Page:
         self.parts.append(f"<p{f' class={cls!r}' if cls else ''}>{esc(text)}</p>")
         return self
 
-    def raw(self, markup: str) -> "Page":
-        """Markup the caller built (escaped with :func:`esc` where it holds data)."""
-        self.parts.append(markup)
-        return self
-
     def table(self, head: list[str], rows: list[list], classes: list[list] | None = None) -> "Page":
         self.parts.append(table(head, rows, classes))
         return self
