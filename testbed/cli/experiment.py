@@ -59,7 +59,8 @@ def register(sub) -> None:
     add_json(r, "print summary.json instead of the table")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=run_run)
-    rp = esub.add_parser("report", help="recompute summary.json, report.md and plots of a directory")
+    rp = esub.add_parser("report", help="recompute summary.json, report.md, report.html, results.csv and "
+                                        "plots of a directory")
     rp.add_argument("dir")
     add_json(rp)
     rp.set_defaults(func=run_report)
@@ -155,7 +156,8 @@ def run_run(args) -> int:
     summary = write_all(out, prune=True)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))
     if not args.json:
-        print(f"results in {out} (report.md, summary.json, plots/)", file=sys.stderr)
+        print(f"report: {out / 'report.html'} (also report.md, summary.json, results.csv, plots/)",
+              file=sys.stderr)
     return 0
 
 
@@ -166,4 +168,6 @@ def run_report(args) -> int:
         raise UsageError(f"{args.dir}: no manifest.json; not an experiment directory")
     summary = write_all(args.dir)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))
+    if not args.json:
+        print(f"report: {Path(args.dir) / 'report.html'}", file=sys.stderr)
     return 0
