@@ -7,9 +7,10 @@ reference), ``senderrun`` (runs it over a flow, packet by packet or on the fast 
 (per-direction analysis: rates, ACK ratio, flights), ``handshake`` (connection and
 request/response timeline), ``clock`` (pcap time -> CLOCK_MONOTONIC), ``applog`` (JSONL
 event join), ``linkjoin`` (emulator frame-log join), ``qlog`` (QUIC from aioquic qlog),
-``report`` (per-flow JSON), ``plots``/``plotset`` (figures), ``runmetrics`` (a run directory's
-named metrics and checks) and ``models`` (the chapter's closed-form models); the command line is
-``testbed/cli/analyze.py``.
+``report`` (per-flow JSON), ``plots``/``plotset`` (figures, their layout check), ``page`` (one
+self-contained HTML page: the shell every report uses), ``runpage`` (a run's page and the setup
+rows every report starts with), ``runmetrics`` (a run directory's named metrics and checks) and
+``models`` (the chapter's closed-form models); the command line is ``testbed/cli/analyze.py``.
 
 Division of labour: files in, numbers and plots out — no namespaces, no processes, no sockets.
 May import ``testbed.spec``, ``testbed.protocols`` and ``testbed.emulator`` (frame logs, the

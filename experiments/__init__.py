@@ -1,7 +1,9 @@
 """Single-factor experiments: a TOML definition (``definition``), the run order and per-repetition
 seeds (``order``), the runner (``runner``), manipulation checks and the fidelity rule (``checks``),
-statistics (``stats``), ``summary.json`` (``summary``), ``report.md`` (``report``) and figures
-(``plots``).  ``testbed experiment ...`` (testbed/cli/experiment.py) is the command line.
+statistics (``stats``), ``summary.json`` (``summary``), ``report.md`` and ``report.html``
+(``report``), figures (``plots``), and past results found, compared and exported tidy
+(``results``, ``testbed results``).  ``testbed experiment ...`` (testbed/cli/experiment.py) is
+the command line.
 
     from experiments import load_definition, run_experiment, write_all
     exp = load_definition("reuse").with_overrides(reps=5)
