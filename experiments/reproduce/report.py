@@ -26,8 +26,9 @@ COLUMNS = ("id", "quantity", "unit", "chapter", "model", "measured", "ci95", "n"
 PHASE_COLOURS = {"upload": "tab:blue", "processing": "tab:orange", "download": "tab:green"}
 
 
-def fig_c1(base: Path) -> list[str]:
-    """Serial vs three independent blocks: upload, processing and download per block on one axis."""
+def fig_c1(base: Path, measured: dict | None = None) -> list[str]:
+    """Serial vs three independent blocks: upload, processing and download per block on one axis;
+    ``measured``: the C1.serial_total result row, its median and 95 % CI drawn on the serial lane."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 2.8))
     serial = evaluate("serial")
@@ -48,12 +49,21 @@ def fig_c1(base: Path) -> list[str]:
         ax.plot([done, done], [y - 0.35, y + 0.35], color="black", lw=2)
         ax.annotate(f"done {done:.2f} s", (done, y + 0.3), xytext=(4, 0), textcoords="offset points",
                     fontsize=8, va="bottom")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()]
+    names = list(PHASE_COLOURS)
+    right = 14.5
+    if measured and measured["measured"] is not None:
+        m = measured["measured"]
+        lo, hi = measured["ci95"] or (m, m)
+        handles.append(ax.errorbar([m], [-0.42], xerr=[[m - lo], [hi - m]], fmt="v", color="tab:red",
+                                   capsize=3, ms=6))
+        names.append(f"measured, serial (median {m:.2f} s, 95 % CI, n={measured['n']})")
+        right = max(right, hi * 1.05)
     ax.set_yticks(range(len(lanes)), [lane[0] for lane in lanes])
     ax.set_xlabel("time from the request's start (s)")
-    ax.set_xlim(0, 14.5)
+    ax.set_xlim(0, right)
     ax.set_ylim(-0.6, len(lanes) - 0.1)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOURS.values()]
-    ax.legend(handles, list(PHASE_COLOURS), loc="upper left", fontsize=8, ncol=3)
+    ax.legend(handles, names, loc="upper left", fontsize=8, ncol=2)
     ax.set_title("C1: serial vs three blocks (30 MB up at 20 Mbit/s, 5 MB down at 100 Mbit/s, RTT 0.1 s)")
     return _save(fig, base)
 
@@ -377,7 +387,11 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
         fn, caption = MODEL_FIGURES[case]
         c11 = {x: r for r in rows for rid, x in (("C11.fast_only", 1.0), ("C11.split", 2 / 3))
                if r["id"] == rid and r["measured"] is not None}
-        if case == "C11" and c11:
+        c1 = next((r for r in rows if r["id"] == "C1.serial_total" and r["measured"] is not None), None)
+        if case == "C1" and c1:
+            made.append((case, f"C1 (model and measured){_chapter(case)}: {caption}",
+                         fn(out / "figures" / "c1", c1)[0]))
+        elif case == "C11" and c11:
             made.append((case, f"C11 (model and measured){_chapter(case)}: {caption}",
                          fn(out / "figures" / "c11", c11)[0]))
         elif case == "C6" and (measured := _measured_c6(rows)):
