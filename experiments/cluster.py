@@ -25,7 +25,9 @@ workers, so a scheduler reachable from other machines must authenticate them).  
   the scheduler; the coordinator counts the starts (worker events ``testbed-block``) and records
   them in each run's ``experiment.json`` (``attempts``, ``lost_on``).  A block that killed
   :data:`ALLOWED_FAILURES` workers is not retried: its runs are recorded as failed with that reason
-  (the scheduler's ``distributed.scheduler.allowed-failures``; ``local:N`` sets it).
+  (the scheduler's ``distributed.scheduler.allowed-failures``; ``local:N`` sets it).  With no
+  worker at all for :data:`WAIT_WORKERS_S`, the campaign stops with one line (what was gathered
+  is kept for ``--resume``).
 
 ``distributed`` is imported only here and only when a ``DaskCluster`` is entered: the default
 in-process path needs nothing of it (the ``[cluster]`` extra of setup.cfg).
@@ -65,8 +67,10 @@ RESOURCE = "testbed"
 #: workers a block may kill before it is recorded as failed (local:N; a scheduler of your own
 #: reads ``distributed.scheduler.allowed-failures`` from its configuration)
 ALLOWED_FAILURES = 2
-#: seconds to wait for the first worker of a scheduler
+#: seconds to wait for the first worker of a scheduler, and for one while no worker is left
 WAIT_WORKERS_S = 60
+#: seconds between looks at the workers while blocks run
+POLL_S = 5
 EVENTS = "testbed-block"
 INSTALL = "--cluster needs Dask distributed: pip install -e '.[cluster]' (scripts/install.sh installs it)"
 
@@ -300,10 +304,10 @@ class DaskCluster:
     def run(self, exp: Experiment, plans: dict, blocks: list[list[Slot]], out: Path, executor: Callable,
             kw: dict, keep: Callable | None):
         """Yield ``(slot, RunResult, sha256)`` per gathered run, blocks in the order they finish."""
-        from distributed import as_completed
+        from distributed import wait
         from distributed.scheduler import KilledWorker
         want, exp_dict = facts(), exp.to_dict()
-        by_key, futures = {}, []
+        by_key = {}
 
         def submit(block):
             key = f"block-{exp.name}-{'w' if block[0].warmup else 'r'}{block[0].rep}-{uuid.uuid4().hex[:8]}"
@@ -311,27 +315,37 @@ class DaskCluster:
             return self.client.submit(remote_block, exp_dict, [s.to_dict() for s in block], executor, kw,
                                       want, key, key=key, resources={RESOURCE: 1}, pure=False, retries=0)
 
-        futures = [submit(b) for b in blocks]
-        pending = as_completed(futures)
+        remaining, alone_since = {submit(b) for b in blocks}, None
         try:
-            for fut in pending:
-                block = by_key[fut.key]
+            while remaining:
                 try:
-                    packs = fut.result()
-                except Refused as exc:             # a worker that joined after admission
-                    addr = str(exc).split()[1]
-                    self._refuse(str(exc), addr)
-                    pending.add(submit(block))
+                    done, remaining = wait(remaining, timeout=POLL_S, return_when="FIRST_COMPLETED")
+                except TimeoutError:            # still running; give up only when no worker is left
+                    if self.client.scheduler_info()["workers"]:
+                        alone_since = None
+                    elif alone_since is None:
+                        alone_since = time.monotonic()
+                    elif time.monotonic() - alone_since > WAIT_WORKERS_S:
+                        raise SetupError(f"--cluster {self.address}: no worker for {WAIT_WORKERS_S} s, "
+                                         f"{len(remaining)} blocks not run (the runs gathered are kept; "
+                                         "continue with --resume)") from None
                     continue
-                except KilledWorker as exc:
+                for fut in done:
+                    block = by_key[fut.key]
+                    try:
+                        packs = fut.result()
+                    except Refused as exc:             # a worker that joined after admission
+                        self._refuse(str(exc), str(exc).split()[1])
+                        remaining.add(submit(block))
+                        continue
+                    except KilledWorker as exc:
+                        yield from self._killed(exp, out, block, self._starts(fut.key), exc)
+                        continue
                     starts = self._starts(fut.key)
-                    yield from self._killed(exp, out, block, starts, exc)
-                    continue
-                starts = self._starts(fut.key)
-                for slot, p in zip(block, packs):
-                    yield slot, self._gather(out, slot, p, starts), p["sha256"]
+                    for slot, p in zip(block, packs):
+                        yield slot, self._gather(out, slot, p, starts), p["sha256"]
         finally:
-            self.client.cancel([f for f in futures if not f.done()])
+            self.client.cancel(list(remaining))
 
     def _starts(self, key: str) -> list[str]:
         """The workers that started block ``key``, in order (its worker events)."""

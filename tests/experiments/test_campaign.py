@@ -231,3 +231,37 @@ def test_a_worker_whose_facts_differ_is_refused_before_its_first_run(tmp_path, m
             pass
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "refused" in ln]
     assert len(lines) == 1 and f"kernel {real['kernel']} there, 0.0-elsewhere here" in lines[0]
+
+
+def _move(out: Path, machine_of) -> None:
+    """Rewrite each run's machine as ``machine_of(slot info)`` (as if it had run there)."""
+    for d in (out / "runs").iterdir():
+        p = d / "experiment.json"
+        info = json.loads(p.read_text())
+        p.write_text(json.dumps({**info, "machine": machine_of(info)}))
+
+
+def test_the_machine_is_a_block_in_the_statistics(tmp_path):
+    exp = reuse(4)
+    out = run_experiment(exp, tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS), quiet=True)
+    whole = write_all(out, plots=False)["comparisons"][0]
+    # repetitions 0-1 on m1, 2-3 on m2: both arms met on each machine; every pair kept
+    _move(out, lambda i: f"m{1 + i['rep'] // 2}")
+    s = write_all(out, plots=False)
+    c = s["comparisons"][0]
+    assert c["not_compared"] is None and c["machines"] == ["m1", "m2"]
+    assert c["paired_difference"]["n_pairs"] == 4 and c["ratio"] == whole["ratio"]
+    assert set(s["by_level"]["new"]["by_machine"]) == {"m1", "m2"}
+    assert s["by_level"]["new"]["by_machine"]["m1"]["n"] == 2
+    assert "per machine" in text(s)
+    # repetition 3's reuse arm on m3: its new arm has no partner there, m3 is left out
+    _move(out, lambda i: "m3" if (i["rep"], i["level"]) == (3, "reuse") else f"m{1 + i['rep'] // 2}")
+    c = write_all(out, plots=False)["comparisons"][0]
+    assert c["machines"] == ["m1", "m2"] and c["paired_difference"]["n_pairs"] == 3
+    # every new run on m1, every reuse run on m2: never met, not compared
+    _move(out, lambda i: "m1" if i["level"] == "new" else "m2")
+    s = write_all(out, plots=False)
+    c = s["comparisons"][0]
+    assert c["ratio"] is None and c["paired_difference"]["n_pairs"] == 0
+    assert "new ran only on m1 and reuse only on m2" in c["not_compared"]
+    assert "new/reuse: not compared: new ran only on m1" in text(s)
