@@ -68,10 +68,12 @@ def fig_c1(base: Path, measured: dict | None = None) -> list[str]:
     return _save(fig, base)
 
 
-def fig_c4(base: Path) -> list[str]:
-    """Bytes sent per slow-start round and cumulative, against the request size."""
+def fig_c4(base: Path, measured: dict | None = None) -> list[str]:
+    """Bytes sent per slow-start round and cumulative, against the request size; ``measured``:
+    {row id: result row} — C4.first_round drawn as the first flight's bytes (segments x MSS) and
+    C4.rounds as the measured number of flights (medians)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(10, 3.6))
     p = SlowStartParams()
     cum = np.array(cumulative(p))
     per = np.diff(np.concatenate([[0], cum]))
@@ -79,10 +81,17 @@ def fig_c4(base: Path) -> list[str]:
     ax.bar(x, per / 1e3, color="tab:blue", label="sent in the round")
     ax.plot(x, cum / 1e3, "o-", color="tab:orange", label="cumulative")
     ax.axhline(p.size / 1e3, color="black", ls="--", lw=1, label=f"request {p.size:,.0f} B")
+    first, rounds = ((measured or {}).get(k) for k in ("C4.first_round", "C4.rounds"))
+    if first and first["measured"] is not None:
+        ax.plot([1], [first["measured"] * p.mss / 1e3], "D", color="tab:red", ms=7,
+                label=f"measured first flight: {first['measured']:g} segments (median, n={first['n']})")
+    if rounds and rounds["measured"] is not None:
+        ax.axvline(rounds["measured"], color="tab:red", ls=":", lw=1.5,
+                   label=f"measured: {rounds['measured']:g} flights (median, n={rounds['n']})")
     ax.set_xticks(x)
     ax.set_xlabel("round (one RTT each)")
     ax.set_ylabel("kB (10³ B)")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"C4: slow start from {p.iw} x {p.mss} B, doubling: {len(cum)} rounds")
     return _save(fig, base)
 
@@ -388,9 +397,12 @@ def figures(rows: list[dict], out: Path) -> list[tuple[str, str, str]]:
         c11 = {x: r for r in rows for rid, x in (("C11.fast_only", 1.0), ("C11.split", 2 / 3))
                if r["id"] == rid and r["measured"] is not None}
         c1 = next((r for r in rows if r["id"] == "C1.serial_total" and r["measured"] is not None), None)
+        c4 = {r["id"]: r for r in rows if r["case"] == "C4" and r["measured"] is not None}
         if case == "C1" and c1:
             made.append((case, f"C1 (model and measured){_chapter(case)}: {caption}",
                          fn(out / "figures" / "c1", c1)[0]))
+        elif case == "C4" and c4:
+            made.append((case, f"C4 (model and measured): {caption}", fn(out / "figures" / "c4", c4)[0]))
         elif case == "C11" and c11:
             made.append((case, f"C11 (model and measured){_chapter(case)}: {caption}",
                          fn(out / "figures" / "c11", c11)[0]))
