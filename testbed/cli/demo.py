@@ -12,7 +12,7 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="the main job of `make demo`: calibrate the long-haul path, then "
                                     "`testbed reproduce C7 --quick` (minutes)")
     add_backend(p)
-    add_results(p, "where the demo's reproduction goes")
+    add_results(p, "the demo's calibration and reproduction")
     add_engine_option(p)  # sets $TESTBED_ENGINE, which the calibration and the runs below inherit
     p.set_defaults(func=run)
 
@@ -28,7 +28,7 @@ def run(args) -> int:
     print(f"testbed demo: backend {report['backend']}, kernel congestion controls "
           f"{' '.join(report['congestion_control'])}", flush=True)
     testbed = [sys.executable, "-m", "testbed", *(["-v"] * args.verbose), *(["-q"] if args.quiet else [])]
-    rc = subprocess.run([*testbed, "calibrate", "--backend", args.backend]).returncode
+    rc = subprocess.run([*testbed, "calibrate", "--backend", args.backend, "--results", args.results]).returncode
     print("testbed demo: the headline reproduction, C7 (new connection vs kept alive, direct vs relay)",
           flush=True)
     out = Path(args.results) / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
