@@ -1,13 +1,17 @@
 """Cross-validation: the userspace emulator against kernel netem, with the same TCP stack.
 
-    .venv/bin/python benchmarks/emulator_vs_netem.py [--quick] [--only SPEC] [--results DIR]
+    .venv/bin/python benchmarks/emulator_vs_netem.py [--guest uml|vm] [--quick] [--only SPEC] [--results DIR]
 
-For each link spec below, the same measurements run through ``Testbed("longhaul")`` three times,
-each guest freshly booted (``testbed.backends.uml``, the build and mode ``testbed doctor`` reports):
+For each link spec below, the same measurements run through ``Testbed("longhaul")`` three times:
 
-1. netem in a UML guest (``backend="netem"``);
-2. the userspace emulator in a UML guest of the same build (``backend="userspace"``);
+1. netem in a guest (``backend="netem"``);
+2. the userspace emulator in the same kind of guest (``backend="userspace"``);
 3. the userspace emulator on this host.
+
+``--guest uml`` (the default): a User-Mode Linux guest freshly booted for each spec and backend
+(``testbed.backends.uml``, the build and mode ``testbed doctor`` reports).  ``--guest vm``: one
+boot of the Debian VM (``testbed.backends.vm``; ``testbed vm build`` first) runs every spec on
+both backends, so 1 and 2 share one guest kernel.
 
 Table 1 compares 2 with 1: same kernel, same endpoints, same guest; only the link differs, so
 this is the emulator's fidelity.  Table 2 compares 3 with 1, labelled as what it is: link
@@ -74,7 +78,8 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
     """All measurements of one spec on one backend (see the module docstring)."""
     from testbed.run.network import Testbed
     m: dict = {"name": name, "backend": backend, "kernel": os.uname().release,
-               "uml": json.loads(os.environ.get("TESTBED_UML_GUEST") or "null")}
+               "uml": json.loads(os.environ.get("TESTBED_UML_GUEST") or "null"),
+               "vm": json.loads(os.environ.get("TESTBED_VM_GUEST") or "null")}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results) as tb:
         c, s = tb.ip("client"), tb.ip("server")
         (_a, _b, up, down), = tb.topo.link_specs()
@@ -147,17 +152,27 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
     return m
 
 
-def in_guest(name: str, backend: str, results: Path, quick: bool, mem: str) -> dict:
-    """``measure(name, backend)`` in a freshly booted guest (one boot per spec and backend, so
+def in_guest(name: str, backend: str, results: Path, quick: bool, mem: str, machine=None) -> dict:
+    """``measure(name, backend)`` in a guest: in ``machine`` (a booted ``testbed.backends.vm``
+    guest) if given, else in a freshly booted UML guest (one boot per spec and backend, so
     nothing a previous run left in the guest's single CPU can disturb the next)."""
-    from testbed.backends import uml
     out = results / f"{backend}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    res = uml.run_in_guest([sys.executable, str(Path(__file__).resolve()), "--results", str(results),
-                            "--in-guest", str(out), "--spec", name, "--backend", backend,
-                            *(["--quick"] if quick else [])],
-                           results_dir=results, mem=mem, timeout=1800)
-    if res.returncode != 0:
-        raise RuntimeError(f"guest run of {name!r} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    argv = [sys.executable, str(Path(__file__).resolve()), "--results", str(results),
+            "--in-guest", str(out), "--spec", name, "--backend", backend,
+            *(["--quick"] if quick else [])]
+    if machine is not None:
+        log = results / f"{backend}-vm-output.txt"
+        with open(log, "wb") as f:
+            rc = machine.exec(argv, cwd=REPO, stdout=f, stderr=f, timeout=1800)
+        text = log.read_text(errors="replace")
+        log.unlink()
+        if rc != 0:
+            raise RuntimeError(f"VM run of {name!r} failed ({rc}):\n{text}")
+    else:
+        from testbed.backends import uml
+        res = uml.run_in_guest(argv, results_dir=results, mem=mem, timeout=1800)
+        if res.returncode != 0:
+            raise RuntimeError(f"guest run of {name!r} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     m = json.loads(out.read_text())
     out.unlink()
     return m
@@ -179,7 +194,7 @@ def _fmt(v) -> str:
 
 
 def _where(m: dict) -> str:
-    return f"guest {m['kernel']}" if m.get("uml") else f"host {m['kernel']}"
+    return f"guest {m['kernel']}" if m.get("uml") or m.get("vm") else f"host {m['kernel']}"
 
 
 def table(title: str, emu: list[dict], netem: list[dict]) -> str:
@@ -220,7 +235,9 @@ def main() -> int:
     p.add_argument("--results", default=str(REPO / "results" / "benchmarks"),
                    help="directory for run directories and the JSON result")
     p.add_argument("--quick", action="store_true", help="fewer packets, requests and seconds")
-    p.add_argument("--mem", default="768M", help="guest memory")
+    p.add_argument("--mem", default=None, help="guest memory (default: 768M UML, 2G VM)")
+    p.add_argument("--guest", choices=("uml", "vm"), default="uml",
+                   help="where netem runs: a UML guest per cell, or one boot of the Debian VM")
     p.add_argument("--only", action="append", default=[], choices=list(SPECS)[1:],
                    help="measure only this spec (repeatable; the unimpaired baseline always runs)")
     p.add_argument("--in-guest", help=argparse.SUPPRESS)  # internal: JSON output path
@@ -232,26 +249,43 @@ def main() -> int:
         m = measure(args.spec, SPECS[args.spec], args.backend, results, args.quick)
         Path(args.in_guest).write_text(json.dumps(m))
         return 0
-    from testbed.backends import uml
-    ok, reason = uml.availability()
-    if not ok:
-        print(f"emulator_vs_netem: {reason}", file=sys.stderr)
-        return 1
     results.mkdir(parents=True, exist_ok=True)
+    machine, kind = None, {"uml": "UML guest", "vm": "VM"}[args.guest]
+    if args.guest == "uml":
+        from testbed.backends import uml
+        ok, reason = uml.availability()
+        if not ok:
+            print(f"emulator_vs_netem: {reason}", file=sys.stderr)
+            return 1
+    else:
+        from testbed.backends import vm
+        from testbed.spec.errors import SetupError
+        try:
+            machine = vm.boot(f"bench-{os.getpid()}", shares=vm.default_shares(results),
+                              mem=args.mem or vm.DEFAULT_MEM, owner=True,
+                              console=results / "vm-console.log")
+        except SetupError as exc:
+            print(f"emulator_vs_netem: {exc}", file=sys.stderr)
+            return 1
+        kind = f"VM ({machine.state['accel']}, {machine.state['cpus']} vCPU)"
     netem, emu_guest, emu_host = [], [], []
-    for name in [n for n in SPECS if n == "unimpaired" or not args.only or n in args.only]:
-        for label, backend, runs in (("netem in a UML guest", "netem", netem),
-                                     ("userspace emulator in a UML guest", "userspace", emu_guest),
-                                     ("userspace emulator on the host", None, emu_host)):
-            print(f"{name}: {label} ...", file=sys.stderr, flush=True)
-            load = os.getloadavg()
-            m = (in_guest(name, backend, results, args.quick, args.mem) if backend else
-                 measure(name, SPECS[name], "userspace", results, args.quick))
-            runs.append(loaded(m, load))
+    try:
+        for name in [n for n in SPECS if n == "unimpaired" or not args.only or n in args.only]:
+            for label, backend, runs in ((f"netem in the {kind}", "netem", netem),
+                                         (f"userspace emulator in the {kind}", "userspace", emu_guest),
+                                         ("userspace emulator on the host", None, emu_host)):
+                print(f"{name}: {label} ...", file=sys.stderr, flush=True)
+                load = os.getloadavg()
+                m = (in_guest(name, backend, results, args.quick, args.mem or "768M", machine)
+                     if backend else measure(name, SPECS[name], "userspace", results, args.quick))
+                runs.append(loaded(m, load))
+    finally:
+        if machine is not None:
+            machine.shutdown()
     out = results / f"emulator_vs_netem-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps({"netem_guest": netem, "emulator_guest": emu_guest,
                                "emulator_host": emu_host}, indent=1))
-    print(table("Table 1 — the link alone: emulator and netem in the same guest (same kernel, "
+    print(table(f"Table 1 — the link alone: emulator and netem in the same {kind} (same kernel, "
                 "same endpoints)", emu_guest, netem))
     print()
     print(table("Table 2 — host vs guest: emulator on this host against netem in the guest "

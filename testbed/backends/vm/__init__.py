@@ -309,6 +309,7 @@ class Machine:
                     _reap(self.state["pid"])
                     time.sleep(0.05)
                 end_process(self.record())
+            _reap(self.state["pid"])        # our child: no zombie left
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -230,3 +230,22 @@ def test_kernel_backend_tests_pass_in_the_guest(guest):
     assert int(suite.get("tests")) >= 3 and int(suite.get("skipped")) == 0, text[-2000:]
     print(f"kernel-backend tests in the VM ({m.state['accel']}, {m.state['cpus']} vCPU, boot "
           f"{m.state['boot_seconds']} s): {suite.get('tests')} passed in {suite.get('time')} s")
+
+
+def test_netem_vm_runs_the_command_in_the_guest_that_is_up(tmp_path, monkeypatch, isolated_state):
+    """``--backend netem-vm`` with a ``vm up`` guest sharing the paths: the command runs there
+    with ``--backend netem``; without one a guest is booted for it (here: refused, no image)."""
+    from testbed.spec.errors import SetupError
+    calls = []
+    m = _machine(tmp_path, os.getpid())
+    monkeypatch.setattr(vm.Machine, "load", classmethod(lambda cls, name=vm.MAIN: m))
+    monkeypatch.setattr(vm.Machine, "exec", lambda self, argv, **kw: calls.append((argv, kw)) or 7)
+    monkeypatch.chdir(tmp_path)
+    argv = ["calibrate", "--backend", "netem-vm", "--rate", "10mbit"]
+    assert vm.run_cli_in_guest(argv, results_root=tmp_path / "results") == 7
+    assert calls[0][0] == [sys.executable, "-m", "testbed", "calibrate", "--backend", "netem",
+                           "--rate", "10mbit"] and calls[0][1]["cwd"] == tmp_path
+    monkeypatch.setattr(vm.Machine, "load", classmethod(lambda cls, name=vm.MAIN: None))
+    monkeypatch.setattr(vm, "boot", lambda *a, **kw: (_ for _ in ()).throw(SetupError("no image")))
+    with pytest.raises(SetupError, match="no image"):
+        vm.run_cli_in_guest(argv, results_root=tmp_path / "results")
