@@ -265,3 +265,33 @@ def test_the_machine_is_a_block_in_the_statistics(tmp_path):
     assert c["ratio"] is None and c["paired_difference"]["n_pairs"] == 0
     assert "new ran only on m1 and reuse only on m2" in c["not_compared"]
     assert "new/reuse: not compared: new ran only on m1" in text(s)
+
+
+def keys(obj, path=""):
+    """Every key path of a JSON value (list elements share their list's path)."""
+    if isinstance(obj, dict):
+        return {p for k, v in obj.items() for p in {f"{path}/{k}"} | keys(v, f"{path}/{k}")}
+    if isinstance(obj, list):
+        return {p for v in obj for p in keys(v, path + "[]")}
+    return set()
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_real_runs_on_two_local_workers_report_as_local_ones(tmp_path):
+    """Real packets: one repetition of reuse (3 requests per run) here and on local:2."""
+    exp = reuse(1).with_overrides(warmup=0, sets={"params.requests": 3})
+    local = run_experiment(exp, tmp_path / "local", quiet=True)
+    with DaskCluster("local:2") as where:
+        far = run_experiment(exp, tmp_path / "far", quiet=True, where=where)
+    a, b = write_all(local, plots=False, prune=True), write_all(far, plots=False, prune=True)
+    assert keys(a) == keys(b)
+    # a run the link fidelity rule excludes on a busy machine is the machine's verdict, not the executor's
+    busy = {r["dir"] for s in (a, b) for r in s["runs"] if (r["reason"] or "").startswith("link fidelity")}
+    verdict = lambda s: [(r["dir"], r["status"], sorted(r["checks"])) + (() if r["dir"] in busy else  # noqa: E731
+                         (r["valid"], r["reason"])) for r in s["runs"]]
+    assert verdict(a) == verdict(b), (verdict(a), verdict(b))
+    assert files(local) == files(far)
+    assert list(b["machines"].values()) == [2] and b["redone"] == []
+    if not busy:
+        assert b["comparisons"][0]["ratio"] > 2               # new connections pay the handshake
