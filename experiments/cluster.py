@@ -22,7 +22,9 @@ workers, so a scheduler reachable from other machines must authenticate them).  
   the temporary directory, and returns the packs; the coordinator checks each checksum, unpacks
   into ``runs/.partial-NNN-LEVEL`` and renames it, as a local run does.
 * **Nothing lost**: a worker that dies mid-block has the block started again on another worker by
-  the scheduler; the coordinator counts the starts (worker events ``testbed-block``) and records
+  the scheduler (what the dead run left on its machine — processes, namespaces — is removed by
+  :func:`reap_blocks` before the next block there and when the workers stop); the coordinator
+  counts the starts (worker events ``testbed-block``) and records
   them in each run's ``experiment.json`` (``attempts``, ``lost_on``).  A block that killed
   :data:`ALLOWED_FAILURES` workers is not retried: its runs are recorded as failed with that reason
   (the scheduler's ``distributed.scheduler.allowed-failures``; ``local:N`` sets it).  With no
@@ -149,6 +151,23 @@ def machine_lock():
         os.close(fd)
 
 
+def reap_blocks() -> list[str]:
+    """End what runs of blocks left on this machine when their worker died or was stopped
+    mid-run (``testbed clean``'s work, for the lifecycle records of runs in a block's scratch
+    directory whose owner is gone); a line per thing removed."""
+    from testbed.host.lifecycle import STATE_DIR, RunState, proc_start_time, remove_state
+    done = []
+    for path in sorted(STATE_DIR.glob("tb-*.json")):
+        try:
+            state = RunState.load(path)
+        except (OSError, ValueError, TypeError):
+            continue
+        if "/testbed-block-" in state.results_dir and \
+                proc_start_time(state.owner_pid) != state.owner_start_time:
+            done += remove_state(state)
+    return done
+
+
 def pack(d: Path) -> tuple[bytes, str]:
     """A run directory as an uncompressed tar (paths relative to it) and its SHA-256."""
     buf = io.BytesIO()
@@ -190,6 +209,8 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
             plan.preflight()
     block = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in slots]
     with machine_lock():
+        for line in reap_blocks():          # a run of a worker that died here before
+            log.warning("before block %s: %s", key, line)
         worker.log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
         tmp = Path(tempfile.mkdtemp(prefix="testbed-block-", dir=worker.local_directory))
         try:
@@ -273,6 +294,8 @@ class DaskCluster:
                     obj.close()
                 except Exception as err:   # noqa: BLE001 - keep closing the rest
                     log.warning("closing %s failed: %r", type(obj).__name__, err)
+        if self.kind == "local":            # a run its worker was stopped in: what it left
+            reap_blocks()
         self.client = self.cluster = None
         logging.getLogger("distributed").setLevel(self._log_level)
 
@@ -412,4 +435,7 @@ def serve_worker(address: str, name: str | None = None) -> None:
                 print(f"testbed: worker {nanny.worker_address} of {target} ready", file=sys.stderr)
                 await nanny.finished()
     with tempfile.TemporaryDirectory(prefix="testbed-dask-") as scratch:
-        asyncio.run(serve(scratch))
+        try:
+            asyncio.run(serve(scratch))
+        finally:
+            reap_blocks()                   # a run the stopped worker was in the middle of

@@ -295,3 +295,29 @@ def test_real_runs_on_two_local_workers_report_as_local_ones(tmp_path):
     assert list(b["machines"].values()) == [2] and b["redone"] == []
     if not busy:
         assert b["comparisons"][0]["ratio"] > 2               # new connections pay the handshake
+
+
+def test_what_a_dead_workers_run_left_is_reaped_and_nothing_else(tmp_path, monkeypatch):
+    """A lifecycle record of a run in a block's scratch directory whose owner is gone is removed
+    (its temp dir, its processes); a live owner's and a non-block run's records are left alone."""
+    from dataclasses import asdict
+
+    import testbed.host.lifecycle as lc
+    from experiments.cluster import reap_blocks
+    monkeypatch.setattr(lc, "STATE_DIR", tmp_path / "state")
+    (tmp_path / "state").mkdir()
+    gone = subprocess.Popen(["sleep", "30"])
+    start = lc.proc_start_time(gone.pid)
+    gone.kill()
+    gone.wait()
+    me = (os.getpid(), lc.proc_start_time(os.getpid()))
+    for name, (pid, st), where in (("tb-dead-block", (gone.pid, start), "/x/testbed-block-ab/runs/.partial-000-new"),
+                                   ("tb-live-block", me, "/x/testbed-block-cd/runs/.partial-001-reuse"),
+                                   ("tb-dead-other", (gone.pid, start), "/x/results/tb-1")):
+        d = tmp_path / name
+        d.mkdir()
+        state = lc.RunState(name, pid, st, where, tmpdirs=[str(d)])
+        (tmp_path / "state" / f"{name}.json").write_text(json.dumps(asdict(state)))
+    lines = reap_blocks()
+    assert lines == [f"removed {tmp_path / 'tb-dead-block'}"]
+    assert sorted(p.stem for p in (tmp_path / "state").iterdir()) == ["tb-dead-other", "tb-live-block"]
