@@ -490,6 +490,9 @@ def doctor_report(refresh: bool = False) -> dict:
     if os.environ.get("TESTBED_UML_GUEST"):
         return {**unavailable, "reason": "this is a UML guest: "
                 + os.environ["TESTBED_UML_GUEST"]}
+    if os.environ.get("TESTBED_VM_GUEST"):     # its kernel has netem: no UML boot check there
+        return {**unavailable, "reason": "this is the testbed's VM: "
+                + os.environ["TESTBED_VM_GUEST"]}
     if os.geteuid() != 0:
         return {**unavailable, "reason": "needs root (the guest's namespaces and qdiscs are set "
                 "up as root)"}

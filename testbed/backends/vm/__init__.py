@@ -399,23 +399,23 @@ def _end(proc: subprocess.Popen) -> None:
 def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None = None,
          mem: str = DEFAULT_MEM, console: Path | None = None, owner: bool = False,
          run: lifecycle.Run | None = None) -> Machine:
-    """Boot a guest named ``name`` with the cached image (``testbed vm build`` makes it) and
-    wait for its agent; the accelerator as ``accel_candidates`` says, KVM falling back to TCG.
+    """Boot a guest named ``name`` with the cached image (built first when missing: ``testbed
+    vm build``) and wait for its agent; the accelerator as ``accel_candidates`` says, KVM falling back to TCG.
 
     shares: host directories the guest mounts at the same paths (default ``default_shares()``).
     cpus: virtual CPUs (default ``default_cpus(accel)``); mem: qemu's -m (e.g. '2G').
     console: the serial console's log file (default ``CACHE_DIR/console-<name>.log``).
     owner: the calling process owns the guest (``clean`` leaves it alone while it lives).
     run: a lifecycle Run recording qemu and the run directory.
-    Raises SetupError (no image, qemu missing) or GuestError (no accelerator booted it: one line
-    with the console log's path)."""
+    Raises SetupError (qemu missing, the image cannot be built) or GuestError (no accelerator
+    booted it: one line with the console log's path)."""
     ok, why = qemu_available()
     if not ok:
         raise SetupError(f"the VM cannot start: {why}")
     img = vm_image.cached()
-    if img is None:
-        raise SetupError("no VM image for the current scripts/install.sh package list: run "
-                         "`testbed vm build` (minutes, once)")
+    if img is None:             # first use, or install.sh's package list changed
+        log.warning("building the VM image first (minutes, once; `testbed vm build`)")
+        img, _ = vm_image.build(log=log.info)
     if cpus is not None and not (isinstance(cpus, int) and 1 <= cpus <= 64):
         raise ValueError(f"cpus {cpus!r}: give 1 to 64")
     if not re.fullmatch(r"[1-9][0-9]*[MG]", mem):
