@@ -45,6 +45,7 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import socket
 import sys
 import tarfile
@@ -429,11 +430,21 @@ def serve_worker(address: str, name: str | None = None) -> None:
         raise UsageError(INSTALL.replace("--cluster", "testbed worker")) from None
 
     async def serve(scratch):
-        with dask.config.set({"distributed.worker.daemon": False, "temporary-directory": scratch}):
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        level = "info" if logging.getLogger().getEffectiveLevel() <= logging.INFO else "error"
+        logging.getLogger("distributed").setLevel(level.upper())
+        with dask.config.set({"distributed.worker.daemon": False, "temporary-directory": scratch,
+                              "logging.distributed": level}):
             async with Nanny(target, nthreads=1, resources={RESOURCE: 1}, local_directory=scratch,
-                             name=name or socket.gethostname()) as nanny:
+                             name=name or socket.gethostname(), silence_logs=getattr(logging, level.upper())
+                             ) as nanny:
                 print(f"testbed: worker {nanny.worker_address} of {target} ready", file=sys.stderr)
-                await nanny.finished()
+                ended = asyncio.ensure_future(nanny.finished())
+                await asyncio.wait([ended, asyncio.ensure_future(stop.wait())],
+                                   return_when=asyncio.FIRST_COMPLETED)
+        print("testbed: worker stopped", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="testbed-dask-") as scratch:
         try:
             asyncio.run(serve(scratch))

@@ -321,3 +321,59 @@ def test_what_a_dead_workers_run_left_is_reaped_and_nothing_else(tmp_path, monke
     lines = reap_blocks()
     assert lines == [f"removed {tmp_path / 'tb-dead-block'}"]
     assert sorted(p.stem for p in (tmp_path / "state").iterdir()) == ["tb-dead-other", "tb-live-block"]
+
+
+def test_a_block_refused_by_its_worker_goes_elsewhere_and_no_worker_left_stops(tmp_path, monkeypatch, capsys):
+    """Workers admitted, then the coordinator's facts change (as when a worker joins later with
+    other facts): each worker refuses its first block before running it and is closed; with no
+    worker left the campaign stops in one line, nothing run."""
+    import experiments.cluster as cl
+    monkeypatch.setattr(cl, "WAIT_WORKERS_S", 3)
+    monkeypatch.setattr(cl, "POLL_S", 0.5)
+    with DaskCluster("local:2") as where:
+        real = cl.facts()
+        monkeypatch.setattr(cl, "facts", lambda: {**real, "revision": "0" * 40})
+        with pytest.raises(SetupError, match="no worker for 3 s"):
+            run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS),
+                           quiet=True, where=where)
+    refused = [ln for ln in capsys.readouterr().err.splitlines() if " refused: revision " in ln]
+    assert len(refused) == 2 and all(ln.startswith("testbed: worker tcp://127.0.0.1:") for ln in refused)
+    assert not [p for p in (tmp_path / "e" / "runs").iterdir()]
+
+
+def _wait_for(path: Path, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_testbed_worker_serves_a_scheduler_and_stops_clean(tmp_path):
+    """A scheduler on loopback, one `testbed worker`, the campaign through tcp://; SIGTERM ends
+    the worker with exit 0 and its scratch space removed."""
+    info = tmp_path / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
+    sched = subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+                              "--no-dashboard", "--scheduler-file", str(info)], cwd=REPO, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        _wait_for(info)
+        address = json.loads(info.read_text())["address"]
+        worker = subprocess.Popen([sys.executable, "-m", "testbed", "worker", address], cwd=REPO, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with DaskCluster(address) as where:
+            out = run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS),
+                                 quiet=True, where=where)
+        s = write_all(out, plots=False)
+        assert s["complete"] and s["by_level"]["reuse"]["n_valid"] == 2
+        assert {json.loads(ln)["worker"] for ln in (out / "ledger.jsonl").read_text().splitlines()} != {None}
+        assert list(tmp_path.glob("testbed-dask-*"))              # the worker's scratch, while it runs
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+        assert worker.returncode == 0, err[-2000:]
+        assert "ready" in err and not list(tmp_path.glob("testbed-dask-*"))
+    finally:
+        for p in (worker, sched):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
