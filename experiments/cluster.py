@@ -390,8 +390,8 @@ class DaskCluster:
 
     def _killed(self, exp: Experiment, out: Path, block: list[Slot], starts: list[str], exc):
         """Record each run of a block that killed too many workers as failed, with the reason."""
-        why = (f"killed {len(starts) or self.allowed_failures + 1} workers (the cap is "
-               f"{self.allowed_failures} retries): {', '.join(starts) or exc}")
+        why = (f"killed {len(starts) or self.allowed_failures + 1} workers (a block is started at most "
+               f"{self.allowed_failures + 1} times): {', '.join(starts) or exc}")
         for slot in block:
             final, tmp = out / "runs" / slot.dirname, out / "runs" / f".partial-{slot.dirname}"
             shutil.rmtree(tmp, ignore_errors=True)

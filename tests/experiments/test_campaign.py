@@ -377,3 +377,16 @@ def test_testbed_worker_serves_a_scheduler_and_stops_clean(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_block_that_keeps_killing_workers_fails_with_its_reason_after_the_cap(tmp_path):
+    exp = reuse(2)
+    doomed = [s for s in schedule(exp) if not s.warmup and s.rep == 1]
+    fx = SlowFake("params.mode", MEDIANS, sleep_s=0.05, die_on_seed=doomed[0].seed)
+    with DaskCluster("local:2", allowed_failures=1) as where:
+        out = run_experiment(exp, tmp_path / "e", executor=fx, quiet=True, where=where)
+    s = write_all(out, plots=False)
+    excluded = {e["dir"]: e["reason"] for e in s["excluded"]}
+    assert sorted(excluded) == sorted(f"runs/{d.dirname}" for d in doomed)
+    assert all("killed 2 workers (a block is started at most 2 times)" in why for why in excluded.values())
+    assert s["by_level"]["reuse"]["n_valid"] == 1 and s["complete"]
