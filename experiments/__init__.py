@@ -10,6 +10,9 @@ the command line.
     out = run_experiment(exp, "results/reuse-test")      # executor=testbed.run.execute.execute
     summary = write_all(out)                               # summary.json, plots/, report.md
 
+``cluster`` is the Dask executor of the runner (``--cluster``: repetition blocks on many machines,
+docs/campaigns.md); the default executor runs them here (``runner.InProcess``).
+
 ``reproduce`` (``testbed reproduce``) holds the chapter table: one row per quantity, measured by
 the experiments in ``definitions/``.
 

@@ -25,8 +25,8 @@ workers, so a scheduler reachable from other machines must authenticate them).  
   the scheduler (what the dead run left on its machine — processes, namespaces — is removed by
   :func:`reap_blocks` before the next block there and when the workers stop); the coordinator
   counts the starts (worker events ``testbed-block``) and records
-  them in each run's ``experiment.json`` (``attempts``, ``lost_on``).  A block that killed
-  :data:`ALLOWED_FAILURES` workers is not retried: its runs are recorded as failed with that reason
+  them in each run's ``experiment.json`` (``attempts``, ``lost_on``).  A block that killed more
+  than :data:`ALLOWED_FAILURES` workers is not retried: its runs are recorded as failed with that reason
   (the scheduler's ``distributed.scheduler.allowed-failures``; ``local:N`` sets it).  With no
   worker at all for :data:`WAIT_WORKERS_S`, the campaign stops with one line (what was gathered
   is kept for ``--resume``).
@@ -67,8 +67,8 @@ log = logging.getLogger(__name__)
 
 #: the worker resource one run needs; a ``testbed worker`` has exactly one
 RESOURCE = "testbed"
-#: workers a block may kill before it is recorded as failed (local:N; a scheduler of your own
-#: reads ``distributed.scheduler.allowed-failures`` from its configuration)
+#: workers a block may kill and still be started again; one more and its runs are recorded as
+#: failed (local:N; a scheduler of your own reads ``distributed.scheduler.allowed-failures``)
 ALLOWED_FAILURES = 2
 #: seconds to wait for the first worker of a scheduler, and for one while no worker is left
 WAIT_WORKERS_S = 60
