@@ -261,7 +261,7 @@ class DaskCluster:
                                       "distributed.worker.daemon": False, "temporary-directory": scratch}):
                     self.cluster = distributed.LocalCluster(
                         n_workers=self.target, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        resources={RESOURCE: 1}, dashboard_address=None, silence_logs=logging.ERROR,
+                        resources={RESOURCE: 1}, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
                         local_directory=scratch)
                 self.client = distributed.Client(self.cluster)
                 for pid in self.client.run(os.getpid).values():
