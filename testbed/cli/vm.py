@@ -56,9 +56,10 @@ def up(args) -> int:
 
 def exec_(args) -> int:
     from testbed.backends import vm
+    from testbed.host.lifecycle import Run
     m = vm.running()
-    vm.stop_signals()
-    return m.exec(args.argv, timeout=args.timeout)
+    with Run(None):         # SIGTERM and SIGHUP unwind: the command in the guest is ended too
+        return m.exec(args.argv, timeout=args.timeout)
 
 
 def down(args) -> int:

@@ -37,7 +37,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -279,7 +278,7 @@ class Machine:
                     cancelled = "timeout"
                     Path(str(base) + ".cancel").touch()
                 time.sleep(0.05)
-        except KeyboardInterrupt:
+        except BaseException:   # Ctrl-C, SIGTERM (a Run's RunInterrupted), the guest gone
             Path(str(base) + ".cancel").touch()
             end = time.monotonic() + 10
             while time.monotonic() < end and not Path(str(base) + ".rc.json").exists() and self.alive():
@@ -526,9 +525,9 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results",
     inner = [sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)]
     cwd = Path.cwd()
     main = Machine.load(MAIN)
-    if main is not None and main.alive() and main.holds(root) and main.holds(cwd):
-        return main.exec(inner, cwd=cwd, timeout=timeout)
-    with lifecycle.Run(None) as run:
+    with lifecycle.Run(None) as run:    # SIGTERM and SIGHUP unwind: the command is ended too
+        if main is not None and main.alive() and main.holds(root) and main.holds(cwd):
+            return main.exec(inner, cwd=cwd, timeout=timeout)
         name = f"cmd-{os.getpid()}"
         m = boot(name, shares=default_shares(cwd, root), console=root / CONSOLE, owner=True,
                  run=run)
@@ -545,12 +544,3 @@ def status() -> dict:
     return {"image": {"dir": str(img.dir), **img.meta} if img else None,
             "image_key": vm_image.image_key(), "accel": accel_report(),
             "vm": {**m.state, "alive": m.alive()} if m else None}
-
-
-def stop_signals() -> None:
-    """Make SIGTERM and SIGHUP raise KeyboardInterrupt, so an ended ``vm exec`` ends its
-    command in the guest too."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, handler)
