@@ -408,6 +408,14 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
     run: a lifecycle Run recording qemu and the run directory.
     Raises SetupError (qemu missing, the image cannot be built) or GuestError (no accelerator
     booted it: one line with the console log's path)."""
+    if cpus is not None and not (isinstance(cpus, int) and 1 <= cpus <= 64):
+        raise ValueError(f"cpus {cpus!r}: give 1 to 64")
+    if not re.fullmatch(r"[1-9][0-9]*[MG]", mem):
+        raise ValueError(f"mem {mem!r}: give a size like '2G' or '1536M'")
+    d = run_dir() / name
+    if (old := Machine.load(name)) is not None and old.alive():
+        raise SetupError(f"a VM named {name} is already running (pid {old.state['pid']}); "
+                         "`testbed vm down` ends it")
     ok, why = qemu_available()
     if not ok:
         raise SetupError(f"the VM cannot start: {why}")
@@ -415,15 +423,7 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
     if img is None:             # first use, or install.sh's package list changed
         log.warning("building the VM image first (minutes, once; `testbed vm build`)")
         img, _ = vm_image.build(log=log.info)
-    if cpus is not None and not (isinstance(cpus, int) and 1 <= cpus <= 64):
-        raise ValueError(f"cpus {cpus!r}: give 1 to 64")
-    if not re.fullmatch(r"[1-9][0-9]*[MG]", mem):
-        raise ValueError(f"mem {mem!r}: give a size like '2G' or '1536M'")
     shares = _shares(shares if shares is not None else default_shares())
-    d = run_dir() / name
-    if (old := Machine.load(name)) is not None and old.alive():
-        raise SetupError(f"a VM named {name} is already running (pid {old.state['pid']}); "
-                         "`testbed vm down` ends it")
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True, mode=0o700)
     if run is not None:
