@@ -44,9 +44,11 @@ def _static() -> dict[str, Any]:
             versions[module.split(".")[0]] = None
     # In a UML guest (testbed/backends/uml/__init__.py): the build and mode (seccomp/ptrace) it runs on; else null.
     uml_guest = json.loads(os.environ.get("TESTBED_UML_GUEST") or "null")
+    # In the testbed's VM (testbed/backends/vm/__init__.py): accel (kvm/tcg), vCPUs, memory, kernel; else null.
+    vm_guest = json.loads(os.environ.get("TESTBED_VM_GUEST") or "null")
     return {"kernel": platform.release(), "kernel_version": platform.version(),
             "machine": platform.machine(), "hostname": platform.node(), "tools": versions,
-            "uml_guest": uml_guest}
+            "uml_guest": uml_guest, "vm_guest": vm_guest}
 
 
 def provenance() -> dict[str, Any]:
