@@ -236,6 +236,7 @@ class DaskCluster:
         self.allowed_failures = allowed_failures
         self.client = self.cluster = None
         self.refused: list[str] = []
+        self._refused_addrs: set[str] = set()
         self.life = None
         self._log_level = logging.NOTSET
 
@@ -314,6 +315,11 @@ class DaskCluster:
         return kept
 
     def _refuse(self, line: str, addr: str) -> None:
+        """Report and close a refusing worker, once: blocks it refused before it was closed
+        are sent elsewhere without a second line."""
+        if addr in self._refused_addrs:
+            return
+        self._refused_addrs.add(addr)
         self.refused.append(line)
         print(f"testbed: {line}", file=sys.stderr)
         self.client.retire_workers([addr], close_workers=True, remove=True)

@@ -144,7 +144,7 @@ def run_run(args) -> int:
     exp = _experiment(args)
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
-    out = args.out or default_out(exp, args.results)
+    out = Path(args.out) if args.out else default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
     try:
         with place(args.cluster) as where:
