@@ -52,10 +52,15 @@ def _received(proc, stream: int, timeout: float = 600) -> dict | None:
 
 
 def rtt(tb, a: str, b: str, count: int = 200, interval: float = 0.01, size: int = 64,
-        wait: float = 2.0) -> dict[str, Any]:
+        wait: float = 2.0, loopback: bool = False) -> dict[str, Any]:
+    """Ping-pong from ``a`` to an echo on ``b``.  ``loopback``: ``a`` pings an echo in its own
+    namespace over ``lo`` (``b`` unused): the endpoints' own round trip — the same two probe
+    processes, wake-ups and system calls without the link — which a calibration subtracts where
+    it is not negligible (a guest on an emulated CPU)."""
+    b, dst = (a, "127.0.0.1") if loopback else (b, tb.ip(b))
     echo = _listener(tb, b, probe_argv("echo", "--port", PORTS["echo"]), "probe-echo")
     try:
-        ping = last_json(tb.run(a, probe_argv("ping", "--dst", tb.ip(b), "--port", PORTS["echo"],
+        ping = last_json(tb.run(a, probe_argv("ping", "--dst", dst, "--port", PORTS["echo"],
                                               "--count", count, "--interval", interval, "--size", size,
                                               "--wait", wait), timeout=60 + count * interval + wait,
                                 check=True).stdout)

@@ -68,6 +68,15 @@ def test_evaluate_fails_each_line(changes, failing):
     assert _failed(_result(**changes)) == failing
 
 
+def test_rtt_line_allows_for_the_endpoints_own_round_trip_and_no_more():
+    """A guest's probes take 1.1 ms per round trip by themselves: the link is judged without it,
+    but a link 1 ms slower than configured still fails on top of it."""
+    own = {"min": 0.7, "median": 1.1}
+    assert _failed(_result(rtt_ms={"min": 41.0, "median": 41.3, "endpoints": own})) == []
+    assert _failed(_result(rtt_ms={"min": 42.0, "median": 42.3, "endpoints": own})) == ["RTT median (ms)"]
+    assert _failed(_result(rtt_ms={"min": 41.0, "median": 41.3})) == ["RTT median (ms)"]
+
+
 def test_emulator_drops_fail():
     res = _result()
     res["emulator"].update(unintended_drops=1, queue_drops={"up": 3, "down": 0})
@@ -148,16 +157,17 @@ def test_evaluate_explains_a_failed_rate_line_only():
     assert "why" not in checks["rate down (Mbit/s)"]
 
 
-@pytest.mark.parametrize("in_guest, rate, warned", [("1", "20mbit", True), ("1", "12mbit", False),
-                                                     ("", "50mbit", False)])
-def test_a_rate_above_what_a_uml_guest_carries_is_warned(monkeypatch, caplog, in_guest, rate, warned):
+@pytest.mark.parametrize("in_guest, rate, refused", [("1", "20mbit", True), ("1", "unshaped", True),
+                                                      ("1", "12mbit", False), ("", "50mbit", False)])
+def test_a_rate_above_what_a_uml_guest_carries_is_refused(monkeypatch, in_guest, rate, refused):
+    from testbed.spec.errors import UsageError
     monkeypatch.setenv("TESTBED_IN_UML", in_guest)
     fake = _result()
     fake.update(backend="netem", run_dir="x")
     monkeypatch.setattr(calibrate, "measure", lambda *a: fake)
-    with caplog.at_level("WARNING"):
-        calibrate.calibrate(rate=rate, delay="20ms", loss_down="5%")
-    lines = [r.getMessage() for r in caplog.records if "UML guest" in r.getMessage()]
-    assert lines == ([f"rate {rate} is above 12 Mbit/s, the highest at which a UML guest's rate "
-                      "lines passed on a quiet 2-core host (docs/uml.md): a failing rate line may "
-                      "measure the guest, not the link"] if warned else [])
+    if refused:
+        with pytest.raises(UsageError, match=f"--rate {rate}: a UML guest's one virtual CPU carries "
+                                             "calibrate's probes at up to 12 Mbit/s"):
+            calibrate.calibrate(rate=rate, delay="20ms", loss_down="5%")
+    else:
+        assert calibrate.calibrate(rate=rate, delay="20ms", loss_down="5%")["backend"] == "netem"
