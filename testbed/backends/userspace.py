@@ -31,11 +31,17 @@ receive processing of the hosts' ends of emulated links is steered to the others
 ``testbed.host.steering``), so a ``send()`` into a veth does not run the receiving host's TCP on the
 forwarder's CPU; ``summary()`` records both (``cpu``, ``rps_cpus``).
 
+Link schedules: a link whose spec has a ``schedule`` runs the engine that applies schedules
+(the Python one until ``emulator.native`` does, said in one log line); ``set_origin(t_ns)``
+starts every schedule at CLOCK_MONOTONIC ``t_ns`` (the run calls it when the client starts) and
+waits for the forwarder to confirm it.
+
 Seeds: direction k (in link order, a→b then b→a) gets ``seed + k``; recorded in ``summary()``.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import signal
@@ -48,11 +54,12 @@ from typing import Any
 from mininet.link import Link
 from mininet.util import makeIntfPair
 
-from testbed.emulator.config import ENGINE_ENV, ENGINES
+from testbed.emulator.config import ENGINE_ENV, ENGINES, ORIGIN_ACK, ORIGIN_FILE, ORIGIN_SIGNAL
 from testbed.host.namespace import ns_argv, offloads_off, run_in, set_sysctls
 from testbed.spec.linkspec import LinkSpec
 from testbed.host.steering import set_rps
 
+log = logging.getLogger(__name__)
 EMU_NODE = "tbemu"
 # The native loop polls this long before each departure instead of trusting the timer's
 # wake-up (30-200 µs late from an idle vCPU); in C the polling costs no more than this much CPU
@@ -60,6 +67,7 @@ EMU_NODE = "tbemu"
 NATIVE_SPIN_NS = 50_000
 EMU_MTU = 65535
 READY_TIMEOUT = 15.0
+ORIGIN_TIMEOUT = 5.0
 STOP_TIMEOUT = 30.0
 _OFFLOAD_FEATURES = ("tx-checksumming", "tcp-segmentation-offload", "generic-segmentation-offload",
                      "generic-receive-offload")
@@ -192,6 +200,13 @@ class UserspaceBackend:
     def forwarder_config(self, log_dir: Path):
         from testbed.emulator.config import DirectionConfig, ForwarderConfig
         directions, media = [], {}
+        if self.engine == "native" and any(s.schedule is not None for lk in self.links for s in lk.specs):
+            from testbed.emulator.config import native_schedules
+            if not native_schedules():
+                log.info("a link has a schedule, which the native engine does not apply yet: "
+                         "the emulator runs the python engine")
+                self.engine = "python"
+                self.spin_ns = 0 if self.spin_ns == NATIVE_SPIN_NS else self.spin_ns
         pairs = [frozenset((lk.intf1.node.name, lk.intf2.node.name)) for lk in self.links]
         for link in self.links:
             a, b = link.intf1.node.name, link.intf2.node.name
@@ -242,6 +257,29 @@ class UserspaceBackend:
                 log = (self.log_dir / "forwarder.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"emulator did not start (exit {self.proc.poll()}): {log}")
             time.sleep(0.01)
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether a link of this topology has a schedule (``set_origin`` then matters)."""
+        return any(s.schedule is not None for lk in self.links for s in lk.specs)
+
+    def set_origin(self, t_ns: int) -> dict[str, Any] | None:
+        """Start the links' schedules at CLOCK_MONOTONIC ``t_ns``: write it for the forwarder,
+        signal it, wait for its answer; returns the origin as applied (None: no schedule)."""
+        if not self.scheduled or self.proc is None:
+            return None
+        ack = self.log_dir / ORIGIN_ACK
+        tmp = self.log_dir / (ORIGIN_FILE + ".tmp")
+        tmp.write_text(json.dumps({"t_ns": int(t_ns)}))
+        os.replace(tmp, self.log_dir / ORIGIN_FILE)
+        os.kill(self.proc.pid, ORIGIN_SIGNAL)
+        deadline = time.monotonic() + ORIGIN_TIMEOUT
+        while not ack.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the emulator did not take the schedules' origin within "
+                                   f"{ORIGIN_TIMEOUT:g} s (exit {self.proc.poll()}); see forwarder.log")
+            time.sleep(0.001)
+        return json.loads(ack.read_text())
 
     def _steer(self) -> None:
         cpus = sorted(os.sched_getaffinity(0))

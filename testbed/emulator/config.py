@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,6 +19,17 @@ from testbed.spec.linkspec import LinkSpec
 IFNAMSIZ = 15  # longest Linux interface name
 ENGINES = ("native", "python")
 ENGINE_ENV = "TESTBED_ENGINE"  # the userspace backend's engine when none is given
+#: the origin of link schedules: the run writes ``{"t_ns": CLOCK_MONOTONIC ns}`` to this file of
+#: the log directory, then sends ORIGIN_SIGNAL to the forwarder, which answers with ORIGIN_ACK
+ORIGIN_FILE, ORIGIN_ACK = "origin", "origin.ack"
+ORIGIN_SIGNAL = signal.SIGUSR1
+
+
+def native_schedules() -> bool:
+    """Whether the native engine applies link schedules (its ``Engine`` has ``set_origin`` and
+    ``drain_changes``); until it does, a topology with a scheduled link runs the Python engine."""
+    from testbed.emulator import native
+    return hasattr(native.Engine, "set_origin") and hasattr(native.Engine, "drain_changes")
 
 
 class EngineOption(argparse.Action):
@@ -94,7 +106,9 @@ class ForwarderConfig:
         is due; the native loop with a CPU of its own stays under the kernel's RT cap by demoting
         itself to SCHED_OTHER while over it (``forwarder.busy_policy``), the others by sleeping.
     engine: ``"python"`` (the loop in forwarder.py) or ``"native"`` (the C loop and model in
-        ``emulator/native``; same model, log and summary).
+        ``emulator/native``; same model, log and summary).  A direction with a link schedule
+        (``LinkSpec.schedule``) runs ``schedule_model.make_direction``'s model; the native engine
+        takes it only where ``emulator.native`` applies schedules (``schedules_supported``).
     cpu_latency: hold a 0 µs CPU wake-up latency request (PM QoS, ``/dev/cpu_dma_latency``, as
         cyclictest does) while running, so idle CPUs poll instead of halting.  On the 2-core
         Firecracker VM this was measured on (cpuidle driver haltpoll), a timer woke an idle vCPU
@@ -133,11 +147,6 @@ class ForwarderConfig:
                                  f"{sorted(self.media)}")
         if self.engine not in ENGINES:
             raise ValueError(f"emulator engine {self.engine!r} is unknown; allowed: {', '.join(ENGINES)}")
-        for d in self.directions:
-            if d.spec.schedule is not None:
-                raise ValueError(f"direction {d.name} has a link schedule (steps, outages, events or "
-                                 f"a trace), which the emulator's {self.engine} engine does not "
-                                 "apply yet; remove it to run this link")
         for name in ("late_ns", "spin_ns", "early_ns", "rcvbuf", "sndbuf"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -24,6 +24,15 @@ loop could not handle is counted: socket receive-buffer drops (PACKET_STATISTICS
 send errors, drop counters of the emulator's interfaces (/proc/net/dev), departures later than
 ``late_ns``.  ``summary.json`` is written on SIGTERM/SIGINT, after the logs are flushed.
 
+Link schedules (``LinkSpec.schedule``): a scheduled direction's model is
+``schedule_model.make_direction``'s.  Its moments count from the origin, which the run gives when
+the client starts: it writes ``config.ORIGIN_FILE`` (``{"t_ns": ...}``) and sends
+``config.ORIGIN_SIGNAL``; the loop calls every model's ``set_origin`` with that time (or the
+direction's last arrival, if a frame came in between: the applied origin is recorded) and writes
+``config.ORIGIN_ACK``.  At exit the changes that took effect (``drain_changes``) go to
+``<direction>.changes.jsonl`` beside the frame log (``linklog.write_changes``) and into the
+summary (``directions.<name>.schedule``).
+
 Engines (``ForwarderConfig.engine``): ``python`` is the loop below; ``native`` hands the same
 sockets and logs to the C loop of ``emulator.native`` (same model, same records, the same
 timing knobs) and this module keeps the control plane: sockets, logs, signals, the summary.
@@ -50,7 +59,8 @@ from typing import Any
 
 from testbed.spec.clock import clock_offset_ns
 from testbed.emulator import fidelity, linklog
-from testbed.emulator.config import DirectionConfig, ForwarderConfig
+from testbed.emulator.config import (ORIGIN_ACK, ORIGIN_FILE, ORIGIN_SIGNAL, DirectionConfig,
+                                     ForwarderConfig)
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -176,12 +186,13 @@ def open_socket(ifname: str, receive: bool, rcvbuf: int, sndbuf: int,
 
 
 def make_models(cfg: ForwarderConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(direction name -> DirectionModel, medium name -> AirMedium)."""
+    """(direction name -> DirectionModel (a ``ScheduledDirection`` where the spec has a
+    schedule), medium name -> AirMedium)."""
     from testbed.emulator.airtime import AirMedium, AirtimeSpec
-    from testbed.emulator.direction import DirectionModel
+    from testbed.emulator.schedule_model import make_direction
     media = {name: AirMedium(AirtimeSpec.from_dict(d), seed=_medium_seed(cfg, name))
              for name, d in cfg.media.items()}
-    models = {d.name: DirectionModel(d.spec, seed=d.seed, medium=media[d.medium] if d.medium else None,
+    models = {d.name: make_direction(d.spec, seed=d.seed, medium=media[d.medium] if d.medium else None,
                                      name=d.name)
               for d in cfg.directions}
     return models, media
@@ -200,7 +211,7 @@ class Direction:
 
     def __init__(self, cfg: DirectionConfig, model: Any, in_sock: socket.socket,
                  out_sock: socket.socket, log: linklog.LogWriter):
-        from testbed.emulator.direction import DELIVER, DROP_LOSS, DROP_QUEUE
+        from testbed.emulator.direction import DELIVER, DROP_EVENT, DROP_LOSS, DROP_OUTAGE, DROP_QUEUE
         self.cfg = cfg
         self.model = model
         self.in_sock = in_sock
@@ -214,7 +225,9 @@ class Direction:
         self.socket_drops = 0
         self.socket_packets = 0
         self.deliver = DELIVER
-        self.drop_codes = {DROP_LOSS: linklog.LOSS, DROP_QUEUE: linklog.QUEUE}
+        self.drop_codes = {DROP_LOSS: linklog.LOSS, DROP_QUEUE: linklog.QUEUE,
+                           DROP_OUTAGE: linklog.OUTAGE, DROP_EVENT: linklog.EVENT}
+        self.origin_ns: int | None = None  # the schedule's origin as applied (None: not given)
 
     def read_socket_stats(self) -> None:
         packets, drops = struct.unpack("II", self.in_sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
@@ -490,6 +503,12 @@ class Forwarder:
         self.log_dir = Path(cfg.log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.native = None
+        scheduled = [d.name for d in cfg.directions if d.spec.schedule is not None]
+        if cfg.engine == "native" and scheduled:
+            from testbed.emulator.config import native_schedules
+            if not native_schedules():
+                raise ValueError(f"directions {', '.join(scheduled)} have a link schedule, which the "
+                                 "native engine does not apply yet; run them with engine python")
         if cfg.engine == "native":
             from testbed.emulator.airtime import AirtimeSpec
             from testbed.emulator.native import Engine
@@ -524,9 +543,47 @@ class Forwarder:
         self.log_waits: int | None = None  # times the native loop waited for its log writer
         self.send_calls: int | None = None  # the native loop's send/sendmmsg calls
         self.slow_sends: tuple[int, int, int] | None = None  # (count, ns) of slow ones, longest ns
+        self.origin_wanted = False  # ORIGIN_SIGNAL arrived, not yet applied
+        self.origin: dict[str, Any] = {}  # the origin as requested and applied
+        self.changes: dict[str, list[dict]] = {}  # direction -> its schedule changes (at exit)
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
+
+    def _on_origin(self, signum, frame) -> None:
+        self.origin_wanted = True
+
+    def apply_origin(self) -> None:
+        """Give every model the origin the run wrote (``config.ORIGIN_FILE``), at the earliest
+        the direction's last arrival; record it and answer with ``config.ORIGIN_ACK``."""
+        self.origin_wanted = False
+        if self.origin:
+            return  # one origin per run: a second signal changes nothing
+        requested = int(json.loads((self.log_dir / ORIGIN_FILE).read_text())["t_ns"])
+        for i, d in enumerate(self.dirs):
+            d.origin_ns = max(requested, d.last_arrival)
+            if self.native is not None:
+                self.native.set_origin(i, d.origin_ns)
+            else:
+                d.model.set_origin(d.origin_ns)
+        self.origin = {"origin_requested_ns": requested, "applied_at_ns": time.monotonic_ns(),
+                       "origin_ns": {d.cfg.name: d.origin_ns for d in self.dirs}}
+        tmp = self.log_dir / (ORIGIN_ACK + ".tmp")
+        tmp.write_text(json.dumps(self.origin))
+        os.replace(tmp, self.log_dir / ORIGIN_ACK)
+
+    def _schedule_records(self, stop_ns: int) -> None:
+        """Drain every scheduled direction's changes up to ``stop_ns``; write them beside its
+        frame log and keep them for the summary (``self.changes``: name -> list of dicts)."""
+        for i, d in enumerate(self.dirs):
+            if d.cfg.spec.schedule is None:
+                continue
+            drained = (self.native.drain_changes(i, stop_ns) if self.native is not None
+                       else d.model.drain_changes(stop_ns))
+            self.changes[d.cfg.name] = [c if isinstance(c, dict) else c.to_dict() for c in drained]
+            linklog.write_changes(d.log.path, {"origin_ns": d.origin_ns,
+                                               "origin_requested_ns": self.origin.get("origin_requested_ns")},
+                                  self.changes[d.cfg.name])
 
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -541,6 +598,7 @@ class Forwarder:
         signal.set_wakeup_fd(wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        signal.signal(ORIGIN_SIGNAL, self._on_origin)
         if self.native is not None:  # the C loop takes them from a signalfd; none may slip by
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         ep = select.epoll()
@@ -567,6 +625,8 @@ class Forwarder:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
         while not self.stopping:
             self.iterations += 1
+            if self.origin_wanted:
+                self.apply_origin()
             now = mono() + early
             nxt = None
             for d in dirs:
@@ -609,6 +669,7 @@ class Forwarder:
             d.abandon_pending()
             d.read_socket_stats()
             d.log.close()
+        self._schedule_records(wall1)
         drops1 = interface_drops()
         cpu = (rusage1.ru_utime - rusage0.ru_utime) + (rusage1.ru_stime - rusage0.ru_stime)
         wall = (wall1 - wall0) / 1e9
@@ -682,7 +743,10 @@ class Forwarder:
     def _model_stats(self, i: int, d: Direction) -> dict[str, int]:
         if self.native is not None:
             return self.native.stats(i)
-        return dataclasses.asdict(d.model.stats)
+        out = dataclasses.asdict(d.model.stats)
+        if hasattr(d.model, "schedule_stats"):
+            out.update(dataclasses.asdict(d.model.schedule_stats))
+        return out
 
     def _media_stats(self) -> dict[str, Any]:
         if self.native is None:
@@ -746,9 +810,13 @@ class Forwarder:
                 "unread_at_exit": unread,
                 "send_errors": d.send_errors, "model": model_stats, "log": str(d.log.path),
                 "log_flush_max_us": d.log.flush_max_ns / 1e3}
-            for k in ("frames_in", "delivered", "dropped_loss", "dropped_queue", "send_error",
-                      "pending_at_exit", "late", "late_after_stall", "socket_drops", "unread_at_exit",
-                      "bytes_delivered"):
+            if d.cfg.spec.schedule is not None:
+                directions[d.cfg.name]["schedule"] = {
+                    "origin_ns": d.origin_ns, "changes": self.changes.get(d.cfg.name, []),
+                    "log": str(linklog.changes_path(d.log.path))}
+            for k in ("frames_in", "delivered", "dropped_loss", "dropped_queue", "dropped_outage",
+                      "dropped_event", "send_error", "pending_at_exit", "late", "late_after_stall",
+                      "socket_drops", "unread_at_exit", "bytes_delivered"):
                 totals[k] += directions[d.cfg.name][k]
         ifdrops = {}
         for ifname in cfg.interfaces:
@@ -756,8 +824,8 @@ class Forwarder:
             ifdrops[ifname] = {k: b.get(k, 0) - a.get(k, 0) for k in ("rx_dropped", "tx_dropped")}
         interface_total = sum(v for x in ifdrops.values() for v in x.values())
         unintended = totals["socket_drops"] + totals["send_error"] + interface_total
-        fates = sum(totals[k] for k in ("delivered", "dropped_loss", "dropped_queue", "send_error",
-                                        "pending_at_exit"))
+        fates = sum(totals[k] for k in ("delivered", "dropped_loss", "dropped_queue", "dropped_outage",
+                                        "dropped_event", "send_error", "pending_at_exit"))
         all_err = np.concatenate(errors) if errors else np.zeros(0, dtype=np.int64)
         read_lag = linklog.percentiles_us(np.concatenate(lags) if lags else [])
         warnings = []
@@ -795,6 +863,7 @@ class Forwarder:
             "realtime_minus_monotonic_ns": offset0,
             "late_ns": cfg.late_ns, "spin_ns": cfg.spin_ns, "early_ns": cfg.early_ns,
             "realtime": cfg.realtime, "engine": cfg.engine, "cpu_dma_latency": self.cpu_latency,
+            "schedule_origin": self.origin or None,
             "cpu": cfg.cpu,
             "totals": {**dict(totals), "interface_drops": interface_total},
             "sched_error_us": linklog.percentiles_us(all_err),

@@ -19,11 +19,19 @@ Record fields (all times CLOCK_MONOTONIC nanoseconds, the testbed's one clock):
 - ``t_sent``: when the emulator handed the frame to the kernel on the output interface
   (0 when it was not sent).  *Scheduling error* = ``t_sent − t_sched`` of delivered frames.
 - ``length``: Ethernet frame bytes (header included, no FCS), as read from AF_PACKET.
-- ``verdict``: one of ``VERDICTS`` (index = code).
+- ``verdict``: one of ``VERDICTS`` (index = code); ``dropped_outage`` and ``dropped_event``
+  come from a link schedule (an outage, a per-frame event; ``schedule_model``).
 - join key with captures (tcpdump/tshark on the hosts' interfaces): ``ethertype``; for IPv4,
   ``src``/``dst`` (addresses as u32 host order), ``ip_id``, ``proto``; for TCP/UDP of an
   unfragmented datagram ``sport``/``dport``; for TCP ``seq`` (raw sequence number).  Fields that
   do not apply are 0.
+
+Schedule changes (a direction whose LinkSpec has a ``schedule``) are written beside the frames,
+one JSON object per line in ``<log_dir>/<direction>.changes.jsonl`` (``write_changes``,
+``read_changes``): first ``{"origin_ns", "origin_requested_ns"}``, then one
+``schedule_model.ScheduleChange.to_dict()`` per change that took effect (kind, item, the
+configured moment as written, ``configured_ns`` and ``actual_ns`` on the same clock as the
+records, frames before it, what changed).
 """
 from __future__ import annotations
 
@@ -41,8 +49,10 @@ _FORMATS = ("<i8", "<i8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u2", "<u2", "<u2"
             "u1")
 MAGIC = b"TBFRAMES1\n"
 
-DELIVERED, LOSS, QUEUE, SEND_ERROR, PENDING_AT_EXIT = range(5)
-VERDICTS = ("delivered", "dropped_loss", "dropped_queue", "send_error", "pending_at_exit")
+DELIVERED, LOSS, QUEUE, SEND_ERROR, PENDING_AT_EXIT, OUTAGE, EVENT = range(7)
+VERDICTS = ("delivered", "dropped_loss", "dropped_queue", "send_error", "pending_at_exit",
+            "dropped_outage", "dropped_event")
+CHANGES_SUFFIX = ".changes.jsonl"
 
 _ETH_IP = struct.Struct("!12xHB3xH3xB2xII")  # ethertype, ver/ihl, ip id, proto, src, dst
 _PORTS_SEQ = struct.Struct("!HHI")
@@ -124,6 +134,29 @@ def read_log(path: Path | str):
         n = (os.fstat(f.fileno()).st_size - start) // RECORD.size
         f.seek(start)
         return header, np.fromfile(f, dtype=dtype(), count=n)
+
+
+def changes_path(frames_path: Path | str) -> Path:
+    """The schedule-change file beside a direction's frame log."""
+    p = Path(frames_path)
+    return p.with_name(p.name.removesuffix(".frames") + CHANGES_SUFFIX)
+
+
+def write_changes(frames_path: Path | str, origin: dict[str, Any], changes: list[dict]) -> Path:
+    """Write a direction's schedule changes (see the module docstring); returns the path."""
+    path = changes_path(frames_path)
+    lines = [json.dumps(origin)] + [json.dumps(c) for c in changes]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def read_changes(frames_path: Path | str) -> tuple[dict[str, Any], list[dict]] | None:
+    """(origin record, change records) of a direction, None when it has no schedule file."""
+    path = changes_path(frames_path)
+    if not path.is_file():
+        return None
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return (rows[0] if rows else {}), rows[1:]
 
 
 def percentiles_us(values_ns) -> dict[str, float | None]:

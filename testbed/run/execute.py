@@ -24,9 +24,15 @@ A setup or run failure writes the manifest with status ``failed`` and the error,
 SetupError / RunError (``.result`` is the RunResult).  Never sees argparse or sys.argv.
 
 Files in the run directory: ``manifest.json``; ``metadata.json`` (the Testbed's provenance);
+Link schedules (``LinkSpec.schedule``) start when the client does (``session``: when the block
+starts): ``Testbed.set_link_origin``; the manifest's ``link_changes`` holds the origin, every
+change that took effect (configured and actual moment) per direction, and a warning per
+direction whose schedule runs past the end of the run.
+
 ``client.jsonl``, ``server.jsonl`` (``cgw.jsonl``, ``sgw.jsonl``) event logs and
 ``<role>.stdout``/``.stderr``; ``pcap/<host>-<iface>.pcap`` with ``.meta.json`` and
-``.tcpdump.log``; ``emulator/`` (userspace backend: ``config.json``, ``<direction>.frames``,
+``.tcpdump.log``; ``emulator/`` (userspace backend: ``config.json``, ``<direction>.frames``
+(``<direction>.changes.jsonl`` for a scheduled one), ``origin``/``origin.ack``,
 ``summary.json``, ``forwarder.log``); ``exec-<n>-<host>.stdout``/``.stderr`` (``session``: the
 outside programs' output).
 """
@@ -146,11 +152,13 @@ def session(spec: RunSpec, topology: Any = None, *,
                         caps = stack.enter_context(capture_hosts(
                             bed, names, directory=bed.dir, full_payload=spec.capture.full_payload))
                     t1 = time.monotonic()
+                    origin = _start_schedules(bed, result)
                     try:
                         yield bed, result
                         if caps:
                             time.sleep(drain_time(bed))
                     finally:
+                        _schedule_warnings(bed, result, origin)
                         phases["session_s"] = time.monotonic() - t1
                         cpu = [_cpu_seconds(c.proc.pid) for c in caps]
             finally:
@@ -243,6 +251,7 @@ def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:
                                               out / "client.jsonl", socks) + sock_argv
             result.apps["client"] = cargv
             with _phase(phases, "workload_s"):
+                origin = _start_schedules(tb, result)
                 cproc = tb.popen(client, cargv, name=f"{workload.name} client",
                                  stdin=subprocess.DEVNULL)
                 started.append(("client", cproc))
@@ -251,6 +260,8 @@ def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:
                 except subprocess.TimeoutExpired:
                     raise RunError(f"{workload.name} client on {client} did not finish within "
                                    f"{spec.timeout:g} s") from None
+                finally:
+                    _schedule_warnings(tb, result, origin)
             with _phase(phases, "drain_s"):
                 if caps:
                     time.sleep(drain_time(tb))
@@ -267,6 +278,43 @@ def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:
     if rc:
         err = _last_line(out / "client.stderr")
         raise RunError(f"{workload.name} client on {client} exited {rc}: {err}")
+
+
+def _start_schedules(tb, result: RunResult) -> int | None:
+    """Start the links' schedules now (``Testbed.set_link_origin``; the client starts right
+    after); records the origin in ``result.link_changes``; returns it (None: no schedule)."""
+    set_origin = getattr(tb, "set_link_origin", None)
+    applied = set_origin() if set_origin is not None else None
+    if applied is None:
+        return None
+    result.link_changes["origin"] = applied
+    return applied["origin_requested_ns"]
+
+
+def _schedule_warnings(tb, result: RunResult, origin: int | None) -> None:
+    """One warning line per link direction whose schedule runs past the end of the run (its
+    later items never took effect), logged and kept in ``result.link_changes["warnings"]``."""
+    if origin is None:
+        return
+    from testbed.spec.schedule import Schedule
+    run_s = (time.monotonic_ns() - origin) / 1e9
+    warnings = result.link_changes.setdefault("warnings", [])
+    for link in tb.metadata.get("links", []):
+        for direction, key in (("up", "a_to_b"), ("down", "b_to_a")):
+            sch = (link.get(key) or {}).get("schedule")
+            span = Schedule.from_dict(sch).time_span if sch else 0.0
+            if span > run_s:
+                name = link.get("name") or f"{link['a']}-{link['b']}"
+                warnings.append(f"link {name}.{direction}: its schedule runs to {span:g} s but the "
+                                f"run lasted {run_s:.2f} s from the origin; what comes later never "
+                                "took effect")
+                log.warning("%s", warnings[-1])
+
+
+def _link_changes(metadata: dict) -> dict[str, list[dict]]:
+    """Direction -> the schedule changes that took effect, from the emulator's summary."""
+    dirs = (metadata.get("backend_summary") or {}).get("directions") or {}
+    return {name: d["schedule"]["changes"] for name, d in dirs.items() if d.get("schedule")}
 
 
 def _host_apply(tb, host: str, h) -> dict:
@@ -383,6 +431,9 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
     result.environment = {**provenance(), **{k: v for k, v in metadata.items()
                                              if k not in ("backend_summary", "run_id")}}
     result.fidelity = _fidelity(metadata)
+    changes = _link_changes(metadata)
+    if changes:
+        result.link_changes["changes"] = changes
     result.files = inventory(result)
     result.finished = time.time()
     result.status = "complete" if compute else "failed"
@@ -415,7 +466,7 @@ def _fidelity(metadata: dict) -> dict:
 
 KINDS = (("manifest.json", "manifest"), ("metadata.json", "metadata"), (".pcap", "pcap"),
          (".pcap.meta.json", "pcap_meta"), (".tcpdump.log", "capture_log"), (".jsonl", "eventlog"),
-         (".frames", "framelog"), ("summary.json", "emulator_summary"),
+         (".frames", "framelog"), (".changes.jsonl", "link_changes"), ("summary.json", "emulator_summary"),
          ("config.json", "emulator_config"), ("forwarder.log", "emulator_log"),
          (".stdout", "output"), (".stderr", "output"))
 
@@ -440,6 +491,8 @@ def inventory(result: RunResult) -> list[dict]:
                                        and stem.count("-") >= 2 else None)
         elif kind == "framelog":
             interface = path.stem
+        elif kind == "link_changes":
+            interface = path.name.removesuffix(".changes.jsonl")
         out.append({"path": rel, "kind": kind, "host": host, "interface": interface,
                     "bytes": path.stat().st_size})
     return out

@@ -155,6 +155,15 @@ class Testbed:
                 prog["returncode"] = proc.wait(timeout=2)
         return programs
 
+    def set_link_origin(self, t_ns: int | None = None) -> dict[str, Any] | None:
+        """Start the links' schedules (``LinkSpec.schedule``) at CLOCK_MONOTONIC ``t_ns`` (default
+        now); the origin as the backend applied it, None when no link has a schedule or the
+        backend does not apply schedules."""
+        set_origin = getattr(self.backend, "set_origin", None)
+        if set_origin is None:
+            return None
+        return set_origin(time.monotonic_ns() if t_ns is None else t_ns)
+
     # --- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> "Testbed":
         from mininet.log import setLogLevel

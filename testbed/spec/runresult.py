@@ -4,7 +4,9 @@ The manifest (schema ``MANIFEST_SCHEMA``) holds: the ``RunSpec`` that defined th
 status (``complete`` or ``failed`` with ``error``), timings (CLOCK_REALTIME seconds; phase
 durations in ``timings``), named ``metrics`` and ``checks`` (see ``analysis/runmetrics.py`` for
 their exact definitions), the link backend's ``fidelity`` verdict, the capture's cost
-(``capture``: CPU seconds of the tcpdumps, packets the kernel dropped) and an inventory of every
+(``capture``: CPU seconds of the tcpdumps, packets the kernel dropped), the changes of links
+with a schedule (``link_changes``: the origin, every change's configured and actual moment per
+direction, warnings; empty without a schedule) and an inventory of every
 file (``files``: path relative to the run directory, kind, host and interface where one applies).
 
 Stages meet only through this directory: experiments, reports and ``testbed analyze`` read it;
@@ -44,6 +46,7 @@ class RunResult:
     environment: dict[str, Any] = field(default_factory=dict) # provenance: git, kernel, tools
     roles: dict[str, str] = field(default_factory=dict)       # "client"/"server" → host
     apps: dict[str, list] = field(default_factory=dict)       # role → argv of the app started
+    link_changes: dict[str, Any] = field(default_factory=dict) # link schedules: origin, changes
 
     def __post_init__(self):
         self.dir = Path(self.dir)

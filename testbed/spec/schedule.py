@@ -372,6 +372,16 @@ class Schedule:
     def empty(self) -> bool:
         return not (self.steps or self.outages or self.events or self.trace)
 
+    @property
+    def time_span(self) -> float:
+        """Seconds from the origin to the last time-tied moment: a step's, an outage's up, a
+        window event's end (0 without one; frame- and byte-tied moments and a looping trace have
+        no end in time)."""
+        ends = ([s.at.value for s in self.steps if s.at.kind == "time"]
+                + [o.down.value + o.duration for o in self.outages if o.down.kind == "time"]
+                + [e.end for e in self.events if e.end is not None])
+        return float(max(ends, default=0.0))
+
     def merge(self, other: "Schedule") -> "Schedule":
         """Both schedules' items (steps sorted by moment within a kind); ``other``'s trace wins."""
         steps = sorted(self.steps + other.steps, key=lambda s: (s.at.kind, s.at.value))

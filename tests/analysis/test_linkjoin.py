@@ -37,7 +37,8 @@ def test_join_by_key_and_occurrence(tmp_path):
     assert j.t_arrival[2] == pk.ts_ns[2] + 1000 and j.t_arrival[5] == pk.ts_ns[5] + 1000
     assert (j.t_sent[[1, 3, 4, 5]] - j.t_arrival[[1, 3, 4, 5]] == 4000).all()
     assert j.counts() == {"delivered": 4, "dropped_loss": 1, "dropped_queue": 0, "send_error": 0,
-                          "pending_at_exit": 0, "not_in_log": 1}
+                          "pending_at_exit": 0, "dropped_outage": 0, "dropped_event": 0,
+                          "not_in_log": 1}
 
 
 def test_report_lists_drops(tmp_path):

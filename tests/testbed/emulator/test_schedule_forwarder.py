@@ -1,0 +1,146 @@
+"""Link schedules through the real forwarder (userspace backend): outages, per-frame events,
+rate steps and traces, checked frame by frame in the emulator's frame log."""
+import json
+
+import numpy as np
+import pytest
+
+from testbed.emulator import linklog
+
+MS = 1_000_000
+FULL = 1514  # a full Ethernet frame (1500 B IP packet)
+
+
+def _log(summary, direction):
+    d = summary["directions"][direction]
+    _, rec = linklog.read_log(d["log"])
+    return d, rec
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_outage_drops_exactly_its_frames_tcp_resumes_and_an_event_delays_one_frame(
+        results_root, tmp_path):
+    """down: a 2 s outage from 1.5 s while iperf3 -R sends; up: the 3rd ping (98 B frames) gets
+    45 ms more.  Every frame that arrived in [1.5 s, 3.5 s) on down is dropped with verdict
+    outage and no other frame is; TCP delivers data again after the outage; the delayed ping
+    frame alone leaves the emulator 45 ms later than its peers."""
+    from testbed.run.network import Testbed
+    sched = tmp_path / "up.toml"
+    sched.write_text('[[event]]\nframe = 3\nmin_bytes = 98\ndelay = "45ms"\n')
+    links = {"bottleneck.down.down": "1.5s+2s", "bottleneck.up.schedule": str(sched)}
+    overrides = {"rate_up": "20mbit", "rate_down": "20mbit", "delay": "10ms", "loss_down": "0%"}
+    with Testbed("longhaul", backend="userspace", overrides=overrides, links=links,
+                 results_root=results_root) as tb:
+        server = tb.popen("server", ["iperf3", "-s", "-1"], name="iperf3-server")
+        origin = tb.set_link_origin()
+        assert origin is not None and tb.backend.engine in ("python", "native")
+        t0 = origin["origin_requested_ns"]
+        ping = tb.run("client", ["ping", "-c", "6", "-i", "0.1", "-n", tb.ip("server")], timeout=10)
+        assert ping.returncode == 0, ping.stderr
+        r = tb.run("client", ["iperf3", "-c", tb.ip("server"), "-R", "-t", "5", "-J"], timeout=30)
+        assert r.returncode == 0, r.stderr
+        server.wait(timeout=10)
+    summary = tb.metadata["backend_summary"]
+    assert summary["accounted"] and summary["exit_code"] == 0
+    down, rec = _log(summary, "server-client")
+    assert down["schedule"]["origin_ns"] >= t0
+    o = down["schedule"]["origin_ns"]
+    start, end = o + 1500 * MS, o + 3500 * MS
+    inside = (rec["t_arrival"] >= start) & (rec["t_arrival"] < end)
+    outage = rec["verdict"] == linklog.OUTAGE
+    assert outage.sum() > 0 and (outage == inside).all()
+    assert down["dropped_outage"] == int(outage.sum()) == down["model"]["dropped_outage"]
+    kinds = [(c["kind"], c["actual_ns"] - o) for c in down["schedule"]["changes"]]
+    assert kinds == [("down", 1500 * MS), ("up", 3500 * MS)]
+    data = rec[(rec["sport"] == 5201) & (rec["length"] == FULL) & (rec["verdict"] == linklog.DELIVERED)]
+    assert (data["t_arrival"] > end).sum() > 100  # TCP resumed after the outage
+    got = json.loads(r.stdout)["end"]["sum_received"]["bytes"]
+    assert got > 0
+    # the event: the 3rd ping request (98 B frame) leaves 45 ms after its peers' transit time
+    up, urec = _log(summary, "client-server")
+    pings = urec[(urec["proto"] == 1) & (urec["length"] == 98) & (urec["t_arrival"] >= o)]
+    pings = pings[np.argsort(pings["t_arrival"])]
+    transit = (pings["t_sent"] - pings["t_arrival"]).astype(np.int64)
+    others = np.delete(transit, 2)
+    assert (pings["verdict"] == linklog.DELIVERED).all() and len(pings) == 6
+    assert abs(transit[2] - np.median(others) - 45 * MS) < 1 * MS
+    assert (np.abs(others - np.median(others)) < 1 * MS).all()
+    assert [c["kind"] for c in up["schedule"]["changes"]] == ["event"]
+    assert up["model"]["delayed_event"] == 1
+
+
+def _trace_file(path):
+    """Per period of 4 ms: 2, 1, 3, 1 opportunities (mean 1.75 per ms, 21.1 Mbit/s)."""
+    ms = [1, 1, 2, 3, 3, 3, 4]
+    path.write_text("\n".join(map(str, ms)) + "\n")
+    return {1: 2, 2: 1, 3: 3, 0: 1}
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_rate_step_and_trace_are_in_the_frame_log(results_root, tmp_path):
+    """up: 6 Mbit/s, 10 Mbit/s from 1 s, saturated by a UDP flood: back-to-back full frames leave
+    2.019 ms apart before and 1.211 ms after, and the change shows within one old frame time
+    (plus 1 ms of sending error) of 1 s.  down: a trace, saturated: full frames leave only at
+    whole ms after the origin, as many per ms as the trace has opportunities there."""
+    from testbed.run.network import Testbed
+    per_ms = _trace_file(tmp_path / "t.trace")
+    links = {"bottleneck.up.rate": "10mbit@1s", "bottleneck.down.trace": str(tmp_path / "t.trace")}
+    overrides = {"rate_up": "6mbit", "rate_down": "unshaped", "delay": "5ms", "loss_down": "0%",
+                 "queue": "100"}
+    flood = ["-u", "-b", "30M", "-l", "1472", "-t", "2"]
+    with Testbed("longhaul", backend="userspace", overrides=overrides, links=links,
+                 results_root=results_root) as tb:
+        tb.popen("server", ["iperf3", "-s"], name="iperf3-server")
+        origin = tb.set_link_origin()
+        assert origin is not None
+        for extra in ([], ["-R"]):
+            r = tb.run("client", ["iperf3", "-c", tb.ip("server"), *flood, *extra, "-J"], timeout=30)
+            assert r.returncode == 0, r.stderr
+    summary = tb.metadata["backend_summary"]
+    assert summary["accounted"] and summary["unintended_drops"] == 0
+    up, rec = _log(summary, "client-server")
+    o = up["schedule"]["origin_ns"]
+    step = o + 1000 * MS
+    assert [(c["kind"], c["actual_ns"], c["configured_ns"]) for c in up["schedule"]["changes"]] \
+        == [("step", step, step)]
+    sent = rec[rec["verdict"] == linklog.DELIVERED]
+    sent = sent[np.argsort(sent["t_sched"])]
+    full = (sent["length"][1:] == FULL) & (sent["length"][:-1] == FULL)
+    gap_sched = np.diff(sent["t_sched"])
+    gap_sent = np.diff(sent["t_sent"])
+    old, new = FULL * 8 / 6e6 * 1e9, FULL * 8 / 10e6 * 1e9
+    busy = full & (gap_sched < 1.5 * old)        # back to back: the queue was not empty
+    before = busy & (sent["t_sched"][1:] < step) & (sent["t_sched"][1:] > o + 200 * MS)
+    after = busy & (sent["t_sched"][:-1] >= step + 3 * MS) & (sent["t_sched"][1:] < o + 1900 * MS)
+    assert before.sum() > 200 and after.sum() > 400
+    assert abs(np.median(gap_sent[before]) - old) < 0.02 * old
+    assert abs(np.median(gap_sent[after]) - new) < 0.02 * new
+    # the model's first gap at the new rate starts within one old frame time after the step (the
+    # frame in transmission at the step finishes at the old rate); what was sent around the step
+    # left within 1 ms of that schedule
+    fast = np.flatnonzero(busy & (gap_sched < (old + new) / 2) & (sent["t_sched"][:-1] > o + 200 * MS))
+    first = sent["t_sched"][fast[0]]
+    assert step <= first <= step + old
+    near = np.abs(sent["t_sched"] - step) < 20 * MS
+    assert near.sum() > 10 and (np.abs(sent["t_sent"][near] - sent["t_sched"][near]) < 1 * MS).all()
+    # the trace: departures on whole ms after the origin, the trace's count per ms
+    down, drec = _log(summary, "server-client")
+    assert [c["kind"] for c in down["schedule"]["changes"]] == ["trace"]
+    dsent = drec[drec["verdict"] == linklog.DELIVERED]
+    depart = dsent["t_sched"] - down["schedule"]["origin_ns"] - 5 * MS   # minus the delay
+    full = dsent["length"] == FULL
+    assert full.sum() > 1000 and (depart[full] % MS == 0).all()
+    ms = depart[full] // MS
+    counts = np.bincount(ms, minlength=ms.max() + 1)
+    window = np.arange(len(counts))
+    expected = np.array([per_ms[int(m) % 4] for m in window])
+    # the flood's own start and end left out, and the ms next to a smaller frame (iperf3's
+    # control connection) that shares an opportunity with a full one
+    core = (window > ms.min() + 50) & (window < ms.max() - 50)
+    for m in depart[~full] // MS:
+        core[max(0, m - 2):m + 3] = False
+    assert core.sum() > 1000
+    assert (counts[core] == expected[core]).all()
+    assert np.percentile(dsent["t_sent"] - dsent["t_sched"], 99) < 1 * MS
