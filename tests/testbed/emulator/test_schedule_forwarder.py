@@ -107,23 +107,24 @@ def test_rate_step_and_trace_are_in_the_frame_log(results_root, tmp_path):
         == [("step", step, step)]
     sent = rec[rec["verdict"] == linklog.DELIVERED]
     sent = sent[np.argsort(sent["t_sched"])]
+    depart = sent["t_sched"] - 5 * MS             # end of transmission: the schedule less the delay
     full = (sent["length"][1:] == FULL) & (sent["length"][:-1] == FULL)
-    gap_sched = np.diff(sent["t_sched"])
+    gap_sched = np.diff(depart)
     gap_sent = np.diff(sent["t_sent"])
     old, new = FULL * 8 / 6e6 * 1e9, FULL * 8 / 10e6 * 1e9
     busy = full & (gap_sched < 1.5 * old)        # back to back: the queue was not empty
-    before = busy & (sent["t_sched"][1:] < step) & (sent["t_sched"][1:] > o + 200 * MS)
-    after = busy & (sent["t_sched"][:-1] >= step + 3 * MS) & (sent["t_sched"][1:] < o + 1900 * MS)
+    before = busy & (depart[1:] < step) & (depart[1:] > o + 200 * MS)
+    after = busy & (depart[:-1] >= step + 3 * MS) & (depart[1:] < o + 1900 * MS)
     assert before.sum() > 200 and after.sum() > 400
     assert abs(np.median(gap_sent[before]) - old) < 0.02 * old
     assert abs(np.median(gap_sent[after]) - new) < 0.02 * new
     # the model's first gap at the new rate starts within one old frame time after the step (the
     # frame in transmission at the step finishes at the old rate); what was sent around the step
     # left within 1 ms of that schedule
-    fast = np.flatnonzero(busy & (gap_sched < (old + new) / 2) & (sent["t_sched"][:-1] > o + 200 * MS))
-    first = sent["t_sched"][fast[0]]
+    fast = np.flatnonzero(busy & (gap_sched < (old + new) / 2) & (depart[:-1] > o + 200 * MS))
+    first = depart[fast[0]]                       # the first new-rate frame starts here
     assert step <= first <= step + old
-    near = np.abs(sent["t_sched"] - step) < 20 * MS
+    near = np.abs(depart - step) < 20 * MS
     assert near.sum() > 10 and (np.abs(sent["t_sent"][near] - sent["t_sched"][near]) < 1 * MS).all()
     # the trace: departures on whole ms after the origin, the trace's count per ms
     down, drec = _log(summary, "server-client")
