@@ -8,7 +8,12 @@ direction, at the capture's vantage point:
 * ``source`` / ``repair``: symbol packets of each type; ``acks``: ACK packets;
 * ``retransmitted``: source packets with round > 0 (a source symbol sent again: ARQ);
 * ``rounds``: the highest round number seen (0: everything went in the first transmission);
-* ``first_ns`` / ``last_ns``: first and last symbol packet (capture clock, CLOCK_REALTIME).
+* ``first_ns`` / ``last_ns``: first and last symbol packet (capture clock, CLOCK_REALTIME);
+* ``round0_last_ns``: the last symbol packet of round 0 (the first transmission: the k source
+  symbols and, with FEC, the r repair symbols sent with them — not those sent later);
+* ``round0_repair``: repair packets of round 0 (the r the sender chose up front);
+* ``round1_source``: source packets of round 1 — with ARQ the symbols whose first transmission
+  was found lost (and any tail probe sent before an ACK came back).
 
 From the server's event log: per request, ``decode_ms`` (CPU time of the RaptorQ decode call,
 0 when every source symbol arrived), ``decoded`` and ``symbols`` received.  Completion per
@@ -54,8 +59,11 @@ def connections(pk: pcap.Packets) -> list[dict[str, Any]]:
                "acks": int((i & (kind == ACK)).sum()),
                "retransmitted": int((i & (kind == SOURCE) & (rnd > 0)).sum()),
                "rounds": int(rnd[sym].max()) if sym.any() else 0}
+        rec["round0_repair"] = int((i & (kind == REPAIR) & (rnd == 0)).sum())
+        rec["round1_source"] = int((i & (kind == SOURCE) & (rnd == 1)).sum())
         if sym.any():
             rec["first_ns"], rec["last_ns"] = int(t.ts_ns[sym].min()), int(t.ts_ns[sym].max())
+            rec["round0_last_ns"] = int(t.ts_ns[sym & (rnd == 0)].max(initial=rec["first_ns"]))
         out.append(rec)
     return out
 

@@ -49,7 +49,10 @@ in Mbit/s):
   trailing delayed ACK are outside it.
 * ``flights``: flights (``analysis.tcp``: data segments separated by idle gaps) of the first
   connection's data direction — slow-start rounds when the sender is window-limited;
-  ``flight_period_ms``: median start-to-start interval of its consecutive flights.
+  ``flight_period_ms``: median start-to-start interval of its consecutive flights;
+  ``flight_bytes``: the new bytes of each of its flights (at most the first 20).
+* ``cumulative_5``: per connection with data, in order of its first packet, the new bytes its
+  data direction sent in its first 5 flights — after 5 slow-start rounds when window-limited.
 * ``stalls``, ``stall_ms``: audio: per player and initial buffer (``"wait@40ms"``), the
   playback model's stall count and total stall time.
 
@@ -90,8 +93,9 @@ from typing import Any
 from analysis import applog, report
 
 CLIENT_LOG = "client.jsonl"
+# and the checks data_segments_per_ack, first_flight_segments
 SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "data_per_ack",
-                  "flights", "flight_period_ms")   # and the checks data_segments_per_ack, first_flight_segments
+                  "flights", "flight_period_ms", "flight_bytes", "cumulative_5")
 
 
 def _json(path: Path) -> dict:
@@ -233,6 +237,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     handshakes: list[tuple[int, float]] = []
     rtx = rtx_bytes = in_flight = data = acks = adv = 0
     first: tuple[int, Any] | None = None           # (t0, flights) of the first connection
+    five: list[tuple[int, int]] = []               # (t0, bytes in its first 5 flights) per connection
     first_conn: int | None = None                  # t0 of the first connection with data
     missing: set[str] = set()                      # data senders without a capture
     window = _timed_window(events)
@@ -269,6 +274,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             summary, d = view
             if len(d.flights) and (first is None or rec["t0_ns"] < first[0]):
                 first = (rec["t0_ns"], d.flights)
+            if len(d.flights):
+                five.append((rec["t0_ns"], int(d.flights["cum_bytes"][:5][-1])))
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
             in_flight = max(in_flight, summary["in_flight"]["max"])
@@ -298,6 +305,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
         fl = first[1]
         checks["first_flight_segments"] = int(fl[0]["segments"])
         metrics["flights"] = len(fl)
+        metrics["flight_bytes"] = [int(b) for b in fl["bytes"][:20]]
+        metrics["cumulative_5"] = [b for _, b in sorted(five)]
         if len(fl) > 1:
             metrics["flight_period_ms"] = float(statistics.median((fl["start"][1:] - fl["start"][:-1]) / 1e6))
     return True

@@ -280,8 +280,16 @@ ROWS: tuple[Row, ...] = (
         explain=(("rwnd_limited_ms", "ms rwnd-limited per connection (TCP_INFO)"),
                  ("retransmissions", "retransmitted segments per run"))),
     Row("C4.cumulative_5", "cumulative bytes after 5 rounds", "B", 452600,
-        ModelRef("slowstart", "cumulative", index=4), None,
-        unmeasured=_NO_WORKLOAD + "needs per-flight bytes in RunResult"),
+        ModelRef("slowstart", "cumulative", index=4),
+        Measure("initcwnd", "cumulative_5", "10", statistic="pooled_median", sets={"params.size": "1MB"}),
+        0.05,
+        note="measured: per new connection, the request's bytes in its first 5 flights (one round "
+             "trip each; analysis/tcp.py flights of the client's capture), median; a 1 MB request "
+             "(the 354,640 B one ends inside round 5); " + LINUX_MSS + ": 10·1448·31 = 448,880 B",
+        cause="the server's advertised receive window (autotuned from ~64 KB) or a loss caps a "
+              "round below the doubled window, or splits it into two flights",
+        explain=(("flight_bytes", "bytes per flight"), ("rwnd_limited_ms", "ms rwnd-limited per connection"),
+                 ("retransmissions", "retransmitted segments per run"))),
     # ---- C5
     Row("C5.rtt_min", "long-haul RTT, minimum (Queqiao records)", "ms", 199, None,
         Measure(CALIBRATE, "rtt_ms.min"), 0.02,
@@ -328,8 +336,14 @@ ROWS: tuple[Row, ...] = (
     # ---- C6
     Row("C6.packets", "packets of 1448 B", "packets", 245, M("fec", "packets"), None,
         unmeasured="model-only: ceil(354,640/1448), a count fixed by the input"),
-    Row("C6.expected_lost", "expected packets lost", "packets", 34.3, M("fec", "expected_lost"), None,
-        unmeasured=_NO_WORKLOAD + "needs the [fec] experiment (first-round losses)"),
+    Row("C6.expected_lost", "expected packets lost", "packets", 34.3, M("fec", "expected_lost"),
+        Measure("fec", "first_round_lost", "off", statistic="pooled_mean"), 0.15,
+        note="measured: per request of the ARQ arm, the source symbols the client sent again in "
+             "round 1 (its capture, analysis/fec.py) — the first transmission's losses on the 14% "
+             "direction as the sender found them; mean over every request",
+        cause="a binomial count of few requests (sd √(245·p·(1−p)) = 5.4 per request) and the "
+              "emulator's loss draw; a tail probe before the first ACK counts as one more",
+        explain=(("first_round_lost", "symbols lost in round 0 per request"),)),
     Row("C6.serial_budget", "serial budget RTT + model + sending", "ms", 238.5, M("fec", "serial_budget"),
         Measure("reuse", "completion_ms_median", "reuse"), 0.10,
         note="measured: the kept-alive request on the long-haul path (C7's direct, kept alive)",
@@ -361,24 +375,26 @@ ROWS: tuple[Row, ...] = (
               "event (testbed model fec gives the distribution)",
         explain=(("arq_rounds", "rounds per request"),)),
     Row("C6.fec_repair", "FEC repair symbols for P ≥ 0.999", "symbols", 63, M("fec", "fec_repair"),
-        Measure("fec", "repair_packets", "adaptive", statistic="pooled_median", source="checks",
-                scale=0.1), 0.25,
-        note="measured: repair packets on the wire per run / the 10 requests of a run",
+        Measure("fec", "first_round_repair", "adaptive", statistic="pooled_median"), 0.25,
+        note="measured: per request, repair packets of its first transmission (round 0) on the "
+             "client's wire, median over the requests",
         cause="adaptive redundancy follows the loss rate the sender estimates, not the prior"),
     Row("C6.fec_redundancy", "FEC redundancy", "1", 0.257, M("fec", "fec_redundancy"), None,
         unmeasured="model-only: r/n; C6.fec_repair measures r"),
     Row("C6.fec_send", "sending 308 symbols", "ms", 10.7, M("fec", "fec_send"),
         Measure("fec", "symbol_span_ms", "adaptive", statistic="pooled_median"), 0.25,
-        note="measured: first to last symbol packet of a request on the client's wire, FEC arm",
+        note="measured: first to last symbol packet of a request's first transmission (round 0: "
+             "the k + r symbols) on the client's wire, FEC arm — not repair symbols sent later "
+             "while the ACK travels",
         cause="the UDP loop's pacing and wake-ups (testbed/transport) on a shared 2-core host "
               "send slower than the 333 Mbit/s line rate the model assumes",
-        explain=(("symbol_span_ms", "ms from first to last symbol"),)),
+        explain=(("symbol_span_ms", "ms to send the k + r symbols of round 0"),)),
     Row("C6.fec_completion", "FEC completion", "ms", 241, M("fec", "fec_completion"),
         Measure("fec", "completion_ms_median", "adaptive"), 0.10,
         cause="no retransmission (below), so the extra time is in sending the symbols (their "
               "span on the wire below, vs the model's 10.7 ms) and decoding them at the server",
         explain=(("retransmissions", "retransmitted symbols per run"),
-                 ("symbol_span_ms", "ms from first to last symbol"), ("decode_ms", "server decode ms"))),
+                 ("symbol_span_ms", "ms to send the k + r symbols of round 0"), ("decode_ms", "server decode ms"))),
     # ---- C7 (the chapter's values are its author's measurements: medians over requests, so the
     # measured value is the median of every request of the level's runs, and the ratios are of
     # those same medians)

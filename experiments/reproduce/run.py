@@ -223,13 +223,21 @@ def _tunnel_retransmissions(run) -> list[int]:
 #: ``arq_rounds``: per udpreq request, transmission rounds (1 + the highest round number);
 #: ``arq_round_ms``: per request with retransmissions, the span of its symbol packets on the
 #: client's wire (first to last sent) ÷ its retransmission rounds — one RTT each when ideal;
-#: ``symbol_span_ms``: per request, first to last symbol packet sent (the sending time);
+#: ``symbol_span_ms``: per request, first to last symbol packet of its first transmission (round
+#: 0: the k source and, with FEC, the r repair symbols sent with them — not symbols sent later,
+#: e.g. repair replenished while the ACK travels): the time to send k + r symbols;
+#: ``first_round_lost``: per request, source symbols sent in round 1 — its first-transmission
+#: losses as the ARQ sender found them (a tail probe, if any, counts too);
+#: ``first_round_repair``: per request, repair symbols of round 0 (the sender's r);
 #: ``tunnel_retransmissions``: per relay run, segments sent again on the gateways' tunnel.
 DERIVED = {
     "arq_rounds": lambda run: [c["rounds"] + 1 for c in _transport(run)],
     "arq_round_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 / c["rounds"]
                                  for c in _transport(run) if c["rounds"]],
-    "symbol_span_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 for c in _transport(run)],
+    "symbol_span_ms": lambda run: [(c["round0_last_ns"] - c["first_ns"]) / 1e6
+                                   for c in _transport(run)],
+    "first_round_lost": lambda run: [c["round1_source"] for c in _transport(run)],
+    "first_round_repair": lambda run: [c["round0_repair"] for c in _transport(run)],
     "tunnel_retransmissions": _tunnel_retransmissions,
 }
 

@@ -84,6 +84,9 @@ def test_a_download_counts_the_senders_retransmissions(tmp_path):
     out = run_metrics(d)
     assert out["metrics"]["retransmissions"] == at_sender
     assert out["metrics"]["max_in_flight_bytes"] == 500
+    # flights of new bytes: s1..s5 in one flight; the resends add none
+    assert out["metrics"]["flight_bytes"][0] == 500 and sum(out["metrics"]["flight_bytes"]) == 500
+    assert out["metrics"]["cumulative_5"] == [500]
     assert "sender_metrics" not in out["checks"]
     assert out["metrics"]["handshake_ms"] == [pytest.approx(10.1)]    # the client's own view
 

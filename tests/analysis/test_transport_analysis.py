@@ -35,6 +35,10 @@ def test_connections_count_source_repair_retransmissions_and_rounds(tmp_path):
     assert (up["source"], up["repair"], up["acks"], up["retransmitted"], up["rounds"]) == (3, 3, 0, 1, 2)
     assert (down["source"], down["repair"], down["acks"]) == (0, 0, 1)
     assert up["src"].endswith("10.0.0.1")
+    # round 0 = the first transmission (esi 0, 1 source, 3, 4 repair): its last packet is pn 3;
+    # round 1 carries the one source symbol found lost
+    assert (up["round0_repair"], up["round1_source"]) == (2, 1)
+    assert up["first_ns"] < up["round0_last_ns"] < up["last_ns"]
 
 
 def test_timeline_and_command_line(tmp_path):
