@@ -36,6 +36,14 @@ class Backend(Protocol):
     def summary(self) -> dict[str, Any]:
         """What the run records about the backend (``fidelity.verdict`` reads it)."""
 
+# Link schedules (``LinkSpec.schedule``): a backend that applies them also has
+# ``set_origin(t_ns) -> dict | None``, which ``Testbed.set_link_origin`` calls when the client
+# starts: start every schedule at CLOCK_MONOTONIC ``t_ns``, return ``{"origin_requested_ns": t_ns,
+# "origin_ns": {direction: ns applied}, ...}`` (None when no link has a schedule).  Its
+# ``summary()["directions"][direction]["schedule"]`` is ``{"origin_ns", "changes": [
+# ScheduleChange.to_dict(), ...]}``, which the run's manifest (``link_changes``) and
+# ``testbed analyze`` read.
+
 # What commands accept: ``netem-uml`` re-runs the whole command inside a User-Mode Linux guest
 # with ``--backend netem`` (testbed/backends/uml/__init__.py), ``netem-vm`` inside the qemu VM
 # (testbed/backends/vm/__init__.py); select_backend itself never sees them.
