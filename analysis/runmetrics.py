@@ -34,6 +34,10 @@ in Mbit/s):
 * ``handshake_ms``: per TCP connection the client opened, in order of its SYN: SYN sent → the
   client's ACK of the SYN/ACK (the capture's timestamps).
 * ``goodput_mbps``: bulk: the client's summary (8 × bytes / (bulk_end − bulk_start)).
+* ``total_s``, ``setup_s``, ``round_s``: agent: the client's summary — the whole run (before the
+  preparation to the end of the last terminal work), what came before the first round
+  (preparation, a reused connection's opening), and per round its whole time (encoding, request,
+  terminal work) in s.
 * ``retransmissions``: data segments sent again (``analysis.tcpsender``; fast, RTO, probe, and
   spurious ones all count), summed over the connections' data directions, at their senders;
   ``retransmitted_bytes``: their sequence-space bytes.
@@ -186,6 +190,8 @@ def _from_events(events: list[dict], metrics: dict) -> None:
     for e in events:
         if e["event"] == "summary" and "goodput_bps" in e:
             metrics["goodput_mbps"] = e["goodput_bps"] / 1e6
+        if e["event"] == "summary" and "total_s" in e:
+            metrics.update({k: e[k] for k in ("total_s", "setup_s", "round_s") if k in e})
         if e["event"] == "playback":
             key = f"{e['player']}@{e['buffer_ms']:g}ms"
             metrics.setdefault("stalls", {})[key] = e["stalls"]

@@ -6,10 +6,18 @@ round is one request with body S (the fixed generated payload), processing T, re
 ``--reuse`` keeps one connection for all rounds (opened, not warmed, before round 0);
 otherwise every round opens a new connection (and TLS session with ``--tls``).
 
+A round k is: encoding E (``--encode``, a timed step on the device), the request (upload S,
+the model's T on the server, action A back), terminal work W; ``--prep`` P is one timed step
+before the first round (e.g. loading a model at a place).  Timed steps stand for computation:
+they sleep exactly their configured time and are logged as ``step`` events (name, round, start,
+ms), so the timelines show them.
+
 Events: ``round_start``/``round_end`` (round k; ``round_end.round_ms`` covers the request
-from issuing it to the last action byte, excluding the terminal work), plus every
-request/response event of ``reqresp`` with ``req`` = round.  ``summary``: total_s from the
-first round_start to the end of the last terminal work, and the per-round times.
+from issuing it to the last action byte, excluding encoding and terminal work), ``step``, plus
+every request/response event of ``reqresp`` with ``req`` = round.  ``summary``: ``total_s`` =
+the whole run, from before the preparation to the end of the last terminal work (a reused
+connection's opening included); ``setup_s`` = preparation and opening before the first round;
+``round_s`` = per round, round_start to the end of its terminal work; ``round_ms`` the requests.
 """
 from __future__ import annotations
 
@@ -38,24 +46,39 @@ def run_client(args) -> int:
                         body, parse_size(args.action), int(round(parse_time(args.model) * 1e6)),
                         parse_time(args.sample), args.tls, timeout=parse_time(args.timeout))
         mode = "reuse" if args.reuse else "new"
-        terminal = parse_time(args.terminal)
+        terminal, encode = parse_time(args.terminal), parse_time(args.encode)
         t_start = ev.now()
+        step(log, "prep", None, parse_time(args.prep))
         if args.reuse:
             client.open("setup")
-        rounds = []
+        setup = (ev.now() - t_start) / 1e9
+        rounds, whole = [], []
         try:
             for k in range(args.rounds):
-                log.emit(ev.ROUND_START, round=k)
+                t_round = log.emit(ev.ROUND_START, round=k)["t"]
+                step(log, "encode", k, encode)
                 rounds.append(client.request(k, mode) / 1e6)
                 log.emit(ev.ROUND_END, round=k, round_ms=rounds[-1])
-                time.sleep(terminal)
+                step(log, "terminal", k, terminal)
+                whole.append((ev.now() - t_round) / 1e9)
         finally:
             client.close()
         total = (ev.now() - t_start) / 1e9
-        log.emit(ev.SUMMARY, rounds=len(rounds), mode=mode, total_s=total, round_ms=rounds)
+        log.emit(ev.SUMMARY, rounds=len(rounds), mode=mode, total_s=total, setup_s=setup,
+                 round_s=whole, round_ms=rounds)
         print(f"{len(rounds)} rounds ({mode}): {total:.3f} s total", flush=True)
         return 0
     return guarded(run, log)
+
+
+def step(log: ev.EventLog, name: str, k: int | None, seconds: float) -> None:
+    """A timed step standing for computation: sleep ``seconds`` (nothing when 0), logged as
+    ``step`` with its start and configured length."""
+    if seconds <= 0:
+        return
+    t0 = ev.now()
+    time.sleep(seconds)
+    log.emit(ev.STEP, name=name, round=k, start=t0, ms=seconds * 1e3)
 
 
 def main(argv: list[str] | None = None) -> int:

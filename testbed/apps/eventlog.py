@@ -37,7 +37,9 @@ Event names (analysis joins on these; all times are when the app observed the ev
 * ``tcp_info``: one TCP_INFO sample (see ``tcpinfo.SAMPLE_FIELDS``) of connection ``conn``.
 * Bulk: ``bulk_start``, ``bulk_end`` (``bytes``).  Audio: ``chunk_sent``, ``chunk_arrival``
   (``seq``), ``playback`` (result of the playback model).  Agent: ``round_start``,
-  ``round_end``.  Relay: ``tunnel_up``, ``socks_request``, ``socks_reply``, ``stream_open``,
+  ``round_end``.  ``step``: a timed step that stands for computation (``name``: prep, encode,
+  terminal, ...; ``round``; ``ms`` = its configured length) stamped at its end, ``start`` its
+  beginning.  Relay: ``tunnel_up``, ``socks_request``, ``socks_reply``, ``stream_open``,
   ``stream_close``.  With ``--socks`` the client's ``tcp_connected`` is the local leg to the
   proxy and ``socks_done`` (SOCKS5 reply received) marks the end-to-end connection.
   Relay connect mode (``connect`` = ``confirmed`` | ``optimistic``, on ``socks_reply``):
@@ -91,6 +93,7 @@ CHUNK_ARRIVAL = "chunk_arrival"
 PLAYBACK = "playback"
 ROUND_START = "round_start"
 ROUND_END = "round_end"
+STEP = "step"
 TUNNEL_UP = "tunnel_up"
 SOCKS_REQUEST = "socks_request"
 SOCKS_DONE = "socks_done"

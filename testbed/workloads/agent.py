@@ -1,5 +1,7 @@
 """``agent`` (C13): N rounds of screenshot upload, server think time and a small action, with
-terminal work between rounds (client ``testbed/apps/agent.py`` against the reqresp server)."""
+terminal work between rounds (client ``testbed/apps/agent.py`` against the reqresp server).
+The steps that stand for computation — preparation once, encoding and terminal work per round on
+the device, the model's time on the server — are timed parameters, logged as ``step`` events."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,6 +16,9 @@ class AgentParams(Common):
     model: str = param("2s", "server think time T per round", unit="time")
     action: str = param("200", "action size A returned", unit="size")
     terminal: str = param("0.3s", "terminal work W between rounds", unit="time")
+    encode: str = param("0", "encoding E on the device before each upload (a timed step: the "
+                        "screenshot size is what it encodes to)", unit="time")
+    prep: str = param("0", "preparation P once before the first round (a timed step)", unit="time")
     reuse: bool = param(False, "one connection for all rounds")
     tls: bool = param(False, "TLS 1.3", side="both")
 

@@ -336,3 +336,18 @@ def test_the_model_figures_pass_the_layout_check(tmp_path):
     for case, (fn, _) in MODEL_FIGURES.items():
         assert [p.rsplit(".", 1)[1] for p in fn(tmp_path / case)] == ["png", "svg", "pdf"]
     assert plots.LAYOUT_PROBLEMS == []
+
+
+def test_derived_values_read_round_zero_and_scale_the_agent_to_the_chapters_rounds():
+    """fec_send spans round 0 only (k + r symbols), not a repair sent while the ACK travels;
+    first-round losses are round 1's source symbols; an agent run of 3 rounds is scaled to 30."""
+    from types import SimpleNamespace
+    from experiments.reproduce.run import DERIVED
+    conn = {"first_ns": 0, "round0_last_ns": 10_000_000, "last_ns": 210_000_000, "rounds": 1,
+            "round1_source": 33, "round0_repair": 63}
+    udp = SimpleNamespace(checks={"transport_connections": [conn]}, metrics={})
+    assert DERIVED["symbol_span_ms"](udp) == [10.0]
+    assert DERIVED["first_round_lost"](udp) == [33] and DERIVED["first_round_repair"](udp) == [63]
+    agent = SimpleNamespace(checks={}, metrics={"setup_s": 0.4, "round_s": [3.4, 3.5, 3.6], "total_s": 10.9})
+    assert DERIVED["agent_total_30"](agent) == [pytest.approx(0.4 + 30 * 3.5)]
+    assert DERIVED["agent_total_30"](SimpleNamespace(checks={}, metrics={})) == []

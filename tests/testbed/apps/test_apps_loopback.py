@@ -173,6 +173,25 @@ def test_agent_rounds_reuse_vs_new(tmp_path):
             assert len(events(tmp_path / f"{flag}.jsonl", ev.CONN)) == (1 if flag else 3)
 
 
+def test_agent_timed_steps_are_logged_and_in_the_whole_run(tmp_path):
+    """Preparation once, encoding and terminal work per round: each a step event of its
+    configured length, and the summary's total = setup + the whole rounds."""
+    from analysis.runmetrics import run_metrics
+    log = tmp_path / "client.jsonl"
+    with server(RR, "--log", str(tmp_path / "s.jsonl")) as (_, port):
+        r = run("testbed.apps.agent", "--server", f"127.0.0.1:{port}", "--rounds", "2",
+                "--screenshot", "10KB", "--model", "20ms", "--terminal", "50ms", "--encode", "30ms",
+                "--prep", "100ms", "--reuse", "--log", str(log))
+    assert r.returncode == 0, r.stderr
+    steps = events(log, ev.STEP)
+    assert [(s["name"], s["round"], s["ms"]) for s in steps] == [
+        ("prep", None, 100), ("encode", 0, 30), ("terminal", 0, 50), ("encode", 1, 30), ("terminal", 1, 50)]
+    assert all(s["t"] - s["start"] >= s["ms"] * 1e6 for s in steps)
+    m = run_metrics(tmp_path)["metrics"]
+    assert m["setup_s"] >= 0.1 and all(x >= 0.02 + 0.03 + 0.05 for x in m["round_s"])
+    assert m["total_s"] == pytest.approx(m["setup_s"] + sum(m["round_s"]), abs=0.01)
+
+
 @pytest.mark.parametrize("args, code, message", [
     (["reqresp", "client", "--server", "127.0.0.1:1", "--cc", "nosuchcc"], 2,
      "cc 'nosuchcc': a congestion control available on this kernel"),
