@@ -14,6 +14,9 @@
 - :func:`delivery`: cumulative bytes delivered per stream (per request's
   response for TCP, per QUIC stream for qlog) over time.
 - :func:`steps`: any step series (QUIC bytes_in_flight and cwnd from qlog).
+
+Every one takes ``markers``: [(seconds from ``t0``, text)], drawn by :func:`mark` as dashed
+vertical lines with their text (a link's changes during the run: ``plotset.link_markers``).
 """
 from __future__ import annotations
 
@@ -111,6 +114,19 @@ def _save(fig, base: Path, rect: tuple | None = None) -> list[str]:
     return out
 
 
+def mark(ax, markers) -> None:
+    """``markers`` [(x in the axes' data units, text)] as dashed purple vertical lines, each
+    text written upwards along its line inside the axes; those outside the x range the data
+    span are left out (the range stays the data's)."""
+    lo, hi = ax.get_xlim()
+    for x, text in markers:
+        if lo <= x <= hi:
+            ax.axvline(x, color="tab:purple", lw=0.9, ls="--", zorder=1)
+            ax.annotate(text, (x, 0.98), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=7, va="top", ha="right", color="tab:purple")
+    ax.set_xlim(lo, hi)
+
+
 def sentence_if_degenerate(values, what: str) -> str | None:
     """The sentence that replaces a plot of ``values`` that would show nothing: none at all,
     all zero, or one single value; None when a plot is worth drawing."""
@@ -124,7 +140,8 @@ def sentence_if_degenerate(values, what: str) -> str | None:
     return None
 
 
-def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
+def time_sequence(direction, t0: int, base: Path, title: str = "",
+                  markers: list[tuple[float, str]] = ()) -> list[str]:
     from matplotlib.collections import LineCollection
     plt = _plt()
     tr = direction.trace
@@ -152,6 +169,7 @@ def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
         segs = np.stack([np.column_stack([ts, s[:, 1] / 1e3]), np.column_stack([ts, s[:, 2] / 1e3])], axis=1)
         ax.add_collection(LineCollection(segs, colors="purple", linewidths=2.5, label="SACK block"))
     ax.autoscale()
+    mark(ax, markers)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("sequence number from the ISN (kB)")
     ax.set_title(title or f"time-sequence, data from {direction.sender}", fontsize=10)
@@ -159,7 +177,8 @@ def time_sequence(direction, t0: int, base: Path, title: str = "") -> list[str]:
     return _save(fig, base)
 
 
-def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: str = "") -> list[str]:
+def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: str = "",
+              markers: list[tuple[float, str]] = ()) -> list[str]:
     """``cwnd`` = (t_ns array, bytes array) or None."""
     plt = _plt()
     tr = direction.tracker
@@ -171,6 +190,7 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
     if cwnd is not None and len(cwnd[0]):
         ax.step((np.asarray(cwnd[0]) - t0) / 1e9, np.asarray(cwnd[1]) / 1e3, where="post", lw=1.2,
                 color="black", label="cwnd (sender, TCP_INFO)")
+    mark(ax, markers)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("in flight (kB)")
     ax.set_title(title or f"in flight, data from {direction.sender}", fontsize=10)
@@ -196,9 +216,7 @@ def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline",
             if x:
                 ax.plot(x, [y] * len(x), shapes[k % len(shapes)], ms=5, alpha=0.8,
                         color=f"C{k % 10}", label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
-    for x, text in markers:
-        ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
-        ax.annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), fontsize=7, va="bottom")
+    mark(ax, markers)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.invert_yaxis()
@@ -214,13 +232,15 @@ def _kind(label: str) -> str:
     return label.split("#")[0].split(":")[0]
 
 
-def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stream") -> list[str]:
+def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stream",
+             markers: list[tuple[float, str]] = ()) -> list[str]:
     """streams: {name: (t_ns array, cumulative bytes array)}."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for name, (tt, b) in streams.items():
         if len(tt):
             ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(b) / 1e3, where="post", label=str(name))
+    mark(ax, markers)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("delivered in order (kB)")
     ax.set_title(title, fontsize=10)
@@ -229,7 +249,8 @@ def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stre
     return _save(fig, base)
 
 
-def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: float = 1.0) -> list[str]:
+def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: float = 1.0,
+          markers: list[tuple[float, str]] = ()) -> list[str]:
     """Generic step functions: {name: (t_ns array, values)}, values times ``scale`` (the unit
     ``ylabel`` names)."""
     plt = _plt()
@@ -237,6 +258,7 @@ def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: flo
     for name, (tt, v) in series.items():
         if len(tt):
             ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(v) * scale, where="post", lw=0.9, label=name)
+    mark(ax, markers)
     ax.set_xlabel("time (s)")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

@@ -4,7 +4,9 @@ Per TCP flow and data direction: ``<flow>-<dir>-tseq``, ``<flow>-<dir>-inflight`
 (PNG + SVG), ``<flow>-<dir>-inflight.csv`` (t_ns, outstanding, pipe, sacked, wireshark;
 one row per event, each value holding until the next row) and ``<flow>-<dir>-rates.csv``
 (throughput and goodput per bin, bin start relative to the flow's first packet); per flow
-``<flow>-delivery`` (per request); per capture ``timeline`` (swimlane).
+``<flow>-delivery`` (per request); per capture ``timeline`` (swimlane).  ``markers``
+[(CLOCK_MONOTONIC ns, text)] — a link's changes during the run, :func:`link_markers` — are drawn
+on every figure.
 """
 from __future__ import annotations
 
@@ -29,7 +31,24 @@ def cwnd_samples(events: list[dict], host: str, port: int):
     return np.asarray(t, np.int64), np.asarray(b, np.int64)
 
 
-def write(result: dict, outdir: str | Path) -> list[str]:
+def link_markers(frame_logs) -> list[tuple[int, str]]:
+    """[(actual_ns, "<direction>: <what>")] of every schedule change recorded beside these
+    emulator frame logs (``testbed.emulator.linklog.read_changes``), in time order."""
+    from testbed.emulator.linklog import read_changes
+    out = []
+    for path in frame_logs:
+        got = read_changes(path)
+        if got is not None:
+            name = Path(path).name.removesuffix(".frames")
+            out += [(int(c["actual_ns"]), f"{name}: {c['what']}") for c in got[1]]
+    return sorted(out)
+
+
+def _rel(markers, t0: int) -> list[tuple[float, str]]:
+    return [((t - t0) / 1e9, text) for t, text in markers]
+
+
+def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = ()) -> list[str]:
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
@@ -46,13 +65,15 @@ def write(result: dict, outdir: str | Path) -> list[str]:
             view = ("\ncaptured near the data's receiver: what it saw, not the sender's own view"
                     if (rec.get("vantage") or {}).get("sender_side") is False and d == rec.get("data_direction")
                     else "")
+            marks = _rel(markers, rec["t0_ns"])
             written += plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
-                                           title=f"{f.key.name} {d}{view}")
+                                           title=f"{f.key.name} {d}{view}", markers=marks)
             sender = (f.key.client, f.key.client_port) if direction.sender == "client" else \
                 (f.key.server, f.key.server_port)
             cw = cwnd_samples(obj["events"], *sender)
             written += plots.in_flight(direction, rec["t0_ns"], base.with_name(base.name + "-inflight"),
-                                       cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}{view}")
+                                       cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}{view}",
+                                       markers=marks)
             csv = Path(f"{base}-inflight.csv")
             np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
                        header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
@@ -69,16 +90,18 @@ def write(result: dict, outdir: str | Path) -> list[str]:
             rec["directions"][d]["in_flight"]["path"] = str(csv)
         if "s2c" in obj.get("directions", {}) and obj.get("exchanges"):
             written += plots.delivery(_response_streams(obj), rec["t0_ns"],
-                                      out / f"{name}-delivery", title=f"{f.key.name}: responses")
+                                      out / f"{name}-delivery", title=f"{f.key.name}: responses",
+                                      markers=_rel(markers, rec["t0_ns"]))
         _lanes(lanes, obj)
     if lanes:
         written += plots.swimlane(lanes, t_first, out / "timeline",
                                   title=f"{Path(result['file']).name}: handshake and completion "
-                                        "(packet events at the capture point)")
+                                        "(packet events at the capture point)",
+                                  markers=_rel(markers, t_first))
     return written
 
 
-def write_qlog(traces, outdir: str | Path, stem: str) -> list[str]:
+def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, str]] = ()) -> list[str]:
     """QUIC figures of the first trace: in-order delivery per stream (received streams, or
     sent ones when the trace received none) and bytes_in_flight / cwnd."""
     from analysis import qlog
@@ -90,11 +113,12 @@ def write_qlog(traces, outdir: str | Path, stem: str) -> list[str]:
     ids = np.unique(tr.frames["stream"][tr.frames["sent"] == sent])
     streams = {f"stream {int(s)}": qlog.delivered(tr, int(s), sent=sent) for s in ids}
     written = plots.delivery(streams, t0, out / f"{stem}-delivery",
-                             title=f"QUIC ({tr.vantage}): per-stream delivery")
+                             title=f"QUIC ({tr.vantage}): per-stream delivery", markers=_rel(markers, t0))
     m = {k: tr.metrics[k] for k in ("bytes_in_flight", "cwnd") if k in tr.metrics}
     if m:
         written += plots.steps(m, t0, out / f"{stem}-inflight", "kB",
-                               f"QUIC ({tr.vantage}): bytes in flight and cwnd", scale=1e-3)
+                               f"QUIC ({tr.vantage}): bytes in flight and cwnd", scale=1e-3,
+                               markers=_rel(markers, t0))
     return written
 
 

@@ -125,12 +125,12 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
     return page.write(out)
 
 
-def figures_for(res: dict, outdir: Path) -> list[tuple[str, str]]:
+def figures_for(res: dict, outdir: Path, markers: list[tuple[int, str]] = ()) -> list[tuple[str, str]]:
     """The capture's figures (:func:`analysis.plotset.write`, PNG first of each) with captions;
     a capture holding the project's UDP transport also gets its packet timeline
-    (:func:`analysis.fec.timeline`)."""
+    (:func:`analysis.fec.timeline`).  ``markers``: as :func:`analysis.plotset.write`."""
     from analysis import fec, pcap, plotset
-    files = [f for f in plotset.write(res, outdir) if f.endswith(".png")]
+    files = [f for f in plotset.write(res, outdir, markers) if f.endswith(".png")]
     if any(r["proto"] == "udp" for r in res["flows"]):
         pk = pcap.read(res["file"])
         ports = {c["dport"] for c in fec.connections(pk) if c["source"] or c["repair"]}

@@ -80,10 +80,12 @@ def run(args) -> int:
     events = []
     for f in args.app_log:
         events += applog.load(f)
-    links = []
+    links, markers = [], []
     if args.link_log:
+        from analysis.plotset import link_markers
         from testbed.emulator.linklog import read_log
         links = [read_log(f) for f in args.link_log]
+        markers = link_markers(args.link_log)
     results = []
     figures: dict = {}
     page_dir = None
@@ -100,7 +102,7 @@ def run(args) -> int:
             res["file"] = str(path)
             if args.plots:
                 from analysis import plotset
-                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem)
+                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem, markers)
         else:
             res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
                                       keep=bool(args.plots) or page_dir is not None, link_logs=links,
@@ -108,9 +110,9 @@ def run(args) -> int:
             if args.plots:
                 from analysis import plotset
                 sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
-                res["plots"] = plotset.write(res, sub)
+                res["plots"] = plotset.write(res, sub, markers)
             if page_dir is not None:
-                figures[res["file"]] = runpage.figures_for(res, Path(page_dir.name) / path.stem)
+                figures[res["file"]] = runpage.figures_for(res, Path(page_dir.name) / path.stem, markers)
             res.pop("_objects", None)
         results.append(res)
     for res in results:
