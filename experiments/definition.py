@@ -68,7 +68,10 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "stalls", "stall_ms",
            # runmetrics: counts in the timed window, flights, SOCKS5 reply, TCP_INFO limits
            "packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c", "wire_bytes",
-           "flights", "flight_period_ms", "socks_ms", "socks_ms_median", "rwnd_limited_ms", "busy_ms",
+           "flights", "flight_period_ms", "flight_bytes", "cumulative_5", "socks_ms", "socks_ms_median",
+           "rwnd_limited_ms", "busy_ms",
+           # agent: the whole run (testbed/apps/agent.py summary)
+           "total_s", "setup_s", "round_s",
            # streams / duplicate / airbulk (analysis/streams.py, multipath.py, airtime.py)
            "audio_cross_wait_max_ms", "audio_order_wait_max_ms", "audio_on_time", "audio_done_ms",
            "image_done_ms", "path_done_ms",
