@@ -14,6 +14,7 @@
 - :func:`delivery`: cumulative bytes delivered per stream (per request's
   response for TCP, per QUIC stream for qlog) over time.
 - :func:`steps`: any step series (QUIC bytes_in_flight and cwnd from qlog).
+- :func:`trace_rate`: a Mahimahi link trace's rate over one loop, per window.
 
 Every one takes ``markers``: [(seconds from ``t0``, text)], drawn by :func:`mark` as dashed
 vertical lines with their text (a link's changes during the run: ``plotset.link_markers``).
@@ -264,4 +265,26 @@ def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: flo
     ax.set_title(title, fontsize=10)
     if series:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return _save(fig, base)
+
+
+def trace_rate(trace, base: Path, window: float = 1.0, title: str = "") -> list[str]:
+    """A link trace (``testbed.spec.schedule.Trace``) as its rate in Mbit/s over one loop:
+    one step per window of ``window`` s (``testbed.spec.traces.rate_series``) and the loop's
+    mean as a dashed line."""
+    from testbed.spec.traces import rate_series
+    series = rate_series(trace, window)
+    w = min(window, trace.period_ms / 1000)
+    t = np.array([s for s, _ in series] + [series[-1][0] + w])
+    r = np.array([v for _, v in series] + [series[-1][1]]) / 1e6
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    ax.step(t, r, where="post", lw=1.0, label=f"rate per {w:g} s window")
+    ax.axhline(trace.mean_rate / 1e6, color="gray", lw=0.9, ls="--",
+               label=f"mean {trace.mean_rate / 1e6:.3g} Mbit/s")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time from the origin (s), one loop")
+    ax.set_ylabel("rate (Mbit/s)")
+    ax.set_title(title or f"trace {trace.source}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, base)

@@ -21,13 +21,14 @@ import subprocess
 import sys
 
 from testbed.cli import (analyze, calibrate, clean, demo, doctor, experiment, model, reproduce, results,
-                         run, topo, vm, worker)
+                         run, topo, trace, vm, worker)
 from testbed.cli.options import OneLineParser, one_line
 from testbed.cli.progress import warnings_above_bars
 from testbed.spec.errors import TestbedError
 
 #: the subcommands, in the order ``testbed --help`` lists them
-COMMANDS = (doctor, topo, clean, calibrate, run, analyze, demo, experiment, model, reproduce, results, worker, vm)
+COMMANDS = (doctor, topo, clean, calibrate, run, analyze, demo, experiment, model, reproduce, results, worker, vm,
+            trace)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,106 @@
+"""``testbed trace show FILE``: a Mahimahi link trace's mean, min and max rate (per window),
+period and opportunities, and with ``--plot`` its rate over one loop as a figure;
+``testbed trace make KIND ... --out FILE``: write a trace from one of the generators of
+``testbed.spec.traces`` (constant, alternating, on-off, markov).  A trace is used with
+``--link LINK.DIR.trace=FILE`` or ``[trace] file = ...`` in a schedule (docs/links-and-emulator.md)."""
+from __future__ import annotations
+
+from testbed.cli.options import add_json
+
+KINDS = ("constant", "alternating", "on-off", "markov")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("trace", help="show a link trace's rates, or make one from a generator",
+                       description=__doc__)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    show = actions.add_parser("show", help="mean/min/max rate, period, opportunities; --plot a figure")
+    show.add_argument("file", metavar="FILE", help="a Mahimahi trace (one integer ms per line)")
+    show.add_argument("--window", default="1s", help="window of the min/max rate (default: 1s)")
+    show.add_argument("--plot", metavar="FILE.png", help="draw the rate per window (PNG, with SVG "
+                      "and PDF beside it)")
+    add_json(show)
+    show.set_defaults(func=run_show)
+    make = actions.add_parser("make", help="write a trace from a generator",
+                              description="KIND: constant --rate R [--duration D]; alternating "
+                                          "--rates R1,R2,... --interval D [--cycles N]; on-off --rate R "
+                                          "--on D --off D; markov --rates R1,R2,... --dwell D "
+                                          "--duration D --seed N.")
+    make.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    make.add_argument("--out", "-o", required=True, metavar="FILE", help="the trace file to write")
+    make.add_argument("--rate", help="rate (constant, on-off), e.g. 12mbit")
+    make.add_argument("--rates", help="comma-separated rates (alternating, markov), e.g. 6mbit,24mbit")
+    make.add_argument("--duration", help="one loop (constant: default 1s; markov)")
+    make.add_argument("--interval", help="time at each rate (alternating)")
+    make.add_argument("--cycles", type=int, default=1, help="cycles per loop (alternating; default 1)")
+    make.add_argument("--on", help="time on (on-off)")
+    make.add_argument("--off", help="time off (on-off)")
+    make.add_argument("--dwell", help="mean time in a state (markov)")
+    make.add_argument("--seed", type=int, default=1, help="seed (markov; default 1)")
+    make.set_defaults(func=run_make)
+
+
+def _stats_line(trace, stats) -> str:
+    return (f"{trace.source}: mean {stats.mean_bps / 1e6:.3f} Mbit/s, min {stats.min_bps / 1e6:.3f} "
+            f"and max {stats.max_bps / 1e6:.3f} Mbit/s per {stats.window:g} s window, period "
+            f"{stats.period:g} s, {stats.opportunities} opportunities of 1504 B per loop")
+
+
+def run_show(args) -> int:
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from testbed.spec.schedule import Trace
+    from testbed.spec.traces import trace_stats
+    from testbed.spec.units import parse_time
+    window = parse_time(args.window)
+    if not window > 0:
+        raise ValueError(f"--window {args.window}: must be > 0 s")
+    trace = Trace.load(args.file)
+    stats = trace_stats(trace, window)
+    written = []
+    if args.plot:
+        from analysis.plots import trace_rate
+        written = trace_rate(trace, Path(args.plot).with_suffix(""), window)
+    if args.json:
+        print(json.dumps({"file": args.file, **dataclasses.asdict(stats), "plots": written}, indent=1))
+        return 0
+    print(_stats_line(trace, stats))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def run_make(args) -> int:
+    from pathlib import Path
+
+    from testbed.spec import traces
+    from testbed.spec.units import parse_rate, parse_time
+
+    def need(*names):
+        missing = [f"--{n}" for n in names if getattr(args, n) is None]
+        if missing:
+            raise ValueError(f"trace make {args.kind} needs {' and '.join(missing)}")
+
+    def rates():
+        return [parse_rate(r) for r in args.rates.split(",") if r.strip()]
+
+    if args.kind == "constant":
+        need("rate")
+        trace = traces.constant(parse_rate(args.rate), parse_time(args.duration or "1s"))
+    elif args.kind == "alternating":
+        need("rates", "interval")
+        if args.cycles < 1:
+            raise ValueError(f"--cycles {args.cycles}: must be >= 1")
+        trace = traces.alternating(rates(), parse_time(args.interval), args.cycles)
+    elif args.kind == "on-off":
+        need("rate", "on", "off")
+        trace = traces.on_off(parse_rate(args.rate), parse_time(args.on), parse_time(args.off))
+    else:
+        need("rates", "dwell", "duration")
+        trace = traces.markov(rates(), parse_time(args.dwell), parse_time(args.duration), args.seed)
+    Path(args.out).write_text(trace.to_text())
+    print(f"wrote {args.out}: {_stats_line(trace, traces.trace_stats(trace))}")
+    return 0

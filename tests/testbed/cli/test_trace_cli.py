@@ -1,0 +1,32 @@
+"""``testbed trace make`` and ``testbed trace show``: figures from the generators, one line on bad input."""
+import json
+
+from testbed.cli import main
+from testbed.spec.schedule import Trace
+
+
+def test_make_then_show_with_a_plot(tmp_path, capsys):
+    out = tmp_path / "alt.trace"
+    assert main(["trace", "make", "alternating", "--rates", "6mbit,12mbit", "--interval", "1s",
+                 "-o", str(out)]) == 0
+    trace = Trace.load(out)
+    assert trace.period_ms == 2000
+    capsys.readouterr()
+    assert main(["trace", "show", str(out), "--json", "--plot", str(tmp_path / "alt.png")]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    # 6 and 12 Mbit/s in turn: the generator rounds to whole 1504 B opportunities per ms
+    assert abs(shown["min_bps"] - 6e6) < 0.01 * 6e6 and abs(shown["max_bps"] - 12e6) < 0.01 * 12e6
+    assert abs(shown["mean_bps"] - 9e6) < 0.01 * 9e6
+    assert shown["opportunities"] == len(trace.ms) and shown["period"] == 2.0
+    assert (tmp_path / "alt.png").stat().st_size > 0 and str(tmp_path / "alt.png") in shown["plots"]
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    back = tmp_path / "back.trace"
+    back.write_text("5\n3\n")
+    assert main(["trace", "show", str(back)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"testbed: error: {back}:2: timestamp 3 goes backwards (after 5); timestamps are nondecreasing"
+    assert main(["trace", "make", "on-off", "--rate", "12mbit", "-o", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == "testbed: error: trace make on-off needs --on and --off"
+    assert not (tmp_path / "x").exists()
