@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from testbed.apps import eventlog as ev
 from testbed.apps import payload, tcpopts
 from testbed.apps.appmain import guarded, parse_hostport
-from testbed.apps.reqresp import Client, add_common
+from testbed.apps.reqresp import Client, add_common, timed_step
 from testbed.spec.units import parse_size, parse_time
 from testbed.workloads import AgentParams, add_params
 
@@ -48,7 +47,7 @@ def run_client(args) -> int:
         mode = "reuse" if args.reuse else "new"
         terminal, encode = parse_time(args.terminal), parse_time(args.encode)
         t_start = ev.now()
-        step(log, "prep", None, parse_time(args.prep))
+        timed_step(log, "prep", parse_time(args.prep), round=None)
         if args.reuse:
             client.open("setup")
         setup = (ev.now() - t_start) / 1e9
@@ -56,10 +55,10 @@ def run_client(args) -> int:
         try:
             for k in range(args.rounds):
                 t_round = log.emit(ev.ROUND_START, round=k)["t"]
-                step(log, "encode", k, encode)
+                timed_step(log, "encode", encode, round=k)
                 rounds.append(client.request(k, mode) / 1e6)
                 log.emit(ev.ROUND_END, round=k, round_ms=rounds[-1])
-                step(log, "terminal", k, terminal)
+                timed_step(log, "terminal", terminal, round=k)
                 whole.append((ev.now() - t_round) / 1e9)
         finally:
             client.close()
@@ -69,16 +68,6 @@ def run_client(args) -> int:
         print(f"{len(rounds)} rounds ({mode}): {total:.3f} s total", flush=True)
         return 0
     return guarded(run, log)
-
-
-def step(log: ev.EventLog, name: str, k: int | None, seconds: float) -> None:
-    """A timed step standing for computation: sleep ``seconds`` (nothing when 0), logged as
-    ``step`` with its start and configured length."""
-    if seconds <= 0:
-        return
-    t0 = ev.now()
-    time.sleep(seconds)
-    log.emit(ev.STEP, name=name, round=k, start=t0, ms=seconds * 1e3)
 
 
 def main(argv: list[str] | None = None) -> int:

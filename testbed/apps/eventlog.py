@@ -33,7 +33,8 @@ Event names (analysis joins on these; all times are when the app observed the ev
 * ``request_body``: size and sha256 of the request body the client sends (the same every run).
 * Server side: ``request_received`` (first request byte read), ``request_complete`` (last byte
   read; sha256 of the body), ``response_first_byte_sent`` and ``response_sent`` (first/last
-  reply byte handed to the kernel).
+  reply byte handed to the kernel).  With blocks (``reqresp --blocks``), per block ``block``:
+  ``block_sent`` (its request written to the kernel) and ``block_reply`` (its reply read).
 * ``tcp_info``: one TCP_INFO sample (see ``tcpinfo.SAMPLE_FIELDS``) of connection ``conn``.
 * Bulk: ``bulk_start``, ``bulk_end`` (``bytes``).  Audio: ``chunk_sent``, ``chunk_arrival``
   (``seq``), ``playback`` (result of the playback model).  Agent: ``round_start``,
@@ -94,6 +95,8 @@ PLAYBACK = "playback"
 ROUND_START = "round_start"
 ROUND_END = "round_end"
 STEP = "step"
+BLOCK_SENT = "block_sent"
+BLOCK_REPLY = "block_reply"
 TUNNEL_UP = "tunnel_up"
 SOCKS_REQUEST = "socks_request"
 SOCKS_DONE = "socks_done"

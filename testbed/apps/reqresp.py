@@ -13,6 +13,18 @@ and a ``warmup_done`` event; why this is warm: ``Client.warm_up``), then times e
 from its write.
 Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
 
+Blocks (``--blocks K``): the request goes as K block requests of N/K bytes written back to back
+on the connection while a second thread reads their replies; the server answers each as it
+arrives (processing, then its reply), so a block's processing and reply overlap the next blocks'
+upload.  ``--dependent``: a global dependency — blocks 1..K−1 carry no processing and no reply,
+the last all of T and the K replies' bytes (sent together after the processing: on one
+connection the same bytes in the same order).  ``block_plan`` makes the blocks.  Per block the
+client logs ``block_sent`` and ``block_reply`` (its reply's last byte); the request's
+``first_response_byte`` and ``last_response_byte`` are the first and last reply bytes of all.
+Codec: ``--compress R`` sends N·R body bytes, ``--encode E`` is a timed step on the client after
+``request_issued`` (a ``step`` event) and ``--decode D`` is added to the server's processing
+(to its total over the blocks).
+
 Per-request completion = ``last_response_byte.t - request_issued.t``.  ``--socks HOST:PORT``
 connects through a SOCKS5 proxy (the relay's client gateway: path = relay).  ``--tls-resume``
 offers the previous TLS session (TLS 1.3 ticket) on each new connection.  The whole request
@@ -68,6 +80,37 @@ def write_request(sock: socket.socket, data: bytes, pattern: str = "one") -> int
         sent += sock.send(view[sent:sent + block])   # blocking: returns when all is queued
         calls += 1
     return calls
+
+
+def block_plan(size: int, k: int, replies: list[int], processes: list[int],
+               dependent: bool = False) -> list[tuple[int, int, int]]:
+    """(body bytes, reply bytes, processing µs) of each of ``k`` block requests for a body of
+    ``size`` bytes (split evenly, the first blocks one byte longer when it does not divide).
+    ``replies``/``processes``: one value (the total, split evenly) or one per block.
+    ``dependent``: blocks 1..k−1 (0, 0) and the last block every reply byte and all processing."""
+    def per_block(values: list[int], what: str) -> list[int]:
+        if len(values) == 1:
+            return [values[0] // k + (1 if i < values[0] % k else 0) for i in range(k)]
+        if len(values) != k:
+            raise ValueError(f"{what}: {len(values)} values for {k} blocks; give one or {k}")
+        return list(values)
+    if k < 1:
+        raise ValueError(f"blocks {k} must be >= 1")
+    sizes = per_block([size], "size")
+    reply, process = per_block(replies, "reply size"), per_block(processes, "processing")
+    if dependent:
+        return [(n, 0, 0) for n in sizes[:-1]] + [(sizes[-1], sum(reply), sum(process))]
+    return list(zip(sizes, reply, process))
+
+
+def timed_step(log: ev.EventLog, name: str, seconds: float, **fields) -> None:
+    """A step standing for computation: sleep ``seconds`` (nothing when 0), logged as ``step``
+    with its start and configured length ``ms``."""
+    if seconds <= 0:
+        return
+    t0 = ev.now()
+    time.sleep(seconds)
+    log.emit(ev.STEP, name=name, start=t0, ms=seconds * 1e3, **fields)
 
 
 # ------------------------------------------------------------------ server
@@ -156,7 +199,8 @@ class Client:
     def __init__(self, log: ev.EventLog, server: tuple[str, int], factors: tcpopts.SocketFactors,
                  body: bytes, reply: int, process_us: int, interval: float = 0.01,
                  tls: bool = False, resume: bool = False, timeout: float = 10.0,
-                 socks: tuple[str, int] | None = None, write: str = "one"):
+                 socks: tuple[str, int] | None = None, write: str = "one",
+                 blocks: list[tuple[int, int, int]] | None = None, encode: float = 0.0):
         if write not in WRITE_PATTERNS:
             raise ValueError(f"write pattern {write!r}; allowed: {', '.join(WRITE_PATTERNS)}")
         self.log, self.server, self.factors, self.write = log, server, factors, write
@@ -167,6 +211,7 @@ class Client:
             from testbed.apps import tls as tlsmod
             self.tls_ctx = tlsmod.client_context()
         self.socks = socks
+        self.blocks, self.encode = blocks, encode     # block_plan (None: one request); codec step
         self.session = None
         self.sock: socket.socket | None = None
         self.conn = -1
@@ -207,6 +252,9 @@ class Client:
         """Send one request on the open connection (in the write pattern ``self.write``) and
         read the whole reply; the send queue is watched from the write's return on.  Returns
         the ``last_response_byte`` stamp."""
+        timed_step(self.log, "encode", self.encode, req=req)
+        if self.blocks:
+            return self._exchange_blocks(req, **fields)
         request = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us) + self.body
         with tcpinfo.Sampler(self.log, self.sock, self.conn, self.interval):
             self.log.emit(ev.FIRST_REQUEST_BYTE_SENT, conn=self.conn, req=req, write=self.write, **fields)
@@ -227,6 +275,44 @@ class Client:
             sockets.reassert_clamp(self.sock, self.factors, self.log, self.conn)
             self._clamped = self.conn
         return done
+
+    def _exchange_blocks(self, req, **fields) -> int:
+        """The blocks of ``self.blocks`` written back to back by a writer thread while this one
+        reads their replies in order (module docstring); returns the last reply byte's stamp."""
+        sock, errors = self.sock, []
+        view = memoryview(self.body)
+
+        def write() -> None:
+            try:
+                off = 0
+                for i, (n, m, t) in enumerate(self.blocks):
+                    write_request(sock, HEADER.pack(MAGIC, n, m, t) + bytes(view[off:off + n]), self.write)
+                    off += n
+                    self.log.emit(ev.BLOCK_SENT, conn=self.conn, req=req, block=i, bytes=n, **fields)
+            except OSError as exc:
+                errors.append(exc)
+
+        with tcpinfo.Sampler(self.log, sock, self.conn, self.interval):
+            self.log.emit(ev.FIRST_REQUEST_BYTE_SENT, conn=self.conn, req=req, write=self.write,
+                          blocks=len(self.blocks), **fields)
+            writer = threading.Thread(target=write, daemon=True)
+            writer.start()
+            first = True
+            try:
+                for i, (_, m, _) in enumerate(self.blocks):
+                    if m:
+                        sockets.recv_exact(sock, m, self.log, ev.FIRST_RESPONSE_BYTE if first else None,
+                                           conn=self.conn, req=req, **fields)
+                        first = False
+                        self.log.emit(ev.BLOCK_REPLY, conn=self.conn, req=req, block=i, bytes=m, **fields)
+            finally:
+                writer.join()
+            if errors:
+                raise errors[0]
+            self.log.emit(ev.LAST_REQUEST_BYTE_SENT, conn=self.conn, req=req, bytes=len(self.body),
+                          blocks=len(self.blocks), **fields)
+            return self.log.emit(ev.LAST_RESPONSE_BYTE, bytes=sum(b[1] for b in self.blocks),
+                                 conn=self.conn, req=req, **fields)["t"]
 
     def request(self, req: int, mode: str) -> int:
         """One timed request; returns its completion in ns: ``request_issued`` to
@@ -315,13 +401,22 @@ def run_client(args: argparse.Namespace) -> int:
             raise ValueError(f"request size {args.size!r} is negative")
         if args.requests < 1:
             raise ValueError(f"--requests {args.requests} must be >= 1")
+        size = int(round(size * float(args.compress)))      # the codec's output is what is sent
         body = payload.body(size)
         log.emit(ev.REQUEST_BODY, bytes=size, sha256=payload.digest(body))
+        decode_us = int(round(parse_time(args.decode) * 1e6))
+        replies = [parse_size(x) for x in args.reply_size.split(",")]
+        processes = [int(round(parse_time(x) * 1e6)) for x in args.process.split(",")]
+        if args.blocks == 1 and len(replies) + len(processes) > 2:
+            raise ValueError("a list of reply sizes or processing times needs --blocks (one per block)")
+        processes = [t + decode_us // len(processes) for t in processes]   # decoding: part of T
+        plan = block_plan(size, args.blocks, replies, processes, args.dependent) \
+            if args.blocks > 1 else None
         client = Client(log, parse_hostport(args.server, "127.0.0.1"), factors, body,
-                        parse_size(args.reply_size), int(round(parse_time(args.process) * 1e6)),
-                        parse_time(args.sample), args.tls, args.tls_resume, parse_time(args.timeout),
+                        replies[0], processes[0], parse_time(args.sample), args.tls, args.tls_resume,
+                        parse_time(args.timeout),
                         parse_hostport(args.socks, "127.0.0.1") if args.socks else None,
-                        args.write)
+                        args.write, plan, parse_time(args.encode))
         times = client.run(args.mode, args.requests, parse_time(args.think), args.warmup)
         summary = summarize(times)
         log.emit(ev.SUMMARY, mode=args.mode, tls=args.tls, **summary)

@@ -22,12 +22,26 @@ class ReqRespParams(Common):
                         "(mode reuse; warm: tcp cwnd ≥ 2 × request or two equal times, udp the "
                         "loss rate measured)")
     size: str = param("354640", "request body N (the fixed generated file)", unit="size")
-    reply_size: str = param("1000", "reply size M", unit="size")
-    process: str = param("30ms", "server processing time T", unit="time")
+    reply_size: str = param("1000", "reply size M (tcp with blocks: the total split evenly, or a "
+                            "list of one per block)", unit="size")
+    process: str = param("30ms", "server processing time T (tcp with blocks: the total split "
+                         "evenly, or a list of one per block)", unit="time")
     transport: str = param("tcp", "tcp: the kernel's TCP; udp: the testbed's own transport "
                            "(testbed/transport: ARQ or RaptorQ FEC)", side="run", choices=("tcp", "udp"))
     write: str = param("one", "request write pattern: one send() or 64 KiB blocks",
                        choices=("one", "blocks"), transport="tcp")
+    blocks: int = param(1, "send the request as K blocks of N/K bytes back to back on the "
+                        "connection, each processed as it arrives and answered with its own reply "
+                        "(testbed/apps/reqresp.py block_plan)", transport="tcp")
+    dependent: bool = param(False, "blocks: a global dependency — nothing is processed before "
+                            "the last block arrived, then all of T, and the replies follow it",
+                            transport="tcp")
+    compress: str = param("1", "codec size ratio: the body on the wire is N x this (0 < r <= 1)",
+                          transport="tcp")
+    encode: str = param("0", "codec: encoding on the client before the first request byte "
+                        "(a timed step, inside the request's time)", unit="time", transport="tcp")
+    decode: str = param("0", "codec: decoding on the server, added to its processing of each "
+                        "request (a timed step)", unit="time", transport="tcp")
     tls: bool = param(False, "TLS 1.3 (self-signed certificate made at run time)", side="both",
                       transport="tcp")
     tls_resume: bool = param(False, "TLS session resumption (mode new)", transport="tcp")
@@ -70,6 +84,22 @@ class ReqRespParams(Common):
             raise ValueError(f"relay_hosts {self.relay_hosts!r}: give two hosts, e.g. cgw,sgw")
         if not 1 <= self.tunnel_initcwnd <= 65535:
             raise ValueError(f"tunnel_initcwnd {self.tunnel_initcwnd} must be in 1..65535")
+        if self.blocks < 1:
+            raise ValueError(f"blocks {self.blocks} must be >= 1")
+        if self.blocks > 1 and self.tls:
+            raise ValueError("blocks send and receive at once on one connection: not with tls")
+        if self.dependent and self.blocks < 2:
+            raise ValueError("dependent needs blocks >= 2")
+        for name in ("reply_size", "process"):
+            n = len(str(getattr(self, name)).split(","))
+            if n > 1 and n != self.blocks:
+                raise ValueError(f"{name} lists {n} values; give one, or one per block ({self.blocks})")
+        try:
+            ratio = float(self.compress)
+        except ValueError:
+            ratio = -1.0
+        if not 0 < ratio <= 1:
+            raise ValueError(f"compress {self.compress!r}: a size ratio in (0, 1]")
         if self.transport == "udp":
             from testbed.transport.config import TransportConfig
             TransportConfig.from_factors(self.fec, self.ack_policy, self.pacing, self.loss_prior,

@@ -246,3 +246,28 @@ def test_cli_run_on_loopback(tmp_path, monkeypatch, capsys):
 def test_cli_bad_input(tmp_path, monkeypatch, argv, message):
     with pytest.raises(ValueError, match=message):
         _testbed_run(tmp_path, monkeypatch, *argv)
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_reqresp_blocks_are_answered_as_they_arrive_or_after_the_last(tmp_path, dependent):
+    """Three blocks of 100 ms processing each: independent, the first reply comes after the
+    first block's processing; with a global dependency only after all of it.  The codec: half
+    the body on the wire, the encoding a timed step inside the request's time."""
+    log = tmp_path / "c.jsonl"
+    with server(RR, "--log", str(tmp_path / "s.jsonl")) as (_, port):
+        r = run(RR, "client", "--server", f"127.0.0.1:{port}", "--mode", "reuse", "--warmup", "0",
+                "--size", "300KB", "--blocks", "3", "--reply-size", "10KB,20KB,20KB",
+                "--process", "300ms", "--compress", "0.5", "--encode", "50ms", "--log", str(log),
+                *(["--dependent"] if dependent else []))
+    assert r.returncode == 0, r.stderr
+    t = {e["event"]: e["t"] for e in timeline(log, 0)}
+    first, done = (t[ev.FIRST_RESPONSE_BYTE] - t[ev.REQUEST_ISSUED]) / 1e6, \
+        (t[ev.LAST_RESPONSE_BYTE] - t[ev.REQUEST_ISSUED]) / 1e6
+    assert done >= 50 + 300
+    assert (first >= 50 + 300) if dependent else (50 + 100 <= first < 50 + 250)
+    assert [e["bytes"] for e in events(log, ev.BLOCK_SENT)] == [50_000] * 3
+    replies = [e["bytes"] for e in events(log, ev.BLOCK_REPLY)]
+    assert replies == ([50_000] if dependent else [10_000, 20_000, 20_000])
+    assert [(s["name"], s["ms"]) for s in events(log, ev.STEP)] == [("encode", 50)]
+    got = events(tmp_path / "s.jsonl", ev.REQUEST_COMPLETE)
+    assert sum(e["bytes"] for e in got) == 150_000 and len(got) == 3

@@ -257,3 +257,29 @@ def test_clients_print_every_request_s_completion():
     line = completion_line(summarize([1_000_000, 2_500_000]))
     assert line == "median 1.75 ms over 2 requests; each (ms): 1.0, 2.5"
     assert udpreq.completion_line is completion_line
+
+
+def test_block_plan_splits_the_body_replies_and_processing():
+    from testbed.apps.reqresp import block_plan
+    # the chapter's three independent blocks: 10 MB each, outputs 1, 2, 2 MB, 0.1 s each
+    assert block_plan(30_000_000, 3, [1_000_000, 2_000_000, 2_000_000], [300_000]) == [
+        (10_000_000, 1_000_000, 100_000), (10_000_000, 2_000_000, 100_000), (10_000_000, 2_000_000, 100_000)]
+    # a global dependency: nothing before the last block, then all of T and every reply byte
+    assert block_plan(10, 3, [5], [300], dependent=True) == [(4, 0, 0), (3, 0, 0), (3, 5, 300)]
+    with pytest.raises(ValueError, match="2 values for 3 blocks"):
+        block_plan(10, 3, [1, 2], [0])
+    with pytest.raises(ValueError, match="blocks 0"):
+        block_plan(10, 0, [1], [0])
+
+
+def test_reqresp_block_and_codec_params_are_checked():
+    from testbed.spec.errors import UsageError
+    from testbed.workloads import get
+    w = get("reqresp")
+    p = w.make_params({"blocks": "3", "reply_size": "1MB,2MB,2MB", "compress": "0.5", "encode": "150ms"})
+    assert p.blocks == 3 and "--dependent" not in w.client_argv(p, "x:1", "l")
+    for bad, msg in (({"blocks": "2", "reply_size": "1,2,3"}, "one per block"),
+                     ({"compress": "2"}, "ratio in (0, 1]"), ({"dependent": "true"}, "blocks >= 2"),
+                     ({"blocks": "2", "tls": "true"}, "not with tls")):
+        with pytest.raises(UsageError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+            w.make_params(bad)
