@@ -92,7 +92,8 @@ def wanted_measures(rows: list[Row], quick: bool) -> dict[tuple, tuple[Measure, 
         m = row.measure
         if m is None or (quick and m.full_only):
             continue
-        wanted.setdefault(m.key, (m, set()))[1].update(m.levels or (m.level,))
+        for need in (m, m.per) if m.per else (m,):
+            wanted.setdefault(need.key, (need, set()))[1].update(need.levels or (need.level,))
     return wanted
 
 
@@ -328,6 +329,23 @@ def measured_value(summary: dict, m: Measure, exp_dir: str | Path | None = None
     return None, None, 0, f"summary has no {a}/{b} comparison of {m.metric}"
 
 
+def break_even(cost: float, cost_ci: list | None, n: int, res: dict | None, per: Measure
+               ) -> tuple[float | None, list | None, int, str]:
+    """``Measure.per``: the first round N with N·Δ > ``cost``, floor(cost/Δ) + 1, Δ measured by
+    ``per`` in ``res`` (its experiment's result); CI: the same at the ends of the two CIs
+    (smallest cost over largest Δ, and the reverse); n: the smaller n."""
+    if res is None or "error" in res:
+        return None, None, 0, f"the per-round measure's experiment {per.experiment} " + (
+            f"failed: {res['error']}" if res else "was not run")
+    delta, dci, dn, why = measured_value(res["summary"], per, res["dir"])
+    if delta is None or delta <= 0:
+        return None, None, 0, why or f"the measured per-round saving {delta:.3g} s is not positive"
+    ci = None
+    if cost_ci and dci and min(dci) > 0:
+        ci = [math.floor(cost_ci[0] / dci[1]) + 1, math.floor(cost_ci[1] / dci[0]) + 1]
+    return math.floor(cost / delta) + 1, ci, min(n, dn), ""
+
+
 def _excluded(summary: dict, level: str) -> str:
     reasons = [e["reason"] for e in summary.get("excluded", []) if e.get("level") == level and e.get("reason")]
     return f"excluded: {reasons[0]}" if reasons else "no runs"
@@ -387,6 +405,8 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 rec["host"] = res.get("host")
                 value, ci, n, why = (_calibrated(res, m) if "calibrate" in res
                                      else measured_value(res["summary"], m, res["dir"]))
+                if m.per is not None and value is not None:
+                    value, ci, n, why = break_even(value, ci, n, measured.get(m.per.key), m.per)
                 rec.update(measured=value, ci95=ci, n=n)
                 if value is None:
                     notes.append(f"not measured: {why}")

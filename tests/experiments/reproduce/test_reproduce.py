@@ -351,3 +351,19 @@ def test_derived_values_read_round_zero_and_scale_the_agent_to_the_chapters_roun
     agent = SimpleNamespace(checks={}, metrics={"setup_s": 0.4, "round_s": [3.4, 3.5, 3.6], "total_s": 10.9})
     assert DERIVED["agent_total_30"](agent) == [pytest.approx(0.4 + 30 * 3.5)]
     assert DERIVED["agent_total_30"](SimpleNamespace(checks={}, metrics={})) == []
+
+
+def test_break_even_divides_two_measured_quantities(monkeypatch):
+    """C15: floor(M/Δt) + 1 with M and Δt each measured; the CI from the ends of both CIs."""
+    import experiments.reproduce.run as rr
+    from experiments.reproduce.cases import Measure
+    per = Measure("c12-agent", "completion_ms_median", statistic="difference", levels=("false", "true"))
+    monkeypatch.setattr(rr, "measured_value", lambda summary, m, d=None: (0.4, [0.35, 0.45], 4, ""))
+    assert rr.break_even(7.7, [7.6, 7.9], 2, {"summary": {}, "dir": "x"}, per) == (20, [17, 23], 2, "")
+    assert rr.break_even(7.7, None, 2, None, per)[0] is None
+    monkeypatch.setattr(rr, "measured_value", lambda summary, m, d=None: (-0.1, None, 4, ""))
+    value, _, _, why = rr.break_even(7.7, None, 2, {"summary": {}, "dir": "x"}, per)
+    assert value is None and "not positive" in why
+    # the saving's experiment is run too when a row needs it
+    rows = [r for r in ROWS if r.id == "C15.break_even"]
+    assert {k[0] for k in rr.wanted_measures(rows, quick=True)} == {"c15-migration", "c12-agent"}
