@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECONDS, DEFAULT_RUN_SECONDS,
-                                         FULL_REPS, QUICK_REPS, QUICK_SETS, RUN_SECONDS, Measure, Row,
-                                         within)
+                                         FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_SETS, RUN_SECONDS,
+                                         Measure, Row, within)
 
 
 def cpu_times() -> list[int]:
@@ -221,6 +221,12 @@ def _tunnel_retransmissions(run) -> list[int]:
     return [total]
 
 
+def _agent_total(run, rounds: int) -> list[float]:
+    """An agent run's whole time scaled to ``rounds`` rounds (``DERIVED``)."""
+    whole = run.metrics.get("round_s")
+    return [run.metrics["setup_s"] + rounds * sum(whole) / len(whole)] if whole else []
+
+
 #: Per-run values computed from a run's read-backs (a Measure or explain metric by name), each a list:
 #: ``arq_rounds``: per udpreq request, transmission rounds (1 + the highest round number);
 #: ``arq_round_ms``: per request with retransmissions, the span of its symbol packets on the
@@ -232,8 +238,9 @@ def _tunnel_retransmissions(run) -> list[int]:
 #: losses as the ARQ sender found them (a tail probe, if any, counts too);
 #: ``first_round_repair``: per request, repair symbols of round 0 (the sender's r);
 #: ``tunnel_retransmissions``: per relay run, segments sent again on the gateways' tunnel;
-#: ``agent_total_30``: per agent run, the whole run scaled to the chapter's 30 rounds: its
-#: ``setup_s`` + 30 × the mean of its whole rounds ``round_s`` (= ``total_s`` when it ran 30).
+#: ``agent_total_30`` (C12, C13), ``agent_total_20`` (C14): per agent run, the whole run scaled to
+#: the chapter's 30 or 20 rounds: its ``setup_s`` + N × the mean of its whole rounds ``round_s``
+#: (= ``total_s`` when it ran N).
 DERIVED = {
     "arq_rounds": lambda run: [c["rounds"] + 1 for c in _transport(run)],
     "arq_round_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 / c["rounds"]
@@ -243,8 +250,8 @@ DERIVED = {
     "first_round_lost": lambda run: [c["round1_source"] for c in _transport(run)],
     "first_round_repair": lambda run: [c["round0_repair"] for c in _transport(run)],
     "tunnel_retransmissions": _tunnel_retransmissions,
-    "agent_total_30": lambda run: [run.metrics["setup_s"] + AGENT_ROUNDS * sum(run.metrics["round_s"])
-                                   / len(run.metrics["round_s"])] if run.metrics.get("round_s") else [],
+    "agent_total_30": lambda run: _agent_total(run, AGENT_ROUNDS),
+    "agent_total_20": lambda run: _agent_total(run, PLACEMENT_ROUNDS),
 }
 
 
