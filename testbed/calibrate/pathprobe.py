@@ -72,12 +72,14 @@ def rtt(tb, a: str, b: str, count: int = 200, interval: float = 0.01, size: int 
             "max": rtts[-1] if rtts else None, "probes": ping["sent"], "echoed": ping["received"]}
 
 
-def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: float = 2.0) -> dict:
-    """{"up"/"down": {"sent", "received", "reordered"}} of one paced stream per direction."""
+def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: float = 2.0,
+         timeout: float = 600) -> dict:
+    """{"up"/"down": {"sent", "received", "reordered"}} of one paced stream per direction;
+    ``timeout``: the receivers stop this long after they start even when nothing arrives."""
     rx = {"up": _listener(tb, b, probe_argv("recv", "--port", PORTS["loss_up"], "--idle", idle,
-                                            "--timeout", 600), "probe-recv"),
+                                            "--timeout", timeout), "probe-recv"),
           "down": _listener(tb, a, probe_argv("recv", "--port", PORTS["loss_down"], "--idle", idle,
-                                              "--timeout", 600), "probe-recv")}
+                                              "--timeout", timeout), "probe-recv")}
     tx = {d: tb.popen(src, probe_argv("send", "--dst", tb.ip(dst), "--port", PORTS[f"loss_{d}"],
                                       "--count", count, "--rate", rate, "--size", size,
                                       "--stream", stream, "--no-catch-up"), name="probe-send", text=True)

@@ -1,7 +1,8 @@
 """``testbed calibrate [--rate R] [--delay D] [--loss-up P] [--loss-down P] [--packets N]
-[--backend B] [--engine E] [--seed S] [--results DIR] [--json]``: measure the long-haul link with
-real packets, configured vs measured with pass/fail (``testbed.calibrate.link``); exit 0 when
-every check passes, else 1."""
+[--schedule FILE] [--backend B] [--engine E] [--seed S] [--results DIR] [--json]``: measure the
+long-haul link with real packets, configured vs measured with pass/fail (``testbed.calibrate.link``;
+with ``--schedule``, in each interval of the schedule: ``testbed.calibrate.schedule``); exit 0
+when every check passes, else 1."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,9 @@ def register(sub) -> None:
     p.add_argument("--delay", default="100ms", help="one-way delay, each direction (default 100ms)")
     p.add_argument("--loss-up", default="0%", help="client→server loss (default 0%%)")
     p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
+    p.add_argument("--schedule", metavar="FILE",
+                   help="a link schedule (TOML/JSON, time-tied steps and outages) on both directions: "
+                        "rate, delay and loss measured in each of its intervals")
     add_backend(p)
     add_engine_option(p)
     p.add_argument("--packets", type=int, default=10000,
@@ -40,9 +44,10 @@ def run_verdict(run_dir) -> dict | None:
 
 def run(args) -> int:
     from testbed.calibrate.link import calibrate
-    from testbed.emulator import fidelity
     from testbed.spec.units import parse_delay
     parse_delay(args.delay, "--delay")      # "--delay 10" is 10 s: refused before anything starts
+    if args.schedule:
+        return _run_schedule(args)
     out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
                     args.packets, args.seed, args.results)
     verdict = run_verdict(out["run_dir"])
@@ -53,17 +58,29 @@ def run(args) -> int:
         print(json.dumps(out, indent=1))
         return 0 if out["ok"] else 1
     print(f"calibrate: backend {out['backend']}, results in {out['run_dir']}")
-    print(f"{'check':28} {'configured':>12} {'measured':>12}  result  tolerance")
-    for c in out["checks"]:
-        conf = "-" if c["configured"] is None else f"{c['configured']:.6g}"
-        meas = "-" if c["measured"] is None else f"{c['measured']:.6g}"
-        print(f"{c['check']:28} {conf:>12} {meas:>12}  {'pass' if c['ok'] else 'FAIL':6}  "
-              f"{c['tolerance']}")
-    for c in out["checks"]:
-        if c.get("why"):
-            print(f"{c['check']}: {c['why']}")
+    _print_checks(out["checks"])
     rtt = out["measured"]["rtt_ms"]
     print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
+    _print_tail(out, verdict)
+    return 0 if out["ok"] else 1
+
+
+def _print_checks(checks: list[dict]) -> None:
+    width = max([28] + [len(c["check"]) for c in checks])
+    print(f"{'check':{width}} {'configured':>12} {'measured':>12}  result  tolerance")
+    for c in checks:
+        conf = "-" if c["configured"] is None else f"{c['configured']:.6g}"
+        meas = "-" if c["measured"] is None else f"{c['measured']:.6g}"
+        print(f"{c['check']:{width}} {conf:>12} {meas:>12}  {'pass' if c['ok'] else 'FAIL':6}  "
+              f"{c['tolerance']}")
+    for c in checks:
+        if c.get("why"):
+            print(f"{c['check']}: {c['why']}")
+
+
+def _print_tail(out: dict, verdict: dict | None) -> None:
+    """The emulator's figures, the run's verdict line, OK / NOT OK."""
+    from testbed.emulator import fidelity
     e = out["emulator"]
     if e.get("sched_error_us"):
         s = e["sched_error_us"]
@@ -75,4 +92,22 @@ def run(args) -> int:
         for w in e.get("warnings", []):
             print(f"emulator warning: {w}")
     print("OK" if out["ok"] else "NOT OK")
+
+
+def _run_schedule(args) -> int:
+    """``--schedule FILE``: the checks of every interval (``testbed.calibrate.schedule``)."""
+    from testbed.calibrate.schedule import calibrate_schedule
+    out = calibrate_schedule(args.schedule, args.rate, args.delay, args.loss_up, args.loss_down,
+                             args.backend, args.seed, args.results)
+    verdict = run_verdict(out["run_dir"])
+    if verdict is not None:
+        out["fidelity"] = {k: verdict.get(k) for k in ("verdict", "cause", "cause_figures",
+                                                       "reasons", "warnings")}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0 if out["ok"] else 1
+    print(f"calibrate: schedule {args.schedule} on both directions, {len(out['intervals'])} "
+          f"intervals, backend {out['backend']}, results in {out['run_dir']}")
+    _print_checks(out["checks"])
+    _print_tail(out, verdict)
     return 0 if out["ok"] else 1
