@@ -26,10 +26,15 @@ ORIGIN_SIGNAL = signal.SIGUSR1
 
 
 def native_schedules() -> bool:
-    """Whether the native engine applies link schedules (its ``Engine`` has ``set_origin`` and
-    ``drain_changes``); until it does, a topology with a scheduled link runs the Python engine."""
+    """Whether the native engine applies link schedules, in its model and in its loop; until it
+    does, a topology with a scheduled link runs the Python engine.  What the forwarder needs of
+    ``native.Engine``: ``drain_changes(direction, now_ns)`` (after the loop ended) and, callable
+    from another thread while the C loop runs, ``request_origin(t_ns)`` (the loop applies it to
+    every direction at its next iteration, at the earliest each one's last arrival) and
+    ``applied_origin(direction)`` (the origin applied, None until then)."""
     from testbed.emulator import native
-    return hasattr(native.Engine, "set_origin") and hasattr(native.Engine, "drain_changes")
+    return all(hasattr(native.Engine, name) for name in ("request_origin", "applied_origin",
+                                                        "drain_changes"))
 
 
 class EngineOption(argparse.Action):

@@ -53,6 +53,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -555,22 +556,37 @@ class Forwarder:
 
     def apply_origin(self) -> None:
         """Give every model the origin the run wrote (``config.ORIGIN_FILE``), at the earliest
-        the direction's last arrival; record it and answer with ``config.ORIGIN_ACK``."""
+        the direction's last arrival; record it and answer with ``config.ORIGIN_ACK``.  The
+        native loop is asked (``Engine.request_origin``) and applies it itself while running."""
         self.origin_wanted = False
         if self.origin:
             return  # one origin per run: a second signal changes nothing
         requested = int(json.loads((self.log_dir / ORIGIN_FILE).read_text())["t_ns"])
-        for i, d in enumerate(self.dirs):
-            d.origin_ns = max(requested, d.last_arrival)
-            if self.native is not None:
-                self.native.set_origin(i, d.origin_ns)
-            else:
+        if self.native is not None:
+            self.native.request_origin(requested)
+            deadline = time.monotonic() + 1.0
+            while any(self.native.applied_origin(i) is None for i in range(len(self.dirs))):
+                if time.monotonic() > deadline or self.stopping:
+                    return  # no answer: the run waiting for the ack says so
+                time.sleep(0.0005)
+            for i, d in enumerate(self.dirs):
+                d.origin_ns = self.native.applied_origin(i)
+        else:
+            for d in self.dirs:
+                d.origin_ns = max(requested, d.last_arrival)
                 d.model.set_origin(d.origin_ns)
         self.origin = {"origin_requested_ns": requested, "applied_at_ns": time.monotonic_ns(),
                        "origin_ns": {d.cfg.name: d.origin_ns for d in self.dirs}}
         tmp = self.log_dir / (ORIGIN_ACK + ".tmp")
         tmp.write_text(json.dumps(self.origin))
         os.replace(tmp, self.log_dir / ORIGIN_ACK)
+
+    def _origin_watcher(self) -> None:
+        """While the native loop runs: wait for ORIGIN_SIGNAL (blocked in every thread) and ask
+        the loop to apply the origin (``apply_origin``)."""
+        while not self.stopping:
+            if signal.sigtimedwait({ORIGIN_SIGNAL}, 0.1) is not None:
+                self.apply_origin()
 
     def _schedule_records(self, stop_ns: int) -> None:
         """Drain every scheduled direction's changes up to ``stop_ns``; write them beside its
@@ -600,7 +616,7 @@ class Forwarder:
             signal.signal(sig, self._on_signal)
         signal.signal(ORIGIN_SIGNAL, self._on_origin)
         if self.native is not None:  # the C loop takes them from a signalfd; none may slip by
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, ORIGIN_SIGNAL})
         ep = select.epoll()
         by_fd = {d.in_sock.fileno(): d for d in self.dirs}
         for fd in by_fd:
@@ -621,8 +637,11 @@ class Forwarder:
         mono, poll, timer, spin_ns, dirs = time.monotonic_ns, ep.poll, self.timer, cfg.spin_ns, self.dirs
         tfd, early = timer.fd, cfg.early_ns
         if self.native is not None:
+            watcher = threading.Thread(target=self._origin_watcher, name="origin", daemon=True)
+            watcher.start()    # inherits the blocked ORIGIN_SIGNAL, waits for it
             self._run_native()
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+            watcher.join()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, ORIGIN_SIGNAL})
         while not self.stopping:
             self.iterations += 1
             if self.origin_wanted:

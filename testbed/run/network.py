@@ -162,7 +162,10 @@ class Testbed:
         set_origin = getattr(self.backend, "set_origin", None)
         if set_origin is None:
             return None
-        return set_origin(time.monotonic_ns() if t_ns is None else t_ns)
+        try:
+            return set_origin(time.monotonic_ns() if t_ns is None else t_ns)
+        except (RuntimeError, OSError) as exc:
+            raise SetupError(f"starting the link schedules failed: {exc}", run_dir=self.dir) from exc
 
     # --- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> "Testbed":
