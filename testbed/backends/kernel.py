@@ -21,13 +21,19 @@ to both ends and cannot express the asymmetric long-haul path).  For a LinkSpec 
 """
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
+import threading
+import time
 from functools import lru_cache
 from typing import Any
 
 from mininet.link import Link
 
+from testbed.backends import tc_schedule
+from testbed.emulator.schedule_model import ScheduleChange
+from testbed.host.netlink import CLONE_NEWNET
 from testbed.host.namespace import run_in
 from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 
@@ -71,27 +77,27 @@ def netem_args(spec: LinkSpec, seed: int | None = None) -> list[str]:
 
 
 def qdisc_commands(ifname: str, spec: LinkSpec, seed: int | None = None) -> list[list[str]]:
-    """tc argv lists that impose ``spec`` on the egress of ``ifname``."""
+    """tc argv lists that impose ``spec`` on the egress of ``ifname`` (with a schedule: the tree
+    every value in force fits, ``tc_schedule``'s module docstring)."""
     cmds = []
     netem_parent = ["root"]
-    if spec.rate is not None:
+    if tc_schedule.shaped(spec):
         cmds.append(["tc", "qdisc", "replace", "dev", ifname, "root", "handle", "1:", "htb",
                      "default", "1"])
-        cmds.append(["tc", "class", "add", "dev", ifname, "parent", "1:", "classid", "1:1", "htb",
-                     "rate", f"{spec.rate:.0f}bit", "ceil", f"{spec.rate:.0f}bit",
-                     "quantum", str(spec.frame_bytes), "overhead", str(spec.overhead)])
+        cmds.append(list(tc_schedule.htb_change(ifname, spec, tc_schedule.htb_rate(spec), "add")))
         netem_parent = ["parent", "1:1"]
     verb = "replace" if netem_parent == ["root"] else "add"
     cmds.append(["tc", "qdisc", verb, "dev", ifname, *netem_parent, "handle", "10:", "netem",
                  *netem_args(spec, seed)])
-    if spec.jitter and not spec.reorder:
+    if tc_schedule.fifo_child(spec):
         cmds.append(["tc", "qdisc", "add", "dev", ifname, "parent", "10:1", "handle", "11:",
-                     "pfifo", "limit", str(netem_limit(spec))])
+                     "pfifo", "limit", str(tc_schedule.fifo_limit(spec))])
     return cmds
 
 
 class NetemLink(Link):
-    """A veth link with ``spec_ab`` on node1's egress and ``spec_ba`` on node2's."""
+    """A veth link with ``spec_ab`` on node1's egress and ``spec_ba`` on node2's; ``schedules``:
+    (node, the direction's name ``src-dst``, its ``TcSchedule``) of each scheduled direction."""
 
     def __init__(self, node1, node2, spec_ab: LinkSpec | None = None,
                  spec_ba: LinkSpec | None = None, seed: int | None = None, medium: Any = None,
@@ -99,12 +105,114 @@ class NetemLink(Link):
         if medium is not None:
             raise ValueError("the shared Wi-Fi medium exists only in the userspace emulator; "
                              "use --backend userspace")
+        names = [f"{a.name}-{b.name}" for a, b in ((node1, node2), (node2, node1))]
+        for spec, name in zip((spec_ab, spec_ba), names):   # refuse before anything is built
+            why = tc_schedule.refusal(spec, f"link {node1.name}–{node2.name}, direction {name}") if spec else None
+            if why:
+                raise ValueError(why)
         super().__init__(node1, node2, **params)
         self.specs = (spec_ab, spec_ba)
-        for intf, spec, salt in ((self.intf1, spec_ab, 0), (self.intf2, spec_ba, 1)):
-            if spec is not None and not spec.unimpaired:
-                for argv in qdisc_commands(intf.name, spec, None if seed is None else seed + salt):
-                    run_in(intf.node, argv)
+        self.schedules: list[tuple[Any, str, tc_schedule.TcSchedule]] = []
+        for intf, spec, salt, name in ((self.intf1, spec_ab, 0, names[0]), (self.intf2, spec_ba, 1, names[1])):
+            if spec is None or (spec.unimpaired and spec.schedule is None):
+                continue
+            dseed = None if seed is None else seed + salt
+            if spec.schedule is not None:
+                self.schedules.append((intf.node, name, tc_schedule.TcSchedule(intf.name, spec, dseed, name)))
+            for argv in qdisc_commands(intf.name, spec, dseed):
+                run_in(intf.node, argv)
+
+
+def netem_arrivals(ipr, index: int) -> int | None:
+    """Packets that reached netem (handle 10:) on interface ``index`` so far: sent + dropped +
+    queued, from its counters (``ipr``: a pyroute2 IPRoute of the interface's namespace)."""
+    for q in ipr.get_qdiscs(index=index):
+        if q["handle"] == 0x100000:
+            st = q.get_attr("TCA_STATS") or {}
+            return int(st.get("packets", 0)) + int(st.get("drop", 0)) + int(st.get("qlen", 0))
+    return None
+
+
+class ScheduleRunner:
+    """The I/O loop of one scheduled direction: a thread in the namespace of ``node`` that feeds
+    each ``TcAction`` of ``schedule`` to one ``tc -force -batch -`` started there at the origin
+    (no process per change: in a UML guest spawning ``tc`` took ~60 ms), when it is due,
+    ``origin_ns + at`` on CLOCK_MONOTONIC.  After an action's lines it sends ``qdisc show dev
+    lo`` and takes that line's arrival as the moment the action's commands had all returned (tc
+    runs a batch in order and flushes its output per command); anything on tc's stderr by
+    then is a failed command.  Per action a ``ScheduleChange``: configured_ns the moment,
+    actual_ns that return, frames_before the packets netem had seen since the origin
+    (``netem_arrivals``, read after the change).  A failed command ends the loop (``error``);
+    ``stop()`` ends it between actions."""
+
+    def __init__(self, node, name: str, schedule: "tc_schedule.TcSchedule", origin_ns: int):
+        self.node, self.name, self.schedule, self.origin_ns = node, name, schedule, origin_ns
+        self.changes: list[ScheduleChange] = []
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"tc-schedule-{name}", daemon=True)
+
+    def start(self) -> "ScheduleRunner":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        from pyroute2 import IPRoute
+        from pyroute2.netns import setns
+        try:
+            setns(f"/proc/{self.node.pid}/ns/net", flags=CLONE_NEWNET)
+            with IPRoute() as ipr, subprocess.Popen(
+                    ["tc", "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True, bufsize=1) as tc:
+                os.set_blocking(tc.stderr.fileno(), False)
+                try:
+                    self._loop(ipr, tc)
+                finally:
+                    tc.stdin.close()
+                    try:
+                        tc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        tc.kill()
+        except (OSError, subprocess.SubprocessError, IndexError) as exc:
+            self.error = f"{self.name}: {type(exc).__name__}: {exc}; later changes not applied"
+
+    def _loop(self, ipr, tc: subprocess.Popen) -> None:
+        index = ipr.link_lookup(ifname=self.schedule.ifname)[0]
+        base = netem_arrivals(ipr, index) or 0
+        for action in self.schedule.actions():
+            due = self.origin_ns + round(action.at * 1e9)
+            if self._stop.wait(max(0, due - time.monotonic_ns()) / 1e9):
+                return
+            lines = [" ".join(argv[1:]) for argv in action.argv]   # argv[0] is "tc"
+            tc.stdin.write("".join(f"{line}\n" for line in lines) + "qdisc show dev lo\n")
+            if not tc.stdout.readline():
+                self.error = f"{self.name}: tc exited ({tc.poll()}); later changes not applied"
+                return
+            actual = time.monotonic_ns()
+            try:
+                failed = os.read(tc.stderr.fileno(), 65536).decode(errors="replace")
+            except BlockingIOError:
+                failed = ""
+            if failed:
+                self.error = (f"{self.name}: tc {' | '.join(lines)} failed: "
+                              f"{' '.join(failed.split())}; later changes not applied")
+                return
+            seen = netem_arrivals(ipr, index)
+            self.changes.append(ScheduleChange(action.kind, action.item, action.label, due,
+                                               actual, (seen or 0) - base, action.what))
+
+    def record(self) -> dict[str, Any]:
+        """What the summary keeps: the origin, the trace resolution, the changes, the error."""
+        late = [c.actual_ns - c.configured_ns for c in self.changes]
+        return {"applied_by": "tc", "origin_ns": self.origin_ns,
+                "trace_resolution": self.schedule.resolution, "error": self.error,
+                "late_max_ms": max(late) / 1e6 if late else None,
+                "changes": [c.to_dict() for c in self.changes]}
 
 
 def netem_seed_supported(node) -> bool:
@@ -117,13 +225,17 @@ def netem_seed_supported(node) -> bool:
 
 
 class KernelBackend:
-    """Without netem seed support the loss pattern is not reproducible; ``summary()`` says so."""
+    """Without netem seed support the loss pattern is not reproducible; ``summary()`` says so.
+    ``set_origin(t_ns)`` starts a ``ScheduleRunner`` per scheduled direction; ``summary()``
+    records each one's changes under ``directions`` (as the userspace backend does)."""
     name = "netem"
 
     def __init__(self, seed: int = 1):
         self.seed = seed
         self.seeded: bool | None = None
         self._links: list[NetemLink] = []
+        self._runners: list[ScheduleRunner] = []
+        self._origin: dict[str, Any] | None = None
 
     def link_class(self):
         def make(node1, node2, **params):
@@ -138,8 +250,22 @@ class KernelBackend:
     def setup(self, net, run) -> None:
         pass
 
+    def set_origin(self, t_ns: int) -> dict[str, Any] | None:
+        """Start every scheduled direction's changes, counted from CLOCK_MONOTONIC ``t_ns``
+        (once; a second call returns the first origin); None when no direction has a schedule."""
+        if self._origin is not None:
+            return self._origin
+        scheduled = [s for link in self._links for s in link.schedules]
+        if not scheduled:
+            return None
+        self._runners = [ScheduleRunner(node, name, sch, t_ns).start() for node, name, sch in scheduled]
+        self._origin = {"origin_requested_ns": t_ns, "applied_at_ns": time.monotonic_ns(),
+                        "origin_ns": {r.name: t_ns for r in self._runners}}
+        return self._origin
+
     def teardown(self) -> None:
-        pass
+        for runner in self._runners:
+            runner.stop()
 
     def summary(self) -> dict[str, Any]:
         qdiscs = {}
@@ -147,7 +273,11 @@ class KernelBackend:
             for intf in (link.intf1, link.intf2):
                 out = run_in(intf.node, ["tc", "-s", "qdisc", "show", "dev", intf.name], check=False)
                 qdiscs[f"{intf.node.name}:{intf.name}"] = out.stdout
-        return {"backend": self.name, "seed": self.seed, "loss_seeded": self.seeded, "qdiscs": qdiscs}
+        out = {"backend": self.name, "seed": self.seed, "loss_seeded": self.seeded, "qdiscs": qdiscs}
+        if self._runners:
+            out["directions"] = {r.name: {"schedule": r.record()} for r in self._runners}
+            out["warnings"] = [r.error for r in self._runners if r.error]
+        return out
 
 
 @lru_cache(maxsize=1)

@@ -140,6 +140,13 @@ def resolve(spec: RunSpec) -> Plan:
             if bad:
                 raise UsageError(f"capture host(s) {bad} not in topology {spec.topology!r}; "
                                  f"hosts: {', '.join(sorted(hosts))}")
+        if spec.backend == "netem":
+            from testbed.backends.tc_schedule import refusal
+            for name, info in topo.named.items():
+                for d, key in (("up", "spec_ab"), ("down", "spec_ba")):
+                    why = info.get(key) and refusal(info[key], f"link {name}.{d}")
+                    if why:
+                        raise UsageError(why)
         client = spec.client_host or topo.roles["client"]
         server = spec.server_host or topo.roles["server"]
     if record.check is not None:

@@ -23,6 +23,7 @@ Files: TOML or JSON with the keys of ``Schedule.to_dict`` (``step``, ``outage``,
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -257,9 +258,15 @@ class Trace:
     ``OPPORTUNITY_BYTES`` bytes, nondecreasing (repeats: several opportunities in that ms), the
     last one > 0.  Time 0 is the origin; the trace loops with period = the last timestamp, so
     opportunity n is at ``(n // len(ms)) * period + ms[n % len(ms)]`` ms.  ``source``: where it
-    was read from (a label)."""
+    was read from (a label).  For backends that cannot replay opportunities (netem, which
+    applies a trace as rate steps: ``testbed.backends.tc_schedule``): ``resolution``, the length
+    in s of the windows whose rates become the steps (a whole number of ms), and ``exact``,
+    True to have such a backend refuse the trace instead (the userspace emulator replays it
+    exactly either way)."""
     ms: tuple[int, ...]
     source: str = ""
+    exact: bool = False
+    resolution: float = 0.1
 
     def __post_init__(self):
         where = self.source or "trace"
@@ -274,6 +281,10 @@ class Trace:
             prev = t
         if self.ms[-1] == 0:
             raise ValueError(f"{where}: the trace lasts 0 ms (its last timestamp is its period); it must be > 0")
+        if not (isinstance(self.resolution, (int, float)) and self.resolution >= 1e-3
+                and abs(self.resolution * 1e3 - round(self.resolution * 1e3)) < 1e-6):
+            raise ValueError(f"{where}: resolution {self.resolution!r} s must be a whole number of "
+                             "ms, at least 1ms (e.g. 100ms)")
 
     @property
     def period_ms(self) -> int:
@@ -323,18 +334,30 @@ class Trace:
         return "".join(f"{t}\n" for t in self.ms)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "ms": list(self.ms)}
+        """``source``, ``ms``; ``exact`` and ``resolution`` only when not the defaults."""
+        out: dict[str, Any] = {"source": self.source, "ms": list(self.ms)}
+        if self.exact:
+            out["exact"] = True
+        if self.resolution != Trace.resolution:
+            out["resolution"] = self.resolution
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base: Path | None = None) -> "Trace":
-        """``{"ms": [...], "source": ...}`` or ``{"file": PATH}`` (relative to ``base``)."""
-        unknown = sorted(set(d) - {"ms", "source", "file"})
+        """``{"ms": [...], "source": ...}`` or ``{"file": PATH}`` (relative to ``base``), and
+        optionally ``exact`` (true/false) and ``resolution`` (e.g. "100ms")."""
+        unknown = sorted(set(d) - {"ms", "source", "file", "exact", "resolution"})
         if unknown or not ("ms" in d or "file" in d):
             raise ValueError("trace takes file (a Mahimahi trace, relative to the schedule) or ms "
-                             f"(a list of whole ms){'; unknown field(s) ' + str(unknown) if unknown else ''}")
-        if "file" in d:
-            return cls.load((base or Path(".")) / d["file"])
-        return cls(tuple(d["ms"]), d.get("source", ""))
+                             "(a list of whole ms), and exact (true/false) and resolution (e.g. "
+                             f"100ms){'; unknown field(s) ' + str(unknown) if unknown else ''}")
+        trace = cls.load((base or Path(".")) / d["file"]) if "file" in d else cls(tuple(d["ms"]), d.get("source", ""))
+        extra: dict[str, Any] = {}
+        if "exact" in d:
+            extra["exact"] = parse_bool(d["exact"])
+        if "resolution" in d:
+            extra["resolution"] = parse_time(d["resolution"])
+        return dataclasses.replace(trace, **extra) if extra else trace
 
 
 @dataclass(frozen=True)

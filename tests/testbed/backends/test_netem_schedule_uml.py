@@ -1,0 +1,153 @@
+"""A link schedule applied by the kernel backend (``testbed.backends.tc_schedule`` and
+``kernel.ScheduleRunner``), for real, inside a User-Mode Linux guest (this machine's kernel has no
+netem; the guest's has).  One guest runs this file as a script, which brings up
+``Testbed("longhaul", backend="netem")`` at 20 Mbit/s and 10 ms each way, with a schedule on the
+client→server direction: at 1 s the rate drops to 4 Mbit/s and the delay rises to 30 ms; from
+2 s the direction is down for 0.5 s.  It starts the schedule (``Testbed.set_link_origin``), sends
+UDP probes to an echo server on a timetable measured from the origin, and last a train at
+8 Mbit/s through the stepped bottleneck.  The host side checks, against the moments the runner
+recorded (configured and actual, per change): RTTs before and after the step, every probe sent
+while the link was certainly down lost and every one sent while it was certainly up echoed, the
+train's rate, and each change's lateness (reported).
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ME = os.path.abspath(__file__)
+PORT, TRAIN_PORT = 5710, 5711
+SCHEDULE = """
+[[step]]
+at = "1s"
+rate = "4mbit"
+delay = "30ms"
+
+[[outage]]
+down = "2s"
+duration = "0.5s"
+"""
+#: probe send moments, s after the origin: before the step, after it, around the outage
+PROBES = ([i * 0.02 for i in range(40)] + [1.1 + i * 0.02 for i in range(30)]
+          + [1.9 + i * 0.01 for i in range(80)])
+TRAIN_AT = 2.9
+
+
+def pinger(dst: str, times_ns: list[int]) -> list[list]:
+    """Send probe k at CLOCK_MONOTONIC ``times_ns[k]``; [seq, sent ns, echoed ns or None]."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.connect((dst, PORT))
+    sock.setblocking(False)
+    sent: dict[int, int] = {}
+    back: dict[int, int] = {}
+    k, end = 0, times_ns[-1] + 500_000_000
+    while time.monotonic_ns() < end:
+        now = time.monotonic_ns()
+        if k < len(times_ns) and now >= times_ns[k]:
+            sock.send(struct.pack("!Q", k) + bytes(56))
+            sent[k] = now
+            k += 1
+        due = times_ns[k] if k < len(times_ns) else end
+        if select.select([sock], [], [], max(0, due - time.monotonic_ns()) / 1e9)[0]:
+            while True:
+                try:
+                    data = sock.recv(2048)
+                except BlockingIOError:
+                    break
+                back.setdefault(struct.unpack("!Q", data[:8])[0], time.monotonic_ns())
+    return [[i, sent[i], back.get(i)] for i in sorted(sent)]
+
+
+def guest_main(config_path: str) -> int:
+    from testbed.calibrate.probe import last_json, probe_argv
+    from testbed.run.execute import _link_changes
+    from testbed.run.network import Testbed
+    from testbed.host.ready import wait_ready
+    cfg = json.loads(Path(config_path).read_text())
+    out = Path(cfg["results_dir"])
+    (out / "up.toml").write_text(SCHEDULE)
+    with Testbed("longhaul", backend="netem", results_root=out / "runs",
+                 overrides={"rate_up": "20mbit", "rate_down": "20mbit", "delay": "10ms",
+                            "loss_down": "0%"},
+                 links={"bottleneck.up.schedule": str(out / "up.toml")}) as tb:
+        echo = tb.popen("server", probe_argv("echo", "--port", PORT), name="echo", text=True)
+        wait_ready(echo, "echo")
+        recv = tb.popen("server", probe_argv("recv", "--port", TRAIN_PORT, "--idle", 1.0), name="recv", text=True)
+        wait_ready(recv, "recv")
+        ping = tb.popen("client", [sys.executable, ME, "ping", tb.ip("server")], name="ping",
+                        text=True, stdin=subprocess.PIPE)
+        wait_ready(ping, "ping")                    # imported and waiting for its timetable
+        origin = tb.set_link_origin()
+        t0 = origin["origin_requested_ns"]
+        times = [t0 + round(t * 1e9) for t in PROBES]
+        probes = json.loads(ping.communicate(json.dumps(times) + "\n", timeout=60)[0])
+        time.sleep(max(0.0, (t0 + TRAIN_AT * 1e9 - time.monotonic_ns()) / 1e9))
+        tb.run("client", probe_argv("send", "--dst", tb.ip("server"), "--port", TRAIN_PORT, "--count", 300,
+                                    "--size", 1000, "--rate", 8e6), timeout=60, check=True)
+        train = last_json(recv.communicate(timeout=30)[0])
+        classes = tb.run("client", ["tc", "class", "show", "dev", "client-eth0"], check=True).stdout
+    result = {"origin_ns": t0, "probes": probes, "train": train, "classes": classes,
+              "manifest_changes": _link_changes(tb.metadata),
+              "schedule": tb.metadata["backend_summary"]["directions"]["client-server"]["schedule"]}
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_rate_step_and_outage_applied_in_guest_with_lateness(tmp_path):
+    from testbed.backends import uml
+    ok, reason = uml.availability()
+    if not ok:
+        pytest.skip(reason)
+    (tmp_path / "config.json").write_text(json.dumps({"results_dir": str(tmp_path)}))
+    res = uml.run_in_guest([sys.executable, ME, "guest", str(tmp_path / "config.json")],
+                           results_dir=tmp_path, timeout=300)
+    assert res.returncode == 0, f"guest failed:\n{res.stdout}\n{res.stderr}"
+    r = json.loads((tmp_path / "result.json").read_text())
+    sch, t0 = r["schedule"], r["origin_ns"]
+    assert sch["error"] is None and sch["origin_ns"] == t0 and sch["applied_by"] == "tc"
+    changes = {c["kind"]: c for c in sch["changes"]}
+    assert [c["kind"] for c in sch["changes"]] == ["step", "down", "up"]
+    assert r["manifest_changes"] == {"client-server": sch["changes"]}
+    for kind, at in (("step", 1.0), ("down", 2.0), ("up", 2.5)):
+        c = changes[kind]
+        assert c["configured_ns"] == t0 + round(at * 1e9)
+        late_ms = (c["actual_ns"] - c["configured_ns"]) / 1e6
+        print(f"{kind} at {at} s applied {late_ms:.1f} ms late, frames before {c['frames_before']}")
+        assert 0 <= late_ms < 250, c
+    step, down, up = changes["step"], changes["down"], changes["up"]
+    assert 0 < step["frames_before"] <= down["frames_before"] <= up["frames_before"]
+    rtt = {seq: (back - sent) / 1e6 for seq, sent, back in r["probes"] if back is not None}
+    sent = {seq: s for seq, s, _ in r["probes"]}
+    before = [rtt[s] for s in rtt if sent[s] < step["configured_ns"] - 50e6]
+    after = [rtt[s] for s in rtt if step["actual_ns"] + 50e6 < sent[s] < down["configured_ns"] - 50e6]
+    assert len(before) >= 35 and len(after) >= 20
+    assert 19.5 <= min(before) and sorted(before)[len(before) // 2] <= 24, before   # 2 × 10 ms
+    assert 39.5 <= min(after) and sorted(after)[len(after) // 2] <= 44, after       # 30 + 10 ms
+    surely_down = [s for s in sent if down["actual_ns"] <= sent[s] < up["configured_ns"]]
+    surely_up = [s for s in sent if sent[s] >= up["actual_ns"] or step["actual_ns"] < sent[s] < down["configured_ns"]]
+    assert len(surely_down) >= 25 and not [s for s in surely_down if s in rtt]
+    assert surely_up and all(s in rtt for s in surely_up), [s for s in surely_up if s not in rtt]
+    stream = r["train"]["streams"]["0"]
+    # the stepped rate; datagrams netem's limit dropped never reached htb: the delivered rate
+    assert abs(stream["rate_delivered_bps"] - 4e6) / 4e6 < 0.1, stream
+    assert "rate 4Mbit" in r["classes"], r["classes"]
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "ping":
+        print("ready", flush=True)
+        print(json.dumps(pinger(sys.argv[2], json.loads(sys.stdin.readline()))))
+        sys.exit(0)
+    sys.exit(guest_main(sys.argv[2]))
