@@ -37,7 +37,8 @@ in Mbit/s):
 * ``total_s``, ``setup_s``, ``round_s``: agent: the client's summary — the whole run (before the
   preparation to the end of the last terminal work), what came before the first round
   (preparation, a reused connection's opening), and per round its whole time (encoding, request,
-  terminal work) in s.
+  terminal work) in s; after a disconnect ``redo_s`` (rounds done again) and ``disconnect_s`` (the
+  drop, the reconnect step, reopening).
 * ``retransmissions``: data segments sent again (``analysis.tcpsender``; fast, RTO, probe, and
   spurious ones all count), summed over the connections' data directions, at their senders;
   ``retransmitted_bytes``: their sequence-space bytes.
@@ -191,7 +192,8 @@ def _from_events(events: list[dict], metrics: dict) -> None:
         if e["event"] == "summary" and "goodput_bps" in e:
             metrics["goodput_mbps"] = e["goodput_bps"] / 1e6
         if e["event"] == "summary" and "total_s" in e:
-            metrics.update({k: e[k] for k in ("total_s", "setup_s", "round_s") if k in e})
+            metrics.update({k: e[k] for k in ("total_s", "setup_s", "round_s", "redo_s", "disconnect_s")
+                            if k in e})
         if e["event"] == "playback":
             key = f"{e['player']}@{e['buffer_ms']:g}ms"
             metrics.setdefault("stalls", {})[key] = e["stalls"]

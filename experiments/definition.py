@@ -71,7 +71,7 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "flights", "flight_period_ms", "flight_bytes", "cumulative_5", "socks_ms", "socks_ms_median",
            "rwnd_limited_ms", "busy_ms",
            # agent: the whole run (testbed/apps/agent.py summary)
-           "total_s", "setup_s", "round_s",
+           "total_s", "setup_s", "round_s", "redo_s", "disconnect_s",
            # streams / duplicate / airbulk (analysis/streams.py, multipath.py, airtime.py)
            "audio_cross_wait_max_ms", "audio_order_wait_max_ms", "audio_on_time", "audio_done_ms",
            "image_done_ms", "path_done_ms",

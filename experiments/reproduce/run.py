@@ -223,8 +223,11 @@ def _tunnel_retransmissions(run) -> list[int]:
 
 def _agent_total(run, rounds: int) -> list[float]:
     """An agent run's whole time scaled to ``rounds`` rounds (``DERIVED``)."""
-    whole = run.metrics.get("round_s")
-    return [run.metrics["setup_s"] + rounds * sum(whole) / len(whole)] if whole else []
+    m = run.metrics
+    whole = m.get("round_s")
+    if not whole:
+        return []
+    return [m["setup_s"] + rounds * sum(whole) / len(whole) + m.get("disconnect_s", 0) + sum(m.get("redo_s", ()))]
 
 
 #: Per-run values computed from a run's read-backs (a Measure or explain metric by name), each a list:
@@ -240,7 +243,7 @@ def _agent_total(run, rounds: int) -> list[float]:
 #: ``tunnel_retransmissions``: per relay run, segments sent again on the gateways' tunnel;
 #: ``agent_total_30`` (C12, C13), ``agent_total_20`` (C14): per agent run, the whole run scaled to
 #: the chapter's 30 or 20 rounds: its ``setup_s`` + N × the mean of its whole rounds ``round_s``
-#: (= ``total_s`` when it ran N).
+#: + after a disconnect its ``disconnect_s`` and redone rounds ``redo_s`` (= ``total_s`` when it ran N).
 DERIVED = {
     "arq_rounds": lambda run: [c["rounds"] + 1 for c in _transport(run)],
     "arq_round_ms": lambda run: [(c["last_ns"] - c["first_ns"]) / 1e6 / c["rounds"]

@@ -17,7 +17,17 @@ from issuing it to the last action byte, excluding encoding and terminal work), 
 every request/response event of ``reqresp`` with ``req`` = round.  ``summary``: ``total_s`` =
 the whole run, from before the preparation to the end of the last terminal work (a reused
 connection's opening included); ``setup_s`` = preparation and opening before the first round;
-``round_s`` = per round, round_start to the end of its terminal work; ``round_ms`` the requests.
+``round_s`` = per round (first attempts), round_start to the end of its terminal work;
+``redo_s`` = the same for rounds done again after a disconnect; ``disconnect_s`` = the drop, the
+reconnect step and a kept connection's reopening; ``round_ms`` the requests.
+
+Disconnect (``--disconnect K:keep|K:lose``): after round K the device drops its connection (RST)
+and the network is back after ``--reconnect`` (a timed step); every round's request carries an
+operation id (session << 32 | round) and the server executes an id once (the idempotence rule,
+``reqresp.Operations``).  ``keep``: the commit log kept rounds 1..K−1 (round K's commit rides on
+round K+1's request, which never went), so round K is sent again with the same id — the server
+answers without running the model twice; ``lose``: nothing kept, rounds 1..K again in a new
+session (new ids, executed again).
 """
 from __future__ import annotations
 
@@ -30,6 +40,7 @@ from testbed.apps.appmain import guarded, parse_hostport
 from testbed.apps.reqresp import Client, add_common, timed_step
 from testbed.spec.units import parse_size, parse_time
 from testbed.workloads import AgentParams, add_params
+from testbed.workloads.agent import parse_disconnect
 
 
 def run_client(args) -> int:
@@ -46,28 +57,56 @@ def run_client(args) -> int:
                         parse_time(args.sample), args.tls, timeout=parse_time(args.timeout))
         mode = "reuse" if args.reuse else "new"
         terminal, encode = parse_time(args.terminal), parse_time(args.encode)
+        after, commit = parse_disconnect(args.disconnect)
         t_start = ev.now()
         timed_step(log, "prep", parse_time(args.prep), round=None)
         if args.reuse:
             client.open("setup")
         setup = (ev.now() - t_start) / 1e9
-        rounds, whole = [], []
+        rounds, whole, redo = [], [], []
+        k = req = redo_until = 0
+        session, lost = 1, 0.0
         try:
-            for k in range(args.rounds):
-                t_round = log.emit(ev.ROUND_START, round=k)["t"]
+            while k < args.rounds:
+                retry = k < redo_until
+                t_round = log.emit(ev.ROUND_START, round=k, req=req, retry=retry)["t"]
                 timed_step(log, "encode", encode, round=k)
-                rounds.append(client.request(k, mode) / 1e6)
-                log.emit(ev.ROUND_END, round=k, round_ms=rounds[-1])
+                rounds.append(client.request(req, mode, op=(session << 32) | k, round=k) / 1e6)
+                log.emit(ev.ROUND_END, round=k, req=req, round_ms=rounds[-1])
                 timed_step(log, "terminal", terminal, round=k)
-                whole.append((ev.now() - t_round) / 1e9)
+                (redo if retry else whole).append((ev.now() - t_round) / 1e9)
+                k, req = k + 1, req + 1
+                if k == after and not redo_until:
+                    t_cut = ev.now()
+                    redo_until = k
+                    k, session = disconnect(log, client, k, commit, session,
+                                            parse_time(args.reconnect), args.reuse)
+                    lost = (ev.now() - t_cut) / 1e9
         finally:
             client.close()
         total = (ev.now() - t_start) / 1e9
-        log.emit(ev.SUMMARY, rounds=len(rounds), mode=mode, total_s=total, setup_s=setup,
-                 round_s=whole, round_ms=rounds)
-        print(f"{len(rounds)} rounds ({mode}): {total:.3f} s total", flush=True)
+        log.emit(ev.SUMMARY, rounds=len(whole), mode=mode, total_s=total, setup_s=setup,
+                 round_s=whole, redo_s=redo, disconnect_s=lost, round_ms=rounds)
+        print(f"{len(whole)} rounds ({mode}): {total:.3f} s total", flush=True)
         return 0
     return guarded(run, log)
+
+
+def disconnect(log: ev.EventLog, client: Client, done: int, commit: str, session: int,
+               reconnect: float, reuse: bool) -> tuple[int, int]:
+    """The device loses its connection after ``done`` rounds: the connection is dropped (RST),
+    the network is back after ``reconnect`` (a timed step), a kept connection is opened again.
+    Returns (the round to go on from, the session of the operation ids): ``keep`` — the commit
+    log kept the rounds whose commit was confirmed, all but the last (its commit rides on the
+    next round's request), and the same session's ids, so the server does not execute the
+    retried round twice; ``lose`` — nothing kept, a new session from round 0."""
+    client.abort()
+    resume = done - 1 if commit == "keep" else 0
+    log.emit(ev.DISCONNECT, round=done - 1, commit=commit, kept=resume, redo=done - resume)
+    timed_step(log, "reconnect", reconnect, round=done - 1)
+    if reuse:
+        client.open("reconnect")
+    return resume, session if commit == "keep" else session + 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,9 +40,11 @@ Event names (analysis joins on these; all times are when the app observed the ev
   (``seq``), ``playback`` (result of the playback model).  Agent: ``round_start``,
   ``round_end``.  ``step``: a timed step that stands for computation (``name``: prep, encode,
   terminal, ...; ``round``; ``ms`` = its configured length) stamped at its end, ``start`` its
-  beginning.  Relay: ``tunnel_up``, ``socks_request``, ``socks_reply``, ``stream_open``,
-  ``stream_close``.  With ``--socks`` the client's ``tcp_connected`` is the local leg to the
-  proxy and ``socks_done`` (SOCKS5 reply received) marks the end-to-end connection.
+  beginning.  ``disconnect``: the agent lost its connection after round ``round`` (``commit``
+  keep | lose, ``kept`` rounds, ``redo`` rounds to do again).  Relay: ``tunnel_up``,
+  ``socks_request``, ``socks_reply``, ``stream_open``, ``stream_close``.  With ``--socks`` the
+  client's ``tcp_connected`` is the local leg to the proxy and ``socks_done`` (SOCKS5 reply
+  received) marks the end-to-end connection.
   Relay connect mode (``connect`` = ``confirmed`` | ``optimistic``, on ``socks_reply``):
   ``socks_reply`` is when the client gateway answered the application; ``stream_connected``
   (client gateway) is when the far gateway's OPENED/REFUSED arrived — after ``socks_reply`` in
@@ -95,6 +97,7 @@ PLAYBACK = "playback"
 ROUND_START = "round_start"
 ROUND_END = "round_end"
 STEP = "step"
+DISCONNECT = "disconnect"
 BLOCK_SENT = "block_sent"
 BLOCK_REPLY = "block_reply"
 TUNNEL_UP = "tunnel_up"

@@ -56,6 +56,10 @@ from testbed.spec.units import parse_size, parse_time
 
 HEADER = struct.Struct("!4sQII")
 MAGIC = b"RQ01"
+#: a request with an operation id: ``!4sQIIQ`` = (b"RQ02", N, M, T µs, op); the server executes an
+#: op id once (``Operations``): a retry of one it has done is answered without processing again
+OP_HEADER = struct.Struct("!4sQIIQ")
+OP_MAGIC = b"RQ02"
 REPLY_SEED = b"testbed-reply-v1"
 KEEP_LIMIT = 64 * 1000 * 1000  # bodies up to this size are hashed by the server
 SEND_QUEUE_POLL = 0.001        # TCP_INFO poll interval of the send-queue watch (s)
@@ -115,9 +119,27 @@ def timed_step(log: ev.EventLog, name: str, seconds: float, **fields) -> None:
 
 # ------------------------------------------------------------------ server
 
+class Operations:
+    """The server's record of executed operation ids (the idempotence rule: a retried
+    operation is not executed twice), shared by its connections."""
+
+    def __init__(self) -> None:
+        self._done: set[int] = set()
+        self._lock = threading.Lock()
+
+    def first(self, op: int) -> bool:
+        """True the first time ``op`` is seen (then it is executed), False for a retry."""
+        with self._lock:
+            new = op not in self._done
+            self._done.add(op)
+            return new
+
+
 def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, interval: float,
-                     factors: tcpopts.SocketFactors | None = None) -> None:
+                     factors: tcpopts.SocketFactors | None = None,
+                     ops: Operations | None = None) -> None:
     """Answer requests on one connection until the client closes it."""
+    ops = ops or Operations()
     with conn_sock:
         req = 0
         while True:
@@ -128,16 +150,23 @@ def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, inte
             header += sockets.recv_exact(conn_sock, HEADER.size - len(header), keep=True)
             if req == 0:
                 sockets.reassert_clamp(conn_sock, factors, log, conn)
-            magic, n, m, think_us = HEADER.unpack(header)
-            if magic != MAGIC:
+            op = None
+            if header[:4] == OP_MAGIC:
+                header += sockets.recv_exact(conn_sock, OP_HEADER.size - HEADER.size, keep=True)
+                magic, n, m, think_us, op = OP_HEADER.unpack(header)
+            else:
+                magic, n, m, think_us = HEADER.unpack(header)
+            if magic not in (MAGIC, OP_MAGIC):
                 raise ConnectionError(f"not a request/response client (magic {magic!r})")
+            execute = op is None or ops.first(op)
             log.emit(ev.REQUEST_RECEIVED, t=t_first, conn=conn, req=req, body=n, reply=m,
-                     process_us=think_us)
+                     process_us=think_us, **({} if op is None else {"op": op, "retry": not execute}))
             with tcpinfo.Sampler(log, conn_sock, conn, interval):
                 body = sockets.recv_exact(conn_sock, n, keep=n <= KEEP_LIMIT)
                 log.emit(ev.REQUEST_COMPLETE, conn=conn, req=req, bytes=n,
                          sha256=payload.digest(body) if n <= KEEP_LIMIT else None)
-                time.sleep(think_us / 1e6)
+                if execute:
+                    time.sleep(think_us / 1e6)
                 sockets.send_logged(conn_sock, payload.body(m, REPLY_SEED), log,
                                     ev.RESPONSE_FIRST_BYTE_SENT, ev.RESPONSE_SENT, conn=conn, req=req)
             req += 1
@@ -145,22 +174,23 @@ def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, inte
 
 def serve(listener: socket.socket, log: ev.EventLog, interval: float, tls_ctx=None,
           factors: tcpopts.SocketFactors | None = None) -> None:
-    """Accept forever; one thread per connection."""
+    """Accept forever; one thread per connection, one record of operations for all."""
+    ops = Operations()
     while True:
         raw, _ = listener.accept()
         conn = sockets.next_conn_id()
         sockets.log_connection(log, raw, conn, "server", factors)
-        threading.Thread(target=_serve_thread, args=(raw, log, conn, interval, tls_ctx, factors),
+        threading.Thread(target=_serve_thread, args=(raw, log, conn, interval, tls_ctx, factors, ops),
                          daemon=True).start()
 
 
-def _serve_thread(raw, log, conn, interval, tls_ctx, factors) -> None:
+def _serve_thread(raw, log, conn, interval, tls_ctx, factors, ops) -> None:
     try:
         sock = raw
         if tls_ctx is not None:
             sock = tls_ctx.wrap_socket(raw, server_side=True)
             log.emit(ev.TLS_DONE, conn=conn, version=sock.version(), resumed=sock.session_reused)
-        serve_connection(sock, log, conn, interval, factors)
+        serve_connection(sock, log, conn, interval, factors, ops)
     except (OSError, ConnectionError) as exc:
         log.emit(ev.ERROR, conn=conn, message=f"{type(exc).__name__}: {exc}")
         raw.close()
@@ -255,7 +285,10 @@ class Client:
         timed_step(self.log, "encode", self.encode, req=req)
         if self.blocks:
             return self._exchange_blocks(req, **fields)
-        request = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us) + self.body
+        op = fields.get("op")
+        head = HEADER.pack(MAGIC, len(self.body), self.reply, self.process_us) if op is None else \
+            OP_HEADER.pack(OP_MAGIC, len(self.body), self.reply, self.process_us, op)
+        request = head + self.body
         with tcpinfo.Sampler(self.log, self.sock, self.conn, self.interval):
             self.log.emit(ev.FIRST_REQUEST_BYTE_SENT, conn=self.conn, req=req, write=self.write, **fields)
             writes = write_request(self.sock, request, self.write)
@@ -314,19 +347,27 @@ class Client:
             return self.log.emit(ev.LAST_RESPONSE_BYTE, bytes=sum(b[1] for b in self.blocks),
                                  conn=self.conn, req=req, **fields)["t"]
 
-    def request(self, req: int, mode: str) -> int:
+    def request(self, req: int, mode: str, **fields) -> int:
         """One timed request; returns its completion in ns: ``request_issued`` to
-        ``last_response_byte``, the same two stamps the run's metrics use."""
+        ``last_response_byte``, the same two stamps the run's metrics use.  ``op=ID`` in
+        ``fields``: the request carries that operation id (``OP_HEADER``)."""
         if mode == "new":
             conn = sockets.next_conn_id()   # named before it exists so analysis can join on it
-            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=conn)["t"]
+            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=conn, **fields)["t"]
             self.open(req, conn)
-            done = self.exchange(req)
+            done = self.exchange(req, **fields)
             self.close()
         else:
-            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=self.conn)["t"]
-            done = self.exchange(req)
+            t0 = self.log.emit(ev.REQUEST_ISSUED, req=req, mode=mode, conn=self.conn, **fields)["t"]
+            done = self.exchange(req, **fields)
         return done - t0
+
+    def abort(self) -> None:
+        """Drop the connection at once (RST: SO_LINGER 0), as a device losing its network."""
+        if self.sock is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.sock.close()
+            self.sock = None
 
     def warm_up(self, limit: int) -> None:
         """Untimed requests back to back until the connection is warm, at most ``limit``.

@@ -19,12 +19,31 @@ class AgentParams(Common):
     encode: str = param("0", "encoding E on the device before each upload (a timed step: the "
                         "screenshot size is what it encodes to)", unit="time")
     prep: str = param("0", "preparation P once before the first round (a timed step)", unit="time")
+    disconnect: str = param("none", "none, or K:keep | K:lose — the device loses its connection "
+                            "after round K (RST), reconnects after --reconnect and redoes the "
+                            "rounds its commit log did not keep: keep = the K−1 confirmed ones "
+                            "(round K's commit rides on round K+1), lose = none of the K")
+    reconnect: str = param("1s", "time until the network is back after a disconnect (a timed step)",
+                           unit="time")
     reuse: bool = param(False, "one connection for all rounds")
     tls: bool = param(False, "TLS 1.3", side="both")
 
     def validate(self) -> None:
         if self.rounds < 1:
             raise ValueError(f"rounds {self.rounds} must be >= 1")
+        after, _ = parse_disconnect(self.disconnect)
+        if after > self.rounds:
+            raise ValueError(f"disconnect after round {after}: the run has only {self.rounds} rounds")
+
+
+def parse_disconnect(value: str) -> tuple[int, str]:
+    """``none`` → (0, ""); ``K:keep`` / ``K:lose`` → (K, commit) with K >= 1."""
+    if value == "none":
+        return 0, ""
+    k, _, commit = value.partition(":")
+    if not k.isdigit() or int(k) < 1 or commit not in ("keep", "lose"):
+        raise ValueError(f"disconnect {value!r}: none, or K:keep | K:lose with K >= 1 (e.g. 10:keep)")
+    return int(k), commit
 
 
 AGENT = WORKLOADS.register(Workload("agent", "screenshot agent loop (C13)", "testbed.apps.reqresp",

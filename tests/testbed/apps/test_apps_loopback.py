@@ -271,3 +271,33 @@ def test_reqresp_blocks_are_answered_as_they_arrive_or_after_the_last(tmp_path, 
     assert [(s["name"], s["ms"]) for s in events(log, ev.STEP)] == [("encode", 50)]
     got = events(tmp_path / "s.jsonl", ev.REQUEST_COMPLETE)
     assert sum(e["bytes"] for e in got) == 150_000 and len(got) == 3
+
+
+@pytest.mark.parametrize("commit", ["keep", "lose"])
+def test_agent_disconnect_redoes_what_the_commit_log_lost_and_never_executes_an_op_twice(tmp_path, commit):
+    """4 rounds, disconnect after round 3: keep redoes round 3 with the same operation id (the
+    server answers without running the model again), lose redoes rounds 1-3 in a new session."""
+    from analysis.runmetrics import run_metrics
+    log, slog = tmp_path / "client.jsonl", tmp_path / "s.jsonl"
+    with server(RR, "--log", str(slog)) as (_, port):
+        r = run("testbed.apps.agent", "--server", f"127.0.0.1:{port}", "--rounds", "4",
+                "--screenshot", "10KB", "--model", "200ms", "--terminal", "10ms", "--reuse",
+                "--disconnect", f"3:{commit}", "--reconnect", "300ms", "--log", str(log))
+    assert r.returncode == 0, r.stderr
+    (cut,) = events(log, ev.DISCONNECT)
+    assert (cut["round"], cut["kept"], cut["redo"]) == ((2, 2, 1) if commit == "keep" else (2, 0, 3))
+    rounds = [e["round"] for e in events(log, ev.ROUND_START)]
+    assert rounds == ([0, 1, 2, 2, 3] if commit == "keep" else [0, 1, 2, 0, 1, 2, 3])
+    got = events(slog, ev.REQUEST_RECEIVED)
+    ops = [e["op"] for e in got]
+    executed = [e["op"] for e in got if not e["retry"]]
+    assert len(set(executed)) == len(executed)                   # no operation executed twice
+    assert sum(e["retry"] for e in got) == (1 if commit == "keep" else 0)
+    assert len(set(ops)) == (4 if commit == "keep" else 7)
+    # the retried round is answered without the model's 200 ms; the others take it
+    t = {e["req"]: e["round_ms"] for e in events(log, ev.ROUND_END)}
+    assert (t[3] < 150) if commit == "keep" else all(ms >= 200 for ms in t.values())
+    m = run_metrics(tmp_path)["metrics"]
+    assert len(m["round_s"]) == 4 and len(m["redo_s"]) == cut["redo"] and m["disconnect_s"] >= 0.3
+    assert m["total_s"] == pytest.approx(m["setup_s"] + sum(m["round_s"]) + sum(m["redo_s"])
+                                         + m["disconnect_s"], abs=0.02)

@@ -283,3 +283,14 @@ def test_reqresp_block_and_codec_params_are_checked():
                      ({"blocks": "2", "tls": "true"}, "not with tls")):
         with pytest.raises(UsageError, match=msg.replace("(", r"\(").replace(")", r"\)")):
             w.make_params(bad)
+
+
+def test_agent_disconnect_param_is_checked():
+    from testbed.spec.errors import UsageError
+    from testbed.workloads import get
+    w = get("agent")
+    assert "--disconnect" in w.client_argv(w.make_params({"disconnect": "10:keep", "rounds": "20"}), "x:1", "l")
+    for bad, msg in (({"disconnect": "10:maybe"}, "K:keep | K:lose"), ({"disconnect": "0:keep"}, "K >= 1"),
+                     ({"disconnect": "31:lose"}, "only 30 rounds")):
+        with pytest.raises(UsageError, match=msg.replace("|", r"\|")):
+            w.make_params(bad)
