@@ -103,6 +103,24 @@ class ScheduleChange:
         return dataclasses.asdict(self)
 
 
+def describe_change(schedule, kind: str, item: int) -> tuple[str, str]:
+    """(at, what) of a ``ScheduleChange`` of ``kind`` for ``schedule``'s ``item`` (every engine's
+    records use these texts)."""
+    if kind == "step":
+        step = schedule.steps[item]
+        return str(step.at), step.describe()
+    if kind in ("down", "up"):
+        o = schedule.outages[item]
+        if kind == "down":
+            return str(o.down), f"down {'hold' if o.hold else 'drop'}"
+        return f"{o.down}+{o.duration!r}s", "up"
+    if kind == "event":
+        ev = schedule.events[item]
+        return (f"frame {ev.frame}" if ev.frame is not None else f"{ev.start!r}s"), ev.describe()
+    tr = schedule.trace
+    return "0s", f"trace {tr.source} ({len(tr.ms)} opportunities/{tr.period_ms} ms)"
+
+
 @dataclass
 class ScheduleStats:
     """dropped_outage / dropped_event: frames with those verdicts; delayed_event: frames given
@@ -196,7 +214,8 @@ class ScheduledDirection(DirectionModel):
             if step.at.kind == "time":
                 t = t_ns + round(step.at.value * 1e9)
                 self._segs.append(self._segment(t, step))
-                self._pending.append((t, seq, ("step", i, str(step.at), t, step.describe())))
+                at, what = describe_change(sch, "step", i)
+                self._pending.append((t, seq, ("step", i, at, t, what)))
             else:
                 self._tied.append((step.at, seq, "step", i))
             seq += 1
@@ -213,8 +232,8 @@ class ScheduledDirection(DirectionModel):
             self._trace = tr
             self._ms_ns = [m * 1_000_000 for m in tr.ms]
             self._period_ns = tr.period_ms * 1_000_000
-            self._pending.append((t_ns, -1, ("trace", 0, "0s", t_ns,
-                                             f"trace {tr.source} ({len(tr.ms)} opportunities/{tr.period_ms} ms)")))
+            at, what = describe_change(sch, "trace", 0)
+            self._pending.append((t_ns, -1, ("trace", 0, at, t_ns, what)))
         self._pending.sort()
         self._emit_until(t_ns)
 
@@ -249,13 +268,14 @@ class ScheduledDirection(DirectionModel):
         up = down + round(o.duration * 1e9)
         self._outages.append([down, up, o.hold])
         self._outages.sort()
-        at = str(o.down)
-        rec = ("down", item, at, down if configured else None, f"down {'hold' if o.hold else 'drop'}")
+        at, what = describe_change(self.schedule, "down", item)
+        rec = ("down", item, at, down if configured else None, what)
         if configured:
             self._pending.append((down, seq, rec))
         else:
             self._record(*rec, actual=down)
-        self._pending.append((up, seq + 1, ("up", item, f"{at}+{o.duration!r}s", up, "up")))
+        at, what = describe_change(self.schedule, "up", item)
+        self._pending.append((up, seq + 1, ("up", item, at, up, what)))
         self._pending.sort()
 
     def _record(self, kind, item, at, configured_ns, what, actual) -> None:
@@ -275,11 +295,11 @@ class ScheduledDirection(DirectionModel):
         if not due:
             return
         self._tied = [x for x in self._tied if x not in due]
-        for at, seq, kind, item in sorted(due, key=lambda x: x[1]):
+        for _, seq, kind, item in sorted(due, key=lambda x: x[1]):
             if kind == "step":
-                step = self.schedule.steps[item]
-                self._insert_segment(self._segment(now, step))
-                self._record("step", item, str(at), None, step.describe(), actual=now)
+                self._insert_segment(self._segment(now, self.schedule.steps[item]))
+                text, what = describe_change(self.schedule, "step", item)
+                self._record("step", item, text, None, what, actual=now)
             else:
                 self._add_outage(item, now, seq, configured=False)
 
@@ -378,9 +398,9 @@ class ScheduledDirection(DirectionModel):
                 if hit:
                     if not st.recorded:
                         st.recorded = True
-                        self._record("event", st.item, f"frame {ev.frame}" if ev.frame is not None
-                                     else f"{ev.start!r}s", st.start_ns if ev.frame is None else None,
-                                     ev.describe(), actual=now_ns)
+                        at, what = describe_change(self.schedule, "event", st.item)
+                        self._record("event", st.item, at, st.start_ns if ev.frame is None else None,
+                                     what, actual=now_ns)
                     drop_event = drop_event or ev.drop
                     extra += st.delay_ns
             self._n += 1

@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
-from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
+from testbed.spec.linkspec import MIN_DEFAULT_QUEUE, Bernoulli, DropList, GilbertElliott, LinkSpec
 
 LIB_PATH = Path(__file__).with_name("libtbemu.so")
 LOSS_NONE, LOSS_ALWAYS, LOSS_BERNOULLI, LOSS_GE, LOSS_DROPLIST = range(5)
@@ -52,6 +52,39 @@ class DirStats(ctypes.Structure):
     _fields_ = [(n, _i64) for n in ("frames_in", "delivered", "dropped_loss", "dropped_queue",
                                     "queue_max_packets", "queue_max_bytes", "bytes_in",
                                     "bytes_delivered", "airtime_ns")]
+
+
+class StepCfg(ctypes.Structure):
+    _fields_ = [("at_kind", _i32), ("mask", _i32), ("at", _i64), ("rate_num", _i64), ("rate_unit", _i64),
+                ("rate", _dbl), ("delay", _dbl), ("delay_ns", _i64), ("jitter_span", _i64),
+                ("reorder", _i64), ("queue_packets", _i64), ("queue_bytes", _i64),
+                ("loss_kind", _i32), ("pad", _i32), ("p", _dbl), ("r", _dbl), ("loss_bad", _dbl),
+                ("loss_good", _dbl), ("drop_idx", ctypes.POINTER(_i64)), ("n_drop", _i64)]
+
+
+class OutageCfg(ctypes.Structure):
+    _fields_ = [("at_kind", _i32), ("hold", _i32), ("at", _i64), ("duration_ns", _i64)]
+
+
+class EventCfg(ctypes.Structure):
+    _fields_ = [(n, _i64) for n in ("frame", "count", "min_bytes", "start_ns", "end_ns", "delay_ns")] + [
+        ("drop", _i32), ("pad", _i32)]
+
+
+class SchedCfg(ctypes.Structure):
+    _fields_ = [("frame_bytes", _i64), ("min_queue", _i64), ("base", StepCfg), ("n_steps", _i64),
+                ("n_outages", _i64), ("n_events", _i64), ("n_ms", _i64), ("period_ns", _i64),
+                ("steps", ctypes.POINTER(StepCfg)), ("outages", ctypes.POINTER(OutageCfg)),
+                ("events", ctypes.POINTER(EventCfg)), ("ms_ns", ctypes.POINTER(_i64))]
+
+
+class Change(ctypes.Structure):
+    _fields_ = [("kind", _i32), ("item", _i32), ("configured_ns", _i64), ("actual_ns", _i64),
+                ("frames_before", _i64), ("has_configured", _i32), ("pad", _i32)]
+
+
+class SchedStats(ctypes.Structure):
+    _fields_ = [(n, _i64) for n in ("dropped_outage", "dropped_event", "delayed_event", "changes")]
 
 
 class MediumStats(ctypes.Structure):
@@ -116,6 +149,14 @@ def load():
             lib.tb_arrive.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64, _i64, ctypes.POINTER(_i64)]
             lib.tb_arrive_batch.restype = _i64
             lib.tb_arrive_batch.argtypes = [ctypes.c_void_p, _i64] + [ctypes.c_void_p] * 5
+            lib.tb_schedule.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(SchedCfg)]
+            lib.tb_set_origin.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64]
+            lib.tb_drain_changes.restype = _i64
+            lib.tb_drain_changes.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64, ctypes.c_int,
+                                             ctypes.POINTER(Change), _i64]
+            lib.tb_last_arrival.restype = _i64
+            lib.tb_last_arrival.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            lib.tb_sched_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(SchedStats)]
             lib.tb_dir_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(DirStats)]
             lib.tb_medium_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_int,
                                                 ctypes.POINTER(MediumStats)]
@@ -166,24 +207,9 @@ def medium_cfg(spec: Any, seed: int) -> MediumCfg:
                      ndbps=_bits_per_symbol(spec.data_rate), mt_state=_mt_state(seed))
 
 
-def dir_cfg(spec: LinkSpec, seed: int, medium: int = -1) -> tuple[DirCfg, Any]:
-    """(``DirectionModel(spec, seed)`` as the C configuration, the drop-list array to keep alive)."""
-    c = DirCfg(medium=medium, reorder=int(spec.reorder), overhead=spec.overhead,
-               delay_ns=round(spec.delay * 1e9), jitter_span=round(spec.jitter * 1e9) + 1,
-               mt_loss=_mt_state(f"{seed}:loss"), mt_jitter=_mt_state(f"{seed}:jitter"))
-    if medium >= 0 and spec.rate is not None:
-        raise ValueError("a direction on a shared medium must be unshaped")
-    if spec.rate is not None:
-        frac = Fraction(spec.rate).limit_denominator(10**6)
-        c.rate_num, c.rate_unit = frac.numerator, 8 * 10**9 * frac.denominator
-        if not (0 < c.rate_num < 2**62 and c.rate_unit < 2**62):
-            raise ValueError(f"rate {spec.rate!r} is outside the native engine's range")
-    c.shaped = int(spec.rate is not None or medium >= 0)
-    lim_p, lim_b = spec.queue_limit_packets, spec.queue_bytes
-    c.qlim_packets = -1 if lim_p is None else lim_p
-    c.qlim_bytes = -1 if lim_b is None else lim_b
-    keep = None
-    loss = spec.loss
+def _loss_fields(c: Any, loss: Any) -> Any:
+    """Set ``c``'s loss_kind, p, r, loss_bad, loss_good, drop_idx, n_drop (a DirCfg or StepCfg)
+    as ``loss.make_loss(loss)`` behaves; returns the drop-list array to keep alive (or None)."""
     if isinstance(loss, Bernoulli):
         c.loss_kind = LOSS_NONE if loss.p == 0.0 else LOSS_ALWAYS if loss.p == 1.0 else LOSS_BERNOULLI
         c.p = loss.p
@@ -195,15 +221,105 @@ def dir_cfg(spec: LinkSpec, seed: int, medium: int = -1) -> tuple[DirCfg, Any]:
         c.loss_kind = LOSS_DROPLIST
         keep = (_i64 * max(1, len(idx)))(*idx)
         c.drop_idx, c.n_drop = ctypes.cast(keep, ctypes.POINTER(_i64)), len(idx)
+        return keep
     else:
         raise ValueError(f"unknown loss model {loss!r}")
+    return None
+
+
+def _rate_fraction(rate: float) -> tuple[int, int]:
+    """(num, unit) of ``serializer.Serializer`` for ``rate`` bit/s, within the engine's range."""
+    frac = Fraction(rate).limit_denominator(10**6)
+    num, unit = frac.numerator, 8 * 10**9 * frac.denominator
+    if not (0 < num < 2**62 and unit < 2**62):
+        raise ValueError(f"rate {rate!r} is outside the native engine's range")
+    return num, unit
+
+
+def dir_cfg(spec: LinkSpec, seed: int, medium: int = -1) -> tuple[DirCfg, Any]:
+    """(``DirectionModel(spec, seed)`` as the C configuration, the drop-list array to keep alive)."""
+    c = DirCfg(medium=medium, reorder=int(spec.reorder), overhead=spec.overhead,
+               delay_ns=round(spec.delay * 1e9), jitter_span=round(spec.jitter * 1e9) + 1,
+               mt_loss=_mt_state(f"{seed}:loss"), mt_jitter=_mt_state(f"{seed}:jitter"))
+    if medium >= 0 and spec.rate is not None:
+        raise ValueError("a direction on a shared medium must be unshaped")
+    if spec.rate is not None:
+        c.rate_num, c.rate_unit = _rate_fraction(spec.rate)
+    c.shaped = int(spec.rate is not None or medium >= 0)
+    lim_p, lim_b = spec.queue_limit_packets, spec.queue_bytes
+    c.qlim_packets = -1 if lim_p is None else lim_p
+    c.qlim_bytes = -1 if lim_b is None else lim_b
+    keep = _loss_fields(c, spec.loss)
     return c, keep
+
+
+_FIELD_BITS = {"rate": 1, "delay": 2, "jitter": 4, "reorder": 8, "loss": 16, "queue_packets": 32,
+               "queue_bytes": 64}
+_AT_KINDS = {"time": 0, "frames": 1, "bytes": 2}
+CHANGE_KINDS = ("step", "down", "up", "event", "trace")
+
+
+def _moment(at: Any) -> tuple[int, int]:
+    """(at_kind, at) of a ``schedule.Moment``: ns after the origin, or a count."""
+    return _AT_KINDS[at.kind], round(at.value * 1e9) if at.kind == "time" else int(at.value)
+
+
+def _step_cfg(changes: dict[str, Any], keep: list) -> StepCfg:
+    """A step's (or, with every field, the base LinkSpec's) values, rounded as the model does."""
+    c = StepCfg(queue_packets=-1, queue_bytes=-1)
+    for name, value in changes.items():
+        c.mask |= _FIELD_BITS[name]
+        if name == "rate":
+            if value is not None:
+                c.rate_num, c.rate_unit = _rate_fraction(value)
+                c.rate = value
+        elif name == "delay":
+            c.delay, c.delay_ns = value, round(value * 1e9)
+        elif name == "jitter":
+            c.jitter_span = round(value * 1e9) + 1
+        elif name == "reorder":
+            c.reorder = int(value)
+        elif name == "loss":
+            keep.append(_loss_fields(c, value))
+        else:
+            setattr(c, name, -1 if value is None else value)
+    return c
+
+
+def sched_cfg(spec: LinkSpec, keep: list) -> SchedCfg:
+    """``spec.schedule`` as the C configuration (arrays appended to ``keep``, to keep alive)."""
+    sch = spec.schedule
+    base = {name: getattr(spec, name) for name in _FIELD_BITS}
+    c = SchedCfg(frame_bytes=spec.frame_bytes, min_queue=MIN_DEFAULT_QUEUE, base=_step_cfg(base, keep),
+                 n_steps=len(sch.steps), n_outages=len(sch.outages), n_events=len(sch.events))
+    steps = (StepCfg * max(1, len(sch.steps)))()
+    for i, step in enumerate(sch.steps):
+        steps[i] = _step_cfg(dict(step.changes), keep)
+        steps[i].at_kind, steps[i].at = _moment(step.at)
+    outages = (OutageCfg * max(1, len(sch.outages)))()
+    for i, o in enumerate(sch.outages):
+        kind, at = _moment(o.down)
+        outages[i] = OutageCfg(kind, int(o.hold), at, round(o.duration * 1e9))
+    events = (EventCfg * max(1, len(sch.events)))(*[
+        EventCfg(e.frame or 0, e.count, e.min_bytes,
+                 round(e.start * 1e9) if e.start is not None else 0,
+                 round(e.end * 1e9) if e.end is not None else 0, round(e.delay * 1e9), int(e.drop))
+        for e in sch.events])
+    trace = sch.trace
+    ms = (_i64 * (len(trace.ms) if trace else 1))(*([m * 1_000_000 for m in trace.ms] if trace else []))
+    if trace is not None:
+        c.n_ms, c.period_ns = len(trace.ms), trace.period_ms * 1_000_000
+    c.steps, c.outages = ctypes.cast(steps, ctypes.POINTER(StepCfg)), ctypes.cast(outages, ctypes.POINTER(OutageCfg))
+    c.events, c.ms_ns = ctypes.cast(events, ctypes.POINTER(EventCfg)), ctypes.cast(ms, ctypes.POINTER(_i64))
+    keep.extend([steps, outages, events, ms])
+    return c
 
 
 class Engine:
     """The C model of a set of directions (and their shared media); mirrors ``make_models``.
 
     ``directions``: (spec, seed, medium name or None); ``media``: name -> (AirtimeSpec, seed).
+    A direction whose spec has a ``schedule`` is ``schedule_model.ScheduledDirection`` in C.
     """
 
     def __init__(self, directions: Sequence[tuple[LinkSpec, int, str | None]],
@@ -212,14 +328,27 @@ class Engine:
         media = media or {}
         names = list(media)
         mcfg = (MediumCfg * max(1, len(names)))(*[medium_cfg(*media[n]) for n in names])
-        built = [dir_cfg(spec, seed, names.index(m) if m is not None else -1)
+        built = [dir_cfg(spec.replace(schedule=None), seed, names.index(m) if m is not None else -1)
                  for spec, seed, m in directions]
         dcfg = (DirCfg * len(built))(*[c for c, _ in built])
         self._lib = lib
         self.n_dirs, self.medium_names = len(built), names
+        self.specs = [spec for spec, _, _ in directions]
+        self._keep: list = []      # arrays the C schedules point into
         self.ptr = lib.tb_engine_new(len(built), dcfg, len(names), mcfg)
         if not self.ptr:
             raise MemoryError("tb_engine_new failed")
+        for i, (spec, _, m) in enumerate(directions):
+            if spec.schedule is None:
+                continue
+            sch = spec.schedule
+            if m is not None and (sch.trace is not None or sch.outages
+                                  or any("rate" in dict(s.changes) for s in sch.steps)):
+                raise ValueError(f"direction {i} is on the shared medium {m!r}: rate steps, traces and "
+                                 "outages are not modelled there (delay, jitter, loss and queue steps "
+                                 "and events are)")
+            if lib.tb_schedule(self.ptr, i, ctypes.byref(sched_cfg(spec, self._keep))) < 0:
+                raise MemoryError("tb_schedule failed")
 
     def arrive(self, direction: int, now_ns: int, frame_len: int) -> tuple[int, int]:
         t = _i64()
@@ -241,11 +370,56 @@ class Engine:
             raise MemoryError("native engine out of memory")
         return verdict, t
 
+    def set_origin(self, direction: int, t_ns: int) -> None:
+        """``ScheduledDirection.set_origin`` of one direction (nothing on a constant one)."""
+        r = self._lib.tb_set_origin(self.ptr, direction, t_ns)
+        if r == -1:
+            raise ValueError(f"direction {direction}: the origin is already set")
+        if r == -2:
+            raise ValueError(f"direction {direction}: origin {t_ns} ns is before the last arrival "
+                             f"({self.last_arrival(direction)} ns)")
+
+    def drain_changes(self, direction: int, now_ns: int | None = None) -> list:
+        """``ScheduledDirection.drain_changes``: the ``ScheduleChange`` records since the last
+        call (time-tied ones due by ``now_ns`` first); [] on a constant direction."""
+        from testbed.emulator.schedule_model import ScheduleChange, describe_change
+        sch = self.specs[direction].schedule
+        if sch is None:
+            return []
+        cap = 2 + len(sch.steps) + 2 * len(sch.outages) + len(sch.events)
+        buf = (Change * cap)()
+        n = self._lib.tb_drain_changes(self.ptr, direction, now_ns or 0, now_ns is not None, buf, cap)
+        out = []
+        for c in buf[:n]:
+            kind = CHANGE_KINDS[c.kind]
+            at, what = describe_change(sch, kind, c.item)
+            out.append(ScheduleChange(kind, c.item, at, c.configured_ns if c.has_configured else None,
+                                      c.actual_ns, c.frames_before, what))
+        return out
+
+    def last_arrival(self, direction: int) -> int | None:
+        """The last arrival given to ``direction`` (ns), None before the first."""
+        t = self._lib.tb_last_arrival(self.ptr, direction)
+        return None if t == -(1 << 63) else t
+
     def stats(self, direction: int) -> dict[str, int]:
-        """``DirectionStats`` of a direction, as a dict."""
+        """``DirectionStats`` of a direction, as a dict; a scheduled one adds its
+        ``ScheduleStats`` (dropped_outage, dropped_event, delayed_event, changes)."""
         s = DirStats()
         self._lib.tb_dir_stats_get(self.ptr, direction, ctypes.byref(s))
-        return {name: getattr(s, name) for name, _ in DirStats._fields_}
+        out = {name: getattr(s, name) for name, _ in DirStats._fields_}
+        if self.specs[direction].schedule is not None:
+            out.update(self.schedule_stats(direction))
+        return out
+
+    def schedule_stats(self, direction: int) -> dict[str, int]:
+        """``ScheduleStats`` of a direction, as a dict (zeros on a constant one)."""
+        s = SchedStats()
+        self._lib.tb_sched_stats_get(self.ptr, direction, ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in SchedStats._fields_}
+
+    def direction(self, index: int) -> "NativeDirection":
+        return NativeDirection(self, index)
 
     def medium_stats(self, index: int) -> dict[str, int]:
         s = MediumStats()
@@ -259,6 +433,38 @@ class Engine:
 
     def __del__(self):
         self.close()
+
+
+class NativeDirection:
+    """One direction of an ``Engine`` with the calls of the Python model
+    (``schedule_model.make_direction``'s): ``arrive``, ``set_origin``, ``drain_changes``,
+    ``stats`` and ``schedule_stats`` (dicts here)."""
+
+    def __init__(self, engine: Engine, index: int):
+        self.engine, self.index = engine, index
+        self.spec = engine.specs[index]
+
+    def arrive(self, now_ns: int, frame_len: int) -> tuple[int, int]:
+        return self.engine.arrive(self.index, now_ns, frame_len)
+
+    def set_origin(self, t_ns: int) -> None:
+        self.engine.set_origin(self.index, t_ns)
+
+    def drain_changes(self, now_ns: int | None = None) -> list:
+        return self.engine.drain_changes(self.index, now_ns)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self.engine.stats(self.index)
+
+    @property
+    def schedule_stats(self) -> dict[str, int]:
+        return self.engine.schedule_stats(self.index)
+
+
+def make_direction(spec: LinkSpec, seed: int) -> NativeDirection:
+    """``schedule_model.make_direction(spec, seed)`` in C (a one-direction ``Engine``)."""
+    return Engine([(spec, seed, None)]).direction(0)
 
 
 def parse_key(frame: bytes) -> tuple[int, ...]:

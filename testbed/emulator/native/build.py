@@ -35,7 +35,7 @@ def build(force: bool = False) -> bool:
     if shutil.which(cc) is None:
         raise RuntimeError(f"C compiler {cc!r} not found: apt-get install gcc (or set $CC)")
     tmp = LIB.with_suffix(".so.tmp")
-    argv = [cc, *CFLAGS, "-o", str(tmp), *map(str, sources())]
+    argv = [cc, *CFLAGS, "-o", str(tmp), *map(str, sources()), "-lm"]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         tmp.unlink(missing_ok=True)

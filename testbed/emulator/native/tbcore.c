@@ -1,5 +1,6 @@
 /* See tbcore.h.  Every step mirrors the Python reference line by line. */
 #include "tbcore.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,9 @@ double tb_mt_random(tb_mt *g) {  /* random.random(): 53-bit double in [0, 1) */
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
 }
 
+typedef struct tb_sched tb_sched;
+static void sched_free(tb_sched *s);
+
 /* --- engine ---------------------------------------------------------------------------------- */
 tb_engine *tb_engine_new(int n_dirs, const tb_dir_cfg *dirs, int n_media, const tb_medium_cfg *media) {
     tb_engine *e = calloc(1, sizeof *e);
@@ -64,6 +68,10 @@ tb_engine *tb_engine_new(int n_dirs, const tb_dir_cfg *dirs, int n_media, const 
             memcpy(copy, dirs[i].drop_idx, (size_t)dirs[i].n_drop * sizeof(int64_t));
             d->cfg.drop_idx = copy;
         }
+        d->loss = (tb_lossgen){.kind = d->cfg.loss_kind, .p = d->cfg.p, .r = d->cfg.r,
+                               .loss_bad = d->cfg.loss_bad, .loss_good = d->cfg.loss_good,
+                               .drop_idx = d->cfg.drop_idx, .n_drop = d->cfg.n_drop};
+        d->last_arrival = INT64_MIN;
         tb_mt_load(&d->loss_rng, dirs[i].mt_loss);
         tb_mt_load(&d->jitter_rng, dirs[i].mt_jitter);
         d->air_id = dirs[i].medium >= 0 && dirs[i].medium < 64 ? attached[dirs[i].medium]++ : -1;
@@ -82,6 +90,7 @@ void tb_engine_free(tb_engine *e) {
             free(e->dirs[i].q_finish);
             free(e->dirs[i].q_size);
             free((void *)e->dirs[i].cfg.drop_idx);
+            sched_free(e->dirs[i].sch);
         }
     free(e->dirs);
     free(e->media);
@@ -89,6 +98,7 @@ void tb_engine_free(tb_engine *e) {
 }
 
 int tb_engine_dirs(const tb_engine *e) { return e->n_dirs; }
+int64_t tb_last_arrival(const tb_engine *e, int dir) { return e->dirs[dir].last_arrival; }
 
 /* DropTailQueue.admit */
 static int q_admit(tb_dir *d, int64_t now, int64_t len) {
@@ -162,36 +172,40 @@ static void air_transmit(tb_medium *m, int64_t now, int64_t ip_bytes, tb_dir *d,
     *end_out = end;
 }
 
-static int lost(tb_dir *d) {
-    const tb_dir_cfg *c = &d->cfg;
-    switch (c->loss_kind) {
+/* the generator's answer for one frame: lost? (loss.py) */
+static int lost(tb_lossgen *g, tb_mt *rng) {
+    switch (g->kind) {
     case TB_LOSS_ALWAYS: return 1;
-    case TB_LOSS_BERNOULLI: return tb_mt_random(&d->loss_rng) < c->p;
+    case TB_LOSS_BERNOULLI: return tb_mt_random(rng) < g->p;
     case TB_LOSS_GE: {
         double h;
-        if (d->ge_bad) {
-            if (tb_mt_random(&d->loss_rng) < c->r) d->ge_bad = 0;
-            h = c->loss_bad;
+        if (g->ge_bad) {
+            if (tb_mt_random(rng) < g->r) g->ge_bad = 0;
+            h = g->loss_bad;
         } else {
-            if (tb_mt_random(&d->loss_rng) < c->p) d->ge_bad = 1;
-            h = c->loss_good;
+            if (tb_mt_random(rng) < g->p) g->ge_bad = 1;
+            h = g->loss_good;
         }
-        return h == 1.0 || (h != 0.0 && tb_mt_random(&d->loss_rng) < h);
+        return h == 1.0 || (h != 0.0 && tb_mt_random(rng) < h);
     }
     case TB_LOSS_DROPLIST: {
-        int64_t i = d->drop_pos++;
-        while (d->drop_next < c->n_drop && c->drop_idx[d->drop_next] < i) d->drop_next++;
-        return d->drop_next < c->n_drop && c->drop_idx[d->drop_next] == i;
+        int64_t i = g->drop_pos++;
+        while (g->drop_next < g->n_drop && g->drop_idx[g->drop_next] < i) g->drop_next++;
+        return g->drop_next < g->n_drop && g->drop_idx[g->drop_next] == i;
     }
     default: return 0;
     }
 }
+
+static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, int64_t *t_out);
 
 /* DirectionModel.arrive; returns the verdict, *t_out the time (or -1 on out of memory) */
 int tb_arrive(tb_engine *e, int dir, int64_t now, int64_t len, int64_t *t_out) {
     tb_dir *d = &e->dirs[dir];
     const tb_dir_cfg *c = &d->cfg;
     int64_t depart;
+    d->last_arrival = now;
+    if (d->sch) return sched_arrive(e, d, now, len, t_out);
     d->st.frames_in++;
     d->st.bytes_in += len;
     if (!c->shaped) {
@@ -210,7 +224,7 @@ int tb_arrive(tb_engine *e, int dir, int64_t now, int64_t len, int64_t *t_out) {
         }
         if (q_push(d, finish, len) < 0) return -1;
     }
-    if (c->loss_kind != TB_LOSS_NONE && lost(d)) {
+    if (c->loss_kind != TB_LOSS_NONE && lost(&d->loss, &d->loss_rng)) {
         d->st.dropped_loss++;
         *t_out = depart;
         return TB_DROP_LOSS;
@@ -240,3 +254,414 @@ int64_t tb_arrive_batch(tb_engine *e, int64_t n, const int32_t *dir, const int64
 
 void tb_dir_stats_get(const tb_engine *e, int dir, tb_dir_stats *out) { *out = e->dirs[dir].st; }
 void tb_medium_stats_get(const tb_engine *e, int m, tb_medium_stats *out) { *out = e->media[m].st; }
+
+/* --- link schedules: schedule_model.ScheduledDirection, line for line -------------------------- */
+typedef struct {   /* _Segment: the values in force from `start` on */
+    int64_t start;
+    int32_t step, mask;                     /* step -1: the base LinkSpec */
+    int64_t num, unit, delay_ns, jitter_span, reorder, qp, qb, limit_packets, limit_bytes;
+    double rate, delay;
+    int32_t loss, own_loss;                 /* generator indices */
+} tb_seg;
+
+typedef struct { int64_t down, up; int32_t hold; } tb_outage;
+typedef struct { int64_t t, seq; tb_change c; } tb_pending;         /* a time-tied record */
+typedef struct { int32_t at_kind, kind, item; int64_t value, seq; } tb_tied;  /* kind 0 step, 1 down */
+typedef struct { int64_t seen, start_ns, end_ns; int32_t recorded; } tb_evstate;
+
+typedef struct tb_sched {
+    tb_sched_cfg cfg;
+    tb_seg *segs; int64_t n_segs, cur[3];
+    tb_lossgen *gens; int64_t n_gens;
+    int32_t has_origin, has_last_rate;
+    int64_t origin, busy, rem, last_num, last_unit;
+    tb_outage *outages; int64_t n_out;
+    tb_tied *tied; int64_t n_tied;
+    tb_pending *pending; int64_t n_pend;
+    tb_change *changes; int64_t n_changes;
+    tb_evstate *ev;
+    int64_t n, nbytes;                      /* frames and bytes arrived since the origin */
+    int64_t op, op_left, op_t;              /* the trace: last opportunity used */
+    tb_sched_stats st;
+} tb_sched;
+
+static void sched_free(tb_sched *s) {
+    if (!s) return;
+    free(s->segs); free(s->gens); free(s->outages); free(s->tied); free(s->pending);
+    free(s->changes); free(s->ev);
+    free(s);
+}
+
+static int32_t new_gen(tb_sched *s, const tb_step_cfg *v) {   /* make_loss: a fresh generator */
+    s->gens[s->n_gens] = (tb_lossgen){.kind = v->loss_kind, .p = v->p, .r = v->r,
+                                      .loss_bad = v->loss_bad, .loss_good = v->loss_good,
+                                      .drop_idx = v->drop_idx, .n_drop = v->n_drop};
+    return (int32_t)s->n_gens++;
+}
+
+static const tb_step_cfg *seg_values(const tb_sched *s, const tb_seg *g) {
+    return g->step < 0 ? &s->cfg.base : &s->cfg.steps[g->step];
+}
+
+/* _Segment.derive: the previous segment's LinkSpec with this one's changes */
+static void derive(tb_sched *s, int64_t overhead, tb_seg *g, const tb_seg *prev) {
+    const tb_step_cfg *v = seg_values(s, g);
+    int32_t m = g->mask;
+    if (prev) {
+        g->num = prev->num; g->unit = prev->unit; g->rate = prev->rate; g->delay = prev->delay;
+        g->delay_ns = prev->delay_ns; g->jitter_span = prev->jitter_span; g->reorder = prev->reorder;
+        g->qp = prev->qp; g->qb = prev->qb;
+    }
+    if (m & TB_F_RATE) { g->num = v->rate_num; g->unit = v->rate_unit; g->rate = v->rate; }
+    if (m & TB_F_DELAY) { g->delay = v->delay; g->delay_ns = v->delay_ns; }
+    if (m & TB_F_JITTER) g->jitter_span = v->jitter_span;
+    if (m & TB_F_REORDER) g->reorder = v->reorder;
+    if (m & TB_F_QPACKETS) g->qp = v->queue_packets;
+    if (m & TB_F_QBYTES) g->qb = v->queue_bytes;
+    g->loss = (m & TB_F_LOSS) || !prev ? g->own_loss : prev->loss;
+    /* LinkSpec.queue_limit_packets */
+    if (g->qp >= 0) g->limit_packets = g->qp;
+    else if (g->qb >= 0 || g->num == 0) g->limit_packets = -1;
+    else {
+        double bdp = g->rate * 2 * g->delay / 8 / (double)(s->cfg.frame_bytes + overhead);
+        int64_t c = (int64_t)ceil(bdp);
+        g->limit_packets = c > s->cfg.min_queue ? c : s->cfg.min_queue;
+    }
+    g->limit_bytes = g->qb;
+}
+
+int tb_schedule(tb_engine *e, int dir, const tb_sched_cfg *cfg) {
+    tb_dir *d = &e->dirs[dir];
+    int64_t ns = cfg->n_steps, no = cfg->n_outages, ne = cfg->n_events;
+    tb_sched *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    s->cfg = *cfg;
+    s->segs = calloc((size_t)ns + 1, sizeof *s->segs);
+    s->gens = calloc((size_t)ns + 1, sizeof *s->gens);
+    s->outages = calloc((size_t)no + 1, sizeof *s->outages);
+    s->tied = calloc((size_t)(ns + no) + 1, sizeof *s->tied);
+    s->pending = calloc((size_t)(ns + 2 * no) + 2, sizeof *s->pending);
+    s->changes = calloc((size_t)(ns + 2 * no + ne) + 2, sizeof *s->changes);
+    s->ev = calloc((size_t)ne + 1, sizeof *s->ev);
+    if (!s->segs || !s->gens || !s->outages || !s->tied || !s->pending || !s->changes || !s->ev) {
+        sched_free(s);
+        return -1;
+    }
+    tb_seg *base = &s->segs[0];
+    base->start = INT64_MIN;
+    base->step = -1;
+    base->mask = -1;
+    base->own_loss = new_gen(s, &cfg->base);
+    derive(s, d->cfg.overhead, base, NULL);
+    s->n_segs = 1;
+    s->op = -1;
+    d->sch = s;
+    return 0;
+}
+
+static void record(tb_sched *s, int32_t kind, int32_t item, int has_conf, int64_t conf, int64_t actual) {
+    s->changes[s->n_changes++] = (tb_change){.kind = kind, .item = item, .configured_ns = conf,
+                                             .actual_ns = actual, .frames_before = s->n,
+                                             .has_configured = has_conf};
+    s->st.changes++;
+}
+
+static void pend_add(tb_sched *s, int64_t t, int64_t seq, int32_t kind, int32_t item, int64_t conf) {
+    int64_t i = s->n_pend++;   /* kept sorted by (t, seq) */
+    while (i > 0 && (s->pending[i - 1].t > t || (s->pending[i - 1].t == t && s->pending[i - 1].seq > seq))) {
+        s->pending[i] = s->pending[i - 1];
+        i--;
+    }
+    s->pending[i] = (tb_pending){t, seq, {.kind = kind, .item = item, .configured_ns = conf,
+                                          .has_configured = 1}};
+}
+
+static void emit_until(tb_sched *s, int64_t now) {
+    int64_t k = 0;
+    while (k < s->n_pend && s->pending[k].t <= now) {
+        tb_change *c = &s->pending[k].c;
+        record(s, c->kind, c->item, c->has_configured, c->configured_ns, s->pending[k].t);
+        k++;
+    }
+    if (k) {
+        memmove(s->pending, s->pending + k, (size_t)(s->n_pend - k) * sizeof *s->pending);
+        s->n_pend -= k;
+    }
+}
+
+static int outage_less(const tb_outage *a, const tb_outage *b) {
+    return a->down != b->down ? a->down < b->down : a->up != b->up ? a->up < b->up : a->hold < b->hold;
+}
+
+static void add_outage(tb_sched *s, int32_t item, int64_t down, int64_t seq, int configured) {
+    const tb_outage_cfg *o = &s->cfg.outages[item];
+    tb_outage x = {down, down + o->duration_ns, o->hold};
+    int64_t i = s->n_out++;
+    while (i > 0 && outage_less(&x, &s->outages[i - 1])) {
+        s->outages[i] = s->outages[i - 1];
+        i--;
+    }
+    s->outages[i] = x;
+    if (configured) pend_add(s, down, seq, TB_CH_DOWN, item, down);
+    else record(s, TB_CH_DOWN, item, 0, 0, down);
+    pend_add(s, x.up, seq + 1, TB_CH_UP, item, x.up);
+}
+
+static void insert_segment(tb_sched *s, int64_t overhead, tb_seg g) {
+    int64_t p = 0;
+    while (p < s->n_segs && s->segs[p].start <= g.start) p++;   /* bisect_right */
+    memmove(s->segs + p + 1, s->segs + p, (size_t)(s->n_segs - p) * sizeof *s->segs);
+    s->segs[p] = g;
+    s->n_segs++;
+    for (int64_t k = p; k < s->n_segs; k++) derive(s, overhead, &s->segs[k], k ? &s->segs[k - 1] : NULL);
+    for (int j = 0; j < 3; j++)
+        if (s->cur[j] >= p) s->cur[j]++;
+}
+
+static tb_seg step_segment(tb_sched *s, int64_t start, int32_t item) {
+    const tb_step_cfg *v = &s->cfg.steps[item];
+    tb_seg g = {.start = start, .step = item, .mask = v->mask, .own_loss = -1};
+    if (v->mask & TB_F_LOSS) g.own_loss = new_gen(s, v);
+    return g;
+}
+
+int tb_set_origin(tb_engine *e, int dir, int64_t t) {
+    tb_dir *d = &e->dirs[dir];
+    tb_sched *s = d->sch;
+    if (!s) return 0;
+    if (s->has_origin) return -1;
+    if (d->st.frames_in && t < d->last_arrival) return -2;
+    s->has_origin = 1;
+    s->origin = t;
+    int64_t seq = 0;
+    for (int32_t i = 0; i < s->cfg.n_steps; i++, seq++) {
+        const tb_step_cfg *v = &s->cfg.steps[i];
+        if (v->at_kind == TB_AT_TIME) {
+            int64_t at = t + v->at;
+            s->segs[s->n_segs] = step_segment(s, at, i);
+            derive(s, d->cfg.overhead, &s->segs[s->n_segs], &s->segs[s->n_segs - 1]);
+            s->n_segs++;
+            pend_add(s, at, seq, TB_CH_STEP, i, at);
+        }
+        else s->tied[s->n_tied++] = (tb_tied){v->at_kind, 0, i, v->at, seq};
+    }
+    for (int32_t i = 0; i < s->cfg.n_outages; i++, seq += 2) {
+        const tb_outage_cfg *o = &s->cfg.outages[i];
+        if (o->at_kind == TB_AT_TIME) add_outage(s, i, t + o->at, seq, 1);
+        else s->tied[s->n_tied++] = (tb_tied){o->at_kind, 1, i, o->at, seq};
+    }
+    for (int64_t i = 0; i < s->cfg.n_events; i++) {
+        const tb_event_cfg *v = &s->cfg.events[i];
+        s->ev[i] = (tb_evstate){0, v->frame ? 0 : t + v->start_ns, v->frame ? 0 : t + v->end_ns, 0};
+    }
+    if (s->cfg.n_ms) pend_add(s, t, -1, TB_CH_TRACE, 0, t);
+    emit_until(s, t);
+    return 0;
+}
+
+int64_t tb_drain_changes(tb_engine *e, int dir, int64_t now, int has_now, tb_change *out, int64_t cap) {
+    tb_sched *s = e->dirs[dir].sch;
+    if (!s) return 0;
+    if (has_now) emit_until(s, now);
+    int64_t n = s->n_changes < cap ? s->n_changes : cap;
+    memcpy(out, s->changes, (size_t)n * sizeof *out);
+    memmove(s->changes, s->changes + n, (size_t)(s->n_changes - n) * sizeof *out);
+    s->n_changes -= n;
+    return n;
+}
+
+void tb_sched_stats_get(const tb_engine *e, int dir, tb_sched_stats *out) {
+    const tb_sched *s = e->dirs[dir].sch;
+    *out = s ? s->st : (tb_sched_stats){0};
+}
+
+/* _resolve: frame- and byte-tied items whose count is reached take effect at `now` */
+static void resolve(tb_sched *s, int64_t overhead, int64_t now) {
+    tb_tied due[s->n_tied];
+    int64_t nd = 0, kept = 0;
+    for (int64_t i = 0; i < s->n_tied; i++) {
+        tb_tied x = s->tied[i];
+        if ((x.at_kind == TB_AT_FRAMES ? s->n : s->nbytes) >= x.value) {
+            int64_t j = nd++;   /* sorted by seq */
+            while (j > 0 && due[j - 1].seq > x.seq) { due[j] = due[j - 1]; j--; }
+            due[j] = x;
+        }
+        else s->tied[kept++] = x;
+    }
+    s->n_tied = kept;
+    for (int64_t i = 0; i < nd; i++) {
+        if (due[i].kind == 0) {
+            insert_segment(s, overhead, step_segment(s, now, due[i].item));
+            record(s, TB_CH_STEP, due[i].item, 0, 0, now);
+        }
+        else add_outage(s, due[i].item, now, due[i].seq, 0);
+    }
+}
+
+static const tb_seg *seg_at(tb_sched *s, int stage, int64_t t) {
+    int64_t i = s->cur[stage];
+    while (i + 1 < s->n_segs && s->segs[i + 1].start <= t) i++;
+    s->cur[stage] = i;
+    return &s->segs[i];
+}
+
+static const tb_outage *outage_at(const tb_sched *s, int64_t t) {
+    for (int64_t i = 0; i < s->n_out; i++)
+        if (s->outages[i].down <= t && t < s->outages[i].up) return &s->outages[i];
+    return NULL;
+}
+
+static int64_t floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b && (a < 0) != (b < 0)) ? q - 1 : q; }
+
+static int64_t op_time(const tb_sched *s, int64_t n) {
+    int64_t len = s->cfg.n_ms, loops = floordiv(n, len);
+    return s->origin + loops * s->cfg.period_ns + s->cfg.ms_ns[n - loops * len];
+}
+
+static int64_t first_op_after(const tb_sched *s, int64_t t) {   /* first opportunity at a time > t */
+    if (t < s->origin) return 0;
+    int64_t loops = (t - s->origin) / s->cfg.period_ns, rest = (t - s->origin) % s->cfg.period_ns;
+    int64_t lo = 0, hi = s->cfg.n_ms;   /* bisect_right(ms_ns, rest) */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (rest < s->cfg.ms_ns[mid]) hi = mid; else lo = mid + 1;
+    }
+    return loops * s->cfg.n_ms + lo;
+}
+
+static int64_t trace_send(tb_sched *s, int64_t a, int64_t len) {
+    int64_t need = len - 14 + 4;   /* ETH_HEADER, TUN_HEADER */
+    const int64_t opb = 1504;      /* OPPORTUNITY_BYTES */
+    if (s->op_left && a < s->op_t && outage_at(s, s->op_t) == NULL) {
+        int64_t take = need < s->op_left ? need : s->op_left;
+        need -= take;
+        s->op_left -= take;
+    }
+    while (need > 0) {
+        int64_t n = first_op_after(s, a > s->busy - 1 ? a : s->busy - 1);
+        if (n < s->op + 1) n = s->op + 1;
+        int64_t t = op_time(s, n);
+        const tb_outage *o = s->n_out ? outage_at(s, t) : NULL;
+        while (o) {
+            int64_t m = first_op_after(s, o->up - 1);
+            if (m > n) n = m;
+            t = op_time(s, n);
+            o = outage_at(s, t);
+        }
+        s->op = n; s->op_t = t;
+        int64_t take = need < opb ? need : opb;
+        need -= take;
+        s->op_left = opb - take;
+        s->busy = t;
+    }
+    return s->op_t;
+}
+
+static int64_t transmit(tb_sched *s, int64_t overhead, int64_t a, int64_t len) {
+    int64_t busy = s->busy, st = a > busy ? a : busy;
+    int moved = 0;
+    if (s->n_out) {
+        const tb_outage *o = outage_at(s, st);
+        while (o) {
+            st = o->up; moved = 1;
+            o = outage_at(s, st);
+        }
+    }
+    if (s->cfg.n_ms && s->has_origin && st >= s->origin) {
+        s->has_last_rate = 0;
+        return trace_send(s, a, len);
+    }
+    const tb_seg *g = seg_at(s, 1, st);
+    int64_t finish, rem;
+    if (g->num == 0) { finish = st; rem = 0; }
+    else {
+        int same = s->has_last_rate && s->last_num == g->num && s->last_unit == g->unit;
+        unsigned __int128 r = (st == busy && !moved && same) ? (unsigned __int128)s->rem : 0;
+        r += (unsigned __int128)(len + overhead) * (unsigned __int128)g->unit;
+        finish = st + (int64_t)(r / (unsigned __int128)g->num);
+        rem = (int64_t)(r % (unsigned __int128)g->num);
+        s->has_last_rate = 1; s->last_num = g->num; s->last_unit = g->unit;
+    }
+    s->rem = rem;
+    s->busy = finish;
+    return finish;
+}
+
+static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, int64_t *t_out) {
+    tb_sched *s = d->sch;
+    int64_t overhead = d->cfg.overhead, extra = 0;
+    int drop_event = 0;
+    d->st.frames_in++;
+    d->st.bytes_in += len;
+    if (s->has_origin) {
+        if (s->n_pend && s->pending[0].t <= now) emit_until(s, now);
+        if (s->n_tied) resolve(s, overhead, now);
+        for (int64_t i = 0; i < s->cfg.n_events; i++) {
+            const tb_event_cfg *v = &s->cfg.events[i];
+            tb_evstate *st = &s->ev[i];
+            if (len < v->min_bytes) continue;
+            int hit;
+            if (v->frame) {
+                st->seen++;
+                hit = v->frame <= st->seen && st->seen < v->frame + v->count;
+            }
+            else hit = st->start_ns <= now && now < st->end_ns;
+            if (hit) {
+                if (!st->recorded) {
+                    st->recorded = 1;
+                    record(s, TB_CH_EVENT, (int32_t)i, !v->frame, st->start_ns, now);
+                }
+                drop_event = drop_event || v->drop;
+                extra += v->delay_ns;
+            }
+        }
+        s->n++;
+        s->nbytes += len;
+    }
+    if (s->n_out) {
+        const tb_outage *o = outage_at(s, now);
+        if (o && !o->hold) {
+            s->st.dropped_outage++;
+            *t_out = now;
+            return TB_DROP_OUTAGE;
+        }
+    }
+    const tb_seg *g = seg_at(s, 0, now);
+    d->cfg.qlim_packets = g->limit_packets;
+    d->cfg.qlim_bytes = g->limit_bytes;
+    if (!q_admit(d, now, len)) {
+        d->st.dropped_queue++;
+        *t_out = now;
+        return TB_DROP_QUEUE;
+    }
+    int64_t depart, finish;
+    if (d->cfg.medium >= 0) air_transmit(&e->media[d->cfg.medium], now, len - 14, d, &depart, &finish);
+    else depart = finish = transmit(s, overhead, now, len);
+    if (q_push(d, finish, len) < 0) return -1;
+    g = seg_at(s, 2, depart);
+    int is_lost = g->loss >= 0 && lost(&s->gens[g->loss], &d->loss_rng);
+    if (drop_event) {
+        s->st.dropped_event++;
+        *t_out = depart;
+        return TB_DROP_EVENT;
+    }
+    if (is_lost) {
+        d->st.dropped_loss++;
+        *t_out = depart;
+        return TB_DROP_LOSS;
+    }
+    int64_t t = depart + g->delay_ns;
+    if (g->jitter_span > 1) t += (int64_t)(tb_mt_random(&d->jitter_rng) * (double)g->jitter_span);
+    if (!g->reorder) {
+        if (t < d->last_delivery) t = d->last_delivery;
+        d->last_delivery = t;
+    }
+    if (extra) {
+        t += extra;
+        s->st.delayed_event++;
+    }
+    d->st.delivered++;
+    d->st.bytes_delivered += len;
+    *t_out = t;
+    return TB_DELIVER;
+}

@@ -1,7 +1,9 @@
 /* The emulator's model in C: the exact counterpart of testbed/emulator/{direction,queue,
- * serializer,loss,airtime}.py (see their docstrings for the semantics).  Sans-I/O: driven by
- * tb_arrive(engine, direction, now_ns, frame_len).  The Python model is the reference; the
- * differential test (tests/test_native_engine.py) checks both give identical verdicts and times. */
+ * serializer,loss,airtime,schedule_model}.py (see their docstrings for the semantics).  Sans-I/O:
+ * driven by tb_arrive(engine, direction, now_ns, frame_len); a direction with a link schedule
+ * (tb_schedule) also by tb_set_origin and tb_drain_changes.  The Python model is the reference;
+ * the differential tests (tests/testbed/emulator/test_native_engine.py, test_native_schedule.py)
+ * check both give identical verdicts, times and change records. */
 #ifndef TBCORE_H
 #define TBCORE_H
 #include <stdint.h>
@@ -9,6 +11,8 @@
 #define TB_DELIVER 0
 #define TB_DROP_LOSS 1
 #define TB_DROP_QUEUE 2
+#define TB_DROP_OUTAGE 3
+#define TB_DROP_EVENT 4
 
 enum { TB_LOSS_NONE = 0, TB_LOSS_ALWAYS, TB_LOSS_BERNOULLI, TB_LOSS_GE, TB_LOSS_DROPLIST };
 
@@ -44,14 +48,24 @@ typedef struct {  /* = DirectionStats */
 
 typedef struct { int64_t exchanges, backoff_slots; } tb_medium_stats;
 
-/* One direction's model state (DirectionModel). */
+/* A loss generator (loss.make_loss): its parameters and state; draws from the caller's stream. */
+typedef struct {
+    int32_t kind, ge_bad;
+    double p, r, loss_bad, loss_good;
+    const int64_t *drop_idx; int64_t n_drop, drop_next, drop_pos;
+} tb_lossgen;
+
+struct tb_sched;
+
+/* One direction's model state (DirectionModel, or ScheduledDirection when sch is set). */
 typedef struct {
     tb_dir_cfg cfg;
     int64_t *q_finish; int64_t *q_size; int64_t q_head, q_len, q_cap, q_bytes;  /* ring */
     int64_t busy_ns, rem;           /* serializer horizon and remainder (1/num ns) */
     tb_mt loss_rng, jitter_rng;
-    int ge_bad; int64_t drop_next, drop_pos;
-    int64_t last_delivery;
+    tb_lossgen loss;
+    int64_t last_delivery, last_arrival;
+    struct tb_sched *sch;
     int air_id;
     tb_dir_stats st;
 } tb_dir;
@@ -69,6 +83,53 @@ typedef struct tb_engine {
     tb_medium *media;
 } tb_engine;
 
+/* --- link schedules (schedule_model.ScheduledDirection) --------------------------------------
+ * Python (native/__init__.py) turns a LinkSpec's Schedule into these, with every rounding of
+ * seconds to ns done as the model does it; its arrays stay owned by the caller for the engine's
+ * life.  Moments: at_kind TB_AT_TIME (at: ns after the origin), TB_AT_FRAMES, TB_AT_BYTES. */
+enum { TB_AT_TIME = 0, TB_AT_FRAMES, TB_AT_BYTES };
+enum { TB_CH_STEP = 0, TB_CH_DOWN, TB_CH_UP, TB_CH_EVENT, TB_CH_TRACE };
+enum { TB_F_RATE = 1, TB_F_DELAY = 2, TB_F_JITTER = 4, TB_F_REORDER = 8, TB_F_LOSS = 16,
+       TB_F_QPACKETS = 32, TB_F_QBYTES = 64 };
+
+typedef struct {  /* a step (or the base LinkSpec): the fields named in mask */
+    int32_t at_kind, mask;
+    int64_t at;
+    int64_t rate_num, rate_unit;   /* rate_num 0: unshaped */
+    double rate, delay;            /* LinkSpec.rate / delay, for the default queue limit */
+    int64_t delay_ns, jitter_span, reorder;
+    int64_t queue_packets, queue_bytes;   /* -1: None */
+    int32_t loss_kind, pad;
+    double p, r, loss_bad, loss_good;
+    const int64_t *drop_idx; int64_t n_drop;
+} tb_step_cfg;
+
+typedef struct { int32_t at_kind, hold; int64_t at, duration_ns; } tb_outage_cfg;
+
+typedef struct {  /* frame 0: a window event [start_ns, end_ns) after the origin */
+    int64_t frame, count, min_bytes, start_ns, end_ns, delay_ns;
+    int32_t drop, pad;
+} tb_event_cfg;
+
+typedef struct {
+    int64_t frame_bytes, min_queue;       /* LinkSpec.frame_bytes, MIN_DEFAULT_QUEUE */
+    tb_step_cfg base;
+    int64_t n_steps, n_outages, n_events, n_ms, period_ns;   /* n_ms 0: no trace */
+    const tb_step_cfg *steps;
+    const tb_outage_cfg *outages;
+    const tb_event_cfg *events;
+    const int64_t *ms_ns;                 /* the trace's opportunities, ns within a period */
+} tb_sched_cfg;
+
+typedef struct {  /* = schedule_model.ScheduleChange without its text (kind, item name it) */
+    int32_t kind, item;
+    int64_t configured_ns;   /* meaningful when has_configured */
+    int64_t actual_ns, frames_before;
+    int32_t has_configured, pad;
+} tb_change;
+
+typedef struct { int64_t dropped_outage, dropped_event, delayed_event, changes; } tb_sched_stats;
+
 tb_engine *tb_engine_new(int n_dirs, const tb_dir_cfg *dirs, int n_media, const tb_medium_cfg *media);
 void tb_engine_free(tb_engine *e);
 int tb_arrive(tb_engine *e, int dir, int64_t now_ns, int64_t frame_len, int64_t *t_out);
@@ -79,5 +140,10 @@ void tb_medium_stats_get(const tb_engine *e, int m, tb_medium_stats *out);
 double tb_mt_random(tb_mt *g);
 void tb_mt_load(tb_mt *g, const uint32_t state[625]);
 int tb_engine_dirs(const tb_engine *e);
+int tb_schedule(tb_engine *e, int dir, const tb_sched_cfg *cfg);
+int tb_set_origin(tb_engine *e, int dir, int64_t t_ns);
+int64_t tb_drain_changes(tb_engine *e, int dir, int64_t now_ns, int has_now, tb_change *out, int64_t cap);
+int64_t tb_last_arrival(const tb_engine *e, int dir);
+void tb_sched_stats_get(const tb_engine *e, int dir, tb_sched_stats *out);
 
 #endif

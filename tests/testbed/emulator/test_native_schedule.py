@@ -1,0 +1,213 @@
+"""The native engine's link schedules against the Python reference (``schedule_model``): the same
+verdicts, departure times (ns), counters and change records, frame for frame.
+
+Each scenario drives one ``native.Engine`` (several directions, a shared medium in one) and one
+``schedule_model.make_direction`` per direction with the same seeded arrivals: bursts of frames at
+one timestamp, queue-building trains, idle gaps, every frame size from 42 to 1514 B.  The origin
+is set part-way, at a whole ms (frames before it see the constant link) and changes are drained at random
+moments, so time-tied records emitted by ``drain_changes(now)`` and by arrivals are both compared.
+The scenarios cover steps of every LinkSpec field at time, frame and byte moments, outages (drop
+and hold, time- and frame-tied, over a trace too), events (frame-indexed with ``min_bytes`` and
+``count``, windows, delay and drop) and the generated traces (constant, alternating, on/off,
+Markov), 150,000 frames in all.
+"""
+import random
+import zlib
+
+import numpy as np
+import pytest
+
+from testbed.emulator.airtime import AirMedium, AirtimeSpec
+from testbed.emulator.direction import DELIVER, DROP_EVENT, DROP_LOSS, DROP_OUTAGE, DROP_QUEUE
+from testbed.emulator.schedule_model import make_direction
+from testbed.spec import traces
+from testbed.spec.linkspec import LinkSpec
+from testbed.spec.schedule import Schedule
+
+native = pytest.importorskip("testbed.emulator.native")
+FRAMES = 30_000
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    ok, reason = native.available()
+    assert ok, reason
+
+
+def _arrivals(n: int, n_dirs: int, seed: int, mean_gap_ns: int):
+    """(direction, now_ns, frame_len) lists, nondecreasing in time: single frames, bursts at one
+    timestamp, and now and then an idle gap of 1 to 40 ms; a third of the times are moved up to a
+    whole ms, so that frames arrive exactly at moments, outage ends and trace opportunities."""
+    rng = random.Random(seed)
+    out, now = [], 10**9
+    while len(out) < n:
+        if rng.random() < 0.02:
+            now += rng.randrange(10**6, 4 * 10**7)
+        d = rng.randrange(n_dirs)
+        for _ in range(rng.choice((1, 1, 1, 2, 3, 10, 40))):
+            out.append((d, now, rng.choice((42, 66, 100, 576, 1000, 1514, 1514, 1514, rng.randrange(42, 1515)))))
+        now += int(rng.expovariate(1 / mean_gap_ns))
+        if rng.random() < 0.3:
+            now = -(-now // MS) * MS
+    return out[:n]
+
+
+def _spec(base: dict, schedule: dict) -> LinkSpec:
+    return LinkSpec.parse(**base).replace(schedule=Schedule.from_dict(schedule))
+
+
+# Moments are seconds after the origin (set at an arrival after frame FRAMES // 10); every
+# scenario's arrivals last at least 1.4 s after it.
+STEPS = _spec({"rate": "20mbit", "delay": "10ms", "jitter": "1ms", "loss": "1%"}, {"step": [
+    {"at": "0.1s", "rate": "5mbit", "delay": "30ms"},
+    {"at": "0.2s", "jitter": "5ms"},
+    {"at": "0.3s", "reorder": True},
+    {"at": "0.45s", "loss": "ge:3%,30%,80%,1%", "reorder": False},
+    {"at": "0.6s", "queue": "12"},
+    {"at": "0.75s", "queue": "20000B"},
+    {"at": "0.9s", "rate": "unshaped", "delay": "2ms"},
+    {"at": "1.0s", "rate": "40mbit", "queue_packets": 30},
+    {"at": "1.1s", "loss": {"model": "droplist", "indices": list(range(0, 3000, 9))}},
+    {"at": "1.25s", "delay": "1ms", "jitter": "0ms", "loss": "0%"},
+    {"at": "1.4s", "rate": "8mbit", "loss": "100%"},
+    {"at": "1.55s", "loss": "2%", "queue_packets": None},
+    {"at": "4000frames", "delay": "40ms"},
+    {"at": "9000frames", "rate": "12mbit", "loss": "5%"},
+    {"at": "3MB", "jitter": "2ms", "queue": "7"},
+    {"at": "9MB", "rate": "30mbit", "delay": "5ms"},
+]})
+DEFAULT_QUEUE = _spec({"rate": "10mbit", "delay": "20ms"}, {"step": [   # the default limit follows
+    {"at": "0.3s", "rate": "50mbit"}, {"at": "0.9s", "delay": "100ms"}, {"at": "3000frames", "rate": "2mbit"},
+    {"at": "1.2s", "rate": "unshaped"}, {"at": "1.35s", "rate": "3mbit", "delay": "1ms"}]})
+OUTAGES = _spec({"rate": "30mbit", "delay": "5ms", "loss": "2%", "queue": "60"}, {
+    "outage": [{"down": "0.2s", "duration": "0.15s"}, {"down": "0.6s", "duration": "0.2s", "hold": True},
+               {"down": "1.3s", "duration": "0.05s", "hold": True}, {"down": "1.4s", "duration": "0.2s"},
+               {"down": "5000frames", "duration": "0.1s", "hold": True}, {"down": "4MB", "duration": "0.07s"}],
+    "step": [{"at": "0.7s", "rate": "10mbit"}, {"at": "7000frames", "queue": "200"}]})
+UNSHAPED_HOLD = _spec({"delay": "3ms", "jitter": "2ms", "reorder": True}, {
+    "outage": [{"down": "0.3s", "duration": "0.1s", "hold": True}, {"down": "1.0s", "duration": "0.2s"},
+               {"down": "2500frames", "duration": "0.05s", "hold": True}]})
+EVENTS = _spec({"rate": "25mbit", "delay": "8ms", "jitter": "3ms", "loss": "3%", "queue": "80"}, {"event": [
+    {"frame": 2, "min_bytes": 1000, "delay": "45ms"},
+    {"frame": 40, "count": 5, "drop": True},
+    {"frame": 300, "count": 200, "min_bytes": 1400, "delay": "7ms"},
+    {"start": "0.5s", "end": "0.52s", "drop": True},
+    {"start": "1.1s", "end": "1.5s", "min_bytes": 500, "delay": "2ms"},
+    {"frame": 6000, "count": 3000, "drop": True, "min_bytes": 1500},
+], "step": [{"at": "0.8s", "reorder": True}, {"at": "1.4s", "reorder": False, "jitter": "0ms"}]})
+MBIT = 1e6
+TRACES = [
+    _spec({"delay": "10ms", "queue": "100"}, {"trace": traces.constant(24 * MBIT, 0.05).to_dict()}),
+    _spec({"delay": "4ms", "loss": "1%", "queue": "50"}, {
+        "trace": traces.alternating([6 * MBIT, 40 * MBIT], 0.1, 3).to_dict(),
+        "step": [{"at": "1s", "delay": "20ms", "loss": "ge:5%,40%"}, {"at": "6000frames", "queue": "40000B"}]}),
+    _spec({"delay": "1ms", "queue": "300"}, {
+        "trace": traces.on_off(30 * MBIT, on=0.15, off=0.05).to_dict(),
+        "outage": [{"down": "0.4s", "duration": "0.1s", "hold": True}, {"down": "1.0s", "duration": "0.05s"}],
+        "event": [{"frame": 100, "count": 10, "delay": "5ms"}]}),
+    _spec({"delay": "30ms", "jitter": "1ms", "queue": "150"}, {
+        "trace": traces.markov([2 * MBIT, 12 * MBIT, 48 * MBIT], 0.08, 1.0, seed=3).to_dict(),
+        "event": [{"start": "0.3s", "end": "0.35s", "drop": True}]}),
+]
+MEDIUM = _spec({"delay": "1ms", "queue": "400"}, {"step": [
+    {"at": "0.3s", "delay": "10ms", "loss": "5%"}, {"at": "2000frames", "queue": "30"}],
+    "event": [{"frame": 50, "count": 20, "drop": True}]})
+WIFI = AirtimeSpec(name="air", cw_min=15, data_rate=24e6, control_rate=12e6)
+
+SCENARIOS = {   # directions (spec, seed, medium), media, mean gap between arrivals (ns)
+    "steps": ([(STEPS, 1, None), (DEFAULT_QUEUE, 2, None)], {}, 150_000),
+    "outages": ([(OUTAGES, 3, None), (UNSHAPED_HOLD, 4, None)], {}, 120_000),
+    "events": ([(EVENTS, 5, None), (STEPS, 6, None)], {}, 100_000),
+    "traces": ([(t, 7 + i, None) for i, t in enumerate(TRACES)], {}, 90_000),
+    "medium": ([(MEDIUM, 11, "air"), (LinkSpec.parse(delay="1ms"), 12, "air")], {"air": (WIFI, 13)}, 300_000),
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_native_schedule_matches_python_model(name):
+    directions, media, gap = SCENARIOS[name]
+    rng = random.Random(zlib.crc32(name.encode()))
+    arrivals = _arrivals(FRAMES, len(directions), rng.randrange(1 << 30), gap)
+    meds = {m: AirMedium(spec, seed) for m, (spec, seed) in media.items()}
+    models = [make_direction(spec, seed, meds[m] if m else None, name=f"d{i}")
+              for i, (spec, seed, m) in enumerate(directions)]
+    eng = native.Engine(directions, media)
+    origin_at = next(k for k in range(FRAMES // 10, FRAMES) if arrivals[k][1] % MS == 0)
+    drains = set(rng.sample(range(origin_at, FRAMES), 40))
+    py, c, changes_py, changes_c = [], [], [], []
+    for k, (d, now, ln) in enumerate(arrivals):
+        if k == origin_at:
+            for i, m in enumerate(models):
+                m.set_origin(now)
+                eng.set_origin(i, now)
+        if k in drains:
+            for i, m in enumerate(models):
+                changes_py += m.drain_changes(now)
+                changes_c += eng.drain_changes(i, now)
+        py.append(models[d].arrive(now, ln))
+        c.append(eng.arrive(d, now, ln))
+    end = arrivals[-1][1] + 10**9
+    for i, m in enumerate(models):
+        changes_py += m.drain_changes(end)
+        changes_c += eng.drain_changes(i, end)
+    v_py, v_c = np.array(py), np.array(c)
+    bad = np.flatnonzero((v_py != v_c).any(axis=1))
+    assert len(bad) == 0, (f"{len(bad)} of {FRAMES} frames differ, first {bad[0]} {arrivals[bad[0]]}: "
+                           f"python {py[bad[0]]} native {c[bad[0]]}")
+    assert changes_c == changes_py
+    for i, m in enumerate(models):
+        want = {**vars(m.stats), **(vars(m.schedule_stats) if hasattr(m, "schedule_stats") else {})}
+        assert eng.stats(i) == want, (i, eng.stats(i), want)
+    # the arrivals exercised what the scenario is about (so equality above means something)
+    verdicts = set(v_py[:, 0].tolist())
+    kinds = {ch.kind for ch in changes_py}
+    expect = {"steps": ({DELIVER, DROP_LOSS, DROP_QUEUE}, {"step"}),
+              "outages": ({DELIVER, DROP_LOSS, DROP_QUEUE, DROP_OUTAGE}, {"down", "up", "step"}),
+              "events": ({DELIVER, DROP_LOSS, DROP_QUEUE, DROP_EVENT}, {"event", "step"}),
+              "traces": ({DELIVER, DROP_QUEUE, DROP_OUTAGE, DROP_EVENT, DROP_LOSS},
+                         {"trace", "down", "up", "event", "step"}),
+              "medium": ({DELIVER, DROP_LOSS, DROP_EVENT}, {"step", "event"})}[name]
+    assert verdicts >= expect[0] and kinds >= expect[1], (verdicts, kinds)
+    assert all(ch.actual_ns <= arrivals[-1][1] for ch in changes_py)   # in the run, not at its end
+    tied = [ch for ch in changes_py if ch.configured_ns is None]
+    assert tied or name == "traces", "no frame- or byte-tied change took effect"
+    # every step of every scheduled direction took effect
+    for i, (spec, _, _) in enumerate(directions):
+        if spec.schedule is not None:
+            assert models[i].schedule_stats.changes >= len(spec.schedule.steps)
+    eng.close()
+
+
+def test_differential_covers_at_least_100000_frames():
+    assert FRAMES * len(SCENARIOS) >= 100_000
+
+
+def test_make_direction_parallels_the_python_model():
+    """``native.make_direction`` has the Python model's calls and errors: set_origin once, not
+    before the last arrival; drain_changes with and without a time; stats with the schedule's."""
+    spec = LinkSpec.parse(rate="10mbit").with_override("down", "1s+1s").with_override("delay", "5ms@3frames")
+    c, py = native.make_direction(spec, 1), make_direction(spec, 1)
+    for m in (c, py):
+        assert m.arrive(100, 1514) == (DELIVER, 1_211_300)
+        with pytest.raises(ValueError, match="before the last arrival"):
+            m.set_origin(99)
+        m.set_origin(100)
+        with pytest.raises(ValueError, match="already set"):
+            m.set_origin(200)
+    got = [(m.arrive(t, 1514), m.drain_changes()) for m in (c, py) for t in (10**6, 2 * 10**6, 3 * 10**6, 4 * 10**6)]
+    assert got[:4] == got[4:]
+    assert c.drain_changes(2 * 10**9 + 100) == py.drain_changes(2 * 10**9 + 100) != []
+    assert c.stats == {**py.stats.__dict__, **py.schedule_stats.__dict__}
+    static = native.Engine([(LinkSpec.parse(rate="10mbit"), 1, None)])
+    static.set_origin(0, 5)     # a constant direction ignores the origin, as DirectionModel does
+    assert static.drain_changes(0, 10**12) == [] and "changes" not in static.stats(0)
+
+
+def test_native_refuses_what_the_model_refuses_on_a_shared_medium():
+    air = {"air": (AirtimeSpec(name="air"), 1)}
+    spec = LinkSpec.parse().with_override("down", "1s+1s")
+    with pytest.raises(ValueError, match="not modelled there"):
+        native.Engine([(spec, 1, "air")], air)
+    with pytest.raises(ValueError, match="not modelled there"):
+        make_direction(spec, 1, AirMedium(air["air"][0], 1))
