@@ -1,0 +1,50 @@
+"""The agent's timed steps and disconnect, and reqresp's blocks, with real packets on edgecloud's
+edge path (root, userspace emulator: 80 Mbit/s, 20 ms RTT): the steps' times are in the run's
+totals, the disconnect is an RST on the wire and one reopened connection, a retried operation is
+not executed twice, and independent blocks finish before dependent ones."""
+import pytest
+
+from analysis.runmetrics import run_metrics
+from tests.fixtures.apps import events
+from tests.testbed.apps.test_apps_root import packets, run_testbed, syns
+from testbed.apps import eventlog as ev
+
+pytestmark = pytest.mark.root
+
+
+def test_agent_steps_and_disconnect_on_the_edge_path(tmp_path):
+    run = run_testbed(tmp_path, "agent", "--topo", "edgecloud", "--rounds", "3", "--screenshot", "200KB",
+                      "--prep", "100ms", "--encode", "30ms", "--model", "50ms", "--terminal", "50ms",
+                      "--reuse", "--disconnect", "2:keep", "--reconnect", "200ms", "--capture", "device")
+    log = run / "client.jsonl"
+    steps = [(s["name"], s["round"]) for s in events(log, ev.STEP)]
+    assert steps[0] == ("prep", None) and ("reconnect", 1) in steps
+    assert sum(name == "encode" for name, _ in steps) == 4          # 3 rounds + round 2 again
+    m = run_metrics(run)["metrics"]
+    # each whole round: encoding + the 20 ms RTT + 200 KB at 80 Mbit/s (20 ms) + model + terminal
+    assert all(x >= 0.030 + 0.020 + 0.020 + 0.050 + 0.050 for x in m["round_s"])
+    assert m["total_s"] == pytest.approx(m["setup_s"] + sum(m["round_s"]) + sum(m["redo_s"])
+                                         + m["disconnect_s"], abs=0.02)
+    assert 0.2 <= m["disconnect_s"] < 0.2 + 0.5
+    got = events(run / "server.jsonl", ev.REQUEST_RECEIVED)
+    assert [e["retry"] for e in got] == [False, False, True, False]   # round 2 again: not executed
+    pk = packets(run, "device-device-eth0.pcap")
+    from analysis.pcap import RST
+    assert len(syns(pk, 5000)) == 2                                    # the opening and the reopening
+    assert ((pk.flags & RST) != 0).sum() >= 1                          # the drop is on the wire
+
+
+def test_independent_blocks_finish_before_dependent_ones_on_the_edge_path(tmp_path):
+    done = {}
+    for dependent in (False, True):
+        run = run_testbed(tmp_path / str(dependent), "reqresp", "--topo", "edgecloud", "--mode", "reuse",
+                          "--warmup", "0", "--size", "3MB", "--blocks", "3", "--process", "300ms",
+                          "--reply-size", "100KB,200KB,200KB", "--capture", "none",
+                          *(["--dependent"] if dependent else []))
+        m = run_metrics(run)["metrics"]
+        done[dependent] = (m["completion_ms"][0], m["first_byte_ms"][0])
+        assert len(events(run / "client.jsonl", ev.BLOCK_SENT)) == 3
+    # independent: the first two blocks' 100 ms of processing overlap the upload; dependent: all
+    # 300 ms follow the last block (3 MB at 80 Mbit/s: 0.3 s of upload)
+    assert done[True][0] - done[False][0] >= 100
+    assert done[False][1] < done[True][1] - 150
