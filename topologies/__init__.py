@@ -16,7 +16,7 @@ from pathlib import Path
 from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from topologies.base import TOPOLOGIES, TestbedTopo, spec  # noqa: F401
-from topologies import longhaul, image, relay, wifi, dualpath, edgecloud  # noqa: F401
+from topologies import longhaul, image, relay, wifi, dualpath, edgecloud, handover  # noqa: F401
 
 
 def topology_class(name_or_path: str) -> type[TestbedTopo]:

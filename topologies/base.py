@@ -18,15 +18,24 @@ e.g. ``{"access2.up.queue": "50", "bottleneck.down.jitter": "2ms"}`` (FIELD: ``L
 an unimpaired link becomes an impaired one).  Hosts take ``router=True`` (IP forwarding on),
 ``routes=[(prefix, via), ...]``, ``sysctls`` and ``commands`` (argv lists run in the host after
 its routes, e.g. source-address routing rules).  Links without a spec (``addLink(a, b)``) are unimpaired veths.
+
+A topology may declare default ``schedules`` (links that change during a run): ``"LINK.DIR"`` →
+a schedule as a schedule file holds it (``Schedule.from_dict``: ``step``, ``outage``, ``event``,
+``trace``; a trace ``file`` relative to the topology's module).  The first ``links`` schedule
+item on that direction (``schedule``, ``trace``, ``down``, ``FIELD=VALUE@MOMENT``) replaces the
+default, later ones add to it; ``schedule=none`` removes it.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from mininet.topo import Topo
 
 from testbed.spec import plugins
 from testbed.spec.linkspec import LinkSpec
+from testbed.spec.schedule import Schedule, parse_inline
 from testbed.spec.registry import Registry
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
@@ -45,14 +54,36 @@ class TestbedTopo(Topo):
     #: the absolute path of the file the topology was loaded from when it was given as a path
     #: (``topologies.topology_class("./chain.py")``); "" when it was looked up by name
     source: ClassVar[str] = ""
+    #: default schedules, "LINK.DIR" → a schedule's table (see the module docstring)
+    schedules: ClassVar[dict[str, Mapping[str, Any]]] = {}
 
     def __init__(self, links: Mapping[str, Any] | None = None, **overrides: Any):
         self.values = self.resolve(overrides)
         self.named: dict[str, dict] = {}        # link name → its Mininet link info
         super().__init__(**self.values)
+        #: "LINK.DIR" → where its schedule comes from: "topology" (a default) or "links"
+        self.schedule_from: dict[str, str] = {}
+        base = Path(sys.modules[type(self).__module__].__file__ or ".").parent
+        for key, table in self.schedules.items():
+            info, slot = self._direction(key)
+            try:
+                sch = Schedule.from_dict(table, base)
+                info[slot] = (info.get(slot) or LinkSpec()).replace(schedule=sch)
+            except ValueError as exc:
+                raise ValueError(f"topology {self.name!r}: default schedule of {key}: {exc}") from None
+            self.schedule_from[key] = "topology"
         self.link_overrides = dict(links or {})
         for key, value in self.link_overrides.items():
             self.override(key, value)
+
+    def _direction(self, key: str) -> tuple[dict, str]:
+        """The link info and its spec key (spec_ab, spec_ba) of ``LINK.DIR``."""
+        link, _, direction = key.partition(".")
+        if link not in self.named:
+            raise ValueError(f"topology {self.name!r} has no link {link!r}; links: {', '.join(self.named)}")
+        if direction not in DIRECTIONS:
+            raise ValueError(f"{key!r}: direction {direction!r}; allowed: up, down")
+        return self.named[link], DIRECTIONS[direction]
 
     def addLink(self, node1, node2, port1=None, port2=None, key=None, name: str | None = None,
                 **opts: Any):
@@ -75,10 +106,21 @@ class TestbedTopo(Topo):
             raise ValueError(f"link override {key!r}: direction {direction!r}; allowed: up, down")
         if fld not in LINK_FIELDS:
             raise ValueError(f"link override {key!r}: field {fld!r}; allowed: {', '.join(LINK_FIELDS)}")
-        info = self.named[link]
-        current = info.get(DIRECTIONS[direction]) or LinkSpec()
+        info, slot = self._direction(f"{link}.{direction}")
+        current = info.get(slot) or LinkSpec()
         try:
-            info[DIRECTIONS[direction]] = current.with_override(fld, value)
+            if fld == "schedule" and str(value).strip().lower() == "none":
+                info[slot] = current.replace(schedule=None)
+                self.schedule_from.pop(f"{link}.{direction}", None)
+                return
+            extra = parse_inline(fld, value)
+            if extra is None:
+                info[slot] = current.with_override(fld, value)
+                return
+            if self.schedule_from.get(f"{link}.{direction}") != "links":   # replaces a default
+                current = current.replace(schedule=None)
+            info[slot] = current.replace(schedule=(current.schedule or Schedule()).merge(extra))
+            self.schedule_from[f"{link}.{direction}"] = "links"
         except ValueError as exc:
             raise ValueError(f"link override {key}={value!r}: {exc}") from None
 
@@ -92,7 +134,10 @@ class TestbedTopo(Topo):
             for d, (src, dst) in (("up", (a, b)), ("down", (b, a))):
                 s = info.get(DIRECTIONS[d])
                 rec[d] = {"from": src, "to": dst, "spec": s.to_dict() if s else None,
-                          "describe": s.describe() if s else "unimpaired"}
+                          "describe": s.describe() if s else "unimpaired",
+                          "schedule": None if s is None or s.schedule is None else {
+                              "from": self.schedule_from.get(f"{name}.{d}"),
+                              "items": s.schedule.describe_items()}}
             rec["medium"] = info["medium"].to_dict() if info.get("medium") is not None else None
             out.append(rec)
         return out

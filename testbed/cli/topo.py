@@ -95,6 +95,11 @@ def run_list(args) -> int:
         print(f"{name}{case}: {d['description']}")
         print(f"    hosts: {', '.join(d['hosts'])} (client {d['roles']['client']}, "
               f"server {d['roles']['server']}); links: {', '.join(l['name'] for l in d['links'])}")
+        for link in d["links"]:
+            for direction in ("up", "down"):
+                if (link[direction]["schedule"] or {}).get("from") == "topology":
+                    print(f"    schedule of {link['name']}.{direction} (default): "
+                          + "; ".join(link[direction]["schedule"]["items"]))
         width = max(map(len, d["params"]), default=0)
         for key, p in d["params"].items():
             print(f"    {key:<{width}}  {str(p['default']):<10} {p['help']}")
@@ -115,6 +120,11 @@ def run_show(args) -> int:
         for direction in ("up", "down"):
             x = link[direction]
             print(f"    {direction:<4} {x['from']} → {x['to']}: {x['describe']}")
+            if x["schedule"]:
+                origin = {"topology": " (the topology's default)", "links": " (--link)"}
+                print(f"         schedule{origin.get(x['schedule']['from'], '')}, from the client's start:")
+                for item in x["schedule"]["items"]:
+                    print(f"           {item}")
     return 0
 
 

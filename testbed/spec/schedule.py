@@ -405,6 +405,20 @@ class Schedule:
                 + [e.end for e in self.events if e.end is not None])
         return float(max(ends, default=0.0))
 
+    def describe_items(self) -> list[str]:
+        """One line per item, in the order written: "at 3.0s: rate=10mbit", "down at 5.0s for
+        2.0s (drop)", "event: frame 2: +45ms", "trace cell.up: 12.1mbit mean, period 1 s"."""
+        lines = [f"at {s.at}: {s.describe()}" for s in self.steps]
+        lines += [f"down at {o.down} for {o.duration!r}s ({'hold' if o.hold else 'drop'})"
+                  for o in self.outages]
+        lines += [f"event: {e.describe()}" for e in self.events]
+        if self.trace is not None:
+            t = self.trace
+            lines.append(f"trace {t.source or '(inline)'}: {format_rate(t.mean_rate)} mean, period "
+                         f"{t.period_ms / 1000:g} s" + (", exact" if t.exact else
+                                                        f", resolution {format_time(t.resolution)}"))
+        return lines
+
     def merge(self, other: "Schedule") -> "Schedule":
         """Both schedules' items (steps sorted by moment within a kind); ``other``'s trace wins."""
         steps = sorted(self.steps + other.steps, key=lambda s: (s.at.kind, s.at.value))
