@@ -1,8 +1,9 @@
 """The native (C) engine of the userspace emulator: ``libtbemu.so``, driven from Python by ctypes.
 
 - ``tbcore.c``: the model, step for step the Python ``DirectionModel`` / ``DropTailQueue`` /
-  ``Serializer`` / loss generators / ``AirMedium`` (the Python model is the reference; the
-  differential test in tests/test_native_engine.py requires identical verdicts and times).
+  ``Serializer`` / loss generators / ``AirMedium`` / ``ScheduledDirection`` (the Python model is
+  the reference; the differential tests in tests/testbed/emulator/test_native_engine.py and
+  test_native_schedule.py require identical verdicts and times).
   Random streams: the same MT19937 as ``random.Random``, started from the Python generator's
   own state (``random.Random(...).getstate()``), with ``random()``'s 53-bit construction, so a
   seed gives the same draws in both engines.
@@ -12,6 +13,31 @@
   (``emulator.forwarder``) opens sockets and logs, calls ``run``, and writes the summary.
   It also holds ``send_train``: a paced train of one frame through a socket and nothing else,
   the floor under the loop's send path, which ``benchmarks/emulator.py`` measures beside it.
+
+Link schedules (``LinkSpec.schedule``): a direction whose spec has one is
+``schedule_model.ScheduledDirection`` in C (``tbcore.c``, differential test
+tests/testbed/emulator/test_native_schedule.py): same verdicts (``DROP_OUTAGE``, ``DROP_EVENT``
+too), times, counters and change records.  The calls parallel the Python model's:
+
+- ``Engine(directions, media)``: ``directions`` are (spec, seed, medium name or None), as for
+  ``make_direction``; a schedule on a shared medium is refused as the model refuses it;
+- ``Engine.arrive(i, now_ns, frame_len)`` -> (verdict, t_ns); ``arrive_batch`` over arrays;
+- ``Engine.set_origin(i, t_ns)``: once, ``t_ns`` >= ``Engine.last_arrival(i)`` (ValueError
+  otherwise); nothing on a direction without a schedule;
+- ``Engine.drain_changes(i, now_ns=None)`` -> list of ``schedule_model.ScheduleChange`` (same
+  fields and texts; [] without a schedule);
+- ``Engine.stats(i)`` -> dict of ``DirectionStats`` plus, with a schedule, ``ScheduleStats``'
+  fields (dropped_outage, dropped_event, delayed_event, changes); ``schedule_stats(i)``;
+- ``Engine.direction(i)`` / ``make_direction(spec, seed)``: a ``NativeDirection`` with the
+  model's own calls (``arrive``, ``set_origin``, ``drain_changes``, ``stats``, ``schedule_stats``).
+
+In the I/O loop (``tb_run``) the origin arrives as a signal: ``RunCfg.origin_signal`` (e.g.
+SIGUSR1; blocked and read from the loop's signalfd) makes the loop call ``RunCfg.on_origin``
+(an ``ORIGIN_CALLBACK``, e.g. one calling ``set_origin`` for every direction) in its own thread,
+between frames, before it reads the frames that woke it; the changes are drained after
+``tb_run`` returns, with the stop time (a time-tied record carries its own moment, so nothing is
+lost by draining late).  Frames dropped by an outage or an event are logged ``dropped_outage`` /
+``dropped_event``.
 
 Built by ``python -m testbed.emulator.native.build`` (scripts/install.sh runs it; system gcc,
 no download; rebuilt when a source changes).  ``available()`` says whether the library is built and loadable.
@@ -96,10 +122,15 @@ class IoCfg(ctypes.Structure):
                 ("ring_frame_nr", _i32), ("pad", _i32)]
 
 
+#: tb_run_cfg.on_origin: called in the loop's thread when origin_signal arrives
+ORIGIN_CALLBACK = ctypes.CFUNCTYPE(None)
+
+
 class RunCfg(ctypes.Structure):
     _fields_ = [("late_ns", _i64), ("spin_ns", _i64), ("early_ns", _i64), ("stall_ns", _i64),
                 ("stalls", ctypes.POINTER(_i64)), ("stall_cap", _i64), ("busy_share_pct", _i64),
-                ("demote", _i64), ("slow_send_ns", _i64)]
+                ("demote", _i64), ("slow_send_ns", _i64), ("origin_signal", _i64),
+                ("on_origin", ORIGIN_CALLBACK)]
 
 
 class IoStats(ctypes.Structure):

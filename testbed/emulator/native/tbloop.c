@@ -2,7 +2,10 @@
  *
  * Python (forwarder.py) opens the AF_PACKET sockets and the frame logs (header written), then
  * calls tb_run, which returns when SIGTERM or SIGINT arrives (taken from a signalfd while they
- * are blocked in the calling thread).
+ * are blocked in the calling thread).  The origin of link schedules comes the same way: the
+ * signal rc->origin_signal makes the loop call rc->on_origin (which calls tb_set_origin) in its
+ * own thread between two frames; schedule changes are drained after tb_run returns
+ * (tb_drain_changes with the stop time: a time-tied change's record carries its own moment).
  *
  * Sending: every iteration sends every frame due, those due together in one sendmmsg (send_due).
  * Waiting: epoll_pwait2 blocks when nothing is pending, else waits with a nanosecond timeout (an
@@ -76,7 +79,7 @@
 #define SIGNAL_EVERY 4096
 #define SIGNAL_ID 1000001u  /* epoll data of the signalfd (directions are 0..n-1) */
 
-enum { V_DELIVERED = 0, V_LOSS, V_QUEUE, V_SEND_ERROR, V_PENDING_AT_EXIT };
+enum { V_DELIVERED = 0, V_LOSS, V_QUEUE, V_SEND_ERROR, V_PENDING_AT_EXIT, V_OUTAGE, V_EVENT };  /* linklog */
 
 typedef struct __attribute__((packed)) {
     int64_t t_arrival, t_read, t_sched, t_sent;
@@ -98,6 +101,9 @@ typedef struct {
     int64_t busy_share_pct;  /* % of elapsed time the loop may be busy (see above) */
     int64_t demote;     /* 1: over budget, demote to SCHED_OTHER and poll on; 0: sleep */
     int64_t slow_send_ns;  /* a send/sendmmsg call this long is a slow send; 0: none counted */
+    int64_t origin_signal; /* this signal (e.g. SIGUSR1) calls on_origin in the loop's thread,
+                            * between two frames, then the loop goes on; 0: none */
+    void (*on_origin)(void);  /* sets the schedules' origin (tb_set_origin), e.g. from Python */
 } tb_run_cfg;
 
 typedef struct {  /* per-direction results of the run */
@@ -513,7 +519,8 @@ static void take(tb_engine *e, int k, io_dir *d, const uint8_t *f, uint32_t len,
         d->st.send_errors++;
         p.rec.verdict = V_SEND_ERROR;
     }
-    else p.rec.verdict = v == TB_DROP_LOSS ? V_LOSS : v == TB_DROP_QUEUE ? V_QUEUE : V_SEND_ERROR;
+    else p.rec.verdict = v == TB_DROP_LOSS ? V_LOSS : v == TB_DROP_QUEUE ? V_QUEUE
+                       : v == TB_DROP_OUTAGE ? V_OUTAGE : v == TB_DROP_EVENT ? V_EVENT : V_SEND_ERROR;
     log_add(d, &p.rec);
 }
 
@@ -589,7 +596,8 @@ static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
     else drain_socket(e, k, d, deadline);
 }
 
-/* Run until SIGTERM/SIGINT.  Returns 0, or -errno of a failed setup call. */
+/* Run until SIGTERM/SIGINT (rc->origin_signal calls rc->on_origin instead).  Returns 0, or
+ * -errno of a failed setup call. */
 int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats *io_out, tb_run_stats *out) {
     int nd = e->n_dirs, ret = 0, ringed = 1;  /* ringed: every direction reads a ring */
     io_dir *dirs = calloc((size_t)nd, sizeof *dirs);
@@ -602,6 +610,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    if (rc->origin_signal > 0) sigaddset(&mask, (int)rc->origin_signal);
     if (!dirs || !stage || !writer) { ret = -ENOMEM; goto out; }
     for (int k = 0; k < nd; k++) {
         dirs[k].io = io[k];
@@ -707,6 +716,16 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             int64_t due = t_sent_done + wait;
             if (woke - due >= rc->stall_ns) stall(&L, due, woke);
         }
+        for (int i = 0; i < n; i++) {  /* before reading: frames read after the origin see it */
+            if (evs[i].data.u32 != SIGNAL_ID) continue;
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (rc->origin_signal > 0 && si.ssi_signo == (uint32_t)rc->origin_signal) {
+                    if (rc->on_origin) rc->on_origin();
+                }
+                else stopping = 1;
+            }
+        }
         for (int k = 0; k < nd; k++) {
             int ready = 0;
             for (int i = 0; i < n; i++) ready |= evs[i].data.u32 == (uint32_t)k;
@@ -717,11 +736,6 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             drain(e, k, &dirs[k], nxt == INT64_MAX ? INT64_MAX : nxt - early);
             out->read_ns += mono() - t0;
             if (dirs[k].first_arrival < first) first = dirs[k].first_arrival;
-        }
-        for (int i = 0; i < n; i++) {
-            if (evs[i].data.u32 != SIGNAL_ID) continue;
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopping = 1;
         }
         /* frames that arrived while the loop waited, read long after: it was not woken */
         if (wait != 0 && first != INT64_MAX && first >= t_sent_done && woke - first >= rc->stall_ns)

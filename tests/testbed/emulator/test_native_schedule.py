@@ -211,3 +211,65 @@ def test_native_refuses_what_the_model_refuses_on_a_shared_medium():
         native.Engine([(spec, 1, "air")], air)
     with pytest.raises(ValueError, match="not modelled there"):
         make_direction(spec, 1, AirMedium(air["air"][0], 1))
+
+
+def test_native_loop_takes_the_origin_signal_and_logs_schedule_verdicts(tmp_path):
+    """tb_run on AF_UNIX datagram pairs with a direction that is down from its origin on: 20
+    frames before the origin signal are delivered; the signal calls ``on_origin`` in the loop's
+    thread (here: ``set_origin`` at the last arrival or later), and the 20 frames after it are
+    logged ``dropped_outage``; the down record drained after the loop is at the origin."""
+    import ctypes
+    import signal
+    import socket
+    import threading
+    import time
+    from scapy.all import IP, UDP, Ether, raw
+    from testbed.emulator import linklog
+    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_in.setblocking(False)
+    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
+    spec = LinkSpec.parse(delay="1ms").with_override("down", "0s+100s")
+    eng = native.Engine([(spec, 3, None)])
+    origins = []
+
+    def on_origin():
+        origins.append(max(time.monotonic_ns(), eng.last_arrival(0) or 0))
+        eng.set_origin(0, origins[-1])
+
+    callback = native.ORIGIN_CALLBACK(on_origin)
+    main = threading.get_ident()
+
+    def feeder():
+        for burst in range(2):
+            for i in range(20):
+                feed.send(raw(Ether() / IP(id=burst * 20 + i) / UDP(sport=1, dport=2)))
+            time.sleep(0.15)
+            signal.pthread_kill(main, (signal.SIGUSR1, signal.SIGTERM)[burst])
+            time.sleep(0.05)
+
+    io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
+    io_stats, run_stats = (native.IoStats * 1)(), native.RunStats()
+    cfg = native.RunCfg(10**6, 50_000, 0, origin_signal=signal.SIGUSR1, on_origin=callback)
+    old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(old))
+    thread = threading.Thread(target=feeder)
+    try:
+        thread.start()
+        ret = native.load().tb_run(eng.ptr, io, cfg, io_stats, ctypes.byref(run_stats))
+    finally:
+        thread.join()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(old))
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    log.close()
+    for s in (feed, b_in, a_out, sink):
+        s.close()
+    assert ret == 0 and len(origins) == 1
+    rec = linklog.read_log(log.path)[1]
+    rec = rec[np.argsort(rec["t_arrival"], kind="stable")]
+    assert list(rec["verdict"]) == [linklog.DELIVERED] * 20 + [linklog.OUTAGE] * 20
+    assert (rec["t_arrival"][20:] >= origins[0]).all() and (rec["t_arrival"][:20] <= origins[0]).all()
+    [down] = eng.drain_changes(0, time.monotonic_ns())
+    assert (down.kind, down.actual_ns, down.frames_before) == ("down", origins[0], 0)
+    assert eng.stats(0)["dropped_outage"] == 20
