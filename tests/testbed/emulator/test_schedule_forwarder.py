@@ -21,10 +21,10 @@ def _log(summary, direction):
 @pytest.mark.slow
 def test_outage_drops_exactly_its_frames_tcp_resumes_and_an_event_delays_one_frame(
         results_root, tmp_path):
-    """down: a 2 s outage from 1.5 s while iperf3 -R sends; up: the 3rd ping (98 B frames) gets
-    45 ms more.  Every frame that arrived in [1.5 s, 3.5 s) on down is dropped with verdict
+    """down: a 2 s outage from 1.5 s while iperf3 -R sends 5 MiB; up: the 3rd ping (98 B frames)
+    gets 45 ms more.  Every frame that arrived in [1.5 s, 3.5 s) on down is dropped with verdict
     outage and no other frame is; TCP delivers data again after the outage; the delayed ping
-    frame alone leaves the emulator 45 ms later than its peers."""
+    frame alone is scheduled 45 ms later than its peers."""
     from testbed.run.network import Testbed
     sched = tmp_path / "up.toml"
     sched.write_text('[[event]]\nframe = 3\nmin_bytes = 98\ndelay = "45ms"\n')
@@ -38,7 +38,8 @@ def test_outage_drops_exactly_its_frames_tcp_resumes_and_an_event_delays_one_fra
         t0 = origin["origin_requested_ns"]
         ping = tb.run("client", ["ping", "-c", "6", "-i", "0.1", "-n", tb.ip("server")], timeout=10)
         assert ping.returncode == 0, ping.stderr
-        r = tb.run("client", ["iperf3", "-c", tb.ip("server"), "-R", "-t", "5", "-J"], timeout=30)
+        # a size, not a duration: the transfer can only end once TCP resumed after the outage
+        r = tb.run("client", ["iperf3", "-c", tb.ip("server"), "-R", "-n", "5M", "-J"], timeout=40)
         assert r.returncode == 0, r.stderr
         server.wait(timeout=10)
     summary = tb.metadata["backend_summary"]
@@ -55,17 +56,18 @@ def test_outage_drops_exactly_its_frames_tcp_resumes_and_an_event_delays_one_fra
     assert kinds == [("down", 1500 * MS), ("up", 3500 * MS)]
     data = rec[(rec["sport"] == 5201) & (rec["length"] == FULL) & (rec["verdict"] == linklog.DELIVERED)]
     assert (data["t_arrival"] > end).sum() > 100  # TCP resumed after the outage
-    got = json.loads(r.stdout)["end"]["sum_received"]["bytes"]
-    assert got > 0
-    # the event: the 3rd ping request (98 B frame) leaves 45 ms after its peers' transit time
+    assert json.loads(r.stdout)["end"]["sum_received"]["bytes"] >= 5 << 20
+    # the event: the 3rd ping request (98 B frame) is scheduled exactly 45 ms after its peers'
+    # transit (an idle 20 Mbit/s link: 10 ms + 39.2 us for each)
     up, urec = _log(summary, "client-server")
     pings = urec[(urec["proto"] == 1) & (urec["length"] == 98) & (urec["t_arrival"] >= o)]
     pings = pings[np.argsort(pings["t_arrival"])]
-    transit = (pings["t_sent"] - pings["t_arrival"]).astype(np.int64)
-    others = np.delete(transit, 2)
+    transit = (pings["t_sched"] - pings["t_arrival"]).astype(np.int64)
     assert (pings["verdict"] == linklog.DELIVERED).all() and len(pings) == 6
-    assert abs(transit[2] - np.median(others) - 45 * MS) < 1 * MS
-    assert (np.abs(others - np.median(others)) < 1 * MS).all()
+    assert list(transit) == [10_039_200] * 2 + [55_039_200] + [10_039_200] * 3
+    late = pings["t_sent"][2] - pings["t_sched"][2]
+    # sent on time, unless the run's own verdict says a busy machine put error into its timing
+    assert late >= 0 and (late < 1 * MS or summary["fidelity"]["verdict"] != "ok")
     assert [c["kind"] for c in up["schedule"]["changes"]] == ["event"]
     assert up["model"]["delayed_event"] == 1
 
@@ -100,6 +102,9 @@ def test_rate_step_and_trace_are_in_the_frame_log(results_root, tmp_path):
             assert r.returncode == 0, r.stderr
     summary = tb.metadata["backend_summary"]
     assert summary["accounted"] and summary["unintended_drops"] == 0
+    # what was sent is checked against the schedule unless the run's own verdict says a busy
+    # machine put error into its timing (the schedule itself is checked either way)
+    timing_ok = summary["fidelity"]["verdict"] == "ok"
     up, rec = _log(summary, "client-server")
     o = up["schedule"]["origin_ns"]
     step = o + 1000 * MS
@@ -120,12 +125,13 @@ def test_rate_step_and_trace_are_in_the_frame_log(results_root, tmp_path):
     assert abs(np.median(gap_sent[after]) - new) < 0.02 * new
     # the model's first gap at the new rate starts within one old frame time after the step (the
     # frame in transmission at the step finishes at the old rate); what was sent around the step
-    # left within 1 ms of that schedule
+    # left within 1 ms of that schedule (on a machine the verdict calls quiet enough)
     fast = np.flatnonzero(busy & (gap_sched < (old + new) / 2) & (depart[:-1] > o + 200 * MS))
     first = depart[fast[0]]                       # the first new-rate frame starts here
     assert step <= first <= step + old
     near = np.abs(depart - step) < 20 * MS
-    assert near.sum() > 10 and (np.abs(sent["t_sent"][near] - sent["t_sched"][near]) < 1 * MS).all()
+    on_time = (np.abs(sent["t_sent"][near] - sent["t_sched"][near]) < 1 * MS).all()
+    assert near.sum() > 10 and (on_time or not timing_ok)
     # the trace: departures on whole ms after the origin, the trace's count per ms
     down, drec = _log(summary, "server-client")
     assert [c["kind"] for c in down["schedule"]["changes"]] == ["trace"]
@@ -149,4 +155,4 @@ def test_rate_step_and_trace_are_in_the_frame_log(results_root, tmp_path):
         core[max(0, m - 2):m + 3] = False
     assert core.sum() > 1000
     assert (counts[core] == expected[core]).all()
-    assert np.percentile(dsent["t_sent"] - dsent["t_sched"], 99) < 1 * MS
+    assert np.percentile(dsent["t_sent"] - dsent["t_sched"], 99) < 1 * MS or not timing_ok
