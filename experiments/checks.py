@@ -380,6 +380,34 @@ def _doubled(name: str):
     return fn
 
 
+def _schedule_check(fld: str):
+    """The link direction ran the level's schedule (``schedule``: a file, inline items or none;
+    ``trace``: a trace file) — the configured spec's ``schedule`` equals the level's."""
+    def fn(level, ch):
+        from testbed.spec.linkspec import LinkSpec
+        rb = ch["link"]
+        try:
+            none = fld == "schedule" and str(level).strip().lower() == "none"
+            want = None if none else LinkSpec().with_override(fld, level).schedule.to_dict()
+        except ValueError as exc:
+            return f"{fld} {level}: {exc}"
+        got = (rb.get("configured") or {}).get("schedule")
+        if got != want:
+            what = "no schedule" if got is None else f"a schedule of {len(got.get('step', []))} steps, " \
+                f"{len(got.get('outage', []))} outages, {len(got.get('event', []))} events" + \
+                (", a trace" if got.get("trace") else "")
+            return f"{fld} {level} but {rb['link']} ran with {what} ({rb.get('source')})"
+        return None
+    return fn
+
+
+for _fld in ("schedule", "trace"):
+    register_check(Check(f"links.*.*.{_fld}", ("link",), f"the link direction ran with the level's "
+                         f"{_fld} (frame-log header, else metadata.json: its schedule equals the "
+                         "level's, item for item); the changes that took effect are in the manifest's "
+                         "link_changes", _schedule_check(_fld)))
+
+
 def _socket_host_check(where: str, name: str) -> Check | None:
     """A socket or host factor whose record has no check: sndbuf/rcvbuf read back doubled
     (Linux doubles what it is given), a route or sysctl option or a boolean socket option read

@@ -32,6 +32,13 @@ sets, times ``scale``: 2 turns a one-way delay into an RTT), ``params`` (the oth
 ``"=base:PATH*K"``: the base spec's value, so ``--set`` moves the model too), ``label``.
 ``log_x = true`` draws the level axis logarithmic.
 
+A link's schedule is a factor like any link field: ``factor = "links.cell.down.schedule"`` with
+levels ``"none"`` (no schedule: removes the topology's default), inline items (``"down=2s+0.5s"``,
+``"down=2s+0.5s;rate=4mbit@3s"``) or schedule files (TOML/JSON, relative to the definition's
+directory, read as absolute paths; a file's level is named by its file name);
+``links.LINK.DIR.trace`` takes Mahimahi trace files.  Each run records the schedule
+it ran in its manifest (``environment.links``) and the changes that took effect (``link_changes``).
+
 Whether the topology may stay up across runs is derived from the factor (see
 :func:`Experiment.topology_may_stay_up`), never declared.  ``topology`` may be a path to a
 topology file of the user's own (``topology = "chain.py"``), relative to the definition's
@@ -85,8 +92,10 @@ REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "
 
 def level_label(value: Any) -> str:
     """A level's name on the command line and in run directory names (``max:10ms`` -> ``max-10ms``,
-    ``0.5%`` -> ``0.5pct``)."""
+    ``0.5%`` -> ``0.5pct``, a file ``/a/b/cell-edge.toml`` -> ``cell-edge.toml``)."""
     text = str(value).lower() if isinstance(value, bool) else str(value).replace("%", "pct")
+    if isinstance(value, str) and "/" in value and "=" not in value:
+        text = Path(value).name
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "level"
 
 
@@ -371,6 +380,19 @@ class Experiment:
         return cls(**d, source=source)
 
 
+def schedule_file(path: str, value: Any, source: str | Path) -> Any:
+    """``value`` of the RunSpec ``path``, with a schedule or trace file (``links.*.*.schedule``,
+    ``links.*.*.trace``; a value without ``=`` other than ``none``) that exists relative to the
+    directory of the definition file ``source`` made that file's absolute path; else as given
+    (an inline schedule, ``none``, a path relative to the working directory)."""
+    parts = path.split(".")
+    if (len(parts) != 4 or parts[0] != "links" or parts[3] not in ("schedule", "trace") or not source
+            or not isinstance(value, str) or "=" in value or value.lower() == "none"):
+        return value
+    there = Path(source).parent / value
+    return str(there.resolve()) if not Path(value).is_absolute() and there.is_file() else value
+
+
 def read_definition(path: Path | str) -> Experiment:
     """The experiment defined by the TOML file ``path`` (a topology given as a path is made
     absolute, relative to the file's directory); UsageError naming the file."""
@@ -384,6 +406,14 @@ def read_definition(path: Path | str) -> Experiment:
     base = data.get("base")
     if isinstance(base, dict) and isinstance(base.get("topology"), str) and plugins.is_path(base["topology"]):
         data["base"] = {**base, "topology": str((p.parent / base["topology"]).resolve())}
+    if isinstance(base, dict) and isinstance(base.get("links"), dict):
+        data["base"] = {**data["base"], "links": {k: schedule_file(f"links.{k}", v, p)
+                                                  for k, v in base["links"].items()}}
+    if isinstance(data.get("factor"), str) and isinstance(data.get("levels"), list):
+        data["levels"] = [schedule_file(data["factor"], v, p) for v in data["levels"]]
+    cross = data.get("cross")
+    if isinstance(cross, dict) and isinstance(cross.get("factor"), str) and isinstance(cross.get("levels"), list):
+        data["cross"] = {**cross, "levels": [schedule_file(cross["factor"], v, p) for v in cross["levels"]]}
     return Experiment.from_dict(data, source=str(p))
 
 

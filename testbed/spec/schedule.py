@@ -537,9 +537,23 @@ def _item_line(text: str, fmt: str, section: str, index: int) -> int | None:
 def parse_inline(name: str, value: Any) -> Schedule | None:
     """A ``--link LINK.DIR.NAME=VALUE`` that is a schedule: ``schedule=FILE``, ``trace=FILE``,
     ``down=5s+2s[,hold]``, or a step ``FIELD=VALUE@MOMENT`` (``rate=10mbit@3s``,
-    ``loss=5%@10frames``); None when it is a plain field."""
+    ``loss=5%@10frames``); None when it is a plain field.  ``schedule`` also takes those inline
+    items, ``;``-separated (``schedule=down=5s+2s;rate=4mbit@3s``): a value with ``=`` is items,
+    one without is a file."""
     if name == "schedule":
-        return Schedule.load(str(value))
+        text = str(value)
+        if "=" not in text:
+            return Schedule.load(text)
+        out = Schedule()
+        for item in (i.strip() for i in text.split(";") if i.strip()):
+            key, eq, rest = item.partition("=")
+            extra = parse_inline(key.strip(), rest.strip()) if eq and key.strip() != "schedule" else None
+            if extra is None:
+                raise ValueError(f"schedule={text}: item {item!r} is not a schedule item; give "
+                                 "down=MOMENT+DURATION[,hold], trace=FILE or FIELD=VALUE@MOMENT, "
+                                 "separated by ';' (or a schedule file)")
+            out = out.merge(extra)
+        return out
     if name == "trace":
         return Schedule(trace=Trace.load(str(value)))
     if name == "down":
