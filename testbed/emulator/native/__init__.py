@@ -31,13 +31,13 @@ too), times, counters and change records.  The calls parallel the Python model's
 - ``Engine.direction(i)`` / ``make_direction(spec, seed)``: a ``NativeDirection`` with the
   model's own calls (``arrive``, ``set_origin``, ``drain_changes``, ``stats``, ``schedule_stats``).
 
-In the I/O loop (``tb_run``) the origin arrives as a signal: ``RunCfg.origin_signal`` (e.g.
-SIGUSR1; blocked and read from the loop's signalfd) makes the loop call ``RunCfg.on_origin``
-(an ``ORIGIN_CALLBACK``, e.g. one calling ``set_origin`` for every direction) in its own thread,
-between frames, before it reads the frames that woke it; the changes are drained after
-``tb_run`` returns, with the stop time (a time-tied record carries its own moment, so nothing is
-lost by draining late).  Frames dropped by an outage or an event are logged ``dropped_outage`` /
-``dropped_event``.
+While the I/O loop (``tb_run``) runs, only these calls may come from another thread:
+``Engine.request_origin(t_ns)`` (once; the loop, woken through an eventfd, gives every direction
+``set_origin(max(t_ns, its last arrival))`` at its next iteration, between frames) and
+``Engine.applied_origin(i)`` (that origin, None until then; also set by ``set_origin``).  The
+changes are drained after ``tb_run`` returns, with the stop time (a time-tied record carries its
+own moment, so nothing is lost by draining late).  Frames dropped by an outage or an event are
+logged ``dropped_outage`` / ``dropped_event``.
 
 Built by ``python -m testbed.emulator.native.build`` (scripts/install.sh runs it; system gcc,
 no download; rebuilt when a source changes).  ``available()`` says whether the library is built and loadable.
@@ -122,15 +122,10 @@ class IoCfg(ctypes.Structure):
                 ("ring_frame_nr", _i32), ("pad", _i32)]
 
 
-#: tb_run_cfg.on_origin: called in the loop's thread when origin_signal arrives
-ORIGIN_CALLBACK = ctypes.CFUNCTYPE(None)
-
-
 class RunCfg(ctypes.Structure):
     _fields_ = [("late_ns", _i64), ("spin_ns", _i64), ("early_ns", _i64), ("stall_ns", _i64),
                 ("stalls", ctypes.POINTER(_i64)), ("stall_cap", _i64), ("busy_share_pct", _i64),
-                ("demote", _i64), ("slow_send_ns", _i64), ("origin_signal", _i64),
-                ("on_origin", ORIGIN_CALLBACK)]
+                ("demote", _i64), ("slow_send_ns", _i64)]
 
 
 class IoStats(ctypes.Structure):
@@ -185,6 +180,9 @@ def load():
             lib.tb_drain_changes.restype = _i64
             lib.tb_drain_changes.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64, ctypes.c_int,
                                              ctypes.POINTER(Change), _i64]
+            lib.tb_request_origin.argtypes = [ctypes.c_void_p, _i64]
+            lib.tb_applied_origin.restype = _i64
+            lib.tb_applied_origin.argtypes = [ctypes.c_void_p, ctypes.c_int]
             lib.tb_last_arrival.restype = _i64
             lib.tb_last_arrival.argtypes = [ctypes.c_void_p, ctypes.c_int]
             lib.tb_sched_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(SchedStats)]
@@ -427,6 +425,15 @@ class Engine:
             out.append(ScheduleChange(kind, c.item, at, c.configured_ns if c.has_configured else None,
                                       c.actual_ns, c.frames_before, what))
         return out
+
+    def request_origin(self, t_ns: int) -> None:
+        """Ask the running loop for the origin ``t_ns`` (see the module docstring); thread-safe."""
+        self._lib.tb_request_origin(self.ptr, t_ns)
+
+    def applied_origin(self, direction: int) -> int | None:
+        """The origin ``direction`` was given (ns), None until then; thread-safe."""
+        t = self._lib.tb_applied_origin(self.ptr, direction)
+        return None if t == -(1 << 63) else t
 
     def last_arrival(self, direction: int) -> int | None:
         """The last arrival given to ``direction`` (ns), None before the first."""

@@ -2,6 +2,7 @@
 #include "tbcore.h"
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 /* --- MT19937 exactly as CPython's _randommodule.c ------------------------------------------ */
@@ -50,6 +51,7 @@ tb_engine *tb_engine_new(int n_dirs, const tb_dir_cfg *dirs, int n_media, const 
     if (!e) return NULL;
     e->n_dirs = n_dirs;
     e->n_media = n_media;
+    e->wake_fd = -1;
     e->dirs = calloc((size_t)(n_dirs > 0 ? n_dirs : 1), sizeof(tb_dir));
     e->media = calloc((size_t)(n_media > 0 ? n_media : 1), sizeof(tb_medium));
     if (!e->dirs || !e->media) { tb_engine_free(e); return NULL; }
@@ -71,7 +73,7 @@ tb_engine *tb_engine_new(int n_dirs, const tb_dir_cfg *dirs, int n_media, const 
         d->loss = (tb_lossgen){.kind = d->cfg.loss_kind, .p = d->cfg.p, .r = d->cfg.r,
                                .loss_bad = d->cfg.loss_bad, .loss_good = d->cfg.loss_good,
                                .drop_idx = d->cfg.drop_idx, .n_drop = d->cfg.n_drop};
-        d->last_arrival = INT64_MIN;
+        d->last_arrival = d->origin_applied = INT64_MIN;
         tb_mt_load(&d->loss_rng, dirs[i].mt_loss);
         tb_mt_load(&d->jitter_rng, dirs[i].mt_jitter);
         d->air_id = dirs[i].medium >= 0 && dirs[i].medium < 64 ? attached[dirs[i].medium]++ : -1;
@@ -99,6 +101,33 @@ void tb_engine_free(tb_engine *e) {
 
 int tb_engine_dirs(const tb_engine *e) { return e->n_dirs; }
 int64_t tb_last_arrival(const tb_engine *e, int dir) { return e->dirs[dir].last_arrival; }
+
+/* The origin asked for from another thread while the I/O loop runs (tbloop.c applies it with
+ * tb_apply_origin_request at its next iteration; the write to wake_fd wakes it). Once. */
+void tb_request_origin(tb_engine *e, int64_t t) {
+    if (__atomic_load_n(&e->origin_state, __ATOMIC_ACQUIRE) != 0) return;
+    e->origin_req = t;
+    __atomic_store_n(&e->origin_state, 1, __ATOMIC_RELEASE);
+    int fd = __atomic_load_n(&e->wake_fd, __ATOMIC_ACQUIRE);
+    uint64_t one = 1;
+    if (fd >= 0 && write(fd, &one, sizeof one) < 0) { /* the loop sees the state at its next turn */ }
+}
+
+/* In the loop's thread: set every direction's origin to the one asked for, at the earliest its
+ * last arrival.  1 when it did now. */
+int tb_apply_origin_request(tb_engine *e) {
+    if (__atomic_load_n(&e->origin_state, __ATOMIC_ACQUIRE) != 1) return 0;
+    for (int k = 0; k < e->n_dirs; k++) {
+        int64_t t = e->origin_req > e->dirs[k].last_arrival ? e->origin_req : e->dirs[k].last_arrival;
+        tb_set_origin(e, k, t);
+    }
+    __atomic_store_n(&e->origin_state, 2, __ATOMIC_RELEASE);
+    return 1;
+}
+
+int64_t tb_applied_origin(const tb_engine *e, int dir) {
+    return __atomic_load_n(&e->dirs[dir].origin_applied, __ATOMIC_ACQUIRE);
+}
 
 /* DropTailQueue.admit */
 static int q_admit(tb_dir *d, int64_t now, int64_t len) {
@@ -428,9 +457,14 @@ static tb_seg step_segment(tb_sched *s, int64_t start, int32_t item) {
 int tb_set_origin(tb_engine *e, int dir, int64_t t) {
     tb_dir *d = &e->dirs[dir];
     tb_sched *s = d->sch;
-    if (!s) return 0;
+    if (!s) {   /* a constant direction ignores it (DirectionModel.set_origin); the first is kept */
+        int64_t none = INT64_MIN;
+        __atomic_compare_exchange_n(&d->origin_applied, &none, t, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+        return 0;
+    }
     if (s->has_origin) return -1;
-    if (d->st.frames_in && t < d->last_arrival) return -2;
+    if (t < d->last_arrival) return -2;
+    __atomic_store_n(&d->origin_applied, t, __ATOMIC_RELEASE);
     s->has_origin = 1;
     s->origin = t;
     int64_t seq = 0;

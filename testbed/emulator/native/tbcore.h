@@ -65,6 +65,7 @@ typedef struct {
     tb_mt loss_rng, jitter_rng;
     tb_lossgen loss;
     int64_t last_delivery, last_arrival;
+    int64_t origin_applied;         /* INT64_MIN until the origin is set (atomic) */
     struct tb_sched *sch;
     int air_id;
     tb_dir_stats st;
@@ -79,6 +80,9 @@ typedef struct {  /* AirMedium */
 
 typedef struct tb_engine {
     int n_dirs, n_media;
+    int64_t origin_req;             /* tb_request_origin: the time asked for, */
+    int32_t origin_state;           /* 0 none, 1 asked, 2 applied (atomic) */
+    int32_t wake_fd;                /* an eventfd of the running loop that wakes it, or -1 */
     tb_dir *dirs;
     tb_medium *media;
 } tb_engine;
@@ -144,6 +148,9 @@ int tb_schedule(tb_engine *e, int dir, const tb_sched_cfg *cfg);
 int tb_set_origin(tb_engine *e, int dir, int64_t t_ns);
 int64_t tb_drain_changes(tb_engine *e, int dir, int64_t now_ns, int has_now, tb_change *out, int64_t cap);
 int64_t tb_last_arrival(const tb_engine *e, int dir);
+void tb_request_origin(tb_engine *e, int64_t t_ns);
+int tb_apply_origin_request(tb_engine *e);
+int64_t tb_applied_origin(const tb_engine *e, int dir);
 void tb_sched_stats_get(const tb_engine *e, int dir, tb_sched_stats *out);
 
 #endif

@@ -2,10 +2,10 @@
  *
  * Python (forwarder.py) opens the AF_PACKET sockets and the frame logs (header written), then
  * calls tb_run, which returns when SIGTERM or SIGINT arrives (taken from a signalfd while they
- * are blocked in the calling thread).  The origin of link schedules comes the same way: the
- * signal rc->origin_signal makes the loop call rc->on_origin (which calls tb_set_origin) in its
- * own thread between two frames; schedule changes are drained after tb_run returns
- * (tb_drain_changes with the stop time: a time-tied change's record carries its own moment).
+ * are blocked in the calling thread).  The origin of link schedules may be asked for from another
+ * thread while it runs (tb_request_origin, which also wakes it through an eventfd): the loop
+ * applies it at its next iteration (tb_apply_origin_request); schedule changes are drained after
+ * tb_run returns (tb_drain_changes with the stop time: a time-tied record carries its own moment).
  *
  * Sending: every iteration sends every frame due, those due together in one sendmmsg (send_due).
  * Waiting: epoll_pwait2 blocks when nothing is pending, else waits with a nanosecond timeout (an
@@ -78,6 +78,7 @@
 #define RT_RESUME_NS 1000000LL
 #define SIGNAL_EVERY 4096
 #define SIGNAL_ID 1000001u  /* epoll data of the signalfd (directions are 0..n-1) */
+#define WAKE_ID 1000002u    /* epoll data of the eventfd tb_request_origin writes */
 
 enum { V_DELIVERED = 0, V_LOSS, V_QUEUE, V_SEND_ERROR, V_PENDING_AT_EXIT, V_OUTAGE, V_EVENT };  /* linklog */
 
@@ -101,9 +102,6 @@ typedef struct {
     int64_t busy_share_pct;  /* % of elapsed time the loop may be busy (see above) */
     int64_t demote;     /* 1: over budget, demote to SCHED_OTHER and poll on; 0: sleep */
     int64_t slow_send_ns;  /* a send/sendmmsg call this long is a slow send; 0: none counted */
-    int64_t origin_signal; /* this signal (e.g. SIGUSR1) calls on_origin in the loop's thread,
-                            * between two frames, then the loop goes on; 0: none */
-    void (*on_origin)(void);  /* sets the schedules' origin (tb_set_origin), e.g. from Python */
 } tb_run_cfg;
 
 typedef struct {  /* per-direction results of the run */
@@ -596,13 +594,12 @@ static void drain(tb_engine *e, int k, io_dir *d, int64_t deadline) {
     else drain_socket(e, k, d, deadline);
 }
 
-/* Run until SIGTERM/SIGINT (rc->origin_signal calls rc->on_origin instead).  Returns 0, or
- * -errno of a failed setup call. */
+/* Run until SIGTERM/SIGINT.  Returns 0, or -errno of a failed setup call. */
 int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats *io_out, tb_run_stats *out) {
     int nd = e->n_dirs, ret = 0, ringed = 1;  /* ringed: every direction reads a ring */
     io_dir *dirs = calloc((size_t)nd, sizeof *dirs);
     stage = malloc((size_t)READ_BATCH * MAX_FRAME);
-    int ep = -1, sfd = -1;
+    int ep = -1, sfd = -1, wfd = -1;
     tb_loop L = {rc, out, 0, -1, 0};
     log_writer *writer = calloc(1, sizeof *writer);
     int writing = 0;  /* the writer thread runs */
@@ -610,7 +607,6 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
-    if (rc->origin_signal > 0) sigaddset(&mask, (int)rc->origin_signal);
     if (!dirs || !stage || !writer) { ret = -ENOMEM; goto out; }
     for (int k = 0; k < nd; k++) {
         dirs[k].io = io[k];
@@ -631,7 +627,8 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     pthread_sigmask(SIG_BLOCK, &mask, &old);
     sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     ep = epoll_create1(EPOLL_CLOEXEC);
-    if (sfd < 0 || ep < 0) { ret = -errno; goto out; }
+    wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sfd < 0 || ep < 0 || wfd < 0) { ret = -errno; goto out; }
     if ((ret = log_writer_start(writer)) < 0) goto out;  /* after the mask: it inherits it */
     writing = 1;
     struct epoll_event ev;
@@ -641,6 +638,9 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     }
     ev.events = EPOLLIN; ev.data.u32 = SIGNAL_ID;
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+    ev.events = EPOLLIN; ev.data.u32 = WAKE_ID;
+    epoll_ctl(ep, EPOLL_CTL_ADD, wfd, &ev);
+    __atomic_store_n(&e->wake_fd, wfd, __ATOMIC_RELEASE);
 
     int64_t spin = rc->spin_ns, early = rc->early_ns, share = rc->busy_share_pct;
     int64_t budget = BUSY_BURST_NS, refilled = mono(), blocked = 0, demoted_at = 0;
@@ -654,6 +654,7 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
     int64_t idle_from = -1;  /* start of the previous iteration if it polled idle, else -1 */
     while (!stopping) {
         out->iterations++;
+        tb_apply_origin_request(e);  /* asked for by another thread (tb_request_origin) */
         int64_t t_iter = mono(), now = t_iter + early, nxt = INT64_MAX, did = 0;
         if (idle_from >= 0 && (rc->stall_ns <= 0 || t_iter - idle_from < rc->stall_ns))
             out->poll_idle_ns += t_iter - idle_from;
@@ -716,16 +717,6 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             int64_t due = t_sent_done + wait;
             if (woke - due >= rc->stall_ns) stall(&L, due, woke);
         }
-        for (int i = 0; i < n; i++) {  /* before reading: frames read after the origin see it */
-            if (evs[i].data.u32 != SIGNAL_ID) continue;
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (rc->origin_signal > 0 && si.ssi_signo == (uint32_t)rc->origin_signal) {
-                    if (rc->on_origin) rc->on_origin();
-                }
-                else stopping = 1;
-            }
-        }
         for (int k = 0; k < nd; k++) {
             int ready = 0;
             for (int i = 0; i < n; i++) ready |= evs[i].data.u32 == (uint32_t)k;
@@ -736,6 +727,13 @@ int tb_run(tb_engine *e, const tb_io_cfg *io, const tb_run_cfg *rc, tb_io_stats 
             drain(e, k, &dirs[k], nxt == INT64_MAX ? INT64_MAX : nxt - early);
             out->read_ns += mono() - t0;
             if (dirs[k].first_arrival < first) first = dirs[k].first_arrival;
+        }
+        for (int i = 0; i < n; i++) {
+            uint64_t count;
+            if (evs[i].data.u32 == WAKE_ID && read(wfd, &count, sizeof count) < 0) continue;
+            if (evs[i].data.u32 != SIGNAL_ID) continue;
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopping = 1;
         }
         /* frames that arrived while the loop waited, read long after: it was not woken */
         if (wait != 0 && first != INT64_MAX && first >= t_sent_done && woke - first >= rc->stall_ns)
@@ -763,6 +761,8 @@ out:
         out->log_waits = writer->waits;
     }
     free(writer);
+    __atomic_store_n(&e->wake_fd, -1, __ATOMIC_RELEASE);
+    if (wfd >= 0) close(wfd);
     if (ep >= 0) close(ep);
     if (sfd >= 0) {
         close(sfd);

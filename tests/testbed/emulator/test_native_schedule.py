@@ -213,11 +213,12 @@ def test_native_refuses_what_the_model_refuses_on_a_shared_medium():
         make_direction(spec, 1, AirMedium(air["air"][0], 1))
 
 
-def test_native_loop_takes_the_origin_signal_and_logs_schedule_verdicts(tmp_path):
-    """tb_run on AF_UNIX datagram pairs with a direction that is down from its origin on: 20
-    frames before the origin signal are delivered; the signal calls ``on_origin`` in the loop's
-    thread (here: ``set_origin`` at the last arrival or later), and the 20 frames after it are
-    logged ``dropped_outage``; the down record drained after the loop is at the origin."""
+def test_native_loop_applies_a_requested_origin_and_logs_schedule_verdicts(tmp_path):
+    """tb_run on AF_UNIX datagram pairs with a direction that is down from its origin on and a
+    constant one: 20 frames before the origin are delivered; ``request_origin`` from another
+    thread while the loop waits with nothing to do wakes it, and it gives both directions their
+    origin (``applied_origin``, at the earliest their last arrival); the 20 frames after it are
+    logged ``dropped_outage``, and the down record drained after the loop is at the origin."""
     import ctypes
     import signal
     import socket
@@ -225,51 +226,56 @@ def test_native_loop_takes_the_origin_signal_and_logs_schedule_verdicts(tmp_path
     import time
     from scapy.all import IP, UDP, Ether, raw
     from testbed.emulator import linklog
-    feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    b_in.setblocking(False)
-    log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(4)]
+    (feed, b_in), (a_out, sink), (feed2, b_in2), (a_out2, sink2) = pairs
+    for s in (b_in, b_in2):
+        s.setblocking(False)
+    logs = [linklog.LogWriter(tmp_path / f"{n}.frames", {"direction": n}) for n in ("a-b", "b-a")]
     spec = LinkSpec.parse(delay="1ms").with_override("down", "0s+100s")
-    eng = native.Engine([(spec, 3, None)])
-    origins = []
-
-    def on_origin():
-        origins.append(max(time.monotonic_ns(), eng.last_arrival(0) or 0))
-        eng.set_origin(0, origins[-1])
-
-    callback = native.ORIGIN_CALLBACK(on_origin)
+    eng = native.Engine([(spec, 3, None), (LinkSpec.parse(delay="1ms"), 4, None)])
     main = threading.get_ident()
+    asked, applied = [], []
 
     def feeder():
         for burst in range(2):
             for i in range(20):
                 feed.send(raw(Ether() / IP(id=burst * 20 + i) / UDP(sport=1, dport=2)))
-            time.sleep(0.15)
-            signal.pthread_kill(main, (signal.SIGUSR1, signal.SIGTERM)[burst])
-            time.sleep(0.05)
+            time.sleep(0.15)    # frames sent, the loop idle with nothing due
+            if burst == 0:
+                asked.append(time.monotonic_ns())
+                eng.request_origin(asked[0])
+                while eng.applied_origin(0) is None or eng.applied_origin(1) is None:
+                    time.sleep(0.0005)
+                applied.append(time.monotonic_ns())
+        signal.pthread_kill(main, signal.SIGTERM)
 
-    io = (native.IoCfg * 1)(native.IoCfg(b_in.fileno(), a_out.fileno(), log._fd))
-    io_stats, run_stats = (native.IoStats * 1)(), native.RunStats()
-    cfg = native.RunCfg(10**6, 50_000, 0, origin_signal=signal.SIGUSR1, on_origin=callback)
-    old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGTERM, signal.SIGUSR1)}
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(old))
+    io = (native.IoCfg * 2)(native.IoCfg(b_in.fileno(), a_out.fileno(), logs[0]._fd),
+                            native.IoCfg(b_in2.fileno(), a_out2.fileno(), logs[1]._fd))
+    io_stats, run_stats = (native.IoStats * 2)(), native.RunStats()
+    old = signal.signal(signal.SIGTERM, lambda *a: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     thread = threading.Thread(target=feeder)
     try:
         thread.start()
-        ret = native.load().tb_run(eng.ptr, io, cfg, io_stats, ctypes.byref(run_stats))
+        ret = native.load().tb_run(eng.ptr, io, native.RunCfg(10**6, 50_000, 0), io_stats,
+                                   ctypes.byref(run_stats))
     finally:
         thread.join()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(old))
-        for s, handler in old.items():
-            signal.signal(s, handler)
-    log.close()
-    for s in (feed, b_in, a_out, sink):
-        s.close()
-    assert ret == 0 and len(origins) == 1
-    rec = linklog.read_log(log.path)[1]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.signal(signal.SIGTERM, old)
+    for log in logs:
+        log.close()
+    for pair in pairs:
+        for s in pair:
+            s.close()
+    assert ret == 0
+    origin = eng.applied_origin(0)
+    assert eng.applied_origin(1) == origin and asked[0] <= origin <= applied[0]
+    assert applied[0] - asked[0] < 50_000_000       # woken, not left waiting for a frame
+    rec = linklog.read_log(logs[0].path)[1]
     rec = rec[np.argsort(rec["t_arrival"], kind="stable")]
     assert list(rec["verdict"]) == [linklog.DELIVERED] * 20 + [linklog.OUTAGE] * 20
-    assert (rec["t_arrival"][20:] >= origins[0]).all() and (rec["t_arrival"][:20] <= origins[0]).all()
+    assert (rec["t_arrival"][20:] >= origin).all() and (rec["t_arrival"][:20] <= origin).all()
     [down] = eng.drain_changes(0, time.monotonic_ns())
-    assert (down.kind, down.actual_ns, down.frames_before) == ("down", origins[0], 0)
-    assert eng.stats(0)["dropped_outage"] == 20
+    assert (down.kind, down.actual_ns, down.frames_before) == ("down", origin, 0)
+    assert eng.stats(0)["dropped_outage"] == 20 and eng.drain_changes(1) == []
