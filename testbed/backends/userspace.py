@@ -202,9 +202,10 @@ class UserspaceBackend:
         directions, media = [], {}
         if self.engine == "native" and any(s.schedule is not None for lk in self.links for s in lk.specs):
             from testbed.emulator.config import native_schedules
-            if not native_schedules():
-                log.info("a link has a schedule, which the native engine does not apply yet: "
-                         "the emulator runs the python engine")
+            if not native_schedules():   # a warning when native was asked for, else a note
+                log.log(logging.WARNING if os.environ.get(ENGINE_ENV) else logging.INFO,
+                        "a link has a schedule, which the native engine does not apply yet: "
+                        "the emulator runs the python engine")
                 self.engine = "python"
                 self.spin_ns = 0 if self.spin_ns == NATIVE_SPIN_NS else self.spin_ns
         pairs = [frozenset((lk.intf1.node.name, lk.intf2.node.name)) for lk in self.links]
