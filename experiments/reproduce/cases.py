@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from analysis.models import evaluate
@@ -75,12 +76,13 @@ PLACEMENT_ROUNDS = 20
 _PLACE = ("measured: the agent's 20 rounds on edgecloud's {host} (c14-{host}: 0.8 MB screenshot, "
           "0.3 s terminal work, the place's preparation once and model time per round as timed "
           "steps, one kept connection, slow start after idle off), the whole run scaled to 20 "
-          "rounds: setup (preparation, the connection's opening) + 20 × the mean whole round{quick}")
+          "rounds: setup (preparation, the connection's opening) + the first whole round + 19 × "
+          "the mean of the others{quick}")
 _AGENT_SCALED = ("measured: the agent's whole run on edgecloud's cloud path (0.8 MB screenshot up "
                  "at 6.4 Mbit/s, 0.3 s terminal work and the 2 s model as timed steps, 200 ms RTT, "
-                 "TLS), scaled to 30 rounds: setup (preparation, a kept connection's opening) + 30 "
-                 "× the mean whole round (encoding, request, terminal work) of a run of 5 rounds "
-                 "(--quick: 3); a 30-round run gives its total_s itself")
+                 "TLS), scaled to 30 rounds: setup (preparation, a kept connection's opening) + the "
+                 "first whole round (encoding, request, terminal work) + 29 × the mean of the others, "
+                 "of a run of 5 rounds (--quick: 3); a 30-round run gives its total_s itself")
 _AGENT_EXPLAIN = (("round_s", "s per whole round"), ("setup_s", "s before the first round"),
                   ("handshake_ms", "handshake ms"), ("retransmissions", "retransmitted segments"))
 #: the chapter's kept connection sends each upload at the path's rate: slow start after idle off
@@ -174,8 +176,39 @@ _IMG_EXPLAIN = (("retransmissions", "retransmitted segments"), ("data_per_ack", 
                 ("max_in_flight_bytes", "max bytes in flight"))
 _NO_WORKLOAD = "not yet measured: "
 _REQ_MEDIAN = "pooled_median"
-_C8_SCENARIO = (_NO_WORKLOAD + "the streams experiment (experiments/streams.toml) measures head-of-line "
-                "blocking on a 1 MB image over a 2%-loss path, not the chapter's 30 MB image scenario")
+
+
+def c8_sets(rate: float = 8e6, payload: int = 1448, frame: int = 1514, frames: int = 16) -> dict[str, str]:
+    """C8's scenario from ``testbed model streams``' inputs: on a ``rate`` link whose full frames
+    (``frame`` B on the wire) carry ``payload`` B, the image is image_time × the payload rate, the
+    audio message audio_time × it in ``frames`` frames, ready from audio_ready (1 µs apart)."""
+    from analysis.models.streams import StreamsParams
+    p, goodput = StreamsParams(), rate * payload / frame / 8
+    return {"topology_params.rate_up": f"{rate / 1e6:g}mbit", "topology_params.rate_down": f"{rate / 1e6:g}mbit",
+            "params.image": str(round(p.image_time * goodput)),
+            "params.chunk_bytes": str(round(p.audio_time * goodput / frames)), "params.chunks": str(frames),
+            "params.audio_start": f"{p.audio_ready:g}s"}
+
+
+#: C8 sending order (experiment c8-order) and delivery order (c8-delivery, one image packet lost
+#: on the link by a per-frame event of its schedule)
+C8_ORDER = c8_sets()
+C8_DELIVERY = {**C8_ORDER, "links.bottleneck.down.schedule":
+               str(Path(__file__).resolve().parents[1] / "schedules" / "c8-image-loss.toml")}
+_C8_HOW = ("scenario from testbed model streams: image_time 5 s, audio_time 1 s and audio_ready 2 s "
+           "at 8 Mbit/s with 1448 B payloads in 1514 B frames (c8_sets: a 4,782,034 B image, 16 "
+           "audio frames of 59,775 B ready from 2 s) on longhaul at 10 ms one way, no loss; "
+           "measured: the last frame delivered to the receiving application, from the session start "
+           "(the model's 'sent' plus the one-way delay and the bottleneck queue)")
+_C8_EXPLAIN = (("image_done_ms", "image delivered ms"), ("audio_done_ms", "audio delivered ms"),
+               ("audio_order_wait_max_ms", "max ms an audio chunk waited for other streams' bytes"))
+#: C8 deadlines (experiment streams-schedule): 8 chunks of 640 B (16 kHz PCM) at 50 ms one way
+C8_DEADLINE = {"topology_params.delay": "50ms", "params.chunk_bytes": "640"}
+_C8_DEADLINE_NOTE = ("measured: streams-schedule (8 chunks of 20 ms, 640 B, due at the receiving "
+                     "application from 0.4 s + i·20 ms, one TCP connection with a 2 MB image queued "
+                     "at 0, 20 Mbit/s, 50 ms one way), chunks on time × 20 ms; model with the same "
+                     "2 MB image (0.8 s of sending ends after the last deadline, 0.54 s, as the "
+                     "chapter's 30 MB does)")
 #: the relay as the chapter's model assumes it: the SOCKS5 reply does not wait for the far connect
 OPTIMISTIC = {"params.connect_mode": "optimistic"}
 #: C11 as the chapter: 30 MB, the dualpath's two access paths without the shared egress bottleneck
@@ -359,13 +392,15 @@ ROWS: tuple[Row, ...] = (
                  ("retransmissions", "retransmitted segments per run"))),
     Row("C4.cumulative_5", "cumulative bytes after 5 rounds", "B", 452600,
         ModelRef("slowstart", "cumulative", index=4),
-        Measure("initcwnd", "cumulative_5", "10", statistic="pooled_median", sets={"params.size": "1MB"}),
-        0.05,
-        note="measured: per new connection, the request's bytes in its first 5 flights (one round "
-             "trip each; analysis/tcp.py flights of the client's capture), median; a 1 MB request "
-             "(the 354,640 B one ends inside round 5); " + LINUX_MSS + ": 10·1448·31 = 448,880 B",
-        cause="the server's advertised receive window (autotuned from ~64 KB) or a loss caps a "
-              "round below the doubled window, or splits it into two flights",
+        Measure(_IMG, "cumulative_5", "quick", statistic="pooled_median"), 0.05,
+        note="measured: the request's bytes in the first 5 flights (one round trip each; "
+             "analysis/tcp.py flights of the client's capture) of C1's 30 MB request on a just "
+             "opened connection (the runs of C1.serial_total, --quick: no warm-up), median; the "
+             "354,640 B request ends inside round 5, and on the long-haul path's new connections "
+             "(initcwnd) the server's initial receive window caps round 4 (~81 KB instead of "
+             "115,840 B: C4.rounds' cause); " + LINUX_MSS + ": 10·1448·31 = 448,880 B",
+        cause="the server's advertised receive window or a loss caps a round below the doubled "
+              "window, or splits it into two flights",
         explain=(("flight_bytes", "bytes per flight"), ("rwnd_limited_ms", "ms rwnd-limited per connection"),
                  ("retransmissions", "retransmitted segments per run"))),
     # ---- C5
@@ -555,22 +590,52 @@ ROWS: tuple[Row, ...] = (
         explain=(("completion_ms", "per-request ms"), ("retransmissions", "retransmitted segments"),
                  ("tunnel_retransmissions", "segments sent again on the tunnel per run"))),
     # ---- C8
-    Row("C8.fifo_audio", "FIFO: audio sent at", "s", 6, M("streams", "fifo_audio_done"), None,
-        unmeasured=_C8_SCENARIO),
-    Row("C8.prio_audio", "audio first: audio sent at", "s", 3, M("streams", "prio_audio_done"), None,
-        unmeasured=_C8_SCENARIO),
-    Row("C8.prio_image", "audio first: image sent at", "s", 6, M("streams", "prio_image_done"), None,
-        unmeasured=_C8_SCENARIO),
+    Row("C8.fifo_audio", "FIFO: audio sent at", "s", 6, M("streams", "fifo_audio_done"),
+        Measure("c8-order", "audio_done_ms", "fifo", sets=C8_ORDER, scale=1e-3), 0.10,
+        note=_C8_HOW, cause="the image's bytes ahead of the audio (the image's own delivery below), "
+        "slow start and the one-way delay", explain=_C8_EXPLAIN),
+    Row("C8.prio_audio", "audio first: audio sent at", "s", 3, M("streams", "prio_audio_done"),
+        Measure("c8-order", "audio_done_ms", "priority", sets=C8_ORDER, scale=1e-3), 0.10,
+        note=_C8_HOW, cause="image bytes already in flight and in the bottleneck queue when the audio "
+        "became ready are delivered before it, plus the one-way delay", explain=_C8_EXPLAIN),
+    Row("C8.prio_image", "audio first: image sent at", "s", 6, M("streams", "prio_image_done"),
+        Measure("c8-order", "image_done_ms", "priority", sets=C8_ORDER, scale=1e-3), 0.10,
+        note=_C8_HOW, cause="slow start, losses in the bottleneck buffer and the one-way delay",
+        explain=_C8_EXPLAIN),
     Row("C8.hol_audio", "HTTP/2 over TCP: audio delivered at", "s", 7, M("streams", "hol_audio_delivery"),
-        None, unmeasured=_C8_SCENARIO),
+        Measure("c8-delivery", "audio_done_ms", "tcp", sets=C8_DELIVERY, scale=1e-3), 0.10,
+        note=_C8_HOW + "; audio first; one image packet sent before the audio is dropped on the link "
+        "(experiments/schedules/c8-image-loss.toml: the 1290th data frame, a per-frame event) and "
+        "TCP repairs it itself; the model's repair at 7 s is the chapter's input",
+        cause="the lost image packet was repaired by the transport's own recovery within a few "
+              "round trips (image_repair_ms below), before the audio was complete, so "
+              "connection-wide order held the audio only briefly (order wait below); the chapter's "
+              "repair at 7 s needs every retransmission of that packet lost for 5 s, which no "
+              "event on a link frame selects",
+        explain=(("image_repair_ms", "ms the image's last gap closed"),
+                 ("audio_order_wait_max_ms", "max ms an audio chunk waited for other streams' bytes"),
+                 ("audio_cross_wait_max_ms", "max ms from the audio's own bytes to its delivery"))),
     Row("C8.quic_audio", "QUIC per stream: audio delivered at", "s", 3,
-        M("streams", "per_stream_audio_delivery"), None,
-        unmeasured=_C8_SCENARIO),
-    Row("C8.fifo_usable", "FIFO: usable audio of 8 chunks", "s", 0, M("deadlines", "fifo_usable"), None,
-        unmeasured=_C8_SCENARIO,
-        note="model assumes the C1 image (30 MB) queued at 0 on a 20 Mbit/s link, 50 ms one way"),
-    Row("C8.prio_usable", "media priority: usable audio", "s", 0.16, M("deadlines", "priority_usable"),
-        None, unmeasured=_C8_SCENARIO),
+        M("streams", "per_stream_audio_delivery"),
+        Measure("c8-delivery", "audio_done_ms", "quic", sets=C8_DELIVERY, scale=1e-3), 0.10,
+        note=_C8_HOW + "; audio first, one image packet lost as in C8.hol_audio, aioquic with the "
+        "audio and the image on their own streams",
+        cause="image packets in flight before the audio, aioquic's pacing and the receiving "
+              "process (cross wait below)",
+        explain=(("image_repair_ms", "ms the image's last gap closed"),
+                 ("audio_cross_wait_max_ms", "max ms from the audio's own bytes to its delivery"))),
+    Row("C8.fifo_usable", "FIFO: usable audio of 8 chunks", "s", 0,
+        M("deadlines", "fifo_usable", image=2e6),
+        Measure("streams-schedule", "audio_on_time", "fifo", sets=C8_DEADLINE, scale=0.02), 0.10,
+        note=_C8_DEADLINE_NOTE, cause="chunks delivered before the image was complete",
+        explain=(("audio_done_ms", "ms the last chunk was delivered"), ("image_done_ms", "image delivered ms"))),
+    Row("C8.prio_usable", "media priority: usable audio", "s", 0.16,
+        M("deadlines", "priority_usable", image=2e6),
+        Measure("streams-schedule", "audio_on_time", "priority", sets=C8_DEADLINE, scale=0.02), 0.10,
+        note=_C8_DEADLINE_NOTE, cause="image bytes in flight and in the bottleneck queue ahead of a "
+        "chunk (TCP_NOTSENT_LOWAT keeps only the unsent queue in the application)",
+        explain=(("audio_done_ms", "ms the last chunk was delivered"),
+                 ("audio_delivered_ms", "ms each chunk was delivered"))),
     # ---- C9
     Row("C9.first_play", "first chunk plays at (J = 40 ms)", "ms", 78, M("audio", "first_play"), None,
         unmeasured=_NO_WORKLOAD + "needs per-chunk delay injection (chunk 2 at 50 ms)"),
@@ -598,10 +663,18 @@ ROWS: tuple[Row, ...] = (
     Row("C10.exchange_reduction", "exchange shorter by", "1", 0.56, M("airtime", "exchange_reduction"),
         None, unmeasured="model-only: as C10.data_exchange"),
     Row("C10.image_airtime", "image airtime, data + feedback exchanges", "s", 13.4,
-        M("airtime", "image_airtime"), None,
-        unmeasured=_NO_WORKLOAD + "needs the wifi-ack experiment (air busy time from the emulator)",
-        note="model 13.07 s: C1's 1168 B payloads give 29,966 exchanges each way; the chapter's "
-             "30,800 (= 35 MB / 1136 B) gives 13.43 s"),
+        M("airtime", "image_airtime"),
+        Measure("c10-image", "air_busy_ms", "quick", sets=MSS1168, scale=1e-3), 0.10,
+        note="measured: C1's image request (30 MB up, 0.3 s, 5 MB down, no warm-up) on the wifi "
+             "air, one end-to-end ACK per segment (quick), " + CHAPTER_MSS + "; the time the medium "
+             "was busy, from the frame logs' busy intervals (analysis/airtime.py medium_busy: each "
+             "frame from when it had the air to its MAC ACK's end), data and feedback frames alike; "
+             "model 13.07 s: C1's 1168 B payloads give 29,966 exchanges each way; the chapter's "
+             "30,800 (= 35 MB / 1136 B) gives 13.43 s",
+        cause="Linux's frames: 1220 B data packets and 52 B ACKs (the chapter's 1228 B and 92 B), "
+              "and fewer exchanges than the chapter's 30,800 (frames below)",
+        explain=(("air_data_frames", "data frames on the air"), ("air_feedback_frames", "feedback frames"),
+                 ("air_data_busy_ms", "ms of air for data"), ("air_feedback_busy_ms", "ms of air for feedback"))),
     # ---- C11
     Row("C11.split", "split 20 MB + 10 MB over 20 and 10 Mbit/s", "s", 8, M("split", "split_time"),
         Measure("multipath", "completion_ms", "split", statistic="pooled_median", sets=SPLIT30,
