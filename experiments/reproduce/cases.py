@@ -420,7 +420,10 @@ ROWS: tuple[Row, ...] = (
         note="no model: an input of the path (longhaul: none up); n = probes sent"),
     Row("C5.overflow_loss", "loss at 600 Mbit/s through the 333 Mbit/s knee", "1", 0.44,
         M("longhaul", "overflow_loss"), None,
-        unmeasured=_NO_WORKLOAD + "a 600 Mbit/s probe exceeds the userspace emulator here (≤ 400 Mbit/s)",
+        unmeasured=_NO_WORKLOAD + "needs a 600 Mbit/s UDP probe into the long-haul 333 Mbit/s "
+                                  "direction with the receiver's loss and the emulator's drop "
+                                  "reasons; the native engine falls behind reading at that offered "
+                                  "rate into a full one-BDP queue, so its verdict discards the run",
         note="model: queue overflow alone, 1 − 333/600 = 0.445"),
     Row("C5.mathis", "Mathis bound at p = 0.14 (C = 1)", "Mbit/s", 0.155, M("longhaul", "mathis"),
         Measure("cc", "goodput_mbps", "reno"), 0.5,
