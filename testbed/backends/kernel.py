@@ -18,6 +18,10 @@ to both ends and cannot express the asymmetric long-haul path).  For a LinkSpec 
   the delay line in full-size frames (rate × (delay + jitter)) plus the LinkSpec's bottleneck
   buffer.  netem's default of 1000 packets would silently drop on the long-haul path.
   Byte limits and drop lists cannot be expressed here: they are rejected with a clear error.
+
+A direction with a schedule (``LinkSpec.schedule``) gets the tree that fits every value it will
+set and a ``ScheduleRunner`` from ``KernelBackend.set_origin`` on, which applies the changes
+``tc_schedule.TcSchedule`` plans at their moments and records how late each one was.
 """
 from __future__ import annotations
 
@@ -32,49 +36,11 @@ from typing import Any
 from mininet.link import Link
 
 from testbed.backends import tc_schedule
+from testbed.backends.tc_schedule import netem_args, netem_limit  # noqa: F401  (the netem parameters live there)
 from testbed.emulator.schedule_model import ScheduleChange
 from testbed.host.netlink import CLONE_NEWNET
 from testbed.host.namespace import run_in
-from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
-
-UNSHAPED_LIMIT = 100_000  # netem limit when the rate is unshaped: the delay line is unbounded
-
-
-def _pct(p: float) -> str:
-    return f"{p * 100:.6g}%"
-
-
-def _usec(seconds: float) -> str:
-    return f"{seconds * 1e6:.0f}us"
-
-
-def netem_limit(spec: LinkSpec) -> int:
-    if spec.queue_bytes is not None and spec.queue_packets is None:
-        raise ValueError("the netem backend limits queues in packets; give the queue in packets "
-                         "(e.g. queue=5000) or use --backend userspace for a byte limit")
-    if spec.rate is None:
-        return UNSHAPED_LIMIT
-    return spec.delay_line_packets + (spec.queue_limit_packets or 0)
-
-
-def netem_args(spec: LinkSpec, seed: int | None = None) -> list[str]:
-    """The netem parameters for ``spec`` (after ``netem``)."""
-    args = ["delay", _usec(spec.delay + spec.jitter / 2)]
-    if spec.jitter:
-        args.append(_usec(spec.jitter / 2))
-    loss = spec.loss
-    if isinstance(loss, DropList):
-        raise ValueError("drop lists exist only in the userspace emulator; use --backend userspace")
-    if isinstance(loss, GilbertElliott):
-        args += ["loss", "gemodel", _pct(loss.p), _pct(loss.r), _pct(loss.loss_bad),
-                 _pct(loss.loss_good)]
-    elif isinstance(loss, Bernoulli) and loss.p > 0:
-        args += ["loss", "random", _pct(loss.p)]
-    args += ["limit", str(netem_limit(spec))]
-    if seed is not None:
-        args += ["seed", str(seed)]
-    return args
-
+from testbed.spec.linkspec import LinkSpec
 
 def qdisc_commands(ifname: str, spec: LinkSpec, seed: int | None = None) -> list[list[str]]:
     """tc argv lists that impose ``spec`` on the egress of ``ifname`` (with a schedule: the tree

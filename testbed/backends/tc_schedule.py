@@ -1,4 +1,6 @@
-"""Link schedules on the kernel backend: a direction's ``Schedule`` as timed ``tc`` commands.
+"""netem's parameters for a LinkSpec (``netem_args``, ``netem_limit``; the qdisc tree is
+``testbed.backends.kernel``'s) and link schedules on the kernel backend: a direction's
+``Schedule`` as timed ``tc`` commands.
 
 ``TcSchedule(ifname, spec, seed)`` checks that netem can apply ``spec.schedule`` and turns it into
 ``TcAction``s: at ``at`` seconds after the run's origin, run these ``tc`` argv lists on the egress
@@ -12,7 +14,7 @@ What a change does:
 
 * a step: ``tc class change`` of htb's 1:1 when the rate changes; ``tc qdisc change`` of netem
   10: with every netem parameter in force (a change replaces them all), its ``limit``
-  recomputed as at setup (``kernel.netem_limit``: the delay line at the rate in force plus the
+  recomputed as at setup (``netem_limit``: the delay line at the rate in force plus the
   queue, whose default follows rate and delay as in the model);
 * an outage: netem's loss set to 100 % at ``down`` and back to the loss in force at ``up``.
   Not ``ip link set down``: that removes the interface's routes (the topology's static routes
@@ -35,16 +37,55 @@ change restarts the loss pattern (the model restarts it only at a ``loss`` step)
 
 Refused, in one line naming the direction and what is allowed: frame- or byte-indexed moments,
 per-frame events, outages with ``hold``, steps that set ``reorder``, exact trace replay; and what
-``kernel.netem_args`` refuses for any value in force (byte queue limits, drop lists).
+``netem_args`` refuses for any value in force (byte queue limits, drop lists).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterator
 
-from testbed.spec.linkspec import Bernoulli, LinkSpec
+from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 from testbed.spec.schedule import OPPORTUNITY_BYTES, Schedule
 from testbed.spec.units import format_rate
+
+UNSHAPED_LIMIT = 100_000  # netem limit when the rate is unshaped: the delay line is unbounded
+
+
+def _pct(p: float) -> str:
+    return f"{p * 100:.6g}%"
+
+
+def _usec(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f}us"
+
+
+def netem_limit(spec: LinkSpec) -> int:
+    if spec.queue_bytes is not None and spec.queue_packets is None:
+        raise ValueError("the netem backend limits queues in packets; give the queue in packets "
+                         "(e.g. queue=5000) or use --backend userspace for a byte limit")
+    if spec.rate is None:
+        return UNSHAPED_LIMIT
+    return spec.delay_line_packets + (spec.queue_limit_packets or 0)
+
+
+def netem_args(spec: LinkSpec, seed: int | None = None) -> list[str]:
+    """The netem parameters for ``spec`` (after ``netem``)."""
+    args = ["delay", _usec(spec.delay + spec.jitter / 2)]
+    if spec.jitter:
+        args.append(_usec(spec.jitter / 2))
+    loss = spec.loss
+    if isinstance(loss, DropList):
+        raise ValueError("drop lists exist only in the userspace emulator; use --backend userspace")
+    if isinstance(loss, GilbertElliott):
+        args += ["loss", "gemodel", _pct(loss.p), _pct(loss.r), _pct(loss.loss_bad),
+                 _pct(loss.loss_good)]
+    elif isinstance(loss, Bernoulli) and loss.p > 0:
+        args += ["loss", "random", _pct(loss.p)]
+    args += ["limit", str(netem_limit(spec))]
+    if seed is not None:
+        args += ["seed", str(seed)]
+    return args
+
 
 UNSHAPED_RATE = 10e9   # bit/s of htb while a scheduled direction is unshaped
 MIN_RATE = 8000.0      # bit/s of htb for a trace window without opportunities
@@ -115,7 +156,6 @@ def fifo_child(spec: LinkSpec) -> bool:
 
 
 def fifo_limit(spec: LinkSpec) -> int:
-    from testbed.backends.kernel import netem_limit
     return max(netem_limit(s) for s in _states(spec))
 
 
@@ -138,7 +178,6 @@ class TcSchedule:
     refusal names the direction.  ValueError (one line) when netem cannot apply the schedule."""
 
     def __init__(self, ifname: str, spec: LinkSpec, seed: int | None = None, where: str = ""):
-        from testbed.backends.kernel import netem_args
         why = refusal(spec, where or ifname)
         if why:
             raise ValueError(why)
@@ -151,7 +190,6 @@ class TcSchedule:
         self.resolution = trace.resolution if trace is not None else None
 
     def _netem(self, values: LinkSpec, down: bool, k: int) -> tuple[str, ...]:
-        from testbed.backends.kernel import netem_args
         if down:
             values = values.replace(loss=Bernoulli(1.0))
         seed = None if self.seed is None else (self.seed << SEED_SHIFT) + k
