@@ -2,12 +2,16 @@
 
     .venv/bin/python benchmarks/emulator.py [--rates 100,200,333,500,1000] [--seconds 2]
         [--engines python,native] [--tcp-seconds 20] [--skip-cpu] [--skip-udp] [--skip-iperf-udp]
-        [--skip-tcp]
+        [--skip-tcp] [--skip-schedule]
 
 0. Model (``model`` rows, no root, no I/O): the long-haul direction's model (333 Mbit/s, 100 ms,
    14% Bernoulli loss, default buffer) fed the same 1,000,000-frame trace (bursts of 1514 B
    frames at 400 Mbit/s on average) in virtual time: ns of CPU per frame of the Python
-   ``DirectionModel`` and of the C core, verdicts checked equal.
+   ``DirectionModel`` and of the C core, verdicts checked equal.  The same for two links that
+   change during the run (``model steps/10ms``: a rate step every 10 ms, 333 ↔ 300 Mbit/s;
+   ``model trace``: a Mahimahi trace of 333 Mbit/s, ``traces.constant``), each engine's
+   ns/frame also as a ratio to its own static link (``python_ratio``, ``native_ratio``),
+   verdicts and times checked equal between the engines (``identical``).
 0b. The forwarder's CPU (``busy loop`` rows, ``--skip-cpu``): a loop that never sleeps, pinned
    where the forwarder runs, as SCHED_FIFO (how the forwarder runs) and at nice −20; gaps ≥ 100 µs
    are time it did not get.  With RT throttling (``rt_cap_percent`` < 100) the SCHED_FIFO loop
@@ -68,6 +72,14 @@
    machine's stalls explain, ``stalls`` = how many the native loop saw, see
    ``emulator.forwarder.after_stall``); ``late1ms``, ``late1ms_held_pct`` and ``holds1ms``:
    ``hold_stats`` with 1 ms for both the hold and the lateness, summed over both directions.
+4. Links that change (``schedule`` rows, ``--skip-schedule``): a paced UDP train at 333 Mbit/s
+   as in 1. (0 ms delay, buffer 50000 frames) through the static 333 Mbit/s link, the same link
+   with a rate step every 10 ms (333 ↔ 300 Mbit/s: the queue grows while at 300, so departures
+   are back to back at the rate in force), and a 333 Mbit/s Mahimahi trace (opportunities every
+   ms, ~28 frames due together), per engine, one after the other in one run; the schedule's
+   origin is set just before the train (``Testbed.set_link_origin``).  Columns as in 1., plus
+   ``changes`` (schedule records) and ``cpu_ratio``/``work_ratio``: CPU per frame (with and
+   without polling) over the same engine's static row.
 Every row carries /proc/loadavg at its end and the host's CPU steal/busy during the run: this
 machine is shared, and other work shows up in the tail of the scheduling error.
 """
@@ -88,26 +100,30 @@ TCP_LIMIT_BPS = LONGHAUL_BPS * 1448 / 1514  # goodput of 1448 B payloads in 1514
 PLAIN = {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms", "loss_down": "0%"}
 
 
-def _testbed(overrides: dict, engine: str | None, results_root: str):
+def _testbed(overrides: dict, engine: str | None, results_root: str, links: dict | None = None):
     from testbed.emulator.config import ENGINE_ENV
     from testbed.run.network import Testbed
     if engine:
         os.environ[ENGINE_ENV] = engine
     else:
         os.environ.pop(ENGINE_ENV, None)
-    return Testbed("longhaul", backend="userspace", overrides=overrides, results_root=results_root)
+    return Testbed("longhaul", backend="userspace", overrides=overrides, results_root=results_root,
+                   links=links)
 
 
 def run_load(overrides: dict, rate_bps: float, seconds: float, engine: str | None,
-             results_root: str) -> dict:
-    """Send a paced UDP train server → client through a longhaul topology with ``overrides``."""
+             results_root: str, links: dict | None = None) -> dict:
+    """Send a paced UDP train server → client through a longhaul topology with ``overrides``
+    (and ``links``: ``--link`` overrides; with a schedule, its origin is set before the train)."""
     from testbed.calibrate.probe import last_json, probe_argv
     count = max(1000, int(rate_bps * seconds / (FRAME * 8)))
-    with _testbed(overrides, engine, results_root) as tb:
+    with _testbed(overrides, engine, results_root, links) as tb:
         rx = tb.popen("client", probe_argv("recv", "--port", PORT, "--idle", "1.5",
                                            "--timeout", seconds + 30), name="probe-recv", text=True)
         rx.stdout.readline()  # listening
         rcvbuf0 = udp_rcvbuf_errors(tb.host("client"))
+        if links and tb.set_link_origin() is None:
+            raise RuntimeError("the userspace backend did not start the link schedule")
         tx = tb.run("server", probe_argv("send", "--dst", tb.ip("client"), "--port", PORT,
                                          "--count", count, "--rate", rate_bps, "--size", PAYLOAD,
                                          "--realtime"), timeout=seconds + 60, check=True)
@@ -457,30 +473,84 @@ def run_tcp(cc: str, engine: str, seconds: float, omit: float, results_root: str
     return row
 
 
-def run_model(frames: int = 1_000_000) -> dict:
-    """CPU per frame of the Python and the native model on the same trace (see module doc)."""
+STEP_RATES = ("333mbit", "300mbit")   # the rate step every 10 ms alternates between these
+
+
+def step_schedule(seconds: float, every: float = 0.01):
+    """The ``Schedule`` of a rate step every ``every`` s for ``seconds`` s, alternating ``STEP_RATES``."""
+    from testbed.spec.schedule import Schedule
+    n = int(seconds / every)
+    return Schedule.from_dict({"step": [{"at": f"{round((k + 1) * every * 1000)}ms",
+                                         "rate": STEP_RATES[(k + 1) % 2]} for k in range(n)]})
+
+
+def run_model(frames: int = 1_000_000) -> list[dict]:
+    """CPU per frame of the Python and the native model on the same trace, for the static
+    long-haul direction and two that change (see the module docstring)."""
     import time
     import numpy as np
-    from testbed.emulator.direction import DirectionModel
     from testbed.emulator.native import Engine
+    from testbed.emulator.schedule_model import make_direction
+    from testbed.spec import traces
     from testbed.spec.linkspec import LinkSpec
+    from testbed.spec.schedule import Schedule
     spec = LinkSpec.parse(rate="333mbit", delay="100ms", loss="14%")
     rng = np.random.default_rng(1)
     gaps = rng.exponential(FRAME * 8 / 400e6 * 1e9 * 4, frames // 4).astype(np.int64)
     now = np.repeat(np.cumsum(gaps), 4)[:frames]  # bursts of 4 frames at one timestamp
     lens = np.full(frames, FRAME, dtype=np.int64)
-    model = DirectionModel(spec, 1)
-    t0 = time.process_time()
-    py = [model.arrive(t, FRAME) for t in now.tolist()]
-    t_py = time.process_time() - t0
-    eng = Engine([(spec, 1, None)])
-    t0 = time.process_time()
-    verdict, t = eng.arrive_batch(np.zeros(frames, np.int32), now, lens)
-    t_c = time.process_time() - t0
-    same = [v for v, _ in py] == verdict.tolist() and [x for _, x in py] == t.tolist()
-    return {"path": "model", "frames": frames, "python_ns_per_frame": round(t_py / frames * 1e9),
-            "native_ns_per_frame": round(t_c / frames * 1e9, 1), "speedup": round(t_py / t_c, 1),
-            "identical": same}
+    seconds = float(now[-1]) / 1e9 + 1
+    links = {"model": spec, "model steps/10ms": spec.replace(schedule=step_schedule(seconds)),
+             "model trace": spec.replace(rate=None, schedule=Schedule(trace=traces.constant(LONGHAUL_BPS)))}
+    rows = []
+    for path, link in links.items():
+        model = make_direction(link, 1)
+        model.set_origin(0)
+        t0 = time.process_time()
+        py = [model.arrive(t, FRAME) for t in now.tolist()]
+        t_py = time.process_time() - t0
+        eng = Engine([(link, 1, None)])
+        eng.set_origin(0, 0)
+        t0 = time.process_time()
+        verdict, t = eng.arrive_batch(np.zeros(frames, np.int32), now, lens)
+        t_c = time.process_time() - t0
+        same = [v for v, _ in py] == verdict.tolist() and [x for _, x in py] == t.tolist()
+        row = {"path": path, "frames": frames, "python_ns_per_frame": round(t_py / frames * 1e9),
+               "native_ns_per_frame": round(t_c / frames * 1e9, 1), "speedup": round(t_py / t_c, 1),
+               "identical": same, "load": open("/proc/loadavg").read().split()[0]}
+        if rows:
+            row["python_ratio"] = round(row["python_ns_per_frame"] / rows[0]["python_ns_per_frame"], 2)
+            row["native_ratio"] = round(row["native_ns_per_frame"] / rows[0]["native_ns_per_frame"], 2)
+        rows.append(row)
+    return rows
+
+
+def run_schedule_rows(engine: str, seconds: float, results_root: str) -> list[dict]:
+    """The ``schedule`` rows of one engine (see the module docstring): static, steps, trace."""
+    import tempfile
+    from testbed.spec import traces
+    rate = LONGHAUL_BPS
+    overrides = {**PLAIN, "rate_down": "333mbit", "queue": "50000"}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
+        steps = Path(tmp) / "steps.json"
+        steps.write_text(json.dumps(step_schedule(seconds + 40).to_dict()))
+        trace = Path(tmp) / "333mbit.trace"
+        trace.write_text(traces.constant(rate).to_text())
+        for label, links in (("static", None), ("steps/10ms", {"bottleneck.down.schedule": str(steps)}),
+                             ("trace", {"bottleneck.down.trace": str(trace)})):
+            res = run_load(overrides, rate, seconds, engine, results_root, links)
+            row = {"path": f"schedule {engine} {label}", **evaluate(res, rate, True),
+                   "load": open("/proc/loadavg").read().split()[0]}
+            down = res["emu"].get("directions", {}).get("server-client", {})
+            row["changes"] = len((down.get("schedule") or {}).get("changes", []))
+            if rows:
+                for key, col in (("cpu_us_per_frame", "cpu_ratio"), ("cpu_us_work", "work_ratio")):
+                    base = rows[0].get(key)
+                    row[col] = round(row[key] / base, 2) if base and row.get(key) is not None else None
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
 
 
 def _print_table(rows: list[dict], cols: list[str]) -> None:
@@ -502,6 +572,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-iperf-udp", action="store_true")
     p.add_argument("--skip-cpu", action="store_true")
     p.add_argument("--skip-floor", action="store_true")
+    p.add_argument("--skip-schedule", action="store_true")
     p.add_argument("--cpu-seconds", type=float, default=3.0,
                    help="length of each busy loop on the forwarder's CPU")
     p.add_argument("--results", default="results/bench")
@@ -509,8 +580,10 @@ def main(argv=None) -> int:
     rates = [float(x) * 1e6 for x in a.rates.split(",")]
     engines = [e for e in a.engines.split(",") if e]
     load0 = open("/proc/loadavg").read().strip()
-    rows, tcp_rows, iperf_rows, flood_rows = [], [], [], []
-    print(json.dumps(run_model()), flush=True)
+    rows, tcp_rows, iperf_rows, flood_rows, sched_rows = [], [], [], [], []
+    model_rows = run_model()
+    for row in model_rows:
+        print(json.dumps(row), flush=True)
     cpu_rows = [] if a.skip_cpu else [run_cpu_probe(policy, a.cpu_seconds) for policy in ("fifo", "nice-20")]
     for row in cpu_rows:
         print(json.dumps(row), flush=True)
@@ -545,6 +618,9 @@ def main(argv=None) -> int:
                        "load": open("/proc/loadavg").read().split()[0]}
                 flood_rows.append(row)
                 print(json.dumps(row), flush=True)
+    if not a.skip_schedule:
+        for engine in engines:
+            sched_rows += run_schedule_rows(engine, a.seconds, a.results)
     if not a.skip_tcp:
         for engine in engines:
             for cc in a.ccs.split(","):
@@ -554,6 +630,10 @@ def main(argv=None) -> int:
                            "load": open("/proc/loadavg").read().split()[0]}
                     tcp_rows.append(row)
                     print(json.dumps(row), flush=True)
+    print()
+    _print_table(model_rows, ["path", "frames", "python_ns_per_frame", "native_ns_per_frame", "speedup",
+                              "python_ratio", "native_ratio", "identical", "load"])
+    print("model: CPU ns per frame in virtual time; *_ratio = over the same engine's static link")
     print()
     if cpu_rows:
         _print_table(cpu_rows, ["path", "seconds", "gaps", "gaps_ms", "max_gap_ms", "preemption",
@@ -603,6 +683,14 @@ def main(argv=None) -> int:
         print("flood: iperf3 -u -b 0 through an unshaped link with 1 ms delay; fps = frames the "
               "emulator delivered per second of its departures, frames_per_call = frames per "
               "send/sendmmsg call; unintended = frames it lost itself (not read in time)")
+    if sched_rows:
+        print()
+        _print_table(sched_rows, ["path", "offered_mbps", "sent_mbps", "fps", "p50_us", "p99_us", "max_us",
+                                  "cpu_us_per_frame", "cpu_us_work", "cpu_ratio", "work_ratio", "send_us",
+                                  "unintended", "silent", "changes", "rq_wait_ms", "load", "emu_ok"])
+        print("schedule: 333 Mbit/s trains through the static link, a rate step every 10 ms "
+              f"({' <-> '.join(STEP_RATES)}) and a 333 Mbit/s trace; *_ratio = CPU per frame over "
+              "the same engine's static row")
     if tcp_rows:
         print()
         _print_table(tcp_rows, ["path", "cc", "mode", "up_mbps", "down_mbps", "retrans_up", "retrans_down",
