@@ -33,7 +33,7 @@ from testbed.calibrate import link
 
 log = logging.getLogger(__name__)
 
-MIN_INTERVAL = 5.0   # s: time for the probes of one interval (they took 3.9-4.4 s on a 2-core VM)
+MIN_INTERVAL = 6.0   # s: time for the probes of one interval (3.9-5.4 s on a 2-core VM, load 1-4.5)
 SETTLE = 0.3         # s after an interval starts before its first probe
 RTT_PROBES, RTT_GAP = 40, 0.01
 LOSS_S = 0.5         # s of loss datagrams per direction and interval

@@ -14,12 +14,12 @@ BASE = (LinkSpec.parse(rate="10mbit", delay="20ms"), LinkSpec.parse(rate="10mbit
 
 
 def test_intervals_carry_the_values_in_force():
-    sch = Schedule.from_dict({"step": [{"at": "5s", "rate": "20mbit", "loss": "5%"},
-                                       {"at": "12s", "delay": "30ms"}],
-                              "outage": [{"down": "20s", "duration": "6s"}]})
+    sch = Schedule.from_dict({"step": [{"at": "6s", "rate": "20mbit", "loss": "5%"},
+                                       {"at": "13s", "delay": "30ms"}],
+                              "outage": [{"down": "21s", "duration": "6s"}]})
     ivs = cs.intervals(sch, BASE)
     assert [(iv["start"], iv["end"], iv["outage"]) for iv in ivs] == [
-        (0, 5, False), (5, 12, False), (12, 20, False), (20, 26, True), (26, 34, False)]
+        (0, 6, False), (6, 13, False), (13, 21, False), (21, 27, True), (27, 35, False)]
     up, down = ivs[2]["specs"]
     assert (up.rate, up.delay, down.loss.p) == (20e6, 0.03, 0.05)
     assert ivs[0]["specs"][1].loss.p == 0.01 and ivs[0]["specs"][1].schedule is None
@@ -32,7 +32,7 @@ def test_intervals_carry_the_values_in_force():
     ({"step": [{"at": "10frames", "rate": "5mbit"}]}, "needs moments in time; 10frames counts"),
     ({"event": [{"frame": 3, "delay": "10ms"}]}, "has events"),
     ({"outage": [{"down": "6s", "duration": "5s", "hold": True}]}, "outages that drop, not hold"),
-    ({"step": [{"at": "2s", "rate": "5mbit"}]}, "interval [0 s, 2 s) of the schedule lasts 2 s"),
+    ({"step": [{"at": "5s", "rate": "5mbit"}]}, "interval [0 s, 5 s) of the schedule lasts 5 s"),
 ])
 def test_what_cannot_be_calibrated_is_one_line(data, message):
     with pytest.raises(ValueError, match="^[^\n]*" + message.replace("[", r"\[").replace(")", r"\)")):
@@ -54,15 +54,15 @@ def test_three_step_schedule_passes_in_every_interval(results_root, tmp_path, ca
     pass (the emulator's p99 scheduling error is judged as for a constant link: a speed goal
     of the machine, see test_calibrate_scaled_long_haul)."""
     sched = tmp_path / "three.toml"
-    sched.write_text('[[step]]\nat = "5s"\nrate = "20mbit"\ndelay = "10ms"\nloss = "5%"\n\n'
-                     '[[step]]\nat = "10s"\nrate = "5mbit"\ndelay = "30ms"\nloss = "0%"\n\n'
-                     '[[step]]\nat = "15s"\nrate = "12mbit"\n')
+    sched.write_text('[[step]]\nat = "6s"\nrate = "20mbit"\ndelay = "10ms"\nloss = "5%"\n\n'
+                     '[[step]]\nat = "12s"\nrate = "5mbit"\ndelay = "30ms"\nloss = "0%"\n\n'
+                     '[[step]]\nat = "18s"\nrate = "12mbit"\n')
     args = argparse.Namespace(rate="10mbit", delay="20ms", loss_up="0%", loss_down="0%",
                               backend="userspace", packets=10000, seed=1, results=str(results_root),
                               json=True, schedule=str(sched))
     code = calibrate_cli.run(args)
     out = json.loads(capsys.readouterr().out)
-    assert [(iv["start"], iv["end"]) for iv in out["intervals"]] == [(0, 5), (5, 10), (10, 15), (15, 20)]
+    assert [(iv["start"], iv["end"]) for iv in out["intervals"]] == [(0, 6), (6, 12), (12, 18), (18, 24)]
     assert [iv["configured"]["rate_mbps"]["down"] for iv in out["intervals"]] == [10, 20, 5, 12]
     timing = [c for c in out["checks"] if c["check"] == "emulator sched error p99 (µs)"]
     assert len(timing) == 1 and timing[0]["ok"] == (timing[0]["measured"] <= link.SCHED_P99_US)
