@@ -245,7 +245,7 @@ class UserspaceBackend:
         self.config = self.forwarder_config(self.log_dir)
         cfg_path = self.log_dir / "config.json"
         self.config.write(cfg_path)
-        for stale in ("ready", "summary.json"):
+        for stale in ("ready", "summary.json", ORIGIN_FILE, ORIGIN_ACK):
             (self.log_dir / stale).unlink(missing_ok=True)
         with open(self.log_dir / "forwarder.log", "wb") as out:
             argv = [self.python, "-m", "testbed.emulator.forwarder", str(cfg_path)]
@@ -270,6 +270,10 @@ class UserspaceBackend:
         if not self.scheduled or self.proc is None:
             return None
         ack = self.log_dir / ORIGIN_ACK
+        if ack.exists():
+            raise RuntimeError("the link schedules of this topology already started (at an earlier "
+                               "run's client); a topology kept up between runs cannot start them "
+                               "again: bring it up for each run (no --keep-topology)")
         tmp = self.log_dir / (ORIGIN_FILE + ".tmp")
         tmp.write_text(json.dumps({"t_ns": int(t_ns)}))
         os.replace(tmp, self.log_dir / ORIGIN_FILE)
