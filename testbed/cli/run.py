@@ -78,15 +78,17 @@ def spec_from_args(args) -> RunSpec:
 
 
 def _print_json(result) -> None:
-    """The run as JSON: id, directory, status, metrics, the fidelity verdict and the check
-    read-backs (``links``: every link direction's frame-log read-back, experiments.checks)."""
+    """The run as JSON: id, directory, status, metrics, the fidelity verdict, the check
+    read-backs (``links``: every link direction's frame-log read-back, experiments.checks) and,
+    with a link schedule, its changes (``link_changes``, as in the manifest)."""
     from experiments.checks import link_readbacks
     fid = result.fidelity or {}
     print(json.dumps({"run_id": result.run_id, "dir": str(result.dir), "status": result.status,
                       "error": result.error, "metrics": result.metrics,
                       "fidelity": {k: fid.get(k) for k in ("verdict", "reasons", "warnings", "backend",
                                                            "unintended_drops", "links") if k in fid},
-                      "checks": result.checks, "links": link_readbacks(result.dir)},
+                      "checks": result.checks, "links": link_readbacks(result.dir),
+                      **({"link_changes": result.link_changes} if result.link_changes else {})},
                      indent=1, default=str))
 
 
