@@ -47,7 +47,7 @@ def intervals(schedule, base: tuple) -> list[dict[str, Any]]:
     if schedule.events or schedule.trace is not None:
         raise ValueError("calibrate --schedule measures time-tied steps and outages; this schedule "
                          "has " + ("events" if schedule.events else "a trace") + ", which it does not "
-                         "calibrate (the frame log records their effect: tests of schedule_model)")
+                         "calibrate (the frame log records what they did to each frame)")
     untimed = [str(s.at) for s in schedule.steps if s.at.kind != "time"] + \
         [str(o.down) for o in schedule.outages if o.down.kind != "time"]
     if untimed:
