@@ -662,6 +662,8 @@ class Forwarder:
                 timeout = -1
             for fd, _ in poll(timeout):
                 d = by_fd.get(fd)
+                if self.origin_wanted:   # before any frame that arrived after it is read
+                    self.apply_origin()
                 if d is not None:
                     d.drain(None if nxt is None else nxt - early)
                 elif fd == tfd:
