@@ -13,9 +13,11 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   link, while on the host it adds ~0.05 ms.  Check: within ±1 ms.
 - Loss per direction: ``--packets`` datagrams (64 B payload) at ≤ 1/4 of the link rate and
   ≤ 5000 datagrams/s, in both directions at once, never in bursts (a stalled sender does not
-  catch up), so no datagram meets a full bottleneck buffer; loss = (sent − received) / sent,
-  with its Wilson 99% interval.  Check: the configured probability lies inside the interval
-  (configured 0: none lost).
+  catch up), so no datagram meets a full bottleneck buffer; loss = (sent − received −
+  receive-path drops) / sent, with its Wilson 99% interval, where the receive-path drops are
+  datagrams the link delivered and the receiving kernel dropped (its receive backlog, the
+  socket; ``pathprobe.loss_drops``, every counter in ``loss_drops``), shown on the line.
+  Check: the configured probability lies inside the interval (configured 0: none lost).
 - Bottleneck rate per direction (``testbed.calibrate.pathprobe``, the sequence the benchmarks
   share): a train of 1514 B frames, 0.5 s worth, sent at 1.05 × the rate
   after a head start of up to 100 ms of frames, so a standing queue keeps the bottleneck busy
@@ -87,10 +89,7 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
         probe_bits = (PROBE_PAYLOAD + 42) * 8
         loss_rate = min(LOSS_PPS * probe_bits, rate / 4) if rate else LOSS_PPS * probe_bits
         lost = pathprobe.loss(tb, "client", "server", packets, loss_rate, PROBE_PAYLOAD, idle)
-        m["loss"] = {d: (x["sent"] - x["received"]) / x["sent"] for d, x in lost.items()}
-        m["loss_ci99"] = {d: wilson(x["sent"] - x["received"], x["sent"]) for d, x in lost.items()}
-        m["loss_sent"] = {d: x["sent"] for d, x in lost.items()}
-        m["reordered"] = sum(x["reordered"] for x in lost.values())
+        m.update(loss_figures(lost))
         m["rate_mbps"], m["train"] = {}, {}
         for d, src, dst, spec in (("up", "client", "server", specs[0]),
                                   ("down", "server", "client", specs[1])):
@@ -107,6 +106,19 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
             m["train"][d] = r
     return {"measured": m, "emulator": emulator_report(tb), "backend": tb.backend.name,
             "run_dir": str(tb.dir)}
+
+
+def loss_figures(lost: dict) -> dict[str, Any]:
+    """From ``pathprobe.loss``: per direction the link's loss (sent − received − the
+    receive-path drops, over sent; see the module docstring), its Wilson 99% interval, the
+    datagrams sent, the drop counters (``loss_drops``); and the reordered datagrams of both."""
+    link_lost = {d: max(0, x["sent"] - x["received"] - (x.get("drops") or {}).get("receive_path", 0))
+                 for d, x in lost.items()}
+    return {"loss": {d: link_lost[d] / x["sent"] for d, x in lost.items()},
+            "loss_ci99": {d: wilson(link_lost[d], x["sent"]) for d, x in lost.items()},
+            "loss_sent": {d: x["sent"] for d, x in lost.items()},
+            "loss_drops": {d: x.get("drops") for d, x in lost.items()},
+            "reordered": sum(x["reordered"] for x in lost.values())}
 
 
 def emulator_report(tb) -> dict[str, Any]:
@@ -214,9 +226,27 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
         conf = configured["loss"][d]
         ok = m["loss"][d] == 0 if conf == 0 else lo <= conf <= hi
         check(f"loss {d}", conf, round(m["loss"][d], 6), ok,
-              "none lost" if conf == 0 else f"configured inside 99% interval [{lo:.4f}, {hi:.4f}]")
+              ("none lost" if conf == 0 else f"configured inside 99% interval [{lo:.4f}, {hi:.4f}]")
+              + drops_note((m.get("loss_drops") or {}).get(d)))
     check("reordered datagrams", 0, m["reordered"], m["reordered"] == 0, "0")
     return checks + emulator_checks(emu)
+
+
+def drops_note(drops: dict | None) -> str:
+    """What a loss line adds about its drop counters (``pathprobe.loss_drops``): the datagrams
+    the receiving side dropped, not counted as the link's, and those a full queue at the
+    sender dropped (the probe overran the link's buffer: not the configured loss)."""
+    if not drops:
+        return ""
+    note = ""
+    if drops["receive_path"]:
+        note += (f"; not counted: {drops['receive_path']} dropped by the receiver's kernel after the "
+                 f"link delivered them (receive backlog {max(drops['veth_tx'], drops['veth_rx'])}, "
+                 f"socket {drops['receiver_socket']})")
+    if drops["sender_queue"]:
+        note += (f"; {drops['sender_queue']} dropped at the sender's full queue (the probe overran "
+                 "the link's buffer)")
+    return note
 
 
 def emulator_checks(emu: dict) -> list[dict]:

@@ -8,7 +8,9 @@ definitions of ``testbed.calibrate.probe``.  ``a`` is the "up" sender (client si
 * ``rtt``: ``count`` ping-pong probes of ``size`` B payload, ``interval`` s apart; min and
   median of the echoed ones.
 * ``loss``: ``count`` datagrams per direction, both directions at once, paced at ``rate``
-  frame bit/s without catching up after a stall; loss = (sent − received) / sent.
+  frame bit/s without catching up after a stall; loss = (sent − received) / sent.  With it, the
+  drop counters of each direction over the measurement (``drops``, ``loss_drops``): where
+  datagrams that left the sender without reaching the receiver's socket were dropped.
 * ``rate``: per direction, a train of ``TRAIN_PAYLOAD`` B datagrams at ``overdrive`` × the
   spec's rate for ``seconds`` after a head start of up to ``head_start`` s of frames (capped so
   head start and queue growth stay within 40% of the buffer); the bottleneck rate is the
@@ -74,8 +76,13 @@ def rtt(tb, a: str, b: str, count: int = 200, interval: float = 0.01, size: int 
 
 def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: float = 2.0,
          timeout: float = 600) -> dict:
-    """{"up"/"down": {"sent", "received", "reordered"}} of one paced stream per direction;
-    ``timeout``: the receivers stop this long after they start even when nothing arrives."""
+    """{"up"/"down": {"sent", "received", "reordered", "drops"}} of one paced stream per
+    direction (``drops``: ``loss_drops``); ``timeout``: the receivers stop this long after they
+    start even when nothing arrives."""
+    ifname = {a: egress(tb, a, b), b: egress(tb, b, a)}
+    kernel = tb.backend.name == "netem"
+    before = {h: drop_counters(tb, h, ifname[h], kernel) for h in (a, b)}
+    softnet0 = softnet_drops()
     rx = {"up": _listener(tb, b, probe_argv("recv", "--port", PORTS["loss_up"], "--idle", idle,
                                             "--timeout", timeout), "probe-recv"),
           "down": _listener(tb, a, probe_argv("recv", "--port", PORTS["loss_down"], "--idle", idle,
@@ -85,11 +92,75 @@ def loss(tb, a: str, b: str, count: int, rate: float, size: int = 64, idle: floa
                                       "--stream", stream, "--no-catch-up"), name="probe-send", text=True)
           for d, src, dst, stream in (("up", a, b, 1), ("down", b, a, 2))}
     sent = {d: last_json(p.communicate(timeout=600)[0])["sent"] for d, p in tx.items()}
-    out = {}
-    for d, stream in (("up", 1), ("down", 2)):
-        got = _received(rx[d], stream) or {}
-        out[d] = {"sent": sent[d], "received": got.get("received", 0),
-                  "reordered": got.get("reordered", 0)}
+    got = {d: _received(rx[d], stream) or {} for d, stream in (("up", 1), ("down", 2))}
+    after = {h: drop_counters(tb, h, ifname[h], kernel) for h in (a, b)}
+    softnet = softnet_drops() - softnet0
+    return {d: {"sent": sent[d], "received": got[d].get("received", 0),
+                "reordered": got[d].get("reordered", 0),
+                "drops": loss_drops(before[src], after[src], before[dst], after[dst], softnet)}
+            for d, src, dst in (("up", a, b), ("down", b, a))}
+
+
+def udp_counters(snmp: str) -> dict[str, int]:
+    """The ``Udp:`` counters of a /proc/net/snmp text (InDatagrams, InErrors, RcvbufErrors,
+    SndbufErrors …); {} when there are none."""
+    rows = [line.split() for line in snmp.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2:
+        return {}
+    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
+
+
+def link_drops(ip_json: str) -> dict[str, int]:
+    """``rx_dropped`` and ``tx_dropped`` of the interface in ``ip -s -j link show dev IF``'s
+    output; {} when it cannot be read."""
+    try:
+        stats = json.loads(ip_json)[0]["stats64"]
+        return {"rx_dropped": int(stats["rx"]["dropped"]), "tx_dropped": int(stats["tx"]["dropped"])}
+    except (json.JSONDecodeError, IndexError, KeyError, TypeError, ValueError):
+        return {}
+
+
+def drop_counters(tb, host: str, ifname: str, kernel: bool) -> dict[str, dict[str, int]]:
+    """The counters ``loss_drops`` compares, read in ``host``: its namespace's UDP counters, the
+    drop counters of ``ifname`` (its end of the link) and, on the kernel backend, that
+    interface's qdiscs (``qdisc_stats``)."""
+    snmp = tb.run(host, ["cat", "/proc/net/snmp"], timeout=30)
+    link = tb.run(host, ["ip", "-s", "-j", "link", "show", "dev", ifname], timeout=30)
+    return {"udp": udp_counters(snmp.stdout) if snmp.returncode == 0 else {},
+            "link": link_drops(link.stdout) if link.returncode == 0 else {},
+            "qdisc": qdisc_stats(tb, host, ifname) if kernel else {}}
+
+
+def loss_drops(src0: dict, src1: dict, dst0: dict, dst1: dict, softnet: int = 0) -> dict[str, Any]:
+    """Where one direction's datagrams were dropped, from ``drop_counters`` of its sender
+    (``src0`` before, ``src1`` after) and receiver (``dst0``, ``dst1``) — each a count of
+    datagrams over the measurement (one probe stream per direction and namespace, so the
+    counters are that stream's):
+
+    - ``sender_queue``: the sender namespace's Udp SndbufErrors — datagrams ``send`` handed to
+      the kernel that it dropped before the wire: a qdisc of the sender's egress at its limit
+      (ENOBUFS, which UDP without IP_RECVERR swallows: the sender counts them as sent) or no
+      send buffer.  On the kernel backend these are the link's queue overflowing.
+    - ``qdisc``: drops of each qdisc on the sender's egress (kernel backend: htb counts its
+      netem child's; netem's are the configured loss and its limit's).
+    - ``veth_tx``, ``veth_rx``: ``tx_dropped`` of the sender's end of the link, ``rx_dropped``
+      of the receiver's end: the receiving kernel refused a frame the link delivered (its
+      per-CPU receive backlog full); the veth counts such a drop at both ends.
+    - ``receiver_socket``: the receiver namespace's Udp InErrors (its socket buffer full —
+      RcvbufErrors, also shown — or a bad checksum).
+    - ``softnet``: the machine's receive-backlog drops (/proc/net/softnet_stat), all interfaces
+      and both directions.
+    - ``receive_path``: what the receiving side dropped after the link delivered it —
+      max(veth_tx, veth_rx) + receiver_socket; calibrate does not count these as link loss."""
+    def grew(before: dict, after: dict, key: str) -> int:
+        return max(0, after.get(key, 0) - before.get(key, 0))
+    qdisc = {kind: grew(src0["qdisc"].get(kind, {}), now, "drops") for kind, now in src1["qdisc"].items()}
+    out = {"sender_queue": grew(src0["udp"], src1["udp"], "SndbufErrors"), "qdisc": qdisc,
+           "veth_tx": grew(src0["link"], src1["link"], "tx_dropped"),
+           "veth_rx": grew(dst0["link"], dst1["link"], "rx_dropped"),
+           "receiver_socket": grew(dst0["udp"], dst1["udp"], "InErrors"),
+           "receiver_rcvbuf": grew(dst0["udp"], dst1["udp"], "RcvbufErrors"), "softnet": softnet}
+    out["receive_path"] = max(out["veth_tx"], out["veth_rx"]) + out["receiver_socket"]
     return out
 
 

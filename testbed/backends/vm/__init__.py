@@ -279,7 +279,10 @@ class Machine:
                     Path(str(base) + ".cancel").touch()
                 time.sleep(0.05)
         except BaseException:   # Ctrl-C, SIGTERM (a Run's RunInterrupted), the guest gone
-            Path(str(base) + ".cancel").touch()
+            try:
+                Path(str(base) + ".cancel").touch()
+            except FileNotFoundError:   # the guest's run directory is gone with it
+                pass
             end = time.monotonic() + 10
             while time.monotonic() < end and not Path(str(base) + ".rc.json").exists() and self.alive():
                 time.sleep(0.05)

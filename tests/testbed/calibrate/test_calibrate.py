@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from testbed.calibrate import link as calibrate
+from testbed.calibrate import pathprobe
 from testbed.cli import calibrate as calibrate_cli
 from testbed.calibrate.probe import _rate_fit
 
@@ -171,3 +172,71 @@ def test_a_rate_above_what_a_uml_guest_carries_is_refused(monkeypatch, in_guest,
             calibrate.calibrate(rate=rate, delay="20ms", loss_down="5%")
     else:
         assert calibrate.calibrate(rate=rate, delay="20ms", loss_down="5%")["backend"] == "netem"
+
+
+SNMP = """Ip: Forwarding DefaultTTL InReceives
+Ip: 1 64 20000
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 9990 0 {in_errors} 10000 {rcvbuf} {sndbuf} 0 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 7 0 0 0 0 0 0
+"""
+
+
+def _counters(in_errors=0, rcvbuf=0, sndbuf=0, rx_dropped=0, tx_dropped=0, netem_drops=0):
+    ip = json.dumps([{"ifname": "client-eth0", "stats64": {"rx": {"dropped": rx_dropped},
+                                                           "tx": {"dropped": tx_dropped}}}])
+    return {"udp": pathprobe.udp_counters(SNMP.format(in_errors=in_errors, rcvbuf=rcvbuf, sndbuf=sndbuf)),
+            "link": pathprobe.link_drops(ip),
+            "qdisc": {"htb": {"drops": netem_drops}, "netem": {"drops": netem_drops}}}
+
+
+def test_drop_counters_parse_snmp_and_ip_link():
+    assert pathprobe.udp_counters(SNMP.format(in_errors=3, rcvbuf=2, sndbuf=1))["InErrors"] == 3  # not UdpLite's 7
+    assert pathprobe.udp_counters("Ip: Forwarding\nIp: 1\n") == {}
+    assert pathprobe.link_drops("not json") == {} and pathprobe.link_drops("[]") == {}
+    assert _counters(rx_dropped=4, tx_dropped=5)["link"] == {"rx_dropped": 4, "tx_dropped": 5}
+
+
+def test_loss_drops_say_where_each_direction_lost_datagrams():
+    """The sender's queue (SndbufErrors: a qdisc at its limit), its qdiscs, the veth's ends
+    (a receive backlog drop counted at both) and the receiver's socket, each over the window."""
+    src0, dst0 = _counters(sndbuf=10, netem_drops=100), _counters(in_errors=1, rcvbuf=1, rx_dropped=2)
+    src1 = _counters(sndbuf=13, netem_drops=1500, tx_dropped=6)
+    dst1 = _counters(in_errors=3, rcvbuf=3, rx_dropped=8)
+    d = pathprobe.loss_drops(src0, src1, dst0, dst1, softnet=6)
+    assert d == {"sender_queue": 3, "qdisc": {"htb": 1400, "netem": 1400}, "veth_tx": 6,
+                 "veth_rx": 6, "receiver_socket": 2, "receiver_rcvbuf": 2, "softnet": 6,
+                 "receive_path": 8}
+
+
+def _lost(sent, received, receive_path=0, sender_queue=0):
+    return {"sent": sent, "received": received, "reordered": 0,
+            "drops": {"sender_queue": sender_queue, "qdisc": {}, "veth_tx": receive_path,
+                      "veth_rx": receive_path, "receiver_socket": 0, "receiver_rcvbuf": 0,
+                      "softnet": receive_path, "receive_path": receive_path}}
+
+
+def test_receive_path_drops_are_not_link_loss_and_are_shown():
+    """Datagrams the receiving kernel dropped after the link delivered them are left out of the
+    link's loss, with their count on the line; a datagram the link lost still fails the line."""
+    res = _result()
+    res["measured"].update(calibrate.loss_figures({"up": _lost(10000, 9994, receive_path=6),
+                                                   "down": _lost(10000, 9514)}))
+    checks = {c["check"]: c for c in calibrate.evaluate(_configured(), res)}
+    assert checks["loss up"]["ok"] and checks["loss up"]["measured"] == 0
+    assert "not counted: 6 dropped by the receiver's kernel" in checks["loss up"]["tolerance"]
+    assert res["measured"]["loss_drops"]["up"]["receive_path"] == 6
+    assert checks["loss down"]["measured"] == pytest.approx(0.0486)
+    res["measured"].update(calibrate.loss_figures({"up": _lost(10000, 9993, receive_path=6),
+                                                   "down": _lost(10000, 9514)}))
+    assert _failed(res) == ["loss up"]
+
+
+def test_a_full_queue_at_the_sender_is_link_loss_and_named():
+    res = _result()
+    res["measured"].update(calibrate.loss_figures({"up": _lost(10000, 9996, sender_queue=4),
+                                                   "down": _lost(10000, 9514)}))
+    up = next(c for c in calibrate.evaluate(_configured(), res) if c["check"] == "loss up")
+    assert not up["ok"] and up["measured"] == 0.0004
+    assert "4 dropped at the sender's full queue (the probe overran the link's buffer)" in up["tolerance"]
