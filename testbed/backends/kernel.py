@@ -101,9 +101,10 @@ def netem_arrivals(ipr, index: int) -> int | None:
 
 class ScheduleRunner:
     """The I/O loop of one scheduled direction: a thread in the namespace of ``node`` that feeds
-    each ``TcAction`` of ``schedule`` to one ``tc -force -batch -`` started there at the origin
-    (no process per change: in a UML guest spawning ``tc`` took ~60 ms), when it is due,
-    ``origin_ns + at`` on CLOCK_MONOTONIC.  After an action's lines it sends ``qdisc show dev
+    each ``TcAction`` of ``schedule`` to one ``tc -force -batch -`` started there beforehand
+    (``start()``, when the topology is up: no process per change, nothing to start at the
+    origin; in a UML guest spawning ``tc`` took ~60 ms), when it is due, ``origin_ns + at`` on
+    CLOCK_MONOTONIC (``set_origin``).  After an action's lines it sends ``qdisc show dev
     lo`` and takes that line's arrival as the moment the action's commands had all returned (tc
     runs a batch in order and flushes its output per command); anything on tc's stderr by
     then is a failed command.  Per action a ``ScheduleChange``: configured_ns the moment,
@@ -111,19 +112,26 @@ class ScheduleRunner:
     (``netem_arrivals``, read after the change).  A failed command ends the loop (``error``);
     ``stop()`` ends it between actions."""
 
-    def __init__(self, node, name: str, schedule: "tc_schedule.TcSchedule", origin_ns: int):
-        self.node, self.name, self.schedule, self.origin_ns = node, name, schedule, origin_ns
+    def __init__(self, node, name: str, schedule: "tc_schedule.TcSchedule"):
+        self.node, self.name, self.schedule = node, name, schedule
+        self.origin_ns: int | None = None
         self.changes: list[ScheduleChange] = []
         self.error: str | None = None
         self._stop = threading.Event()
+        self._origin = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"tc-schedule-{name}", daemon=True)
 
     def start(self) -> "ScheduleRunner":
         self._thread.start()
         return self
 
+    def set_origin(self, t_ns: int) -> None:
+        self.origin_ns = t_ns
+        self._origin.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._origin.set()
         if self._thread.is_alive():
             self._thread.join()
 
@@ -149,6 +157,9 @@ class ScheduleRunner:
 
     def _loop(self, ipr, tc: subprocess.Popen) -> None:
         index = ipr.link_lookup(ifname=self.schedule.ifname)[0]
+        self._origin.wait()
+        if self._stop.is_set():
+            return
         base = netem_arrivals(ipr, index) or 0
         for action in self.schedule.actions():
             due = self.origin_ns + round(action.at * 1e9)
@@ -192,8 +203,9 @@ def netem_seed_supported(node) -> bool:
 
 class KernelBackend:
     """Without netem seed support the loss pattern is not reproducible; ``summary()`` says so.
-    ``set_origin(t_ns)`` starts a ``ScheduleRunner`` per scheduled direction; ``summary()``
-    records each one's changes under ``directions`` (as the userspace backend does)."""
+    ``set_origin(t_ns)`` starts every scheduled direction's ``ScheduleRunner``; ``summary()``
+    records each one's changes under ``directions`` (as the userspace backend does).  The
+    runners start (``setup``) once the topology is up and wait for the origin."""
     name = "netem"
 
     def __init__(self, seed: int = 1):
@@ -214,17 +226,17 @@ class KernelBackend:
         return make
 
     def setup(self, net, run) -> None:
-        pass
+        """A ``ScheduleRunner`` per scheduled direction, ready (tc started) before the origin."""
+        self._runners = [ScheduleRunner(node, name, sch).start()
+                         for link in self._links for node, name, sch in link.schedules]
 
     def set_origin(self, t_ns: int) -> dict[str, Any] | None:
         """Start every scheduled direction's changes, counted from CLOCK_MONOTONIC ``t_ns``
         (once; a second call returns the first origin); None when no direction has a schedule."""
-        if self._origin is not None:
+        if self._origin is not None or not self._runners:
             return self._origin
-        scheduled = [s for link in self._links for s in link.schedules]
-        if not scheduled:
-            return None
-        self._runners = [ScheduleRunner(node, name, sch, t_ns).start() for node, name, sch in scheduled]
+        for runner in self._runners:
+            runner.set_origin(t_ns)
         self._origin = {"origin_requested_ns": t_ns, "applied_at_ns": time.monotonic_ns(),
                         "origin_ns": {r.name: t_ns for r in self._runners}}
         return self._origin
