@@ -24,7 +24,9 @@ titled with the factor's name and outside the data:
 
 A metric with no value, only zeros or one value gets no levels or by-run figure
 (:func:`degenerate` gives the sentence the report shows instead).  The timelines take
-``markers``: per arm, vertical lines for events that are not packets.
+``markers``: per arm, vertical lines for events that are not packets; the representative runs'
+own link changes (a link schedule's, ``analysis.plotset.link_markers``) are drawn on their TCP
+timelines as well.
 """
 from __future__ import annotations
 
@@ -300,6 +302,16 @@ def _client_capture(run_dir: Path):
     return res
 
 
+def _link_changes(run_dir: Path, res: dict) -> list[tuple[float, str]]:
+    """The run's link changes (``analysis.plotset.link_markers``) in s from its capture's first
+    packet, the x axis of the representative TCP figure."""
+    from analysis.plotset import link_markers
+    if not res["flows"]:
+        return []
+    t0 = min(fl["t0_ns"] for fl in res["flows"])
+    return [((t - t0) / 1e9, text) for t, text in link_markers(sorted((run_dir / "emulator").glob("*.frames")))]
+
+
 def _exchanges(res: dict):
     """Per request of an analysed capture: (t0 of the capture, flow object, index in its flow,
     the exchange with the handshake's SYN/ACK joined to a connection's first request)."""
@@ -324,9 +336,10 @@ def _markers(axes, marks) -> None:
     for ax in axes:
         for x, _text in marks:
             ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
-    for x, text in marks:
-        axes[0].annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
-                         textcoords="offset points", fontsize=7, va="top", color="tab:purple")
+    for x, text in marks:      # upwards along the line: markers close in time do not overlap
+        axes[0].annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(-1, -2),
+                         textcoords="offset points", fontsize=7, va="top", ha="right", rotation=90,
+                         color="tab:purple")
 
 
 def _grid(n: int, ratios: tuple = (1.4, 1.0)):
@@ -409,7 +422,7 @@ def representative_figure(out: Path, summary: dict, base: Path,
         sw.set_xlabel("time since the run's first packet (s)")
         fl_ax.tick_params(labelbottom=False)
         ts_ax.tick_params(labelbottom=False)
-        _markers((ts_ax, fl_ax, sw), (markers or {}).get(lab, []))
+        _markers((ts_ax, fl_ax, sw), (markers or {}).get(lab, []) + _link_changes(out / d, res))
     ticks = list(range(nreq)) if nreq <= 12 else list(range(0, nreq, max(1, nreq // 6)))
     first["s"].set_yticks(ticks, [str(t + 1) for t in ticks])
     first["s"].set_ylim(nreq - 0.5, -0.5)
