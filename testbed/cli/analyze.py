@@ -69,6 +69,8 @@ def run(args) -> int:
         manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
                     "error": manifest.get("error"), **_workload_metrics(manifest)(run_dir)}
+        if manifest.get("link_changes"):
+            run_info["link_changes"] = manifest["link_changes"]
         args.files = [str(p) for p in sorted((run_dir / "pcap").glob("*.pcap"))]
         args.app_log = [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
         args.link_log = [str(p) for p in sorted((run_dir / "emulator").glob("*.frames"))]
@@ -141,6 +143,7 @@ def run(args) -> int:
                 for k, v in run_info[kind].items():
                     if k != "host_factors":
                         print(f"  {k:<24} {v}")
+            _print_link_changes(run_info.get("link_changes") or {})
             for res in results:
                 print(_table(res))
         return code
@@ -150,6 +153,17 @@ def run(args) -> int:
         for res in results:
             print(_table(res))
     return code
+
+
+def _print_link_changes(changes: dict) -> None:
+    """The link schedule's changes of the manifest, one line each: s from the origin."""
+    origin = (changes.get("origin") or {}).get("origin_requested_ns")
+    for direction, items in (changes.get("changes") or {}).items():
+        for c in items:
+            at = f"{(c['actual_ns'] - origin) / 1e9:8.3f} s" if origin is not None else c["at"]
+            print(f"  link change  {at}  {direction}: {c['what']} (configured at {c['at']})")
+    for w in changes.get("warnings") or ():
+        print(f"  link warning {w}")
 
 
 def _run_dir(files: list[str]):
