@@ -2,14 +2,27 @@
 edge path (root, userspace emulator: 80 Mbit/s, 20 ms RTT): the steps' times are in the run's
 totals, the disconnect is an RST on the wire and one reopened connection, a retried operation is
 not executed twice, and independent blocks finish before dependent ones."""
+import argparse
+
 import pytest
 
 from analysis.runmetrics import run_metrics
 from tests.fixtures.apps import events
-from tests.testbed.apps.test_apps_root import packets, run_testbed, syns
+from tests.testbed.apps.test_apps_root import packets, syns
 from testbed.apps import eventlog as ev
+from testbed.cli import run as apps_cli
 
 pytestmark = pytest.mark.root
+
+
+def run_testbed(tmp_path, *argv):
+    """``testbed run ...`` in-process on the userspace emulator; returns the run directory."""
+    p = argparse.ArgumentParser()
+    apps_cli.register(p.add_subparsers())
+    root = tmp_path / "results"
+    args = p.parse_args(["run", *argv, "--results", str(root), "--backend", "userspace"])
+    assert args.func(args) == 0
+    return sorted(root.iterdir(), key=lambda d: d.stat().st_mtime)[-1]
 
 
 def test_agent_steps_and_disconnect_on_the_edge_path(tmp_path):
