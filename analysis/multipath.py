@@ -69,6 +69,10 @@ def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
 
 
 def duplicate_metrics(run_dir: str | Path) -> dict:
+    """The ``duplicate`` workload from the server's log: ``delivered_fraction`` (distinct chunk
+    numbers that arrived ÷ chunks sent), ``failed_fraction`` (1 − that), ``attempt_failed`` (per
+    chunk, 1 when no copy arrived), ``received_bytes`` (payload bytes of every copy that arrived,
+    first copies and duplicates, on all paths), ``delay_ms_median`` (winning copies)."""
     run_dir = Path(run_dir)
     server = applog.load(run_dir / "server.jsonl")
     client = applog.load(run_dir / "client.jsonl")
@@ -79,7 +83,11 @@ def duplicate_metrics(run_dir: str | Path) -> dict:
     for e in arrivals:
         by_path[e["src"]] = by_path.get(e["src"], 0) + 1
     n = summary["chunks"]
+    copies = [e for e in server if e["event"] in ("chunk_arrival", "duplicate")]
     return {"metrics": {"chunks": n, "delivered": len(seqs), "delivered_fraction": len(seqs) / n,
+                        "failed_fraction": 1 - len(seqs) / n,
+                        "attempt_failed": [0 if i in seqs else 1 for i in range(n)],
+                        "received_bytes": sum(e["bytes"] for e in copies),
                         "lost": sorted(set(range(n)) - seqs),
                         "duplicates": sum(e["event"] == "duplicate" for e in server),
                         "first_copy_by_path": by_path,

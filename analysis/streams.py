@@ -32,7 +32,8 @@ audio frame was sent (server ``frame_sent``) before the last image frame — fal
 the image was queued first, true under priority when audio became ready during the image.
 
 ``image_gaps``: intervals [open, close) during which the image's bytes had a hole: some image
-byte had arrived beyond the in-order prefix of the image's bytes.
+byte had arrived beyond the in-order prefix of the image's bytes; ``image_repair_ms``: the last
+close, from the session start (when the last hole was repaired).
 """
 from __future__ import annotations
 
@@ -46,20 +47,25 @@ from analysis import applog
 def covered_at(t: np.ndarray, start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int | None:
     """The first time at which the arrivals (time, [start, end)) cover [lo, hi); None if never."""
     m = (end > lo) & (start < hi)
-    idx = np.flatnonzero(m)
-    idx = idx[np.argsort(t[idx], kind="stable")]
-    have: list[list[int]] = []
-    for i in idx:
-        have.append([max(int(start[i]), lo), min(int(end[i]), hi)])
-        have.sort()
-        reach = lo
-        for a, b in have:
-            if a > reach:
-                break
-            reach = max(reach, b)
-        if reach >= hi:
-            return int(t[i])
-    return None
+    times, reach = _prefix(t[m], np.maximum(start[m], lo) - lo, np.minimum(end[m], hi) - lo)
+    i = int(np.searchsorted(reach, hi - lo, side="left"))
+    return int(times[i]) if i < len(times) else None
+
+
+def _prefix(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(arrival times in time order, the in-order prefix [0, reach) covered after each): reach is
+    nondecreasing.  One pass with a heap of the pieces beyond the prefix."""
+    import heapq
+    idx = np.argsort(t, kind="stable")
+    heap: list[tuple[int, int]] = []
+    reach, out = 0, np.empty(len(idx), np.int64)
+    for n, i in enumerate(idx):
+        if end[i] > reach:
+            heapq.heappush(heap, (int(start[i]), int(end[i])))
+        while heap and heap[0][0] <= reach:
+            reach = max(reach, heapq.heappop(heap)[1])
+        out[n] = reach
+    return np.asarray(t)[idx].astype(np.int64), out
 
 
 def gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, ranges: list[tuple[int, int]] | None = None
@@ -69,29 +75,31 @@ def gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, ranges: list[tuple[i
     connection); None: all."""
     if ranges is not None:
         keep = sorted(ranges)
+        lo = np.array([a for a, _ in keep], np.int64)
         segs = []
         for ti, s, e in zip(t, start, end):
-            segs += [(int(ti), max(int(s), a), min(int(e), b)) for a, b in keep if s < b and e > a]
+            first = max(0, int(np.searchsorted(lo, s, side="right")) - 1)
+            for a, b in keep[first:]:
+                if a >= e:
+                    break
+                if s < b:
+                    segs.append((int(ti), max(int(s), a), min(int(e), b)))
         order = _remap(keep)
         segs = [(ti, order(s), order(e - 1) + 1) for ti, s, e in segs]
     else:
         segs = [(int(ti), int(s), int(e)) for ti, s, e in zip(t, start, end)]
-    segs.sort()
-    have: list[tuple[int, int]] = []
+    if not segs:
+        return []
+    arr = np.array(segs, np.int64)
+    times, reach = _prefix(arr[:, 0], arr[:, 1], arr[:, 2])
+    top = np.maximum.accumulate(arr[np.argsort(arr[:, 0], kind="stable"), 2])
     out: list[tuple[int, int | None]] = []
     opened = None
-    for ti, s, e in segs:
-        have.append((s, e))
-        have.sort()
-        prefix, top = 0, max(b for _, b in have)
-        for a, b in have:
-            if a > prefix:
-                break
-            prefix = max(prefix, b)
-        if prefix < top and opened is None:
-            opened = ti
-        elif prefix >= top and opened is not None:
-            out.append((opened, ti))
+    for ti, prefix, hi in zip(times, reach, top):
+        if prefix < hi and opened is None:
+            opened = int(ti)
+        elif prefix >= hi and opened is not None:
+            out.append((opened, int(ti)))
             opened = None
     if opened is not None:
         out.append((opened, None))
@@ -229,6 +237,7 @@ def run_metrics(run_dir: Path, port: int) -> dict:
             1 for r in during for a, b in gaps_ if a <= r["stream_ready"] and (b is None or r["delivered"] < b)
             and r["stream_ready"] < (b if b is not None else 1 << 62)),
         "image_gaps": len(gaps_),
+        "image_repair_ms": ms(max((b for _, b in gaps_ if b is not None), default=None)),
         "image_gap_ms": [[ms(a), ms(b)] for a, b in gaps_],
     }
     client = applog.load(Path(run_dir) / "client.jsonl")

@@ -83,7 +83,15 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "audio_cross_wait_max_ms", "audio_order_wait_max_ms", "audio_on_time", "audio_done_ms",
            "image_done_ms", "path_done_ms",
            "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",
-           "ack_exchanges", "data_airtime_ms")
+           "ack_exchanges", "data_airtime_ms",
+           # C8/C10 reproduce: the image's repair, the air medium's busy intervals
+           "image_gaps", "image_repair_ms", "air_busy_ms", "air_data_busy_ms", "air_feedback_busy_ms",
+           "air_data_frames", "air_feedback_frames",
+           # audio playback (analysis/audio.py)
+           "audio_first_play_ms", "audio_late_arrival_ms", "audio_stall_ms", "audio_min_start_ms",
+           "audio_lasts_ms",
+           # duplicate (analysis/multipath.py)
+           "failed_fraction", "attempt_failed", "received_bytes")
 #: RunSpec paths whose change needs a topology rebuilt between runs.
 CHECK_MODES = ("auto", "none")
 REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "client_host",

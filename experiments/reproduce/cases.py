@@ -745,16 +745,19 @@ ROWS: tuple[Row, ...] = (
     Row("C9.real_stall_max", "real path: total playback stall, worst of 8 receptions", "ms", 1440,
         None, Measure("c9-longhaul", "audio_stall_ms", "40ms", statistic="pooled_max"), 0.50,
         note="no model: the chapter's own measurement (360-1440 ms over 8 receptions); measured: "
-             "experiment c9-longhaul — 7.38 s of 24 kHz 16-bit PCM over TCP on the long-haul path "
+             "experiment c9-longhaul — 2 s of 24 kHz 16-bit PCM (the workload's default; the "
+             "chapter does not give its streams' length) over TCP on the long-haul path "
              "(200 ms RTT, 14 % loss server→client), every reception complete; the wait player's "
              "total stall at J = 40 ms, the worst of the runs (n: runs; --quick: 2, not 8); "
              "tolerance 50 %: the chapter gives a range (360-1440 ms) whose stream length and "
              "player buffer it does not state",
-        cause="a stall is the wait for a lost segment's retransmission (RTT and RTO, with backoff "
-              "when the retransmission is lost too), so the worst reception depends on the "
-              "longest such wait (the smallest J without a stall and the retransmissions below)",
+        cause="the PCM needs 384 kbit/s, above what TCP sustains at 14 % loss and 200 ms RTT "
+              "(C5's Mathis bound ~0.19 Mbit/s): the stream falls behind the playback for its whole "
+              "length, each lost segment's retransmission (RTT, RTO with backoff) adding to it, so "
+              "the total stall grows with the stream (the smallest J without a stall below ≈ the "
+              "delivery's lag at the end)",
         explain=(("audio_min_start_ms", "smallest J without a stall, ms"),
-                 ("retransmissions", "retransmitted segments"))),
+                 ("audio_first_play_ms", "first play ms"))),
     # ---- C10
     Row("C10.data_exchange", "data exchange, 1228 B packet", "µs", 302, M("airtime", "data_exchange"),
         None, unmeasured="model-only: the emulated air (testbed/emulator/airtime.py) is this same "

@@ -280,7 +280,7 @@ def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
 
 
 def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
-    """``pooled_mean`` / ``pooled_p99`` / ``pooled_median``: every value of a metric (or, with
+    """``pooled_mean`` / ``pooled_p99`` / ``pooled_median`` / ``pooled_max``: every value of a metric (or, with
     ``source="checks"``, a read-back) over the level's valid runs — each element of a list
     (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
     (2000 resamples, seed 1).  n = number of values."""
@@ -291,7 +291,7 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
         return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
                                f"({_excluded(summary, m.level)})")
     x = np.asarray(values)
-    q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99}[m.statistic]
+    q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99, "pooled_max": 100}[m.statistic]
     stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \
         (lambda a, axis=-1: np.percentile(a, q, axis=axis))
     boots = stat(x[np.random.default_rng(1).integers(0, len(x), (2000, len(x)))], axis=1)

@@ -11,7 +11,8 @@ CLOCK_MONOTONIC the client computes arrival times relative to the server's origi
 
 Server events: ``chunk_sent`` (seq, ready_ms, processed_ms, relative to o).  Client events:
 ``chunk_arrival`` (seq, arrival_ms relative to o), then one ``playback`` per player and
-initial buffer J (``playback.PlaybackResult``, times in ms from o).
+initial buffer J (``buffer_ms``; ``prebuffer_ms``: the amount of audio it also waited for;
+``playback.PlaybackResult``, times in ms from o).
 """
 from __future__ import annotations
 
@@ -156,18 +157,21 @@ def run_client(args) -> int:
         request = REQUEST.pack(MAGIC, n, int(round(tau * 1e6)), size,
                                int(round(parse_time(args.process) * 1e6)))
         arrivals = receive(args, log, n, request, size)
+        prebuffer = parse_time(args.prebuffer)
         for j in buffers:
-            pb = Playback(tau * 1e3, j * 1e3, n)
+            pb = Playback(tau * 1e3, j * 1e3, n, prebuffer * 1e3)
             for seq, (t, origin) in arrivals.items():
                 pb.arrive((t - origin) / 1e6, seq)
             for result in (pb.wait(), pb.skip()):
-                log.emit(ev.PLAYBACK, buffer_ms=j * 1e3, unit="ms", **result.as_dict())
+                log.emit(ev.PLAYBACK, buffer_ms=j * 1e3, prebuffer_ms=prebuffer * 1e3, unit="ms",
+                         **result.as_dict())
                 stuck = "" if result.stuck_at is None else f", stuck for good at lost chunk {result.stuck_at}"
                 first = "never" if result.first_play is None else f"{result.first_play:.1f} ms"
                 print(f"J={j * 1e3:g}ms {result.player}: first play {first}, {result.stalls} stalls / "
                       f"{result.stall_total:.1f} ms{stuck}, on time {result.on_time:.0f} of "
                       f"{n * tau * 1e3:.0f} ms", flush=True)
-        log.emit(ev.SUMMARY, chunks=n, received=len(arrivals), chunk_bytes=size, transport=args.transport)
+        log.emit(ev.SUMMARY, chunks=n, received=len(arrivals), chunk_bytes=size, tau_ms=tau * 1e3,
+                 transport=args.transport)
         return 0
     return guarded(run, log)
 

@@ -2,9 +2,10 @@
 every ``--tau`` over UDP; ``--send single`` sends each on the first address of ``--paths``,
 ``duplicate`` a copy on every path (one socket bound to each address: source routing picks the
 path).  Datagram ``!4sIQ`` (b"DU01", chunk number, send time ns) + payload.  The server keeps the
-first copy (``chunk_arrival``: ``seq``, ``src`` = the client address, i.e. the path) and counts
-later ones (``duplicate``: dedup by chunk number); a datagram that is not this protocol is
-logged (``peer_error``) and dropped.  Client: ``chunk_sent`` (``copies``), ``summary``.
+first copy (``chunk_arrival``: ``seq``, ``src`` = the client address, i.e. the path, ``bytes`` =
+the chunk's payload) and counts later ones (``duplicate``: dedup by chunk number, ``bytes``); a
+datagram that is not this protocol is logged (``peer_error``) and dropped.  Client:
+``chunk_sent`` (``copies``), ``summary``.
 """
 from __future__ import annotations
 
@@ -40,11 +41,12 @@ def run_server(args) -> int:
                     log.emit(PEER_ERROR, src=addr[0], bytes=len(data), message="not a duplicate chunk")
                     continue
                 _, seq, sent = DGRAM.unpack_from(data)
+                size = len(data) - DGRAM.size
                 if seq in seen:
-                    log.emit("duplicate", seq=seq, src=addr[0])
+                    log.emit("duplicate", seq=seq, src=addr[0], bytes=size)
                     continue
                 seen.add(seq)
-                log.emit(ev.CHUNK_ARRIVAL, seq=seq, src=addr[0], delay_ms=(ev.now() - sent) / 1e6)
+                log.emit(ev.CHUNK_ARRIVAL, seq=seq, src=addr[0], bytes=size, delay_ms=(ev.now() - sent) / 1e6)
     return guarded(run, log)
 
 

@@ -2,7 +2,7 @@
 
 One module per workload holds its params dataclass, its record(s) and its check: ``reqresp``,
 ``bulk``, ``audio``, ``agent``, ``udpreq`` (reqresp over the UDP transport) and ``streams``
-(streams, airbulk, multipath, duplicate).  This package imports them, so importing it registers
+(streams, airbulk, airimage, multipath, duplicate).  This package imports them, so importing it registers
 the built-ins; it re-exports what the apps and the CLI use.
 
 Division of labour: what a workload is — its parameters, the programs it starts and their argv,

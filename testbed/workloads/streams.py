@@ -5,6 +5,9 @@
   per-stream order).  App ``testbed/apps/streams.py``; metrics ``analysis/streams.py``.
 * ``airbulk`` (C10): the ``bulk`` app on a shared air interface, metrics with the airtime of
   data and ACK exchanges (``analysis/airtime.py``).
+* ``airimage`` (C10): the ``reqresp`` app (C1's image request: upload, processing, download)
+  on a shared air interface, with the same airtime metrics, among them the medium's busy time
+  from the frame logs (``analysis.airtime.medium_busy``).
 * ``multipath`` (C11): one path, split over two connections, or MPTCP
   (``testbed/apps/multipath.py``); ``duplicate`` (C11): audio chunks on one or both paths
   (``testbed/apps/duplicate.py``); metrics ``analysis/multipath.py``.
@@ -17,6 +20,7 @@ from pathlib import Path
 from testbed.spec.errors import UsageError
 from testbed.workloads.base import WORKLOADS, Workload, param
 from testbed.workloads.bulk import BulkParams
+from testbed.workloads.reqresp import ReqRespParams
 
 STREAMS_PORT = 5004
 
@@ -87,6 +91,18 @@ AIRBULK = WORKLOADS.register(Workload(
     "airbulk", "bulk transfer on a shared air interface, with data/ACK airtime from the frame "
     "logs next to the C10 model (topology wifi, userspace backend)", "testbed.apps.bulk",
     BulkParams, 5001, metrics=_air_metrics, check=_check_air))
+
+
+def _air_reqresp(p, spec, topo) -> None:
+    _check_air(p, spec, topo)
+    if p.transport != "tcp" or p.path != "direct":
+        raise UsageError("airimage runs TCP requests on the direct path (transport tcp, path direct)")
+
+
+AIRIMAGE = WORKLOADS.register(Workload(
+    "airimage", "request/response (C1's image) on a shared air interface, with the medium's busy "
+    "time of data and feedback frames from the frame logs (C10, topology wifi, userspace backend)",
+    "testbed.apps.reqresp", ReqRespParams, 5000, metrics=_air_metrics, check=_air_reqresp))
 
 
 @dataclass(frozen=True)

@@ -39,3 +39,44 @@ def test_airtime_needs_a_medium(tmp_path):
     (tmp_path / "emulator" / "config.json").write_text(json.dumps({"directions": [], "media": {}}))
     with pytest.raises(ValueError, match="no shared medium"):
         run_airtime(tmp_path)
+
+
+def test_busy_intervals_follow_the_frames_times_not_a_count():
+    """Two back-to-back frames and one after an idle gap: busy = their intervals, the gap left out."""
+    import numpy as np
+
+    from analysis.airtime import busy_intervals
+    tail = 60_000
+    arrival = np.array([0, 10_000, 1_000_000])
+    data_end = np.array([282_000, 282_000 + 60_000 + 34_000 + 248_000, 1_000_000 + 34_000 + 36_000])
+    b = busy_intervals(arrival, data_end, np.array([1500, 1500, 52]), tail)
+    assert list(b["share_ns"]) == [342_000, 342_000, 130_000]   # waited for the first; then idle
+    assert b["busy_ns"] == 814_000 and b["periods"] == 2
+    with pytest.raises(ValueError, match="before it arrived"):
+        busy_intervals(np.array([100_000]), np.array([100]), np.array([52]), tail)
+
+
+def test_medium_busy_splits_data_and_feedback_frames_by_size(tmp_path):
+    emu = tmp_path / "emulator"
+    emu.mkdir()
+    spec = AirtimeSpec()
+    (emu / "config.json").write_text(json.dumps({
+        "directions": [{"name": "up", "medium": "air", "spec": {"delay": 0.0}},
+                       {"name": "down", "medium": "air", "spec": {"delay": 0.0}}],
+        "media": {"air": spec.to_dict()}}))
+    w = LogWriter(emu / "up.frames", {"direction": "up"})
+    t = 34_000 + spec.ppdu_ns(1536, 54e6) - spec.exchange_ns(1500)
+    for _ in range(3):                       # 1514 B data frames at 0, each waiting for the previous
+        t += spec.exchange_ns(1500)
+        w.buf.append(RECORD.pack(0, 0, t, t, 0, 0, 0, 0x800, 0, 0, 0, 6, 1514, DELIVERED))
+    w.close()
+    w = LogWriter(emu / "down.frames", {"direction": "down"})
+    ack = t + 60_000 + 34_000 + spec.ppdu_ns(88, 54e6)          # one 66 B ACK after them
+    w.buf.append(RECORD.pack(t, t, ack, ack, 0, 0, 0, 0x800, 0, 0, 0, 6, 66, DELIVERED))
+    w.close()
+    from analysis.airtime import medium_busy
+    m = medium_busy(tmp_path)
+    assert m["air_data_frames"] == 3 and m["air_feedback_frames"] == 1
+    assert m["air_data_busy_ms"] == pytest.approx(3 * 0.342)
+    assert m["air_feedback_busy_ms"] == pytest.approx(0.130)
+    assert m["air_busy_ms"] == pytest.approx(3 * 0.342 + 0.130)

@@ -40,6 +40,8 @@ def test_duplicate_dedups_by_chunk_number_and_logs_garbage(tmp_path):
         assert "sent 10 chunks" in r.stdout and "2 copies each" in r.stdout
     m = duplicate_metrics(tmp_path)["metrics"]
     assert m["delivered"] == 10 and m["duplicates"] == 10 and m["lost"] == []
+    assert m["received_bytes"] == 2 * 10 * 640                 # both copies' payload, 640 B default
+    assert m["failed_fraction"] == 0 and m["attempt_failed"] == [0] * 10
     assert events(tmp_path / "server.jsonl", "peer_error")
 
 

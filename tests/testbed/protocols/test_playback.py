@@ -72,3 +72,24 @@ def test_duplicates_and_bad_input():
         Playback(0, 10, 3)
     with pytest.raises(ValueError):
         chunk_bytes(44100, 2, 0.0101)
+
+
+def test_prebuffer_is_an_amount_of_audio_and_the_first_stall_is_reported():
+    """C9's deficit: 640 B chunks every 20 ms of audio arrive every 39.4 ms (130 of 256 kbit/s);
+    playback starts once 60 ms of audio (3 chunks) are in and underruns at chunk 5's slot."""
+    arrivals = [76.4 + 39.4 * i for i in range(8)]
+    pb = Playback(TAU, 0.0, 8, prebuffer=60.0)
+    for i, r in enumerate(arrivals):
+        pb.arrive(r, i)
+    res = pb.wait()
+    assert res.first_play == pytest.approx(arrivals[2])            # chunks 0-2 in
+    assert res.first_stall == pytest.approx(arrivals[2] + 5 * TAU)  # chunk 5 due, not there
+    assert pb.skip().first_stall == pytest.approx(arrivals[2] + 5 * TAU)
+    assert Playback(TAU, 40.0, 8, prebuffer=0.0).prebuffer_chunks == 0
+    late = Playback(TAU, 40.0, 2, prebuffer=30.0)       # 2 chunks; J still applies when later
+    late.arrive(10.0, 0)
+    late.arrive(12.0, 1)
+    assert late.wait().first_play == 50.0 and late.wait().first_stall is None
+    missing = Playback(TAU, 0.0, 3, prebuffer=60.0)
+    missing.arrive(10.0, 0)
+    assert missing.wait().first_play is None

@@ -153,3 +153,29 @@ def test_quic_resumed_connection_sends_its_request_as_0rtt(tmp_path):
     assert m["checks"]["tls_resumed"] == 1.0 and m["checks"]["early_data_accepted"] is True
     assert m["metrics"]["first_byte_ms"] > 0
     assert len(list((tmp_path / "client.qlog").glob("*.qlog"))) == 1      # the timed connection only
+
+
+def _covered_brute(t, start, end, lo, hi):
+    for ti in sorted(set(t.tolist())):
+        have = sorted((max(s, lo), min(e, hi)) for s, e, tj in zip(start, end, t) if tj <= ti and e > lo and s < hi)
+        reach = lo
+        for a, b in have:
+            if a > reach:
+                break
+            reach = max(reach, b)
+        if reach >= hi:
+            return ti
+    return None
+
+
+def test_covered_at_and_gaps_match_a_brute_force_on_reordered_arrivals():
+    rng = np.random.default_rng(3)
+    start = np.arange(0, 60 * 1000, 1000)
+    end = start + 1000
+    t = np.arange(len(start)) * 10 + rng.integers(0, 40, len(start))   # reordered
+    t[17] += 5000                                                       # one segment repaired late
+    for lo, hi in ((0, 60_000), (16_500, 18_200), (0, 9000), (59_000, 60_000)):
+        assert covered_at(t, start, end, lo, hi) == _covered_brute(t, start, end, lo, hi)
+    g = gaps(t, start, end)
+    assert g and g[-1][1] == t[17]                     # the last hole closes with the late segment
+    assert gaps(t, start, end, [(0, 17_000), (18_000, 60_000)])[-1][1] < t[17]   # not counted

@@ -1,0 +1,80 @@
+"""C8-C11's new steps with real packets (root, userspace emulator), short versions of the reproduce
+scenarios: the air's busy intervals on wifi, a late chunk and a buffered amount of audio on
+longhaul, a lost image packet and its repair, the common endpoint's failures on dualpath."""
+import json
+
+import pytest
+
+from experiments.reproduce import cases
+from testbed.run.execute import execute
+from testbed.spec.runspec import CaptureSpec, RunSpec
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("isolated_state")]
+
+
+def _load():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+def test_airimage_busy_intervals_equal_the_mediums_own_total(tmp_path):
+    spec = RunSpec(topology="wifi", backend="userspace", workload="airimage",
+                   params={"mode": "reuse", "warmup": 0, "size": "400KB", "reply_size": "100KB",
+                           "process": "50ms"}, host={"ack": "quick"}, capture=CaptureSpec("none"), timeout=120)
+    r = execute(spec, tmp_path / "air")
+    assert r.status == "complete", r.error
+    m = r.metrics
+    busy = json.loads((r.dir / "emulator" / "summary.json").read_text())["media"]["air"]["busy_ns"]
+    print(f"\nload {_load()}: air busy {m['air_busy_ms']:.2f} ms ({m['air_data_frames']} data, "
+          f"{m['air_feedback_frames']} feedback frames), medium total {busy / 1e6:.2f} ms")
+    assert m["air_busy_ms"] == pytest.approx(busy / 1e6, rel=1e-6)      # no backoff: exact
+    assert m["air_data_frames"] >= 500_000 // 1448 and m["air_feedback_frames"] >= m["air_data_frames"] // 3
+    assert m["air_data_busy_ms"] > m["air_feedback_busy_ms"] > 0
+
+
+def test_audio_late_chunk_event_and_buffered_amount(tmp_path):
+    links = {"bottleneck.down.schedule": cases.C9_PIPELINE["links.bottleneck.down.schedule"]}
+    tp = {k.split(".")[1]: v for k, v in cases.C9_PIPELINE.items() if k.startswith("topology_params")}
+    spec = RunSpec(topology="longhaul", workload="audio", links=links,
+                   topology_params={**tp, "loss_down": "0%"},
+                   params={"transport": "udp", "duration": "200ms", "process": "12ms",
+                           "buffer": "40ms", "prebuffer": "60ms"},
+                   capture=CaptureSpec("none"), timeout=60)
+    r = execute(spec, tmp_path / "audio")
+    assert r.status == "complete", r.error
+    m = r.metrics
+    print(f"\nload {_load()}: first play {m['audio_first_play_ms']:.1f} ms, late chunk at "
+          f"{m['audio_late_arrival_ms']:.1f} ms, smallest J {m['audio_min_start_ms']:.1f} ms")
+    assert 118 <= m["audio_late_arrival_ms"] <= 135          # 123 ms: 45 ms more than its 78
+    assert 40 <= m["audio_min_start_ms"] <= 57
+    # the 60 ms amount: playback waits for chunk 2 (the late one), later than r_0 + 40 ms
+    assert m["audio_first_play_ms"] == pytest.approx(m["audio_late_arrival_ms"], abs=0.01)
+
+
+def test_one_lost_image_packet_is_a_gap_the_transport_repairs(tmp_path):
+    spec = RunSpec(topology="longhaul", workload="streams",
+                   links={"bottleneck.down.schedule": cases.C8_DELIVERY["links.bottleneck.down.schedule"]},
+                   topology_params={"rate_up": "20mbit", "rate_down": "20mbit", "delay": "10ms",
+                                    "loss_down": "0%"},
+                   params={"image": "2500KB", "chunks": 4, "schedule": "priority", "audio_start": "500ms"},
+                   capture=CaptureSpec(["client"]), timeout=60)
+    r = execute(spec, tmp_path / "streams")
+    assert r.status == "complete", r.error
+    m = r.metrics
+    print(f"\nload {_load()}: image gaps {m['image_gap_ms']}, repaired at {m['image_repair_ms']} ms")
+    assert m["image_gaps"] >= 1 and m["image_repair_ms"] is not None
+    assert m["image_repair_ms"] < m["image_done_ms"]
+
+
+def test_common_failures_drop_both_copies_of_exactly_those_attempts(tmp_path, monkeypatch):
+    sched = tmp_path / "fail.toml"
+    sched.write_text("".join(f"[[event]]\nframe = {k}\nmin_bytes = 600\ndrop = true\n\n" for k in (3, 7)))
+    spec = RunSpec(topology="dualpath", workload="duplicate",
+                   links={"access1.up.schedule": str(sched), "access2.up.schedule": str(sched)},
+                   params={"chunks": 12, "tau": "10ms", "linger": "300ms"}, capture=CaptureSpec("none"),
+                   timeout=60)
+    r = execute(spec, tmp_path / "dup")
+    assert r.status == "complete", r.error
+    m = r.metrics
+    assert [i for i, f in enumerate(m["attempt_failed"]) if f] == [2, 6]      # frames 3 and 7
+    assert m["received_bytes"] == 2 * 10 * 640 and m["failed_fraction"] == pytest.approx(2 / 12)
