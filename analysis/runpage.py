@@ -93,7 +93,8 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
                figures: dict[str, list[tuple[str, str]]], notes: list[str]) -> Path:
     """The page of the module docstring.  ``run_info``: status, metrics, checks (what
     ``testbed analyze`` prints); ``results``: the analysed captures; ``figures``: per capture
-    file, [(caption, png)]; ``notes``: sentences about missing or damaged captures."""
+    file, [(caption, png)]; ``notes``: sentences about missing or damaged captures.  A run with
+    a link schedule also gets the table of its changes (the manifest's ``link_changes``)."""
     run_dir = Path(run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
     page = Page(f"run {run_dir.name}")
@@ -109,6 +110,15 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
         page.para(f"link fidelity: {fid.get('verdict')}" + (f" ({fid['cause']})" if fid.get("cause") else "")
                   + (f"; {fid.get('frames')} frames, {fid.get('late', 0)} late, "
                      f"{fid.get('unintended_drops', 0)} dropped unintentionally" if "frames" in fid else ""))
+    changes = manifest.get("link_changes") or {}
+    if changes.get("changes"):
+        origin = (changes.get("origin") or {}).get("origin_requested_ns") or 0
+        page.para("link changes (a link schedule; s from the origin, when the client started):")
+        page.table(["direction", "at (s)", "configured", "change"],
+                   [[d, f"{(c['actual_ns'] - origin) / 1e9:.3f}", c["at"], c["what"]]
+                    for d, items in changes["changes"].items() for c in items])
+    for w in changes.get("warnings") or ():
+        page.para(w, cls="empty")
     for n in notes:
         page.para(n, cls="empty")
     for res in results:
