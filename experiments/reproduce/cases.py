@@ -845,7 +845,8 @@ ROWS: tuple[Row, ...] = (
     Row("C13.compressed_total", "30 rounds, compressed screenshots", "s", 83, M("agent", "compressed_total"),
         Measure("c12-agent", "agent_total_30", "true", statistic="pooled_median", sets=COMPRESSED), 0.05,
         note=_AGENT_SCALED + "; the screenshot encoded to 0.2 MB in a 30 ms timed step each round "
-                             "(params.screenshot 0.2MB, params.encode 30ms), kept connection",
+                             "(params.screenshot 0.2MB, params.encode 30ms), kept connection"
+        + _KEPT_NOTE,
         cause="the kept window sends each 0.2 MB upload as one burst into the cloud link's "
               "one-BDP buffer: segments of every round are lost and recovered (retransmissions "
               "below), which costs more than the 0.25 s the upload takes at 6.4 Mbit/s "
