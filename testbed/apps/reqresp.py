@@ -165,8 +165,8 @@ def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, inte
                 body = sockets.recv_exact(conn_sock, n, keep=n <= KEEP_LIMIT)
                 log.emit(ev.REQUEST_COMPLETE, conn=conn, req=req, bytes=n,
                          sha256=payload.digest(body) if n <= KEEP_LIMIT else None)
-                if execute:
-                    time.sleep(think_us / 1e6)
+                if execute:                  # the processing: a timed step on the timeline
+                    timed_step(log, "process", think_us / 1e6, conn=conn, req=req)
                 sockets.send_logged(conn_sock, payload.body(m, REPLY_SEED), log,
                                     ev.RESPONSE_FIRST_BYTE_SENT, ev.RESPONSE_SENT, conn=conn, req=req)
             req += 1

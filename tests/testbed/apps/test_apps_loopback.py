@@ -293,6 +293,9 @@ def test_agent_disconnect_redoes_what_the_commit_log_lost_and_never_executes_an_
     executed = [e["op"] for e in got if not e["retry"]]
     assert len(set(executed)) == len(executed)                   # no operation executed twice
     assert sum(e["retry"] for e in got) == (1 if commit == "keep" else 0)
+    # the server's processing is a timed step of the model's time, once per executed operation
+    process = [e for e in events(slog, ev.STEP) if e["name"] == "process"]
+    assert len(process) == len(executed) and all(e["ms"] == 200 for e in process)
     assert len(set(ops)) == (4 if commit == "keep" else 7)
     # the retried round is answered without the model's 200 ms; the others take it
     t = {e["req"]: e["round_ms"] for e in events(log, ev.ROUND_END)}
