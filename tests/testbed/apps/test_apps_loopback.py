@@ -257,7 +257,8 @@ def test_reqresp_blocks_are_answered_as_they_arrive_or_after_the_last(tmp_path, 
     with server(RR, "--log", str(tmp_path / "s.jsonl")) as (_, port):
         r = run(RR, "client", "--server", f"127.0.0.1:{port}", "--mode", "reuse", "--warmup", "0",
                 "--size", "300KB", "--blocks", "3", "--reply-size", "10KB,20KB,20KB",
-                "--process", "300ms", "--compress", "0.5", "--encode", "50ms", "--log", str(log),
+                "--process", "300ms", "--compress", "0.5", "--encode", "50ms", "--decode", "30ms",
+                "--log", str(log),
                 *(["--dependent"] if dependent else []))
     assert r.returncode == 0, r.stderr
     t = {e["event"]: e["t"] for e in timeline(log, 0)}
@@ -271,6 +272,8 @@ def test_reqresp_blocks_are_answered_as_they_arrive_or_after_the_last(tmp_path, 
     assert [(s["name"], s["ms"]) for s in events(log, ev.STEP)] == [("encode", 50)]
     got = events(tmp_path / "s.jsonl", ev.REQUEST_COMPLETE)
     assert sum(e["bytes"] for e in got) == 150_000 and len(got) == 3
+    # decoding is part of the server's processing: 300 ms + 30 ms in all
+    assert sum(e["process_us"] for e in events(tmp_path / "s.jsonl", ev.REQUEST_RECEIVED)) == 330_000
 
 
 @pytest.mark.parametrize("commit", ["keep", "lose"])
