@@ -745,13 +745,14 @@ ROWS: tuple[Row, ...] = (
     Row("C9.real_stall_max", "real path: total playback stall, worst of 8 receptions", "ms", 1440,
         None, Measure("c9-longhaul", "audio_stall_ms", "40ms", statistic="pooled_max"), 0.50,
         note="no model: the chapter's own measurement (360-1440 ms over 8 receptions); measured: "
-             "experiment c9-longhaul — 2 s of 24 kHz 16-bit PCM (the workload's default; the "
-             "chapter does not give its streams' length) over TCP on the long-haul path "
+             "experiment c9-longhaul — 2 s (the workload's default; the chapter does not give its "
+             "streams' length) of 16 kHz 16-bit PCM (the format of its deficit example on this "
+             "path) over TCP on the long-haul path "
              "(200 ms RTT, 14 % loss server→client), every reception complete; the wait player's "
              "total stall at J = 40 ms, the worst of the runs (n: runs; --quick: 2, not 8); "
              "tolerance 50 %: the chapter gives a range (360-1440 ms) whose stream length and "
              "player buffer it does not state",
-        cause="the PCM needs 384 kbit/s, above what TCP sustains at 14 % loss and 200 ms RTT "
+        cause="the PCM needs 256 kbit/s, above what TCP sustains at 14 % loss and 200 ms RTT "
               "(C5's Mathis bound ~0.19 Mbit/s): the stream falls behind the playback for its whole "
               "length, each lost segment's retransmission (RTT, RTO with backoff) adding to it, so "
               "the total stall grows with the stream (the smallest J without a stall below ≈ the "
