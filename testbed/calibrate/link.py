@@ -16,7 +16,8 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   catch up), so no datagram meets a full bottleneck buffer; loss = (sent − received −
   receive-path drops) / sent, with its Wilson 99% interval, where the receive-path drops are
   datagrams the link delivered and the receiving kernel dropped (its receive backlog, the
-  socket; ``pathprobe.loss_drops``, every counter in ``loss_drops``), shown on the line.
+  socket, no socket: the receiver had stopped; ``pathprobe.loss_drops``, every counter in
+  ``loss_drops``), shown on the line.
   Check: the configured probability lies inside the interval (configured 0: none lost).
 - Bottleneck rate per direction (``testbed.calibrate.pathprobe``, the sequence the benchmarks
   share): a train of 1514 B frames, 0.5 s worth, sent at 1.05 × the rate
@@ -242,7 +243,8 @@ def drops_note(drops: dict | None) -> str:
     if drops["receive_path"]:
         note += (f"; not counted: {drops['receive_path']} dropped by the receiver's kernel after the "
                  f"link delivered them (receive backlog {max(drops['veth_tx'], drops['veth_rx'])}, "
-                 f"socket {drops['receiver_socket']})")
+                 f"socket {drops['receiver_socket']}, after the receiver stopped "
+                 f"{drops.get('receiver_gone', 0)})")
     if drops["sender_queue"]:
         note += (f"; {drops['sender_queue']} dropped at the sender's full queue (the probe overran "
                  "the link's buffer)")

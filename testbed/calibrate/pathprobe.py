@@ -145,13 +145,17 @@ def loss_drops(src0: dict, src1: dict, dst0: dict, dst1: dict, softnet: int = 0)
       netem child's; netem's are the configured loss and its limit's).
     - ``veth_tx``, ``veth_rx``: ``tx_dropped`` of the sender's end of the link, ``rx_dropped``
       of the receiver's end: the receiving kernel refused a frame the link delivered (its
-      per-CPU receive backlog full); the veth counts such a drop at both ends.
+      per-CPU receive backlog full); one such drop may count at both ends, so the larger
+      of the two is taken.
     - ``receiver_socket``: the receiver namespace's Udp InErrors (its socket buffer full —
       RcvbufErrors, also shown — or a bad checksum).
+    - ``receiver_gone``: the receiver namespace's Udp NoPorts — datagrams that arrived after
+      the receiver had stopped (it heard nothing for its ``idle`` time: a stalled guest).
     - ``softnet``: the machine's receive-backlog drops (/proc/net/softnet_stat), all interfaces
       and both directions.
     - ``receive_path``: what the receiving side dropped after the link delivered it —
-      max(veth_tx, veth_rx) + receiver_socket; calibrate does not count these as link loss."""
+      max(veth_tx, veth_rx) + receiver_socket + receiver_gone; calibrate does not count these
+      as link loss."""
     def grew(before: dict, after: dict, key: str) -> int:
         return max(0, after.get(key, 0) - before.get(key, 0))
     qdisc = {kind: grew(src0["qdisc"].get(kind, {}), now, "drops") for kind, now in src1["qdisc"].items()}
@@ -159,8 +163,10 @@ def loss_drops(src0: dict, src1: dict, dst0: dict, dst1: dict, softnet: int = 0)
            "veth_tx": grew(src0["link"], src1["link"], "tx_dropped"),
            "veth_rx": grew(dst0["link"], dst1["link"], "rx_dropped"),
            "receiver_socket": grew(dst0["udp"], dst1["udp"], "InErrors"),
-           "receiver_rcvbuf": grew(dst0["udp"], dst1["udp"], "RcvbufErrors"), "softnet": softnet}
-    out["receive_path"] = max(out["veth_tx"], out["veth_rx"]) + out["receiver_socket"]
+           "receiver_rcvbuf": grew(dst0["udp"], dst1["udp"], "RcvbufErrors"),
+           "receiver_gone": grew(dst0["udp"], dst1["udp"], "NoPorts"), "softnet": softnet}
+    out["receive_path"] = (max(out["veth_tx"], out["veth_rx"]) + out["receiver_socket"]
+                           + out["receiver_gone"])
     return out
 
 

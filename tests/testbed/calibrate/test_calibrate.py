@@ -177,22 +177,24 @@ def test_a_rate_above_what_a_uml_guest_carries_is_refused(monkeypatch, in_guest,
 SNMP = """Ip: Forwarding DefaultTTL InReceives
 Ip: 1 64 20000
 Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
-Udp: 9990 0 {in_errors} 10000 {rcvbuf} {sndbuf} 0 0 0
+Udp: 9990 {noports} {in_errors} 10000 {rcvbuf} {sndbuf} 0 0 0
 UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
 UdpLite: 0 0 7 0 0 0 0 0 0
 """
 
 
-def _counters(in_errors=0, rcvbuf=0, sndbuf=0, rx_dropped=0, tx_dropped=0, netem_drops=0):
+def _counters(in_errors=0, rcvbuf=0, sndbuf=0, rx_dropped=0, tx_dropped=0, netem_drops=0, noports=0):
     ip = json.dumps([{"ifname": "client-eth0", "stats64": {"rx": {"dropped": rx_dropped},
                                                            "tx": {"dropped": tx_dropped}}}])
-    return {"udp": pathprobe.udp_counters(SNMP.format(in_errors=in_errors, rcvbuf=rcvbuf, sndbuf=sndbuf)),
+    return {"udp": pathprobe.udp_counters(SNMP.format(in_errors=in_errors, rcvbuf=rcvbuf, sndbuf=sndbuf,
+                                                         noports=noports)),
             "link": pathprobe.link_drops(ip),
             "qdisc": {"htb": {"drops": netem_drops}, "netem": {"drops": netem_drops}}}
 
 
 def test_drop_counters_parse_snmp_and_ip_link():
-    assert pathprobe.udp_counters(SNMP.format(in_errors=3, rcvbuf=2, sndbuf=1))["InErrors"] == 3  # not UdpLite's 7
+    udp = pathprobe.udp_counters(SNMP.format(in_errors=3, rcvbuf=2, sndbuf=1, noports=4))
+    assert (udp["InErrors"], udp["NoPorts"]) == (3, 4)  # not UdpLite's 7
     assert pathprobe.udp_counters("Ip: Forwarding\nIp: 1\n") == {}
     assert pathprobe.link_drops("not json") == {} and pathprobe.link_drops("[]") == {}
     assert _counters(rx_dropped=4, tx_dropped=5)["link"] == {"rx_dropped": 4, "tx_dropped": 5}
@@ -200,21 +202,23 @@ def test_drop_counters_parse_snmp_and_ip_link():
 
 def test_loss_drops_say_where_each_direction_lost_datagrams():
     """The sender's queue (SndbufErrors: a qdisc at its limit), its qdiscs, the veth's ends
-    (a receive backlog drop counted at both) and the receiver's socket, each over the window."""
-    src0, dst0 = _counters(sndbuf=10, netem_drops=100), _counters(in_errors=1, rcvbuf=1, rx_dropped=2)
+    (a receive backlog drop counted at both), the receiver's socket and datagrams that came
+    after the receiver stopped (NoPorts), each over the window."""
+    src0 = _counters(sndbuf=10, netem_drops=100)
+    dst0 = _counters(in_errors=1, rcvbuf=1, rx_dropped=2, noports=5)
     src1 = _counters(sndbuf=13, netem_drops=1500, tx_dropped=6)
-    dst1 = _counters(in_errors=3, rcvbuf=3, rx_dropped=8)
+    dst1 = _counters(in_errors=3, rcvbuf=3, rx_dropped=8, noports=9)
     d = pathprobe.loss_drops(src0, src1, dst0, dst1, softnet=6)
     assert d == {"sender_queue": 3, "qdisc": {"htb": 1400, "netem": 1400}, "veth_tx": 6,
-                 "veth_rx": 6, "receiver_socket": 2, "receiver_rcvbuf": 2, "softnet": 6,
-                 "receive_path": 8}
+                 "veth_rx": 6, "receiver_socket": 2, "receiver_rcvbuf": 2, "receiver_gone": 4,
+                 "softnet": 6, "receive_path": 12}
 
 
 def _lost(sent, received, receive_path=0, sender_queue=0):
     return {"sent": sent, "received": received, "reordered": 0,
             "drops": {"sender_queue": sender_queue, "qdisc": {}, "veth_tx": receive_path,
                       "veth_rx": receive_path, "receiver_socket": 0, "receiver_rcvbuf": 0,
-                      "softnet": receive_path, "receive_path": receive_path}}
+                      "receiver_gone": 0, "softnet": receive_path, "receive_path": receive_path}}
 
 
 def test_receive_path_drops_are_not_link_loss_and_are_shown():
@@ -240,3 +244,24 @@ def test_a_full_queue_at_the_sender_is_link_loss_and_named():
     up = next(c for c in calibrate.evaluate(_configured(), res) if c["check"] == "loss up")
     assert not up["ok"] and up["measured"] == 0.0004
     assert "4 dropped at the sender's full queue (the probe overran the link's buffer)" in up["tolerance"]
+
+
+def test_a_receiver_held_up_past_its_idle_time_reads_what_is_queued(monkeypatch, capsys):
+    """A receiver that finds its idle time over (it was not scheduled: a stalled guest) still
+    reads the datagrams waiting in its socket before it stops: none of them count as lost."""
+    import socket
+    from testbed.calibrate import probe
+    plain = socket.socket
+
+    class Preloaded(plain):   # 20 datagrams are waiting by the time the receiver reads
+        def bind(self, addr):
+            super().bind(("127.0.0.1", 0))
+            with plain(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+                for i in range(20):
+                    tx.sendto(probe.HEADER.pack(1, 20, i, 0) + bytes(44), self.getsockname())
+
+    clock = iter(range(0, 10**6, 100))   # 100 s pass between any two looks at the clock
+    monkeypatch.setattr(probe.socket, "socket", Preloaded)
+    monkeypatch.setattr(probe.time, "monotonic", lambda: float(next(clock)))
+    got = probe.receive(0, idle=1.0, timeout=1e9)["streams"]["1"]
+    assert (got["received"], got["lost"]) == (20, 0)
