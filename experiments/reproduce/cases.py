@@ -72,7 +72,12 @@ RUN_SECONDS: dict[str, tuple[float, float]] = {
     # the same parameters (c14-edge, c15-migration), else the c1-image's full time for c1-blocks
     # (the same request and warm-up) and c14-cloud's 20 rounds at its measured ~1.8 s each
     "c1-blocks": (19.3, 50.3), "c14-edge": (15.0, 15.0), "c14-cloud": (25.8, 45.0),
-    "c15-migration": (16.6, 16.6)}
+    "c15-migration": (16.6, 16.6),
+    # --quick of C8-C11 (`testbed reproduce C8 C9 C10 C11 --quick`: 4 min 48 s in all, host load
+    # 3.8 -> 1.5); full: the same parameters
+    "c8-order": (8.0, 8.0), "c8-delivery": (8.9, 8.9), "streams-schedule": (3.0, 3.0),
+    "c9-audio": (1.3, 1.3), "c9-deficit": (2.3, 2.3), "c9-longhaul": (6.7, 6.7),
+    "c10-image": (16.1, 16.1), "c11-fail": (5.8, 5.8), "duplicate": (1.9, 1.9)}
 #: the chapter's agent runs 30 rounds (C12, C13): an agent run of fewer rounds is scaled to them
 #: (``agent_total_30`` in experiments/reproduce/run.py: setup + 30 × its mean whole round)
 AGENT_ROUNDS = 30
