@@ -9,7 +9,9 @@ in CLOCK_MONOTONIC ns) + the PCM bytes.  TCP: one connection, chunks back to bac
 datagram per chunk to the address the request came from.  Since all namespaces share
 CLOCK_MONOTONIC the client computes arrival times relative to the server's origin directly.
 
-Server events: ``chunk_sent`` (seq, ready_ms, processed_ms, relative to o).  Client events:
+Server events: ``step`` (``name`` process, ``seq``: chunk i's processing m as a timed step,
+``start`` = max(ready, previous processed), ``ms`` = m), ``chunk_sent`` (seq, ready_ms,
+processed_ms, relative to o).  Client events:
 ``chunk_arrival`` (seq, arrival_ms relative to o), then one ``playback`` per player and
 initial buffer J (``buffer_ms``; ``prebuffer_ms``: the amount of audio it also waited for;
 ``playback.PlaybackResult``, times in ms from o).
@@ -45,8 +47,11 @@ def stream(send, log: ev.EventLog, n: int, tau_us: int, size: int, process_us: i
     for i in range(n):
         ready = origin + (i + 1) * tau_us * 1000
         _sleep_until(ready)
-        processed = max(ready, processed) + process_us * 1000
+        begin = max(ready, processed)
+        processed = begin + process_us * 1000
         _sleep_until(processed)
+        if process_us:                  # the processing m_i: a timed step on the run's timeline
+            log.emit(ev.STEP, name="process", start=begin, ms=process_us / 1e3, seq=i)
         send(CHUNK.pack(i, n, origin) + pcm)
         log.emit(ev.CHUNK_SENT, seq=i, ready_ms=(ready - origin) / 1e6,
                  processed_ms=(processed - origin) / 1e6)

@@ -160,6 +160,10 @@ def test_audio_stream_on_c9_schedule(tmp_path, transport):
     plays = events(tmp_path / "c.jsonl", ev.PLAYBACK)
     assert {p["player"] for p in plays} == {"wait", "skip"}
     assert plays[0]["first_play"] == pytest.approx(arrivals[0]["arrival_ms"] + 40)
+    # the processing is a timed step per chunk on the server's timeline: 12 ms, after its ready time
+    steps = events(tmp_path / "s.jsonl", ev.STEP)
+    assert [s["seq"] for s in steps] == list(range(10)) and {s["ms"] for s in steps} == {12.0}
+    assert all(s["t"] - s["start"] >= 12e6 for s in steps)
 
 
 def test_agent_rounds_reuse_vs_new(tmp_path):
