@@ -60,31 +60,31 @@ def _spec(base: dict, schedule: dict) -> LinkSpec:
 # Moments are seconds after the origin (set at an arrival after frame FRAMES // 10); every
 # scenario's arrivals last at least 1.4 s after it.
 STEPS = _spec({"rate": "20mbit", "delay": "10ms", "jitter": "1ms", "loss": "1%"}, {"step": [
-    {"at": "0.1s", "rate": "5mbit", "delay": "30ms"},
+    {"at": "0.1s", "rate": "5.3mbit", "delay": "30ms"},
     {"at": "0.2s", "jitter": "5ms"},
     {"at": "0.3s", "reorder": True},
     {"at": "0.45s", "loss": "ge:3%,30%,80%,1%", "reorder": False},
     {"at": "0.6s", "queue": "12"},
     {"at": "0.75s", "queue": "20000B"},
     {"at": "0.9s", "rate": "unshaped", "delay": "2ms"},
-    {"at": "1.0s", "rate": "40mbit", "queue_packets": 30},
+    {"at": "1.0s", "rate": "41.7mbit", "queue_packets": 30},
     {"at": "1.1s", "loss": {"model": "droplist", "indices": list(range(0, 3000, 9))}},
     {"at": "1.25s", "delay": "1ms", "jitter": "0ms", "loss": "0%"},
-    {"at": "1.4s", "rate": "8mbit", "loss": "100%"},
+    {"at": "1.4s", "rate": "7.9mbit", "loss": "100%"},
     {"at": "1.55s", "loss": "2%", "queue_packets": None},
     {"at": "4000frames", "delay": "40ms"},
-    {"at": "9000frames", "rate": "12mbit", "loss": "5%"},
+    {"at": "9000frames", "rate": "12.3mbit", "loss": "5%"},
     {"at": "3MB", "jitter": "2ms", "queue": "7"},
     {"at": "9MB", "rate": "30mbit", "delay": "5ms"},
 ]})
 DEFAULT_QUEUE = _spec({"rate": "10mbit", "delay": "20ms"}, {"step": [   # the default limit follows
     {"at": "0.3s", "rate": "50mbit"}, {"at": "0.9s", "delay": "100ms"}, {"at": "3000frames", "rate": "2mbit"},
     {"at": "1.2s", "rate": "unshaped"}, {"at": "1.35s", "rate": "3mbit", "delay": "1ms"}]})
-OUTAGES = _spec({"rate": "30mbit", "delay": "5ms", "loss": "2%", "queue": "60"}, {
+OUTAGES = _spec({"rate": "33.3mbit", "delay": "5ms", "loss": "2%", "queue": "60"}, {
     "outage": [{"down": "0.2s", "duration": "0.15s"}, {"down": "0.6s", "duration": "0.2s", "hold": True},
                {"down": "1.3s", "duration": "0.05s", "hold": True}, {"down": "1.4s", "duration": "0.2s"},
                {"down": "5000frames", "duration": "0.1s", "hold": True}, {"down": "4MB", "duration": "0.07s"}],
-    "step": [{"at": "0.7s", "rate": "10mbit"}, {"at": "7000frames", "queue": "200"}]})
+    "step": [{"at": "0.7s", "rate": "10.9mbit"}, {"at": "7000frames", "queue": "200"}]})
 UNSHAPED_HOLD = _spec({"delay": "3ms", "jitter": "2ms", "reorder": True}, {
     "outage": [{"down": "0.3s", "duration": "0.1s", "hold": True}, {"down": "1.0s", "duration": "0.2s"},
                {"down": "2500frames", "duration": "0.05s", "hold": True}]})
@@ -95,6 +95,7 @@ EVENTS = _spec({"rate": "25mbit", "delay": "8ms", "jitter": "3ms", "loss": "3%",
     {"start": "0.5s", "end": "0.52s", "drop": True},
     {"start": "1.1s", "end": "1.5s", "min_bytes": 500, "delay": "2ms"},
     {"frame": 6000, "count": 3000, "drop": True, "min_bytes": 1500},
+    *[{"start": f"{0.6 + 0.02 * k:.2f}s", "end": f"{0.601 + 0.02 * k:.3f}s", "delay": "1ms"} for k in range(15)],
 ], "step": [{"at": "0.8s", "reorder": True}, {"at": "1.4s", "reorder": False, "jitter": "0ms"}]})
 MBIT = 1e6
 TRACES = [
