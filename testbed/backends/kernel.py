@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import select
 import subprocess
 import threading
 import time
@@ -99,18 +100,47 @@ def netem_arrivals(ipr, index: int) -> int | None:
     return None
 
 
+#: a batch line tc refuses while parsing it (no kernel call: a device lookup by an unknown name
+#: made the kernel look for a module, ~150 ms in the UML guest): the end of an action's lines
+MARKER = "qdisc show tb-marker"
+MARKER_TIMEOUT = 10.0           # s to wait for tc to get through one action
+
+
+def _until_marker(tc: subprocess.Popen, line_no: int, pending: bytes) -> tuple[list[str] | None, bytes]:
+    """Read tc's stderr up to the failure of batch line ``line_no`` (the marker, whose only
+    output is its failure, which tc always prints; a show that succeeds may print nothing);
+    (the other lines read: what failed, [] when nothing did; None when tc ended or took longer
+    than ``MARKER_TIMEOUT``), and the bytes read past the marker."""
+    fd, seen, end = tc.stderr.fileno(), [], f"Command failed -:{line_no}"
+    deadline = time.monotonic() + MARKER_TIMEOUT
+    while True:
+        while b"\n" in pending:
+            raw, pending = pending.split(b"\n", 1)
+            line = raw.decode(errors="replace").strip()
+            if line == end:
+                return seen, pending
+            if line and '"tb-marker"' not in line:
+                seen.append(line)
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            return None, pending
+        data = os.read(fd, 65536)
+        if not data:
+            return None, pending
+        pending += data
+
+
 class ScheduleRunner:
     """The I/O loop of one scheduled direction: a thread in the namespace of ``node`` that feeds
     each ``TcAction`` of ``schedule`` to one ``tc -force -batch -`` started there beforehand
     (``start()``, when the topology is up: no process per change, nothing to start at the
     origin; in a UML guest spawning ``tc`` took ~60 ms), when it is due, ``origin_ns + at`` on
-    CLOCK_MONOTONIC (``set_origin``).  After an action's lines it sends ``qdisc show dev
-    lo`` and takes that line's arrival as the moment the action's commands had all returned (tc
-    runs a batch in order and flushes its output per command); anything on tc's stderr by
-    then is a failed command.  Per action a ``ScheduleChange``: configured_ns the moment,
-    actual_ns that return, frames_before the packets netem had seen since the origin
-    (``netem_arrivals``, read after the change).  A failed command ends the loop (``error``);
-    ``stop()`` ends it between actions."""
+    CLOCK_MONOTONIC (``set_origin``).  After an action's lines it sends ``MARKER`` (a line tc
+    refuses) and takes that line's failure on stderr as the moment the
+    action's commands had all returned (tc runs a batch in order, with ``-force`` past
+    failures); anything else on stderr by then is a failed command.  Per action a
+    ``ScheduleChange``: configured_ns the moment, actual_ns that return, frames_before the
+    packets netem had seen since the origin (``netem_arrivals``, read after the change).  A
+    failed command ends the loop (``error``); ``stop()`` ends it between actions."""
 
     def __init__(self, node, name: str, schedule: "tc_schedule.TcSchedule"):
         self.node, self.name, self.schedule = node, name, schedule
@@ -141,9 +171,8 @@ class ScheduleRunner:
         try:
             setns(f"/proc/{self.node.pid}/ns/net", flags=CLONE_NEWNET)
             with IPRoute() as ipr, subprocess.Popen(
-                    ["tc", "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    ["tc", "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE, text=True, bufsize=1) as tc:
-                os.set_blocking(tc.stderr.fileno(), False)
                 try:
                     self._loop(ipr, tc)
                 finally:
@@ -152,7 +181,7 @@ class ScheduleRunner:
                         tc.wait(timeout=10)
                     except subprocess.TimeoutExpired:
                         tc.kill()
-        except (OSError, subprocess.SubprocessError, IndexError) as exc:
+        except Exception as exc:   # a thread's failure is recorded, not lost on stderr
             self.error = f"{self.name}: {type(exc).__name__}: {exc}; later changes not applied"
 
     def _loop(self, ipr, tc: subprocess.Popen) -> None:
@@ -161,23 +190,22 @@ class ScheduleRunner:
         if self._stop.is_set():
             return
         base = netem_arrivals(ipr, index) or 0
+        written, pending = 0, b""
         for action in self.schedule.actions():
             due = self.origin_ns + round(action.at * 1e9)
             if self._stop.wait(max(0, due - time.monotonic_ns()) / 1e9):
                 return
             lines = [" ".join(argv[1:]) for argv in action.argv]   # argv[0] is "tc"
-            tc.stdin.write("".join(f"{line}\n" for line in lines) + "qdisc show dev lo\n")
-            if not tc.stdout.readline():
-                self.error = f"{self.name}: tc exited ({tc.poll()}); later changes not applied"
-                return
+            tc.stdin.write("".join(f"{line}\n" for line in lines) + f"{MARKER}\n")
+            written += len(lines) + 1
+            failed, pending = _until_marker(tc, written, pending)
             actual = time.monotonic_ns()
-            try:
-                failed = os.read(tc.stderr.fileno(), 65536).decode(errors="replace")
-            except BlockingIOError:
-                failed = ""
+            if failed is None:
+                self.error = f"{self.name}: tc ended or hung (exit {tc.poll()}); later changes not applied"
+                return
             if failed:
                 self.error = (f"{self.name}: tc {' | '.join(lines)} failed: "
-                              f"{' '.join(failed.split())}; later changes not applied")
+                              f"{' '.join(failed)}; later changes not applied")
                 return
             seen = netem_arrivals(ipr, index)
             self.changes.append(ScheduleChange(action.kind, action.item, action.label, due,
