@@ -133,6 +133,17 @@ def refusal(spec: LinkSpec, where: str) -> str | None:
     return None
 
 
+def topology_refusal(topo) -> str | None:
+    """The first ``refusal`` among the named link directions of a topology (a
+    ``topologies.base.TestbedTopo``), naming it ``link NAME.DIR``; None when netem can apply all."""
+    for name, info in topo.named.items():
+        for direction, key in (("up", "spec_ab"), ("down", "spec_ba")):
+            why = info.get(key) and refusal(info[key], f"link {name}.{direction}")
+            if why:
+                return why
+    return None
+
+
 def _states(spec: LinkSpec) -> list[LinkSpec]:
     """The base values and the values after every step (no schedule)."""
     cur = spec.replace(schedule=None)

@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose, args.quiet)
     try:
         if getattr(args, "backend", None) in ("netem-uml", "netem-vm"):  # a guest that fails: one line too
+            if getattr(args, "check_in_guest", None) is not None:
+                args.check_in_guest(args)       # bad input: one line before a guest boots
             if args.backend == "netem-vm":
                 from testbed.backends.vm import run_cli_in_guest
             else:

@@ -21,6 +21,8 @@ described in ``testbed/run/execute.py`` and ``testbed/spec/runresult.py``.
 """
 from __future__ import annotations
 
+import argparse
+
 import json
 import sys
 from pathlib import Path
@@ -44,7 +46,7 @@ def register(sub) -> None:
         workloads.add_params(wp.add_argument_group(f"{name} parameters"), w.params, defaults=False)
         factors.add_arguments(wp, "socket", "socket factors (both ends, before listen/connect)")
         factors.add_arguments(wp, "host", "host factors (both end hosts' namespaces)")
-        wp.set_defaults(func=run)
+        wp.set_defaults(func=run, check_in_guest=check_in_guest)
 
 
 def _add_common(p) -> None:
@@ -75,6 +77,13 @@ def spec_from_args(args) -> RunSpec:
     for path, value in spec_sets(args.overrides, args.link).items():
         spec = spec.set(path, value)
     return spec
+
+
+def check_in_guest(args) -> None:
+    """Refuse here, before a guest boots, what the guest would refuse on reading this command
+    (``--backend netem-uml``/``netem-vm`` re-run it there with ``--backend netem``): UsageError."""
+    from testbed.run.plan import resolve
+    resolve(spec_from_args(argparse.Namespace(**{**vars(args), "backend": "netem"})))
 
 
 def _print_json(result) -> None:

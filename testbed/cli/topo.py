@@ -59,13 +59,22 @@ def register(sub) -> None:
                     metavar="HOST CMD", help="run CMD in HOST ({host} in an argument → that host's "
                     "address); the last --exec runs in the foreground, the others in the "
                     "background; --exec options come last")
-    up.set_defaults(func=run_up)
+    up.set_defaults(func=run_up, check_in_guest=check_in_guest)
 
 
 def build(args):
     """The topology of ``args.name`` with its ``--set``/``--link`` applied (built once)."""
     from testbed.run.plan import build_topology
     return build_topology(args.name, *topology_sets(args.overrides, args.link))
+
+
+def check_in_guest(args) -> None:
+    """Refuse here, before a guest boots, a link schedule netem cannot apply (``--backend
+    netem-uml``/``netem-vm`` re-run the command there with ``--backend netem``)."""
+    from testbed.backends.tc_schedule import topology_refusal
+    why = topology_refusal(build(args))
+    if why:
+        raise UsageError(why)
 
 
 def describe(topo) -> dict:
@@ -93,13 +102,11 @@ def run_list(args) -> int:
         d = describe(build_topology(name))
         case = f" [{d['chapter_case']}]" if d["chapter_case"] else ""
         print(f"{name}{case}: {d['description']}")
+        scheduled = [f"{link['name']}.{x}" for link in d["links"] for x in ("up", "down")
+                     if (link[x]["schedule"] or {}).get("from") == "topology"]
         print(f"    hosts: {', '.join(d['hosts'])} (client {d['roles']['client']}, "
-              f"server {d['roles']['server']}); links: {', '.join(l['name'] for l in d['links'])}")
-        for link in d["links"]:
-            for direction in ("up", "down"):
-                if (link[direction]["schedule"] or {}).get("from") == "topology":
-                    print(f"    schedule of {link['name']}.{direction} (default): "
-                          + "; ".join(link[direction]["schedule"]["items"]))
+              f"server {d['roles']['server']}); links: {', '.join(l['name'] for l in d['links'])}"
+              + (f"; default schedules on {', '.join(scheduled)} (topo show)" if scheduled else ""))
         width = max(map(len, d["params"]), default=0)
         for key, p in d["params"].items():
             print(f"    {key:<{width}}  {str(p['default']):<10} {p['help']}")

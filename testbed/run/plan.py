@@ -141,12 +141,10 @@ def resolve(spec: RunSpec) -> Plan:
                 raise UsageError(f"capture host(s) {bad} not in topology {spec.topology!r}; "
                                  f"hosts: {', '.join(sorted(hosts))}")
         if spec.backend == "netem":
-            from testbed.backends.tc_schedule import refusal
-            for name, info in topo.named.items():
-                for d, key in (("up", "spec_ab"), ("down", "spec_ba")):
-                    why = info.get(key) and refusal(info[key], f"link {name}.{d}")
-                    if why:
-                        raise UsageError(why)
+            from testbed.backends.tc_schedule import topology_refusal
+            why = topology_refusal(topo)
+            if why:
+                raise UsageError(why)
         client = spec.client_host or topo.roles["client"]
         server = spec.server_host or topo.roles["server"]
     if record.check is not None:

@@ -62,7 +62,7 @@ def test_topo_show_and_list_print_the_defaults(capsys):
     up = json.loads(capsys.readouterr().out)["links"][0]["up"]["schedule"]
     assert up == {"from": "links", "items": ["down at 1.0s for 2.0s (drop)"]}
     assert main(["topo", "list"]) == 0
-    assert "schedule of cell.down (default): at 3.0s: rate=4mbit;" in capsys.readouterr().out
+    assert "links: cell; default schedules on cell.up, cell.down (topo show)" in capsys.readouterr().out
 
 
 def test_a_run_on_netem_with_the_defaults_resolves_and_a_frame_step_is_refused():

@@ -127,3 +127,24 @@ def test_a_run_on_netem_is_refused_before_anything_is_built():
     plan = resolve(RunSpec(topology="longhaul", backend="userspace",
                            links={"bottleneck.down.loss": "5%@10frames"}))
     assert plan.topology.named["bottleneck"]["spec_ba"].schedule.steps
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "bulk", "--topo", "handover", "--direction", "down", "--duration", "1s",
+     "--link", "cell.down.rate=1mbit@10frames"],
+    ["topo", "up", "handover", "--link", "cell.down.rate=1mbit@10frames"],
+])
+@pytest.mark.parametrize("guest", ["netem-uml", "netem-vm"])
+def test_a_guest_command_is_refused_before_the_guest_boots(argv, guest, capsys, monkeypatch):
+    from testbed.backends import uml, vm
+    from testbed.cli import main
+
+    def boot(*a, **kw):
+        raise AssertionError("a guest was booted")
+    monkeypatch.setattr(uml, "run_cli_in_guest", boot)
+    monkeypatch.setattr(vm, "run_cli_in_guest", boot)
+    assert main([*argv, "--backend", guest]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("testbed: error: link cell.down: moment(s) 10frames count frames or bytes; netem "
+                   "applies steps and outages at times after the run's start (3s, 250ms) and traces "
+                   "as rate steps; use --backend userspace for those")
