@@ -35,6 +35,12 @@ Measurements (``testbed.calibrate.probe`` UDP probes; TCP by iperf3 and testbed.
 - completion new / kept-alive (ms): median over K requests of 354,640 B (reply 1000 B, server
   processing 30 ms, cubic) on a new connection each, and on one connection after a warm-up;
   K = 8, 32 on lossy specs (3 and 12 with --quick).
+- completion ARQ / FEC (ms): C6 — median over the same K requests of 354,640 B (reply 1000 B,
+  30 ms) over the testbed's UDP transport (``testbed.apps.udpreq``, a new transport endpoint
+  per request) with selective-repeat ARQ (``--fec off``) and with adaptive RaptorQ FEC
+  (``--fec adaptive``, its loss prior the configured loss); the request travels from the server
+  host to the client host, the direction carrying the spec's loss, as C6 puts the loss on the
+  request's direction (experiments/definitions/fec.toml).
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from testbed.calibrate.probe import last_json, probe_argv  # noqa: E402
+from testbed.host.ready import wait_ready  # noqa: E402
 
 SPECS = {  # name -> longhaul overrides
     "unimpaired": {"rate_up": "unshaped", "rate_down": "unshaped", "delay": "0ms",
@@ -146,6 +153,20 @@ def measure(name: str, overrides: dict, backend: str, results: Path, quick: bool
                                     "--log", str(tb.dir / f"rr-client-{mode}.jsonl")],
                          timeout=900, check=True).stdout
             m[label] = float(out.split("median ")[1].split(" ms")[0])
+        udp = [sys.executable, "-m", "testbed.apps.udpreq"]
+        prior = f"{down.loss.mean_loss:.6g}"
+        for port, fec, label in ((5003, "off", "completion ARQ (ms)"),
+                                 (5004, "adaptive", "completion FEC (ms)")):
+            srv = tb.popen("client", [*udp, "server", "--listen", f":{port}", "--fec", fec,
+                                      "--loss-prior", prior,
+                                      "--log", str(tb.dir / f"udp-server-{fec}.jsonl")],
+                           name="udpreq-server", text=True)
+            wait_ready(srv, f"udpreq server ({fec}) on client", timeout=60)
+            out = tb.run("server", [*udp, "client", "--server", f"{c}:{port}", "--mode", "new",
+                                    "--requests", str(k), "--fec", fec, "--loss-prior", prior,
+                                    "--log", str(tb.dir / f"udp-client-{fec}.jsonl")],
+                         timeout=900, check=True).stdout
+            m[label] = float(out.split("median ")[1].split(" ms")[0])
     emu = tb.metadata.get("backend_summary") or {}  # written at teardown
     m["emulator"] = {k: emu.get(k) for k in ("sched_error_us", "unintended_drops")}
     m["run_dir"] = str(tb.dir)
@@ -186,7 +207,8 @@ def loaded(m: dict, load: tuple[float, float]) -> dict:
 
 ROWS = ["rtt min (ms)", "rtt median (ms)", "loss up", "loss down", "rate up (Mbit/s)",
         "rate down (Mbit/s)", "goodput cubic (Mbit/s)", "goodput bbr (Mbit/s)",
-        "retransmits cubic", "retransmits bbr", "completion new (ms)", "completion kept-alive (ms)"]
+        "retransmits cubic", "retransmits bbr", "completion new (ms)", "completion kept-alive (ms)",
+        "completion ARQ (ms)", "completion FEC (ms)"]
 
 
 def _fmt(v) -> str:

@@ -11,8 +11,10 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   probes) is measured too; the check compares the median with configured + that median, so a
   guest whose emulated CPU takes a millisecond per round trip (docs/vm.md) is not charged to the
   link, while on the host it adds ~0.05 ms.  Check: within ±1 ms.
-- Loss per direction: ``--packets`` datagrams (64 B payload) at ≤ 1/4 of the link rate and
-  ≤ 5000 datagrams/s, in both directions at once, never in bursts (a stalled sender does not
+- Loss per direction: ``--packets`` datagrams (64 B payload) at ≤ 1/4 of the link rate,
+  ≤ 5000 datagrams/s and with at most 40% of the packets a direction holds in flight (its
+  delay line in full-size frames plus its buffer: netem's limit counts packets, not bytes;
+  ``loss_pps``), in both directions at once, never in bursts (a stalled sender does not
   catch up), so no datagram meets a full bottleneck buffer; loss = (sent − received −
   receive-path drops) / sent, with its Wilson 99% interval, where the receive-path drops are
   datagrams the link delivered and the receiving kernel dropped (its receive backlog, the
@@ -55,6 +57,11 @@ SCHED_P99_US = 200  # the emulator's target: p99 scheduling error at or below 20
 # CPU, system calls through ptrace) a Python receiver keeps up with only ~2,500/s, so there the
 # probes go slower and the guest's own receive drops do not pass for link loss.
 LOSS_PPS = 500 if os.environ.get("TESTBED_IN_UML") == "1" else 5000
+# Share of the packets a direction holds (its delay line in full-size frames plus its buffer: what
+# the kernel backend's netem limit counts, whatever the frames' size) that the loss probe's
+# datagrams in flight may fill — the rate train's 40 % rule; docs/vm.md, "Where the loss
+# probe's datagrams go": at rate/4 the small datagrams overran netem's limit after guest stalls.
+HOLD_SHARE = 0.4
 # The highest rate at which every rate line of a UML guest passed on a quiet 2-core host
 # (docs/uml.md, "Guest speed": 10 and 12 Mbit/s every run; 15-25 Mbit/s about half the lines,
 # the qdisc releasing 1-6 % below the rate; from 30 Mbit/s the guest's one virtual CPU, which runs
@@ -87,8 +94,7 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
         m["rtt_ms"] = pathprobe.rtt(tb, "client", "server", RTT_PROBES, 0.01, PROBE_PAYLOAD, 1 + 2 * delay)
         own = pathprobe.rtt(tb, "client", "client", ENDPOINT_PROBES, 0.01, PROBE_PAYLOAD, 1.0, loopback=True)
         m["rtt_ms"]["endpoints"] = {"min": own["min"], "median": own["median"]}
-        probe_bits = (PROBE_PAYLOAD + 42) * 8
-        loss_rate = min(LOSS_PPS * probe_bits, rate / 4) if rate else LOSS_PPS * probe_bits
+        loss_rate = loss_pps(specs) * (PROBE_PAYLOAD + 42) * 8
         lost = pathprobe.loss(tb, "client", "server", packets, loss_rate, PROBE_PAYLOAD, idle)
         m.update(loss_figures(lost))
         m["rate_mbps"], m["train"] = {}, {}
@@ -107,6 +113,23 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
             m["train"][d] = r
     return {"measured": m, "emulator": emulator_report(tb), "backend": tb.backend.name,
             "run_dir": str(tb.dir)}
+
+
+def loss_pps(specs) -> float:
+    """Datagrams/s per direction of the loss probe over links with these LinkSpecs: LOSS_PPS,
+    at most a quarter of each shaped rate in probe frames, and at most HOLD_SHARE of the packets
+    each shaped direction holds (delay line in full-size frames + buffer) per one-way delay +
+    jitter — the probe's small datagrams count one packet each where a limit counts packets."""
+    probe_bits = (PROBE_PAYLOAD + 42) * 8
+    pps = float(LOSS_PPS)
+    for spec in specs:
+        if spec.rate is None:
+            continue
+        pps = min(pps, spec.rate / 4 / probe_bits)
+        held_s = spec.delay + spec.jitter
+        if held_s > 0:
+            pps = min(pps, HOLD_SHARE * (spec.delay_line_packets + (spec.queue_limit_packets or 0)) / held_s)
+    return pps
 
 
 def loss_figures(lost: dict) -> dict[str, Any]:

@@ -265,3 +265,20 @@ def test_a_receiver_held_up_past_its_idle_time_reads_what_is_queued(monkeypatch,
     monkeypatch.setattr(probe.time, "monotonic", lambda: float(next(clock)))
     got = probe.receive(0, idle=1.0, timeout=1e9)["streams"]["1"]
     assert (got["received"], got["lost"]) == (20, 0)
+
+
+def test_the_loss_probe_keeps_its_datagrams_in_flight_within_what_the_link_holds():
+    """At 10 Mbit/s and 50 ms a quarter of the rate in 106 B frames is 2,948 datagrams/s, 147
+    of them in flight: more than netem's limit of 142 packets (42 full-size frames on the wire
+    + a 100-packet buffer).  The probe keeps to 40 % of it; fast links keep the 5,000/s cap."""
+    from testbed.backends.kernel import netem_limit
+    from testbed.spec.linkspec import LinkSpec
+    slow = LinkSpec.parse(rate="10mbit", delay="50ms")
+    pps = calibrate.loss_pps((slow, slow))
+    assert pps * slow.delay == pytest.approx(0.4 * netem_limit(slow))
+    assert pps < slow.rate / 4 / (106 * 8)
+    fast = LinkSpec.parse(rate="333mbit", delay="100ms")
+    assert calibrate.loss_pps((fast, fast)) == calibrate.LOSS_PPS
+    assert calibrate.loss_pps((LinkSpec.parse(delay="50ms"),) * 2) == calibrate.LOSS_PPS
+    jittered = LinkSpec.parse(rate="10mbit", delay="50ms", jitter="50ms")
+    assert calibrate.loss_pps((slow, jittered)) < pps   # the longer hold sets it
