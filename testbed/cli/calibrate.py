@@ -20,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("--loss-down", default="14%", help="server→client loss (default 14%%)")
     p.add_argument("--schedule", metavar="FILE",
                    help="a link schedule (TOML/JSON, time-tied steps and outages) on both directions: "
-                        "rate, delay and loss measured in each of its intervals")
+                        "rate, delay and loss measured in each of its intervals (default: none, a constant link)")
     add_backend(p)
     add_engine_option(p)
     p.add_argument("--packets", type=int, default=10000,

@@ -7,6 +7,7 @@ import pytest
 
 from analysis.runmetrics import SENDER_METRICS
 from testbed.spec.units import parse_size
+from topologies import topology_class
 
 try:
     import tomllib
@@ -27,8 +28,8 @@ def _senders(d: dict) -> set[str]:
         if base["workload"] == "bulk":
             out.add("server" if params.get("direction", "up") == "down" else "client")
         elif base["workload"] == "reqresp":
-            up, down = (parse_size(params.get(k, v)) for k, v in (("size", "354640"),
-                                                                     ("reply_size", "1000")))
+            up, down = (sum(parse_size(x) for x in str(params.get(k, v)).split(","))
+                        for k, v in (("size", "354640"), ("reply_size", "1000")))
             out.add("server" if down > up else "client")
         else:
             out.add("client")
@@ -42,8 +43,9 @@ def test_sender_metrics_are_captured_at_the_sender(path):
         return
     base = d["base"]
     hosts = base.get("capture", {}).get("hosts", "all")
-    role_host = {"client": base.get("client_host", "client"),
-                 "server": base.get("server_host", "server")}
+    roles = topology_class(base["topology"]).roles
+    role_host = {"client": base.get("client_host", roles["client"]),
+                 "server": base.get("server_host", roles["server"])}
     for role in _senders(d):
         assert hosts == "all" or role_host[role] in hosts, (
             f"{path.name}: {role} sends the data; capture.hosts {hosts} misses it")
