@@ -50,10 +50,7 @@ def run(args) -> int:
         return _run_schedule(args)
     out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
                     args.packets, args.seed, args.results)
-    verdict = run_verdict(out["run_dir"])
-    if verdict is not None:
-        out["fidelity"] = {k: verdict.get(k) for k in ("verdict", "cause", "cause_figures",
-                                                       "reasons", "warnings")}
+    verdict = _add_verdict(out)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0 if out["ok"] else 1
@@ -63,6 +60,15 @@ def run(args) -> int:
     print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
     _print_tail(out, verdict)
     return 0 if out["ok"] else 1
+
+
+def _add_verdict(out: dict) -> dict | None:
+    """The run's fidelity verdict (None without one), also put in ``out["fidelity"]``."""
+    verdict = run_verdict(out["run_dir"])
+    if verdict is not None:
+        out["fidelity"] = {k: verdict.get(k) for k in ("verdict", "cause", "cause_figures",
+                                                       "reasons", "warnings")}
+    return verdict
 
 
 def _print_checks(checks: list[dict]) -> None:
@@ -99,10 +105,7 @@ def _run_schedule(args) -> int:
     from testbed.calibrate.schedule import calibrate_schedule
     out = calibrate_schedule(args.schedule, args.rate, args.delay, args.loss_up, args.loss_down,
                              args.backend, args.seed, args.results)
-    verdict = run_verdict(out["run_dir"])
-    if verdict is not None:
-        out["fidelity"] = {k: verdict.get(k) for k in ("verdict", "cause", "cause_figures",
-                                                       "reasons", "warnings")}
+    verdict = _add_verdict(out)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0 if out["ok"] else 1

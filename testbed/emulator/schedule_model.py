@@ -74,7 +74,7 @@ from testbed.emulator.direction import (DELIVER, DROP_EVENT, DROP_LOSS, DROP_OUT
 from testbed.emulator.loss import make_loss
 from testbed.emulator.queue import DropTailQueue
 from testbed.spec.linkspec import ETH_HEADER, LinkSpec
-from testbed.spec.schedule import OPPORTUNITY_BYTES, TUN_HEADER
+from testbed.spec.schedule import OPPORTUNITY_BYTES, TUN_HEADER, Schedule
 
 _NEVER = -(1 << 62)
 
@@ -163,16 +163,21 @@ class _EventState:
         self.delay_ns = round(event.delay * 1e9)
 
 
+def check_on_medium(sch: Schedule, direction, medium) -> None:
+    """Refuse what a direction on a shared medium cannot follow (its rate is the medium's)."""
+    if sch.trace is not None or sch.outages or any("rate" in dict(s.changes) for s in sch.steps):
+        raise ValueError(f"direction {direction!r} is on the shared medium {medium!r}: rate steps, "
+                         "traces and outages are not modelled there (delay, jitter, loss and queue "
+                         "steps and events are)")
+
+
 class ScheduledDirection(DirectionModel):
     """A direction with a schedule; the model is the module docstring."""
 
     def __init__(self, spec: LinkSpec, seed: int, medium=None, name: str = ""):
         sch = spec.schedule
-        if medium is not None and (sch.trace is not None or sch.outages
-                                   or any("rate" in dict(s.changes) for s in sch.steps)):
-            raise ValueError(f"direction {name!r} is on the shared medium {medium.spec.name!r}: "
-                             "rate steps, traces and outages are not modelled there (delay, "
-                             "jitter, loss and queue steps and events are)")
+        if medium is not None:
+            check_on_medium(sch, name, medium.spec.name)
         super().__init__(spec, seed, medium, name)
         self.schedule = sch
         if self._queue is None:

@@ -370,12 +370,9 @@ class Engine:
         for i, (spec, _, m) in enumerate(directions):
             if spec.schedule is None:
                 continue
-            sch = spec.schedule
-            if m is not None and (sch.trace is not None or sch.outages
-                                  or any("rate" in dict(s.changes) for s in sch.steps)):
-                raise ValueError(f"direction {i} is on the shared medium {m!r}: rate steps, traces and "
-                                 "outages are not modelled there (delay, jitter, loss and queue steps "
-                                 "and events are)")
+            if m is not None:
+                from testbed.emulator.schedule_model import check_on_medium
+                check_on_medium(spec.schedule, i, m)
             if lib.tb_schedule(self.ptr, i, ctypes.byref(sched_cfg(spec, self._keep))) < 0:
                 raise MemoryError("tb_schedule failed")
 
