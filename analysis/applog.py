@@ -19,10 +19,16 @@ the group goes to the exchange its time span overlaps most (the nearest one if
 it overlaps none); an event without such a field goes alone the same way.
 Grouping by request makes the join robust to clock offsets between hosts
 smaller than an exchange, and to however the application numbers requests.
+
+Timed steps (``step`` events: computation the workload stands in for, see
+:mod:`testbed.apps.eventlog`) are not joined to flows: :func:`steps` reads them as
+:class:`Step` spans on the logs' clock (CLOCK_MONOTONIC, the clock captures are put on by
+:mod:`analysis.clock`), :func:`step_totals` sums them per name.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -124,3 +130,45 @@ def by_exchange(events: list[dict], exchanges: list[dict]) -> list[list[dict]]:
         ts = [e["t"] for e in evs]
         groups[best(min(ts), max(ts))].extend(evs)
     return groups
+
+
+@dataclass(frozen=True)
+class Step:
+    """One timed step: ``name`` (prep, encode, process, ...) run by the process that wrote the
+    log ``log`` (its file name: the host's app), from ``start_ns`` (CLOCK_MONOTONIC) for its
+    configured length ``ms``; ``index`` its ``round``, ``seq`` or ``req`` when it has one."""
+    name: str
+    log: str
+    start_ns: int
+    ms: float
+    index: object = None
+
+    def __post_init__(self):
+        if not isinstance(self.start_ns, int) or not isinstance(self.ms, (int, float)) or self.ms < 0:
+            raise ValueError(f"{self.log}: step {self.name!r} needs an integer start (monotonic ns) "
+                             f"and ms >= 0, got start {self.start_ns!r}, ms {self.ms!r}")
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + round(self.ms * 1e6)
+
+
+def steps(events: list[dict]) -> list[Step]:
+    """The ``step`` events of ``events`` as :class:`Step` spans, in order of start."""
+    out = [Step(str(e.get("name", "step")), str(e.get("log", "")), e.get("start"), e.get("ms"),
+                next((e[k] for k in ("round", "seq", "req") if e.get(k) is not None), None))
+           for e in events if e.get("event") == "step"]
+    return sorted(out, key=lambda s: s.start_ns)
+
+
+def step_totals(spans: list[Step]) -> dict[str, dict]:
+    """Per step name: ``count`` (steps), ``total_ms`` (the sum of their configured lengths
+    ``ms``) and ``logs`` (the logs, i.e. hosts' apps, that ran them)."""
+    out: dict[str, dict] = {}
+    for s in spans:
+        t = out.setdefault(s.name, {"count": 0, "total_ms": 0.0, "logs": []})
+        t["count"] += 1
+        t["total_ms"] = round(t["total_ms"] + s.ms, 6)
+        if s.log not in t["logs"]:
+            t["logs"].append(s.log)
+    return out

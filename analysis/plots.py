@@ -17,7 +17,9 @@
 - :func:`trace_rate`: a Mahimahi link trace's rate over one loop, per window.
 
 Every one takes ``markers``: [(seconds from ``t0``, text)], drawn by :func:`mark` as dashed
-vertical lines with their text (a link's changes during the run: ``plotset.link_markers``).
+vertical lines with their text (a link's changes during the run: ``plotset.link_markers``), and
+``steps``: the run's timed steps (``analysis.applog.Step``, on the capture's clock), drawn by
+:func:`shade_steps` as shaded spans labelled with their name where the label fits.
 """
 from __future__ import annotations
 
@@ -101,6 +103,8 @@ def _save(fig, base: Path, rect: tuple | None = None) -> list[str]:
     :func:`layout_problems` faults is logged and kept in ``LAYOUT_PROBLEMS``."""
     import logging
     fig.tight_layout(**({"rect": rect} if rect else {}))
+    for ax in fig.axes:
+        _label_steps(ax)
     base.parent.mkdir(parents=True, exist_ok=True)
     problems = layout_problems(fig)
     out = []
@@ -128,6 +132,76 @@ def mark(ax, markers) -> None:
     ax.set_xlim(lo, hi)
 
 
+#: fill colours of the step spans, one per (step name, log), light so that data drawn over stays
+#: readable
+STEP_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5",
+                "#ffed6f")
+
+
+def shade_steps(ax, spans, t0: int, lanes: dict | None = None, scale: float = 1e9,
+                keep_xlim: bool = True) -> None:
+    """Timed steps (``analysis.applog.Step``) as shaded spans from start to start + ms, x in
+    units of ``scale`` ns from ``t0``: across the whole height of the axes, or with ``lanes``
+    ({log: y}) as a bar on the lane of the log that ran it.  One colour and legend entry
+    (``step <name> (<log>)``) per name and log; each span's name is written inside it by
+    :func:`_save` once the layout is final, where it fits and overlaps no other label.
+    ``keep_xlim``: spans outside the x range the data span are left out (the range stays)."""
+    if not spans:
+        return
+    lo, hi = ax.get_xlim()
+    groups: dict = {}
+    for s in spans:
+        groups.setdefault((s.name, s.log), []).append(s)
+    pending = getattr(ax, "_step_labels", [])
+    for k, ((name, log), group) in enumerate(groups.items()):
+        xr = [((s.start_ns - t0) / scale, s.ms * 1e6 / scale) for s in group]
+        if keep_xlim:
+            xr = [(a, w) for a, w in xr if a + w >= lo and a <= hi]
+        if not xr:
+            continue
+        style = {"facecolors": STEP_COLOURS[k % len(STEP_COLOURS)], "edgecolor": "none",
+                 "alpha": 0.5 if lanes else 0.35, "zorder": 0, "label": f"step {name} ({log})"}
+        if lanes is None:
+            ax.broken_barh(xr, (0, 1), transform=ax.get_xaxis_transform(), **style)
+        else:
+            ax.broken_barh(xr, (lanes[log] - 0.35, 0.7), **style)
+        y = None if lanes is None else lanes[log]
+        pending += [(a, w, name, y) for a, w in xr]
+    ax._step_labels = pending
+    if keep_xlim:
+        ax.set_xlim(lo, hi)
+
+
+def _label_steps(ax) -> None:
+    """Write each pending step span's name (:func:`shade_steps`) centred in it: inside its
+    lane, or near the bottom of the axes for a full-height span; a name wider than its span,
+    reaching outside the axes or overlapping a name already written is left out (the legend
+    names the colour)."""
+    pending = getattr(ax, "_step_labels", None)
+    if not pending:
+        return
+    r = ax.figure.canvas.get_renderer()
+    box = ax.get_window_extent(r)
+    placed = []
+    for a, w, name, y in sorted(pending, key=lambda p: p[0]):
+        x0, x1 = (ax.transData.transform((v, 0))[0] for v in (a, a + w))
+        if abs(x1 - x0) < 8:
+            continue
+        if y is None:
+            t = ax.text(a + w / 2, 0.02, name, transform=ax.get_xaxis_transform(), fontsize=6,
+                        ha="center", va="bottom", color="0.25", zorder=5)
+        else:
+            t = ax.text(a + w / 2, y, name, fontsize=6, ha="center", va="center", color="0.25",
+                        zorder=5)
+        b = t.get_window_extent(r)
+        if (b.width > abs(x1 - x0) or b.x0 < box.x0 or b.x1 > box.x1
+                or any(b.overlaps(p) for p in placed)):
+            t.remove()
+        else:
+            placed.append(b.expanded(1.0, 1.0).padded(2))
+    ax._step_labels = []
+
+
 def sentence_if_degenerate(values, what: str) -> str | None:
     """The sentence that replaces a plot of ``values`` that would show nothing: none at all,
     all zero, or one single value; None when a plot is worth drawing."""
@@ -142,7 +216,7 @@ def sentence_if_degenerate(values, what: str) -> str | None:
 
 
 def time_sequence(direction, t0: int, base: Path, title: str = "",
-                  markers: list[tuple[float, str]] = ()) -> list[str]:
+                  markers: list[tuple[float, str]] = (), steps=()) -> list[str]:
     from matplotlib.collections import LineCollection
     plt = _plt()
     tr = direction.trace
@@ -171,6 +245,7 @@ def time_sequence(direction, t0: int, base: Path, title: str = "",
         ax.add_collection(LineCollection(segs, colors="purple", linewidths=2.5, label="SACK block"))
     ax.autoscale()
     mark(ax, markers)
+    shade_steps(ax, steps, t0)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("sequence number from the ISN (kB)")
     ax.set_title(title or f"time-sequence, data from {direction.sender}", fontsize=10)
@@ -179,7 +254,7 @@ def time_sequence(direction, t0: int, base: Path, title: str = "",
 
 
 def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: str = "",
-              markers: list[tuple[float, str]] = ()) -> list[str]:
+              markers: list[tuple[float, str]] = (), steps=()) -> list[str]:
     """``cwnd`` = (t_ns array, bytes array) or None."""
     plt = _plt()
     tr = direction.tracker
@@ -192,6 +267,7 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
         ax.step((np.asarray(cwnd[0]) - t0) / 1e9, np.asarray(cwnd[1]) / 1e3, where="post", lw=1.2,
                 color="black", label="cwnd (sender, TCP_INFO)")
     mark(ax, markers)
+    shade_steps(ax, steps, t0)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("in flight (kB)")
     ax.set_title(title or f"in flight, data from {direction.sender}", fontsize=10)
@@ -200,13 +276,17 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
 
 
 def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline",
-             markers: list[tuple[float, str]] = ()) -> list[str]:
+             markers: list[tuple[float, str]] = (), steps=(), step_lanes: dict | None = None) -> list[str]:
     """lanes: {lane name: [(t_ns, label), ...]}; a label's kind is its text before ``#`` or
     ``:`` (``request_first#2:40312`` -> ``request_first``): one marker and colour per kind,
     named in a legend beside the axes (no text at the points, which overlapped where events
     cluster).  ``markers``: [(seconds, text)] drawn as vertical lines (events that are not
-    packets, e.g. a link's change)."""
+    packets, e.g. a link's change).  ``steps`` are drawn on the lane ``step_lanes`` names for
+    their log (a lane added when absent); the x range grows to show them all."""
     plt = _plt()
+    step_lanes = step_lanes or {}
+    for s in steps:
+        lanes.setdefault(step_lanes.get(s.log, s.log), [])
     names = list(lanes)
     kinds = list(dict.fromkeys(_kind(lab) for evs in lanes.values() for _, lab in evs))
     shapes = "o^sDv<>ph*Xd"
@@ -217,13 +297,15 @@ def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline",
             if x:
                 ax.plot(x, [y] * len(x), shapes[k % len(shapes)], ms=5, alpha=0.8,
                         color=f"C{k % 10}", label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
+    shade_steps(ax, steps, t0, lanes={s.log: names.index(step_lanes.get(s.log, s.log)) for s in steps},
+                keep_xlim=False)
     mark(ax, markers)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
     ax.set_title(title, fontsize=10)
-    if kinds:
+    if kinds or steps:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
                   title="event", title_fontsize=7)
     return _save(fig, base)
@@ -234,7 +316,7 @@ def _kind(label: str) -> str:
 
 
 def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stream",
-             markers: list[tuple[float, str]] = ()) -> list[str]:
+             markers: list[tuple[float, str]] = (), steps=()) -> list[str]:
     """streams: {name: (t_ns array, cumulative bytes array)}."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 4.5))
@@ -242,6 +324,7 @@ def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stre
         if len(tt):
             ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(b) / 1e3, where="post", label=str(name))
     mark(ax, markers)
+    shade_steps(ax, steps, t0)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("delivered in order (kB)")
     ax.set_title(title, fontsize=10)
@@ -251,7 +334,7 @@ def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stre
 
 
 def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: float = 1.0,
-          markers: list[tuple[float, str]] = ()) -> list[str]:
+          markers: list[tuple[float, str]] = (), spans=()) -> list[str]:
     """Generic step functions: {name: (t_ns array, values)}, values times ``scale`` (the unit
     ``ylabel`` names)."""
     plt = _plt()
@@ -260,6 +343,7 @@ def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: flo
         if len(tt):
             ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(v) * scale, where="post", lw=0.9, label=name)
     mark(ax, markers)
+    shade_steps(ax, spans, t0)
     ax.set_xlabel("time (s)")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

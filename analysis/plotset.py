@@ -6,7 +6,10 @@ one row per event, each value holding until the next row) and ``<flow>-<dir>-rat
 (throughput and goodput per bin, bin start relative to the flow's first packet); per flow
 ``<flow>-delivery`` (per request); per capture ``timeline`` (swimlane).  ``markers``
 [(CLOCK_MONOTONIC ns, text)] — a link's changes during the run, :func:`link_markers` — are drawn
-on every figure.
+on every figure, and so are ``steps`` (``analysis.applog.steps``: the timed steps of the run's
+event logs) as shaded spans, on the timeline in the lane of the log that ran them; steps are
+left out of a capture whose times could not be put on CLOCK_MONOTONIC (``clock`` realtime), where
+they would not line up.
 """
 from __future__ import annotations
 
@@ -48,7 +51,14 @@ def _rel(markers, t0: int) -> list[tuple[float, str]]:
     return [((t - t0) / 1e9, text) for t, text in markers]
 
 
-def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = ()) -> list[str]:
+def _on_clock(result: dict, steps) -> list:
+    """``steps`` when the capture's times are on CLOCK_MONOTONIC (the logs' clock), else []."""
+    return list(steps) if result.get("clock") == "monotonic" else []
+
+
+def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
+          steps=()) -> list[str]:
+    steps = _on_clock(result, steps)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
@@ -67,13 +77,14 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = ())
                     else "")
             marks = _rel(markers, rec["t0_ns"])
             written += plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
-                                           title=f"{f.key.name} {d}{view}", markers=marks)
+                                           title=f"{f.key.name} {d}{view}", markers=marks,
+                                           steps=steps)
             sender = (f.key.client, f.key.client_port) if direction.sender == "client" else \
                 (f.key.server, f.key.server_port)
             cw = cwnd_samples(obj["events"], *sender)
             written += plots.in_flight(direction, rec["t0_ns"], base.with_name(base.name + "-inflight"),
                                        cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}{view}",
-                                       markers=marks)
+                                       markers=marks, steps=steps)
             csv = Path(f"{base}-inflight.csv")
             np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
                        header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
@@ -91,19 +102,22 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = ())
         if "s2c" in obj.get("directions", {}) and obj.get("exchanges"):
             written += plots.delivery(_response_streams(obj), rec["t0_ns"],
                                       out / f"{name}-delivery", title=f"{f.key.name}: responses",
-                                      markers=_rel(markers, rec["t0_ns"]))
-        _lanes(lanes, obj)
+                                      markers=_rel(markers, rec["t0_ns"]), steps=steps)
+        _lanes(lanes, obj, skip=("step",) if steps else ())
     if lanes:
         written += plots.swimlane(lanes, t_first, out / "timeline",
                                   title=f"{Path(result['file']).name}: handshake and completion "
                                         "(packet events at the capture point)",
-                                  markers=_rel(markers, t_first))
+                                  markers=_rel(markers, t_first), steps=steps,
+                                  step_lanes={s.log: _app_lane(s.log) for s in steps})
     return written
 
 
-def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, str]] = ()) -> list[str]:
+def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, str]] = (),
+               steps=()) -> list[str]:
     """QUIC figures of the first trace: in-order delivery per stream (received streams, or
-    sent ones when the trace received none) and bytes_in_flight / cwnd."""
+    sent ones when the trace received none) and bytes_in_flight / cwnd (qlog times are put on
+    the logs' clock by ``analysis.qlog.load``)."""
     from analysis import qlog
     tr = traces[0]
     out = Path(outdir)
@@ -113,12 +127,13 @@ def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, s
     ids = np.unique(tr.frames["stream"][tr.frames["sent"] == sent])
     streams = {f"stream {int(s)}": qlog.delivered(tr, int(s), sent=sent) for s in ids}
     written = plots.delivery(streams, t0, out / f"{stem}-delivery",
-                             title=f"QUIC ({tr.vantage}): per-stream delivery", markers=_rel(markers, t0))
+                             title=f"QUIC ({tr.vantage}): per-stream delivery", markers=_rel(markers, t0),
+                             steps=steps)
     m = {k: tr.metrics[k] for k in ("bytes_in_flight", "cwnd") if k in tr.metrics}
     if m:
         written += plots.steps(m, t0, out / f"{stem}-inflight", "kB",
                                f"QUIC ({tr.vantage}): bytes in flight and cwnd", scale=1e-3,
-                               markers=_rel(markers, t0))
+                               markers=_rel(markers, t0), spans=steps)
     return written
 
 
@@ -136,7 +151,11 @@ def _response_streams(obj) -> dict:
     return streams
 
 
-def _lanes(lanes: dict, obj: dict) -> None:
+def _app_lane(log: str) -> str:
+    return f"app {log}".strip()
+
+
+def _lanes(lanes: dict, obj: dict, skip: tuple = ()) -> None:
     f = obj["flow"]
     client, server = f"{f.key.client}", f"{f.key.server}"
     short = f":{f.key.client_port}"
@@ -153,7 +172,7 @@ def _lanes(lanes: dict, obj: dict) -> None:
             if key in ex:
                 lanes.setdefault(lane, []).append((ex[key], f"{key}#{k}{short}"))
     for e in obj["events"]:
-        if e.get("event") in ("tcp_info", "clock"):
+        if e.get("event") in ("tcp_info", "clock", *skip):
             continue
-        lane = f"app {e.get('log', '')}".strip()
+        lane = _app_lane(e.get("log", ""))
         lanes.setdefault(lane, []).append((e["t"], str(e["event"])))

@@ -135,12 +135,13 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
     return page.write(out)
 
 
-def figures_for(res: dict, outdir: Path, markers: list[tuple[int, str]] = ()) -> list[tuple[str, str]]:
+def figures_for(res: dict, outdir: Path, markers: list[tuple[int, str]] = (),
+                steps=()) -> list[tuple[str, str]]:
     """The capture's figures (:func:`analysis.plotset.write`, PNG first of each) with captions;
     a capture holding the project's UDP transport also gets its packet timeline
-    (:func:`analysis.fec.timeline`).  ``markers``: as :func:`analysis.plotset.write`."""
+    (:func:`analysis.fec.timeline`).  ``markers``, ``steps``: as :func:`analysis.plotset.write`."""
     from analysis import fec, pcap, plotset
-    files = [f for f in plotset.write(res, outdir, markers) if f.endswith(".png")]
+    files = [f for f in plotset.write(res, outdir, markers, steps) if f.endswith(".png")]
     if any(r["proto"] == "udp" for r in res["flows"]):
         pk = pcap.read(res["file"])
         ports = {c["dport"] for c in fec.connections(pk) if c["source"] or c["repair"]}
@@ -151,7 +152,8 @@ def figures_for(res: dict, outdir: Path, markers: list[tuple[int, str]] = ()) ->
     out = []
     for f in files:
         stem = Path(f).stem
-        what = ("handshake and completion events per host, at the capture point" if stem == "timeline"
+        what = ("handshake and completion events per host, at the capture point; timed steps "
+                "(computation) as shaded spans on the lane of the app that ran them" if stem == "timeline"
                 else "time-sequence graph" if stem.endswith("-tseq")
                 else "bytes in flight (outstanding, pipe, cwnd where logged)" if stem.endswith("-inflight")
                 else "bytes delivered per response" if stem.endswith("-delivery")

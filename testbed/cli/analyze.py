@@ -2,7 +2,8 @@
 ``testbed analyze RUN_DIR [--json] [--plots DIR]``: a run directory's captures (``pcap/*.pcap``)
 joined with all its event logs (``*.jsonl``) and emulator frame logs (``emulator/*.frames``),
 plus the run's named metrics and checks (``analysis.runmetrics``, the same code as
-``RunResult.metrics``).
+``RunResult.metrics``) and its timed steps (``analysis.applog.step_totals``: count and total ms
+per step name; drawn as shaded spans on the figures).
 
 Damaged captures (``analysis.pcap``: a record cut short, a bad record header, headers cut by
 the snap length) and a run's deleted captures are warned about (stderr, one line each) and
@@ -82,6 +83,9 @@ def run(args) -> int:
     events = []
     for f in args.app_log:
         events += applog.load(f)
+    steps = applog.steps(events) if applog.clock_offset(events) is not None else []
+    if run_info is not None and steps:
+        run_info["steps"] = applog.step_totals(steps)
     links, markers = [], []
     if args.link_log:
         from analysis.plotset import link_markers
@@ -104,7 +108,7 @@ def run(args) -> int:
             res["file"] = str(path)
             if args.plots:
                 from analysis import plotset
-                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem, markers)
+                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem, markers, steps)
         else:
             res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
                                       keep=bool(args.plots) or page_dir is not None, link_logs=links,
@@ -112,9 +116,10 @@ def run(args) -> int:
             if args.plots:
                 from analysis import plotset
                 sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
-                res["plots"] = plotset.write(res, sub, markers)
+                res["plots"] = plotset.write(res, sub, markers, steps)
             if page_dir is not None:
-                figures[res["file"]] = runpage.figures_for(res, Path(page_dir.name) / path.stem, markers)
+                figures[res["file"]] = runpage.figures_for(res, Path(page_dir.name) / path.stem,
+                                                           markers, steps)
             res.pop("_objects", None)
         results.append(res)
     for res in results:
@@ -144,6 +149,9 @@ def run(args) -> int:
                     if k != "host_factors":
                         print(f"  {k:<24} {v}")
             _print_link_changes(run_info.get("link_changes") or {})
+            for name, t in (run_info.get("steps") or {}).items():
+                print(f"  step {name:<19} {t['count']} x, {t['total_ms']:.1f} ms in all "
+                      f"({', '.join(t['logs'])})")
             for res in results:
                 print(_table(res))
         return code
