@@ -18,8 +18,9 @@
 
 Every one takes ``markers``: [(seconds from ``t0``, text)], drawn by :func:`mark` as dashed
 vertical lines with their text (a link's changes during the run: ``plotset.link_markers``), and
-``steps``: the run's timed steps (``analysis.applog.Step``, on the capture's clock), drawn by
-:func:`shade_steps` as shaded spans labelled with their name where the label fits.
+``steps`` (``spans`` for :func:`steps`): the run's timed steps (``analysis.applog.Step``, on
+the capture's clock), drawn by :func:`shade_steps` as shaded spans labelled with their name
+where the label fits.
 """
 from __future__ import annotations
 
@@ -142,9 +143,10 @@ def shade_steps(ax, spans, t0: int, lanes: dict | None = None, scale: float = 1e
                 keep_xlim: bool = True) -> None:
     """Timed steps (``analysis.applog.Step``) as shaded spans from start to start + ms, x in
     units of ``scale`` ns from ``t0``: across the whole height of the axes, or with ``lanes``
-    ({log: y}) as a bar on the lane of the log that ran it.  One colour and legend entry
-    (``step <name> (<log>)``) per name and log; each span's name is written inside it by
-    :func:`_save` once the layout is final, where it fits and overlaps no other label.
+    ({log: y}) as a bar on the lane of the log that ran it.  One colour (the same on every
+    axes of the figure) and legend entry (``step <name> (<log>)``) per name and log; each
+    span's name is written inside it by :func:`_save` once the layout is final, where it fits
+    and overlaps no other label.
     ``keep_xlim``: spans outside the x range the data span are left out (the range stays)."""
     if not spans:
         return
@@ -153,13 +155,15 @@ def shade_steps(ax, spans, t0: int, lanes: dict | None = None, scale: float = 1e
     for s in spans:
         groups.setdefault((s.name, s.log), []).append(s)
     pending = getattr(ax, "_step_labels", [])
-    for k, ((name, log), group) in enumerate(groups.items()):
+    colours = ax.figure.__dict__.setdefault("_step_colours", {})   # one colour per step in a figure
+    for (name, log), group in groups.items():
         xr = [((s.start_ns - t0) / scale, s.ms * 1e6 / scale) for s in group]
         if keep_xlim:
             xr = [(a, w) for a, w in xr if a + w >= lo and a <= hi]
         if not xr:
             continue
-        style = {"facecolors": STEP_COLOURS[k % len(STEP_COLOURS)], "edgecolor": "none",
+        colour = colours.setdefault((name, log), STEP_COLOURS[len(colours) % len(STEP_COLOURS)])
+        style = {"facecolors": colour, "edgecolor": "none",
                  "alpha": 0.5 if lanes else 0.35, "zorder": 0, "label": f"step {name} ({log})"}
         if lanes is None:
             ax.broken_barh(xr, (0, 1), transform=ax.get_xaxis_transform(), **style)

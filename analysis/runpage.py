@@ -2,9 +2,9 @@
 setup rows every report starts with (:func:`run_setup`: what a run's numbers depend on, read from
 its ``manifest.json`` only).
 
-The page: the setup; the run's status, named metrics, checks and link fidelity; per capture its
-flow table (with where it was captured: sender metrics from a capture near the data's receiver
-are marked as the receiver's view, from the flow's ``vantage``) and its figures
+The page: the setup; the run's status, named metrics, checks, link fidelity and timed steps; per
+capture its flow table (with where it was captured: sender metrics from a capture near the data's
+receiver are marked as the receiver's view, from the flow's ``vantage``) and its figures
 (:mod:`analysis.plotset`: the timeline, and per data direction the in-flight and time-sequence
 graphs); a capture that was pruned or deleted is said so in a sentence instead.
 """
@@ -119,6 +119,11 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
                     for d, items in changes["changes"].items() for c in items])
     for w in changes.get("warnings") or ():
         page.para(w, cls="empty")
+    if run_info.get("steps"):
+        page.para("timed steps (computation the workload stands in for; shaded on the figures):")
+        page.table(["step", "count", "total (ms)", "run by"],
+                   [[name, str(t["count"]), f"{t['total_ms']:.1f}", ", ".join(t["logs"])]
+                    for name, t in run_info["steps"].items()])
     for n in notes:
         page.para(n, cls="empty")
     for res in results:

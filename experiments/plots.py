@@ -26,7 +26,8 @@ A metric with no value, only zeros or one value gets no levels or by-run figure
 (:func:`degenerate` gives the sentence the report shows instead).  The timelines take
 ``markers``: per arm, vertical lines for events that are not packets; the representative runs'
 own link changes (a link schedule's, ``analysis.plotset.link_markers``) are drawn on their TCP
-timelines as well.
+timelines as well, and so are their timed steps (``analysis.applog.steps`` of all the run's event
+logs, :func:`analysis.plots.shade_steps`) that overlap the drawn packets' time.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.plots import _plt, _save
+from analysis.plots import _plt, _save, shade_steps
 
 PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", "request_last", "tab:blue"),
           ("wait (server + propagation)", "request_last", "response_first", "tab:orange"),
@@ -285,7 +286,7 @@ def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
 
 def _client_capture(run_dir: Path):
     """The analysed capture nearest the client of a run (None if it kept no pcap)."""
-    from analysis.applog import load
+    from analysis.applog import clock_offset, load, steps
     from analysis.report import analyze_file
     from testbed.spec.runresult import load_run
     r = load_run(run_dir)
@@ -295,11 +296,23 @@ def _client_capture(run_dir: Path):
     if not pcaps:
         return None
     f, p = next(((f, p) for f, p in pcaps if f.get("host") == client), pcaps[0])
-    logs = [run_dir / x["path"] for x in r.files if x["kind"] == "eventlog" and x.get("host") == f.get("host")]
-    events = load(logs[0]) if logs else None
+    logs = [run_dir / x["path"] for x in r.files if x["kind"] == "eventlog"]
+    mine = [p for x, p in zip((x for x in r.files if x["kind"] == "eventlog"), logs)
+            if x.get("host") == f.get("host") and p.exists()]
+    events = load(mine[0]) if mine else None
     res = analyze_file(p, events=events, keep=True)
     res["_pcap"] = p
+    every = [e for log in logs if log.exists() for e in load(log)]
+    res["_steps"] = steps(every) if res["clock"] == "monotonic" and clock_offset(every) is not None else []
     return res
+
+
+def _shade(axes, res: dict, lo_ns: int, hi_ns: int, t0: int, scale: float = 1e9) -> None:
+    """The run's timed steps that overlap [lo_ns, hi_ns] as shaded spans on every axes (x in
+    units of ``scale`` ns from ``t0``)."""
+    inside = [s for s in res.get("_steps", ()) if s.end_ns >= lo_ns and s.start_ns <= hi_ns]
+    for ax in axes:
+        shade_steps(ax, inside, t0, scale=scale, keep_xlim=False)
 
 
 def _link_changes(run_dir: Path, res: dict) -> list[tuple[float, str]]:
@@ -412,6 +425,9 @@ def representative_figure(out: Path, summary: dict, base: Path,
                                        color="tab:blue")
                 _phases(sw, lane, ev, t0, seen)
                 lane += 1
+            t0 = min(fl["t0_ns"] for fl in res["flows"])
+            _shade((ts_ax, fl_ax, sw), res, t0,
+                   max(fl["t0_ns"] + int(fl["duration_s"] * 1e9) for fl in res["flows"]), t0)
         at_receiver = any((fl.get("vantage") or {}).get("sender_side") is False for fl in res["flows"])
         ts_ax.set_title(f"{summary['factor']} = {lab}\n{d}" + ("\nas the data's RECEIVER saw it "
                                                                "(captured near the receiver)" if at_receiver else ""),
@@ -512,12 +528,13 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
     flight of its connection (kB, at the client's capture) above its phases, ms since the
     request started; ``markers`` as in :func:`representative_figure` (ms).  [] when no cell
     has a request to draw."""
-    got = []
+    got, res_of = [], {}
     for label, d in cells:
         res = _client_capture(Path(d))
         win = _request_window(res) if res and res["flows"] else None
         if win:
             got.append((label, d, win))
+            res_of[label] = res
     if not got:
         return []
     plt = _plt()
@@ -539,6 +556,7 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
         if k:
             fl_ax.sharey(axes[0])
         _phases(sw, 0, ev, start, seen, scale=1e6)
+        _shade((fl_ax, sw), res_of[label], start, end, start, scale=1e6)
         sw.set_yticks([])
         _markers((fl_ax, sw), (markers or {}).get(label, []))
     axes[0].set_ylim(bottom=0)
@@ -551,6 +569,7 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
             if n not in names:
                 handles.append(h)
                 names.append(n)
-    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
+    ncol = min(len(names), 5)
+    fig.legend(handles, names, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, base, rect=(0, 0.05, 1, 1))
+    return _save(fig, base, rect=(0, 0.05 * -(-len(names) // ncol), 1, 1))

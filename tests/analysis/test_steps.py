@@ -138,3 +138,30 @@ def test_analyze_lists_the_steps(run_dir, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "step prep" in text and "1 x, 90.0 ms in all (client.jsonl)" in text
     assert (tmp_path / "p" / "timeline.png").is_file()
+    assert main(["analyze", str(run_dir), "--html", str(tmp_path / "run.html")]) == 0
+    page = (tmp_path / "run.html").read_text()
+    assert "timed steps" in page and "server.jsonl" in page
+
+
+def test_experiment_timelines_shade_the_steps(run_dir, tmp_path, monkeypatch):
+    from experiments import plots as xplots
+    from testbed.spec.runresult import RunResult
+    from testbed.spec.runspec import RunSpec
+    RunResult(run_id="r", dir=run_dir, spec=RunSpec(), status="complete", error=None, started=0.0,
+              finished=0.0, metrics={}, checks={}, fidelity={}, roles={"client": "client", "server": "server"},
+              files=[{"path": "pcap/client-client-eth0.pcap", "kind": "pcap", "host": "client"},
+                     {"path": "client.jsonl", "kind": "eventlog", "host": "client"},
+                     {"path": "server.jsonl", "kind": "eventlog", "host": "server"}]).write()
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda fig, base, rect=None: (figs.append(fig), real(fig, base, rect))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    summary = {"experiment": "x", "factor": "f", "primary": "completion_ms_median",
+               "by_level": {lv: {"representative": run_dir.name} for lv in ("a", "b")}}
+    assert xplots.representative_figure(tmp_path, summary, tmp_path / "rep")
+    assert xplots.request_figure([("a", run_dir)], tmp_path / "req", "one request")
+    assert plots.LAYOUT_PROBLEMS == []
+    for fig in figs:      # the server's processing overlaps the packets; the preparation does not
+        labels = {c.get_label() for ax in fig.axes for c in ax.collections}
+        assert "step process (server.jsonl)" in labels and "step prep (client.jsonl)" not in labels
+        assert "step process (server.jsonl)" in [t.get_text() for t in fig.legends[0].get_texts()]
