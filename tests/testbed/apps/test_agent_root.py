@@ -45,6 +45,21 @@ def test_agent_steps_and_disconnect_on_the_edge_path(tmp_path):
     from analysis.pcap import RST
     assert len(syns(pk, 5000)) == 2                                    # the opening and the reopening
     assert ((pk.flags & RST) != 0).sum() >= 1                          # the drop is on the wire
+    assert_analyze_lists_the_steps(run, log)
+
+
+def assert_analyze_lists_the_steps(run, log):
+    """``testbed analyze RUN_DIR --json`` counts and sums every step of the client's log."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "testbed", "analyze", str(run), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    got = json.loads(out)["steps"]
+    for name in ("prep", "encode", "terminal", "reconnect"):
+        mine = [s for s in events(log, ev.STEP) if s["name"] == name]
+        assert got[name]["count"] == len(mine) and "client.jsonl" in got[name]["logs"]
+        assert got[name]["total_ms"] == pytest.approx(sum(s["ms"] for s in mine))
 
 
 def test_independent_blocks_finish_before_dependent_ones_on_the_edge_path(tmp_path):
