@@ -179,14 +179,14 @@ def shade_steps(ax, spans, t0: int, lanes: dict | None = None, scale: float = 1e
 def _label_steps(ax) -> None:
     """Write each pending step span's name (:func:`shade_steps`) centred in it: inside its
     lane, or near the bottom of the axes for a full-height span; a name wider than its span,
-    reaching outside the axes or overlapping a name already written is left out (the legend
-    names the colour)."""
+    reaching outside the axes or overlapping a text already there (a name written before, a
+    :func:`mark` label) is left out (the legend names the colour)."""
     pending = getattr(ax, "_step_labels", None)
     if not pending:
         return
     r = ax.figure.canvas.get_renderer()
     box = ax.get_window_extent(r)
-    placed = []
+    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
     for a, w, name, y in sorted(pending, key=lambda p: p[0]):
         x0, x1 = (ax.transData.transform((v, 0))[0] for v in (a, a + w))
         if abs(x1 - x0) < 8:

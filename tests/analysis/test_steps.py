@@ -165,3 +165,18 @@ def test_experiment_timelines_shade_the_steps(run_dir, tmp_path, monkeypatch):
         labels = {c.get_label() for ax in fig.axes for c in ax.collections}
         assert "step process (server.jsonl)" in labels and "step prep (client.jsonl)" not in labels
         assert "step process (server.jsonl)" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_a_step_name_that_would_overlap_a_link_marker_is_left_out():
+    from analysis.applog import Step
+    plt = plots._plt()
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot([0, 10], [0, 1])
+    plots.mark(ax, [(5.0, "a-b: a long link change text that reaches down the axes")])
+    plots.shade_steps(ax, [Step("process", "server.jsonl", 4_000_000_000, 2000.0),
+                           Step("encode", "client.jsonl", 7_000_000_000, 2000.0)], 0)
+    fig.tight_layout()
+    plots._label_steps(ax)
+    assert [t.get_text() for t in ax.texts][1:] == ["encode"]     # "process" would cross the marker's
+    assert len([c for c in ax.collections if c.get_label().startswith("step ")]) == 2
+    plt.close(fig)
