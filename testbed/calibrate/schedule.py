@@ -104,14 +104,10 @@ def _measure(tb, iv: dict, origin_ns: int, own_rtt: dict) -> dict[str, Any]:
                                     idle)
         m["rtt_ms"]["endpoints"] = own_rtt
     probe_bits = (link.PROBE_PAYLOAD + 42) * 8
-    rates = [s.rate for s in (up, down) if s.rate]
-    pps = min([link.LOSS_PPS] + [r / 4 / probe_bits for r in rates])
+    pps = link.loss_pps((up, down))
     lost = pathprobe.loss(tb, "client", "server", int(pps * LOSS_S), pps * probe_bits,
                           link.PROBE_PAYLOAD, idle, timeout=LOSS_S + 1.0 + idle)
-    m["loss"] = {d: (x["sent"] - x["received"]) / x["sent"] for d, x in lost.items()}
-    m["loss_ci99"] = {d: link.wilson(x["sent"] - x["received"], x["sent"]) for d, x in lost.items()}
-    m["loss_sent"] = {d: x["sent"] for d, x in lost.items()}
-    m["reordered"] = sum(x["reordered"] for x in lost.values())
+    m.update(link.loss_figures(lost))
     if not iv["outage"]:
         for d, src, dst, spec in (("up", "client", "server", up), ("down", "server", "client", down)):
             if spec.rate is None:
