@@ -44,20 +44,26 @@ def run_verdict(run_dir) -> dict | None:
 
 def run(args) -> int:
     from testbed.calibrate.link import calibrate
+    from testbed.calibrate.schedule import calibrate_schedule
     from testbed.spec.units import parse_delay
     parse_delay(args.delay, "--delay")      # "--delay 10" is 10 s: refused before anything starts
-    if args.schedule:
-        return _run_schedule(args)
-    out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
-                    args.packets, args.seed, args.results)
+    if args.schedule:                       # the checks of every interval of the schedule
+        out = calibrate_schedule(args.schedule, args.rate, args.delay, args.loss_up, args.loss_down,
+                                 args.backend, args.seed, args.results)
+    else:
+        out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
+                        args.packets, args.seed, args.results)
     verdict = _add_verdict(out)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0 if out["ok"] else 1
-    print(f"calibrate: backend {out['backend']}, results in {out['run_dir']}")
+    what = (f"schedule {args.schedule} on both directions, {len(out['intervals'])} intervals, "
+            if args.schedule else "")
+    print(f"calibrate: {what}backend {out['backend']}, results in {out['run_dir']}")
     _print_checks(out["checks"])
-    rtt = out["measured"]["rtt_ms"]
-    print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
+    if not args.schedule:
+        rtt = out["measured"]["rtt_ms"]
+        print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
     _print_tail(out, verdict)
     return 0 if out["ok"] else 1
 
@@ -98,19 +104,3 @@ def _print_tail(out: dict, verdict: dict | None) -> None:
         for w in e.get("warnings", []):
             print(f"emulator warning: {w}")
     print("OK" if out["ok"] else "NOT OK")
-
-
-def _run_schedule(args) -> int:
-    """``--schedule FILE``: the checks of every interval (``testbed.calibrate.schedule``)."""
-    from testbed.calibrate.schedule import calibrate_schedule
-    out = calibrate_schedule(args.schedule, args.rate, args.delay, args.loss_up, args.loss_down,
-                             args.backend, args.seed, args.results)
-    verdict = _add_verdict(out)
-    if args.json:
-        print(json.dumps(out, indent=1))
-        return 0 if out["ok"] else 1
-    print(f"calibrate: schedule {args.schedule} on both directions, {len(out['intervals'])} "
-          f"intervals, backend {out['backend']}, results in {out['run_dir']}")
-    _print_checks(out["checks"])
-    _print_tail(out, verdict)
-    return 0 if out["ok"] else 1
