@@ -14,9 +14,9 @@ from its write.
 Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
 
 Blocks (``--blocks K``): the request goes as K block requests of N/K bytes written back to back
-on the connection while a second thread reads their replies; the server answers each as it
-arrives (processing, then its reply), so a block's processing and reply overlap the next blocks'
-upload.  ``--dependent``: a global dependency — blocks 1..K−1 carry no processing and no reply,
+on the connection while a second thread reads their replies; the server answers each in order
+(processing, then its reply) while it goes on reading, so a block's processing and reply overlap
+the next blocks' upload (``serve_connection``).  ``--dependent``: a global dependency — blocks 1..K−1 carry no processing and no reply,
 the last all of T and the K replies' bytes (sent together after the processing: on one
 connection the same bytes in the same order).  ``block_plan`` makes the blocks.  Per block the
 client logs ``block_sent`` and ``block_reply`` (its reply's last byte); the request's
@@ -38,6 +38,7 @@ offers the previous TLS session (TLS 1.3 ticket) on each new connection.  The wh
 from __future__ import annotations
 
 import argparse
+import queue
 import shutil
 import socket
 import statistics
@@ -138,38 +139,71 @@ class Operations:
 def serve_connection(conn_sock: socket.socket, log: ev.EventLog, conn: int, interval: float,
                      factors: tcpopts.SocketFactors | None = None,
                      ops: Operations | None = None) -> None:
-    """Answer requests on one connection until the client closes it."""
+    """Answer requests on one connection until the client closes it, as a pipeline of three
+    threads: this one reads the requests, a processor processes them in order, a sender sends
+    their replies in order; so a request's processing overlaps the reading of the next ones (the
+    upload of ``--blocks`` goes on while a block is processed) and its reply's transmission the
+    next one's processing, as on a server with one processor and a network stack beside it.
+    ``tcp_info`` is sampled for the connection's life."""
     ops = ops or Operations()
-    with conn_sock:
-        req = 0
-        while True:
-            header = conn_sock.recv(HEADER.size)
-            if not header:
+    to_process: queue.SimpleQueue = queue.SimpleQueue()
+    to_send: queue.SimpleQueue = queue.SimpleQueue()
+    failed: list[OSError] = []
+
+    def process() -> None:
+        while (item := to_process.get()) is not None:
+            req, think_us, m, execute = item
+            if execute:                      # the processing: a timed step on the timeline
+                timed_step(log, "process", think_us / 1e6, conn=conn, req=req)
+            to_send.put((req, m))
+        to_send.put(None)
+
+    def send() -> None:
+        while (item := to_send.get()) is not None:
+            req, m = item
+            try:
+                sockets.send_logged(conn_sock, payload.body(m, REPLY_SEED), log,
+                                    ev.RESPONSE_FIRST_BYTE_SENT, ev.RESPONSE_SENT, conn=conn, req=req)
+            except OSError as exc:
+                failed.append(exc)
                 return
-            t_first = ev.now()
-            header += sockets.recv_exact(conn_sock, HEADER.size - len(header), keep=True)
-            if req == 0:
-                sockets.reassert_clamp(conn_sock, factors, log, conn)
-            op = None
-            if header[:4] == OP_MAGIC:
-                header += sockets.recv_exact(conn_sock, OP_HEADER.size - HEADER.size, keep=True)
-                magic, n, m, think_us, op = OP_HEADER.unpack(header)
-            else:
-                magic, n, m, think_us = HEADER.unpack(header)
-            if magic not in (MAGIC, OP_MAGIC):
-                raise ConnectionError(f"not a request/response client (magic {magic!r})")
-            execute = op is None or ops.first(op)
-            log.emit(ev.REQUEST_RECEIVED, t=t_first, conn=conn, req=req, body=n, reply=m,
-                     process_us=think_us, **({} if op is None else {"op": op, "retry": not execute}))
-            with tcpinfo.Sampler(log, conn_sock, conn, interval):
+
+    with conn_sock, tcpinfo.Sampler(log, conn_sock, conn, interval):
+        workers = [threading.Thread(target=f, daemon=True) for f in (process, send)]
+        for w in workers:
+            w.start()
+        try:
+            req = 0
+            while not failed:
+                header = conn_sock.recv(HEADER.size)
+                if not header:
+                    break
+                t_first = ev.now()
+                header += sockets.recv_exact(conn_sock, HEADER.size - len(header), keep=True)
+                if req == 0:
+                    sockets.reassert_clamp(conn_sock, factors, log, conn)
+                op = None
+                if header[:4] == OP_MAGIC:
+                    header += sockets.recv_exact(conn_sock, OP_HEADER.size - HEADER.size, keep=True)
+                    magic, n, m, think_us, op = OP_HEADER.unpack(header)
+                else:
+                    magic, n, m, think_us = HEADER.unpack(header)
+                if magic not in (MAGIC, OP_MAGIC):
+                    raise ConnectionError(f"not a request/response client (magic {magic!r})")
+                execute = op is None or ops.first(op)
+                log.emit(ev.REQUEST_RECEIVED, t=t_first, conn=conn, req=req, body=n, reply=m,
+                         process_us=think_us, **({} if op is None else {"op": op, "retry": not execute}))
                 body = sockets.recv_exact(conn_sock, n, keep=n <= KEEP_LIMIT)
                 log.emit(ev.REQUEST_COMPLETE, conn=conn, req=req, bytes=n,
                          sha256=payload.digest(body) if n <= KEEP_LIMIT else None)
-                if execute:                  # the processing: a timed step on the timeline
-                    timed_step(log, "process", think_us / 1e6, conn=conn, req=req)
-                sockets.send_logged(conn_sock, payload.body(m, REPLY_SEED), log,
-                                    ev.RESPONSE_FIRST_BYTE_SENT, ev.RESPONSE_SENT, conn=conn, req=req)
-            req += 1
+                to_process.put((req, think_us, m, execute))
+                req += 1
+        finally:
+            to_process.put(None)
+            for w in workers:
+                w.join()
+    if failed:
+        raise failed[0]
 
 
 def serve(listener: socket.socket, log: ev.EventLog, interval: float, tls_ctx=None,
