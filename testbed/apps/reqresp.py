@@ -16,11 +16,12 @@ Timed requests are numbered ``req`` 0..K-1 with ``--think`` between them.
 Blocks (``--blocks K``): the request goes as K block requests of N/K bytes written back to back
 on the connection while a second thread reads their replies; the server answers each in order
 (processing, then its reply) while it goes on reading, so a block's processing and reply overlap
-the next blocks' upload (``serve_connection``).  ``--dependent``: a global dependency — blocks 1..K−1 carry no processing and no reply,
-the last all of T and the K replies' bytes (sent together after the processing: on one
-connection the same bytes in the same order).  ``block_plan`` makes the blocks.  Per block the
-client logs ``block_sent`` and ``block_reply`` (its reply's last byte); the request's
-``first_response_byte`` and ``last_response_byte`` are the first and last reply bytes of all.
+the next blocks' upload (``serve_connection``). ``--dependent``: a global dependency — blocks
+1..K−1 carry no processing and no reply, the last all of T and the K replies' bytes (sent
+together after the processing: on one connection the same bytes in the same order).
+``block_plan`` makes the blocks. Per block the client logs ``block_sent`` and ``block_reply``
+(its reply's last byte); the request's ``first_response_byte`` and ``last_response_byte`` are
+the first and last reply bytes of all.
 Codec: ``--compress R`` sends N·R body bytes, ``--encode E`` is a timed step on the client after
 ``request_issued`` (a ``step`` event) and ``--decode D`` is added to the server's processing
 (to its total over the blocks).
