@@ -215,18 +215,22 @@ def _read_pcap_native(f, magic: bytes) -> Packets:
     size = os.fstat(f.fileno()).st_size
     if size <= 24:
         return Packets(**native.empty_fields(0))
-    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
-        buf = np.frombuffer(mm, np.uint8)
+    mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    buf = np.frombuffer(mm, np.uint8)
+    try:
+        release = size > WINDOW         # else the count pass leaves the pages for the next
+        n, pos = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
+            b, len(b), le, nano, linktype, maxcap), release)
+        out = native.empty_fields(n)
+        done, _ = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
+            b, len(b), le, nano, linktype, maxcap, out, k0, n - k0), release)
+        stop = _stopped(mm, pos, n, nano, snaplen, le)
+    finally:
+        del buf                         # the map closes only without views on it
         try:
-            release = size > WINDOW     # else the count pass leaves the pages for the next
-            n, pos = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
-                b, len(b), le, nano, linktype, maxcap), release)
-            out = native.empty_fields(n)
-            done, _ = _walk_windows(mm, buf, lambda b, k0: native.pcap_records(
-                b, len(b), le, nano, linktype, maxcap, out, k0, n - k0), release)
-            stop = _stopped(mm, pos, n, nano, snaplen, le)
-        finally:
-            del buf                     # the map closes only without views on it
+            mm.close()
+        except BufferError:             # a view still held elsewhere for a moment (a sampling
+            pass                        # profiler's frame, e.g. Dask's): unmapped when it goes
     pk = Packets(**out) if done == n else Packets(**out).select(slice(0, done))
     pk.damage = [stop] if stop else []
     return _check_headers(pk, snaplen, [linktype])
