@@ -18,6 +18,12 @@ Stages of a frame arriving at ``a`` (each uses the values in force at *its own* 
 1. Events (origin set): per event, frames of at least ``min_bytes`` are counted from 1 since
    the origin; frame k is hit when ``frame <= k < frame + count``; a window event hits frames
    with ``origin + start <= a < origin + end``.  Hits are decided here, acted on in 5 and 6.
+   An event with ``copies_until`` u also keeps the TCP bytes of the frames it drops lost: each
+   hit frame that is IPv4/TCP with a payload (``tcp_segment`` of the frame passed to
+   ``arrive``) adds its (addresses, ports, sequence range); a later frame arriving at
+   ``a < origin + u`` with the same addresses and ports whose sequence range overlaps one of
+   them (modulo 2^32) is a copy: dropped as a hit is, whatever its size.  A frame given
+   without its bytes, or not IPv4/TCP, is never a copy and adds no range.
 2. Outage at ``a`` (an outage covers [down, up)): without ``hold`` the frame is dropped,
    ``DROP_OUTAGE`` at ``a``; with ``hold`` it goes on to the queue.
 3. Queue: drop-tail (``queue.DropTailQueue``) with the limits of the LinkSpec in force at ``a``
@@ -64,6 +70,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import struct
 from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
@@ -153,14 +160,45 @@ class _Segment:
         self.fifo = not spec.reorder
 
 
+_IP_TCP = struct.Struct("!12xHBxH2xH")   # ethertype, version/IHL, total length, flags/offset
+_TCP_SEQ = struct.Struct("!HHI4xB")           # ports, sequence number, data offset
+
+
+def tcp_segment(frame: bytes | None) -> tuple[tuple[int, int, int, int], int, int] | None:
+    """((src, dst, sport, dport), seq, payload bytes) of an Ethernet frame carrying an
+    unfragmented IPv4/TCP segment with a payload (addresses as in the IP header, payload =
+    IP total length - IP header - TCP header); None for any other frame, or one too short."""
+    if frame is None or len(frame) < 34:
+        return None
+    ethertype, vihl, total, frag = _IP_TCP.unpack_from(frame)
+    if ethertype != 0x0800 or vihl >> 4 != 4 or frame[23] != 6 or frag & 0x3FFF:
+        return None
+    l4 = 14 + (vihl & 15) * 4
+    if len(frame) < l4 + 20:
+        return None
+    sport, dport, seq, doff = _TCP_SEQ.unpack_from(frame, l4)
+    payload = total - (vihl & 15) * 4 - (doff >> 4) * 4
+    if payload <= 0:
+        return None
+    return (frame[26:30], frame[30:34], sport, dport), seq, payload
+
+
+def _overlap(seq_a: int, len_a: int, seq_b: int, len_b: int) -> bool:
+    """Whether TCP sequence ranges [a, a + len_a) and [b, b + len_b) overlap (modulo 2^32)."""
+    return (seq_b - seq_a) % (1 << 32) < len_a or (seq_a - seq_b) % (1 << 32) < len_b
+
+
 class _EventState:
-    __slots__ = ("item", "event", "seen", "start_ns", "end_ns", "delay_ns", "recorded")
+    __slots__ = ("item", "event", "seen", "start_ns", "end_ns", "delay_ns", "recorded", "until_ns",
+                 "lost")
 
     def __init__(self, item, event, origin):
         self.item, self.event, self.seen, self.recorded = item, event, 0, False
         self.start_ns = origin + round(event.start * 1e9) if event.start is not None else 0
         self.end_ns = origin + round(event.end * 1e9) if event.end is not None else 0
         self.delay_ns = round(event.delay * 1e9)
+        self.until_ns = origin + round(event.copies_until * 1e9) if event.copies_until is not None else None
+        self.lost: dict[tuple, list[tuple[int, int]]] = {}   # flow -> [(seq, payload bytes)]
 
 
 def check_on_medium(sch: Schedule, direction, medium) -> None:
@@ -203,6 +241,8 @@ class ScheduledDirection(DirectionModel):
         self._op_left = 0
         self._op_t = 0
         self.schedule_stats = ScheduleStats()
+        #: whether ``arrive`` needs the frame's bytes (an event with ``copies_until``)
+        self.wants_frames = any(e.copies_until is not None for e in sch.events)
 
     # --- the schedule ---------------------------------------------------------------------
     def set_origin(self, t_ns: int) -> None:
@@ -380,8 +420,9 @@ class ScheduledDirection(DirectionModel):
         return finish
 
     # --- the frame ----------------------------------------------------------------------------
-    def arrive(self, now_ns: int, frame_len: int) -> tuple[int, int]:
-        """As ``DirectionModel.arrive``, with the schedule (see the module docstring)."""
+    def arrive(self, now_ns: int, frame_len: int, frame: bytes | None = None) -> tuple[int, int]:
+        """As ``DirectionModel.arrive``, with the schedule (see the module docstring); ``frame``:
+        the frame's bytes, read only when ``wants_frames`` (to recognise TCP copies)."""
         self._frames_in += 1
         self._bytes_in += frame_len
         self._last_arrival = now_ns
@@ -391,8 +432,13 @@ class ScheduledDirection(DirectionModel):
                 self._emit_until(now_ns)
             if self._tied:
                 self._resolve(now_ns)
+            tcp = tcp_segment(frame) if self.wants_frames else None
             for st in self._events:
                 ev = st.event
+                if tcp is not None and st.lost and now_ns < st.until_ns:
+                    ranges = st.lost.get(tcp[0])
+                    if ranges and any(_overlap(seq, n, tcp[1], tcp[2]) for seq, n in ranges):
+                        drop_event = True
                 if frame_len < ev.min_bytes:
                     continue
                 if ev.frame is not None:
@@ -408,6 +454,8 @@ class ScheduledDirection(DirectionModel):
                                      what, actual=now_ns)
                     drop_event = drop_event or ev.drop
                     extra += st.delay_ns
+                    if tcp is not None and st.until_ns is not None and now_ns < st.until_ns:
+                        st.lost.setdefault(tcp[0], []).append(tcp[1:])
             self._n += 1
             self._nbytes += frame_len
         if self._outages:

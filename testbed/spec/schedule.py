@@ -8,7 +8,7 @@ A schedule belongs to one ``LinkSpec`` (``LinkSpec.schedule``) and holds:
   arriving meanwhile are dropped (verdict ``outage``) or, with ``hold``, kept and sent from ``up``;
 - ``events`` (``Event``): chosen frames (the k-th frame of at least ``min_bytes`` and the
   ``count - 1`` next ones, or the frames arriving in a time window) get ``delay`` more or are
-  dropped;
+  dropped (with ``copies_until``, their TCP retransmissions too until that moment);
 - ``trace`` (``Trace``): Mahimahi delivery opportunities that replace ``rate``.
 
 Moments (``Moment``) are counted from the run's origin, which the emulator is given explicitly:
@@ -196,7 +196,14 @@ class Event:
     frame: the ``frame``-th (1-based) frame of this direction since the origin among those of at
         least ``min_bytes`` bytes, and the ``count - 1`` such frames after it;
     start, end: the frames (of at least ``min_bytes``) arriving in [start, end) s after the origin.
-    Action, exactly one of: ``delay`` s more on top of the frame's delivery time, or ``drop``."""
+    Action, exactly one of: ``delay`` s more on top of the frame's delivery time, or ``drop``.
+    ``copies_until`` (only with ``drop``; s after the origin, like start/end): the dropped
+    frames' TCP bytes stay lost until then: a later frame of this direction with the same IPv4
+    TCP 4-tuple (addresses and ports) whose sequence range overlaps a dropped frame's payload
+    is dropped too (verdict ``dropped_event``) while it arrives before that moment.  Only
+    IPv4/TCP frames are recognised so; a frame that is not (QUIC: its retransmissions are new
+    encrypted packets that nothing on the link can tie to the lost one) is matched only by the
+    selector."""
     frame: int | None = None
     count: int = 1
     min_bytes: int = 0
@@ -204,6 +211,7 @@ class Event:
     end: float | None = None
     delay: float = 0.0
     drop: bool = False
+    copies_until: float | None = None
 
     def __post_init__(self):
         window = self.start is not None or self.end is not None
@@ -218,17 +226,25 @@ class Event:
             raise ValueError(f"event window [{self.start}, {self.end}) must have 0 <= start < end")
         if (self.delay > 0) == self.drop or self.delay < 0:
             raise ValueError("an event either delays (delay > 0, e.g. 45ms) or drops (drop = true) its frames")
+        if self.copies_until is not None:
+            if not self.drop:
+                raise ValueError("event copies_until (drop the lost TCP bytes' copies until a moment) "
+                                 "needs drop = true; a delaying event has no copies to drop")
+            if not (isinstance(self.copies_until, (int, float)) and math.isfinite(self.copies_until)
+                    and self.copies_until >= 0):
+                raise ValueError(f"event copies_until {self.copies_until!r} must be a time >= 0 s "
+                                 "after the origin (e.g. 7s)")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Event":
-        known = ("frame", "count", "min_bytes", "start", "end", "delay", "drop")
+        known = ("frame", "count", "min_bytes", "start", "end", "delay", "drop", "copies_until")
         unknown = sorted(set(d) - set(known))
         if unknown:
             raise ValueError(f"event: unknown field(s) {unknown}; allowed: {', '.join(known)}")
         kw: dict[str, Any] = {k: int(d[k]) for k in ("frame", "count") if k in d}
         if "min_bytes" in d:
             kw["min_bytes"] = parse_size(d["min_bytes"])
-        for k in ("start", "end"):
+        for k in ("start", "end", "copies_until"):
             if k in d:
                 kw[k] = parse_time(d[k])
         if "delay" in d:
@@ -242,6 +258,8 @@ class Event:
                                else {"start": self.start, "end": self.end})
         out["min_bytes"] = self.min_bytes
         out.update({"drop": True} if self.drop else {"delay": self.delay})
+        if self.copies_until is not None:
+            out["copies_until"] = self.copies_until
         return out
 
     def describe(self) -> str:
@@ -249,7 +267,10 @@ class Event:
                if self.frame is not None else f"frames in [{self.start!r}s, {self.end!r}s)")
         if self.min_bytes:
             sel += f" of >= {self.min_bytes} B"
-        return f"{sel}: " + ("drop" if self.drop else f"+{format_time(self.delay)}")
+        action = "drop" if self.drop else f"+{format_time(self.delay)}"
+        if self.copies_until is not None:
+            action += f", its TCP copies until {self.copies_until!r}s"
+        return f"{sel}: {action}"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,9 @@ too), times, counters and change records.  The calls parallel the Python model's
 
 - ``Engine(directions, media)``: ``directions`` are (spec, seed, medium name or None), as for
   ``make_direction``; a schedule on a shared medium is refused as the model refuses it;
-- ``Engine.arrive(i, now_ns, frame_len)`` -> (verdict, t_ns); ``arrive_batch`` over arrays;
+- ``Engine.arrive(i, now_ns, frame_len, frame=None)`` -> (verdict, t_ns) (``frame``: the bytes,
+  which an event's ``copies_until`` reads; the I/O loop always passes them); ``arrive_batch``
+  over arrays (lengths only);
 - ``Engine.set_origin(i, t_ns)``: once, ``t_ns`` >= ``Engine.last_arrival(i)`` (ValueError
   otherwise); nothing on a direction without a schedule;
 - ``Engine.drain_changes(i, now_ns=None)`` -> list of ``schedule_model.ScheduleChange`` (same
@@ -93,8 +95,8 @@ class OutageCfg(ctypes.Structure):
 
 
 class EventCfg(ctypes.Structure):
-    _fields_ = [(n, _i64) for n in ("frame", "count", "min_bytes", "start_ns", "end_ns", "delay_ns")] + [
-        ("drop", _i32), ("pad", _i32)]
+    _fields_ = [(n, _i64) for n in ("frame", "count", "min_bytes", "start_ns", "end_ns", "delay_ns",
+                                    "until_ns")] + [("drop", _i32), ("copies", _i32)]
 
 
 class SchedCfg(ctypes.Structure):
@@ -173,6 +175,8 @@ def load():
                                           ctypes.POINTER(MediumCfg)]
             lib.tb_engine_free.argtypes = [ctypes.c_void_p]
             lib.tb_arrive.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64, _i64, ctypes.POINTER(_i64)]
+            lib.tb_arrive_frame.argtypes = [ctypes.c_void_p, ctypes.c_int, _i64, _i64, ctypes.c_char_p,
+                                            ctypes.c_uint32, ctypes.POINTER(_i64)]
             lib.tb_arrive_batch.restype = _i64
             lib.tb_arrive_batch.argtypes = [ctypes.c_void_p, _i64] + [ctypes.c_void_p] * 5
             lib.tb_schedule.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(SchedCfg)]
@@ -332,7 +336,9 @@ def sched_cfg(spec: LinkSpec, keep: list) -> SchedCfg:
     events = (EventCfg * max(1, len(sch.events)))(*[
         EventCfg(e.frame or 0, e.count, e.min_bytes,
                  round(e.start * 1e9) if e.start is not None else 0,
-                 round(e.end * 1e9) if e.end is not None else 0, round(e.delay * 1e9), int(e.drop))
+                 round(e.end * 1e9) if e.end is not None else 0, round(e.delay * 1e9),
+                 round(e.copies_until * 1e9) if e.copies_until is not None else 0, int(e.drop),
+                 int(e.copies_until is not None))
         for e in sch.events])
     trace = sch.trace
     ms = (_i64 * (len(trace.ms) if trace else 1))(*([m * 1_000_000 for m in trace.ms] if trace else []))
@@ -376,9 +382,14 @@ class Engine:
             if lib.tb_schedule(self.ptr, i, ctypes.byref(sched_cfg(spec, self._keep))) < 0:
                 raise MemoryError("tb_schedule failed")
 
-    def arrive(self, direction: int, now_ns: int, frame_len: int) -> tuple[int, int]:
+    def arrive(self, direction: int, now_ns: int, frame_len: int, frame: bytes | None = None) -> tuple[int, int]:
+        """``ScheduledDirection.arrive``: ``frame``, the frame's bytes, for an event's ``copies_until``."""
         t = _i64()
-        v = self._lib.tb_arrive(self.ptr, direction, now_ns, frame_len, ctypes.byref(t))
+        if frame is None:
+            v = self._lib.tb_arrive(self.ptr, direction, now_ns, frame_len, ctypes.byref(t))
+        else:
+            v = self._lib.tb_arrive_frame(self.ptr, direction, now_ns, frame_len, frame, len(frame),
+                                          ctypes.byref(t))
         if v < 0:
             raise MemoryError("native engine out of memory")
         return v, t.value
@@ -479,8 +490,8 @@ class NativeDirection:
         self.engine, self.index = engine, index
         self.spec = engine.specs[index]
 
-    def arrive(self, now_ns: int, frame_len: int) -> tuple[int, int]:
-        return self.engine.arrive(self.index, now_ns, frame_len)
+    def arrive(self, now_ns: int, frame_len: int, frame: bytes | None = None) -> tuple[int, int]:
+        return self.engine.arrive(self.index, now_ns, frame_len, frame)
 
     def set_origin(self, t_ns: int) -> None:
         self.engine.set_origin(self.index, t_ns)

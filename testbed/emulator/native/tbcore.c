@@ -226,15 +226,21 @@ static int lost(tb_lossgen *g, tb_mt *rng) {
     }
 }
 
-static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, int64_t *t_out);
+static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, const uint8_t *f,
+                        uint32_t caplen, int64_t *t_out);
+
+int tb_arrive(tb_engine *e, int dir, int64_t now, int64_t len, int64_t *t_out) {
+    return tb_arrive_frame(e, dir, now, len, NULL, 0, t_out);
+}
 
 /* DirectionModel.arrive; returns the verdict, *t_out the time (or -1 on out of memory) */
-int tb_arrive(tb_engine *e, int dir, int64_t now, int64_t len, int64_t *t_out) {
+int tb_arrive_frame(tb_engine *e, int dir, int64_t now, int64_t len, const uint8_t *f,
+                    uint32_t caplen, int64_t *t_out) {
     tb_dir *d = &e->dirs[dir];
     const tb_dir_cfg *c = &d->cfg;
     int64_t depart;
     d->last_arrival = now;
-    if (d->sch) return sched_arrive(e, d, now, len, t_out);
+    if (d->sch) return sched_arrive(e, d, now, len, f, caplen, t_out);
     d->st.frames_in++;
     d->st.bytes_in += len;
     if (!c->shaped) {
@@ -296,7 +302,11 @@ typedef struct {   /* _Segment: the values in force from `start` on */
 typedef struct { int64_t down, up; int32_t hold; } tb_outage;
 typedef struct { int64_t t, seq; tb_change c; } tb_pending;         /* a time-tied record */
 typedef struct { int32_t at_kind, kind, item; int64_t value, seq; } tb_tied;  /* kind 0 step, 1 down */
-typedef struct { int64_t seen, start_ns, end_ns; int32_t recorded; } tb_evstate;
+typedef struct {
+    int64_t seen, start_ns, end_ns, until_ns;
+    int32_t recorded, pad;
+    tb_tcpseg *lost; int64_t n_lost, cap_lost;   /* the dropped frames' TCP ranges (copies_until) */
+} tb_evstate;
 
 typedef struct tb_sched {
     tb_sched_cfg cfg;
@@ -311,11 +321,14 @@ typedef struct tb_sched {
     tb_evstate *ev;
     int64_t n, nbytes;                      /* frames and bytes arrived since the origin */
     int64_t op, op_left, op_t;              /* the trace: last opportunity used */
+    int32_t wants_frames, pad;              /* an event has copies_until */
     tb_sched_stats st;
 } tb_sched;
 
 static void sched_free(tb_sched *s) {
     if (!s) return;
+    if (s->ev)
+        for (int64_t i = 0; i < s->cfg.n_events; i++) free(s->ev[i].lost);
     free(s->segs); free(s->gens); free(s->outages); free(s->tied); free(s->pending);
     free(s->changes); free(s->ev);
     free(s);
@@ -384,6 +397,7 @@ int tb_schedule(tb_engine *e, int dir, const tb_sched_cfg *cfg) {
     derive(s, d->cfg.overhead, base, NULL);
     s->n_segs = 1;
     s->op = -1;
+    for (int64_t i = 0; i < ne; i++) s->wants_frames |= cfg->events[i].copies;
     d->sch = s;
     return 0;
 }
@@ -486,7 +500,9 @@ int tb_set_origin(tb_engine *e, int dir, int64_t t) {
     }
     for (int64_t i = 0; i < s->cfg.n_events; i++) {
         const tb_event_cfg *v = &s->cfg.events[i];
-        s->ev[i] = (tb_evstate){0, v->frame ? 0 : t + v->start_ns, v->frame ? 0 : t + v->end_ns, 0};
+        s->ev[i].start_ns = v->frame ? 0 : t + v->start_ns;
+        s->ev[i].end_ns = v->frame ? 0 : t + v->end_ns;
+        s->ev[i].until_ns = t + v->until_ns;
     }
     if (s->cfg.n_ms) pend_add(s, t, -1, TB_CH_TRACE, 0, t);
     emit_until(s, t);
@@ -621,7 +637,32 @@ static int64_t transmit(tb_sched *s, int64_t overhead, int64_t a, int64_t len) {
     return finish;
 }
 
-static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, int64_t *t_out) {
+static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* schedule_model.tcp_segment: 1 and *out filled for an IPv4/TCP segment with a payload, else 0 */
+int tb_tcp_segment(const uint8_t *f, uint32_t caplen, tb_tcpseg *out) {
+    if (!f || caplen < 34 || get16(f + 12) != 0x0800 || f[14] >> 4 != 4 || f[23] != 6
+        || (get16(f + 20) & 0x3FFF)) return 0;
+    uint32_t ihl = (f[14] & 15u) * 4, l4 = 14 + ihl;
+    if (caplen < l4 + 20) return 0;
+    int64_t payload = (int64_t)get16(f + 16) - ihl - (f[l4 + 12] >> 4) * 4;
+    if (payload <= 0) return 0;
+    *out = (tb_tcpseg){.src = get32(f + 26), .dst = get32(f + 30), .seq = get32(f + l4 + 4),
+                       .len = (uint32_t)payload, .sport = get16(f + l4), .dport = get16(f + l4 + 2)};
+    return 1;
+}
+
+/* _overlap: the same addresses and ports and overlapping sequence ranges (modulo 2^32) */
+static int tcp_copy(const tb_tcpseg *a, const tb_tcpseg *b) {
+    return a->src == b->src && a->dst == b->dst && a->sport == b->sport && a->dport == b->dport
+        && ((uint32_t)(b->seq - a->seq) < a->len || (uint32_t)(a->seq - b->seq) < b->len);
+}
+
+static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, const uint8_t *f,
+                        uint32_t caplen, int64_t *t_out) {
     tb_sched *s = d->sch;
     int64_t overhead = d->cfg.overhead, extra = 0;
     int drop_event = 0;
@@ -630,9 +671,14 @@ static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, int64
     if (s->has_origin) {
         if (s->n_pend && s->pending[0].t <= now) emit_until(s, now);
         if (s->n_tied) resolve(s, overhead, now);
+        tb_tcpseg seg;
+        int tcp = s->wants_frames && tb_tcp_segment(f, caplen, &seg);
         for (int64_t i = 0; i < s->cfg.n_events; i++) {
             const tb_event_cfg *v = &s->cfg.events[i];
             tb_evstate *st = &s->ev[i];
+            if (tcp && st->n_lost && now < st->until_ns)
+                for (int64_t k = 0; k < st->n_lost && !drop_event; k++)
+                    drop_event = tcp_copy(&st->lost[k], &seg);
             if (len < v->min_bytes) continue;
             int hit;
             if (v->frame) {
@@ -647,6 +693,15 @@ static int sched_arrive(tb_engine *e, tb_dir *d, int64_t now, int64_t len, int64
                 }
                 drop_event = drop_event || v->drop;
                 extra += v->delay_ns;
+                if (tcp && v->copies && now < st->until_ns) {
+                    if (st->n_lost == st->cap_lost) {
+                        int64_t cap = st->cap_lost ? 2 * st->cap_lost : 4;
+                        tb_tcpseg *m = realloc(st->lost, (size_t)cap * sizeof *m);
+                        if (!m) return -1;
+                        st->lost = m; st->cap_lost = cap;
+                    }
+                    st->lost[st->n_lost++] = seg;
+                }
             }
         }
         s->n++;

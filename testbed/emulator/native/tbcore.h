@@ -110,10 +110,15 @@ typedef struct {  /* a step (or the base LinkSpec): the fields named in mask */
 
 typedef struct { int32_t at_kind, hold; int64_t at, duration_ns; } tb_outage_cfg;
 
-typedef struct {  /* frame 0: a window event [start_ns, end_ns) after the origin */
-    int64_t frame, count, min_bytes, start_ns, end_ns, delay_ns;
-    int32_t drop, pad;
+typedef struct {  /* frame 0: a window event [start_ns, end_ns) after the origin; copies 1: its
+                   * dropped frames' TCP copies are dropped until until_ns after the origin */
+    int64_t frame, count, min_bytes, start_ns, end_ns, delay_ns, until_ns;
+    int32_t drop, copies;
 } tb_event_cfg;
+
+/* schedule_model.tcp_segment: an unfragmented IPv4/TCP segment's addresses, ports, sequence
+ * number and payload bytes (> 0) */
+typedef struct { uint32_t src, dst, seq, len; uint16_t sport, dport; } tb_tcpseg;
 
 typedef struct {
     int64_t frame_bytes, min_queue;       /* LinkSpec.frame_bytes, MIN_DEFAULT_QUEUE */
@@ -137,6 +142,10 @@ typedef struct { int64_t dropped_outage, dropped_event, delayed_event, changes; 
 tb_engine *tb_engine_new(int n_dirs, const tb_dir_cfg *dirs, int n_media, const tb_medium_cfg *media);
 void tb_engine_free(tb_engine *e);
 int tb_arrive(tb_engine *e, int dir, int64_t now_ns, int64_t frame_len, int64_t *t_out);
+/* tb_arrive with the frame's first caplen bytes (ScheduledDirection.arrive's `frame`) */
+int tb_arrive_frame(tb_engine *e, int dir, int64_t now_ns, int64_t frame_len, const uint8_t *f,
+                    uint32_t caplen, int64_t *t_out);
+int tb_tcp_segment(const uint8_t *f, uint32_t caplen, tb_tcpseg *out);
 int64_t tb_arrive_batch(tb_engine *e, int64_t n, const int32_t *dir, const int64_t *now,
                         const int64_t *len, uint8_t *verdict, int64_t *t);
 void tb_dir_stats_get(const tb_engine *e, int dir, tb_dir_stats *out);

@@ -500,7 +500,7 @@ static void take(tb_engine *e, int k, io_dir *d, const uint8_t *f, uint32_t len,
     p.rec.t_arrival = t_arr; p.rec.t_read = now; p.rec.t_sent = 0;
     p.rec.length = (uint16_t)len;
     int64_t t;
-    int v = tb_arrive(e, k, t_arr, len, &t);
+    int v = tb_arrive_frame(e, k, t_arr, len, f, caplen, &t);
     p.rec.t_sched = t;
     if (v == TB_DELIVER && caplen == len) {
         p.buf = buf_get(len);

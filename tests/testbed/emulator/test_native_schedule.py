@@ -12,6 +12,7 @@ and hold, time- and frame-tied, over a trace too), events (frame-indexed with ``
 Markov), 150,000 frames in all.
 """
 import random
+import struct
 import zlib
 
 import numpy as np
@@ -178,6 +179,86 @@ def test_native_schedule_matches_python_model(name):
         if spec.schedule is not None:
             assert models[i].schedule_stats.changes >= len(spec.schedule.steps)
     eng.close()
+
+
+def _tcp(src: int, sport: int, seq: int, payload: int, options: int = 0, frag: int = 0x4000) -> bytes:
+    """An Ethernet IPv4/TCP frame 10.0.0.<src> -> 10.0.0.9 (ports sport -> 80) carrying
+    ``payload`` bytes from ``seq`` (``options`` bytes of TCP options, ``frag``: flags/offset)."""
+    doff = 5 + options // 4
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + doff * 4 + payload, 0, frag, 64, 6, 0,
+                     bytes((10, 0, 0, src)), bytes((10, 0, 0, 9)))
+    tcp = struct.pack("!HHIIBBHHH", sport, 80, seq % (1 << 32), 0, doff << 4, 0x18, 65535, 0, 0)
+    return bytes(12) + b"\x08\x00" + ip + tcp + bytes(options + payload)
+
+
+def _tcp_arrivals(n: int, seed: int):
+    """(now_ns, frame) of a TCP sender whose sequence numbers wrap past 2^32: new segments (1448
+    B, 500 B, bare ACKs, with options), exact retransmissions of one of the last 400 segments,
+    copies shifted to overlap partially, the same sequence ranges on another flow (other ports;
+    another source), a non-first fragment, UDP and IPv6 frames, one frame cut short."""
+    rng = random.Random(seed)
+    out, now, seq, sent = [], 10**9, (1 << 32) - 300_000, []
+    while len(out) < n:
+        now += int(rng.expovariate(1 / 110_000))
+        r = rng.random()
+        if r < 0.55:
+            size = rng.choice((1448, 1448, 1448, 500, 0))
+            frame = _tcp(1, 5001, seq, size, options=rng.choice((0, 12)))
+            if size:
+                sent.append((seq, size))
+            seq += size
+        elif r < 0.75 and sent:
+            old, size = rng.choice(sent[-400:])
+            shift = rng.choice((0, 0, rng.randrange(-1400, 1400)))
+            frame = _tcp(1, 5001, old + shift, rng.choice((size, rng.randrange(1, 1448))))
+        elif r < 0.85 and sent:
+            old, size = rng.choice(sent[-400:])
+            frame = _tcp(*rng.choice(((1, 5002), (2, 5001))), old, size)   # another flow
+        elif r < 0.88 and sent:
+            frame = _tcp(1, 5001, rng.choice(sent[-400:])[0], 1000, frag=0x00B9)   # not the first fragment
+        elif r < 0.94:
+            frame = bytes(12) + b"\x08\x00" + bytes((0x45,)) + bytes(8) + b"\x11" + bytes(rng.randrange(10, 1400))
+        elif r < 0.97:
+            frame = bytes(12) + b"\x86\xdd" + bytes(rng.randrange(40, 1400))
+        else:
+            frame = _tcp(1, 5001, seq, 1448)[:50]     # cut short: no whole TCP header
+        out.append((now, frame))
+    return out
+
+
+COPIES = _spec({"rate": "30mbit", "delay": "5ms", "loss": "1%", "queue": "100"}, {"event": [
+    {"frame": 50, "min_bytes": 1000, "drop": True, "copies_until": "0.4s"},
+    {"frame": 400, "count": 5, "drop": True, "copies_until": "0.8s"},
+    {"start": "0.9s", "end": "0.93s", "drop": True, "copies_until": "1.3s"},
+    {"frame": 10, "delay": "3ms"}]})
+
+
+def test_native_tcp_copies_match_python_model():
+    """Events with ``copies_until`` over TCP frames (and frames that are not TCP): the same
+    verdicts and times in both engines, frame for frame, and the copies did drop frames (the
+    same arrivals without ``copies_until`` drop fewer)."""
+    arrivals = _tcp_arrivals(FRAMES // 2, 11)
+    plain = COPIES.replace(schedule=Schedule.from_dict({"event": [
+        {k: v for k, v in e.to_dict().items() if k != "copies_until"} for e in COPIES.schedule.events]}))
+    origin_at = FRAMES // 20
+    runs = []
+    for spec in (COPIES, plain):
+        model, eng = make_direction(spec, 5), native.Engine([(spec, 5, None)])
+        py, c = [], []
+        for k, (now, frame) in enumerate(arrivals):
+            if k == origin_at:
+                model.set_origin(now)
+                eng.set_origin(0, now)
+            py.append(model.arrive(now, len(frame), frame))
+            c.append(eng.arrive(0, now, len(frame), frame))
+        bad = [k for k in range(len(py)) if py[k] != c[k]]
+        assert not bad, (f"{len(bad)} frames differ, first {bad[0]}: python {py[bad[0]]} native {c[bad[0]]}")
+        assert eng.stats(0) == {**vars(model.stats), **vars(model.schedule_stats)}
+        assert eng.drain_changes(0, arrivals[-1][0]) == model.drain_changes(arrivals[-1][0])
+        runs.append(model.schedule_stats.dropped_event)
+        eng.close()
+    assert runs[0] > runs[1] > 0, runs
+    assert arrivals[-1][0] - arrivals[origin_at][0] > 1.3e9     # the last moment is inside the run
 
 
 def test_differential_covers_at_least_100000_frames():

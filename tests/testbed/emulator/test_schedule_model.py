@@ -1,6 +1,7 @@
 """The scheduled direction in virtual time: steps, outages, events, traces, frame- and byte-tied
 moments and the change records, each against numbers computed here from the rules."""
 import random
+import struct
 from collections import Counter
 
 from testbed.emulator.direction import DELIVER, DROP_EVENT, DROP_LOSS, DROP_OUTAGE, DirectionModel
@@ -185,3 +186,49 @@ def test_hold_on_an_unshaped_link_and_on_a_trace():
     out = _run(make_direction(traced, 1), arrivals)
     held = [t for (a, _), (_, t) in zip(arrivals, out) if 10_000_000 <= a < 30_000_000]
     assert held == [(31 + k) * 1_000_000 for k in range(20)]     # one opportunity per ms from up
+
+
+def _tcp(seq: int, payload: int, sport: int = 5001) -> bytes:
+    """An Ethernet IPv4/TCP frame 10.0.0.1:sport -> 10.0.0.2:80 with ``payload`` bytes from ``seq``."""
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + payload, 0, 0x4000, 64, 6, 0, bytes((10, 0, 0, 1)),
+                     bytes((10, 0, 0, 2)))
+    tcp = struct.pack("!HHIIBBHHH", sport, 80, seq % (1 << 32), 0, 0x50, 0x18, 65535, 0, 0)
+    return bytes(12) + b"\x08\x00" + ip + tcp + bytes(payload)
+
+
+def test_event_copies_until_drops_the_lost_bytes_copies_until_its_moment():
+    """Frame 2 of >= 1000 B (seq 1000..2000) dropped with copies_until 1 s (origin 0): until
+    then a frame of the same flow overlapping its bytes is dropped too, whatever its size; an
+    adjacent range, another flow, a frame given without its bytes, and copies at 1 s are not."""
+    spec = _with(LinkSpec.parse(delay="10ms"), events=(Event(frame=2, min_bytes=1000, drop=True, copies_until=1.0),))
+    ms = 1_000_000
+    frames = [(0, _tcp(0, 1000), DELIVER), (ms, _tcp(1000, 1000), DROP_EVENT),
+              (2 * ms, _tcp(2000, 1000), DELIVER),
+              (300 * ms, _tcp(1000, 1000), DROP_EVENT),           # the retransmission
+              (310 * ms, _tcp(1900, 500), DROP_EVENT),            # overlaps its last 100 B
+              (320 * ms, _tcp(1500, 100), DROP_EVENT),            # inside it, below min_bytes
+              (330 * ms, _tcp(0, 1000), DELIVER),                 # ends where it starts
+              (340 * ms, _tcp(1000, 1000, sport=5002), DELIVER),  # another flow, same seq
+              (999 * ms, _tcp(1000, 1000), DROP_EVENT),
+              (S, _tcp(1000, 1000), DELIVER)]                     # at the moment: repaired
+    model = make_direction(spec, 1)
+    model.set_origin(0)
+    got = [model.arrive(t, len(f), f)[0] for t, f, _ in frames]
+    assert got == [v for _, _, v in frames]
+    assert model.arrive(S - 1, 1054)[0] == DELIVER           # no bytes given: never a copy
+    plain = make_direction(_with(LinkSpec.parse(delay="10ms"), events=(Event(frame=2, min_bytes=1000, drop=True),)), 1)
+    plain.set_origin(0)
+    assert [plain.arrive(t, len(f), f)[0] for t, f, _ in frames].count(DROP_EVENT) == 1
+
+
+def test_event_copies_until_across_the_sequence_wrap_and_for_non_tcp():
+    spec = _with(LinkSpec.parse(), events=(Event(frame=1, drop=True, copies_until=1.0),))
+    model = make_direction(spec, 1)
+    model.set_origin(0)
+    assert model.arrive(0, 1054, _tcp(-500, 1000))[0] == DROP_EVENT      # seq 2^32-500 .. 500
+    assert model.arrive(1, 154, _tcp(100, 100))[0] == DROP_EVENT
+    assert model.arrive(2, 154, _tcp(500, 100))[0] == DELIVER
+    udp = bytes(12) + b"\x08\x00" + bytes((0x45,)) + bytes(8) + b"\x11" + bytes(100)
+    quic = make_direction(spec, 1)     # not TCP: only the selector matches, copies are delivered
+    quic.set_origin(0)
+    assert [quic.arrive(t, len(udp), udp)[0] for t in (0, 1, 2)] == [DROP_EVENT, DELIVER, DELIVER]

@@ -90,6 +90,8 @@ def test_linkspec_round_trip_and_unchanged_without_schedule(tmp_path):
     ({"outage": [{"down": "-1s", "duration": "2s"}]}, 1, "negative"),
     ({"outage": [{"down": "1s", "duration": "0s"}]}, 1, "must be > 0"),
     ({"event": [{"frame": 2, "start": "1s", "end": "2s", "drop": True}]}, 1, "not both"),
+    ({"event": [{"frame": 2, "delay": "5ms", "copies_until": "7s"}]}, 1, "needs drop = true"),
+    ({"event": [{"frame": 2, "drop": True, "copies_until": "-1s"}]}, 1, "non-negative"),
 ])
 def test_bad_schedule_is_one_line_with_file_and_line(tmp_path, fmt, items, line, words):
     path = tmp_path / f"bad.{fmt}"
@@ -161,3 +163,12 @@ def test_generators_and_stats():
     assert a == b and a != traces.markov([1e6, 10e6, 30e6], 0.2, 5.0, seed=4)
     st = traces.trace_stats(a, 0.2)
     assert a.period_ms == 5000 and 1e6 * 0.9 <= st.min_bps < st.mean_bps < st.max_bps <= 30e6 * 1.1
+
+
+def test_event_copies_until_round_trip_and_text():
+    ev = Event.from_dict({"frame": 1290, "min_bytes": 1000, "drop": True, "copies_until": "7s"})
+    assert ev.copies_until == 7.0 and Event.from_dict(ev.to_dict()) == ev
+    assert ev.describe() == "frame 1290 of >= 1000 B: drop, its TCP copies until 7.0s"
+    assert "copies_until" not in Event(frame=3, drop=True).to_dict()
+    with pytest.raises(ValueError, match="time >= 0 s"):
+        Event(frame=1, drop=True, copies_until=-0.5)
