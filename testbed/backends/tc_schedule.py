@@ -36,8 +36,9 @@ k (1, 2, … in time order) gives it ``(seed << 20) + k``, so a run is reproduci
 change restarts the loss pattern (the model restarts it only at a ``loss`` step).
 
 Refused, in one line naming the direction and what is allowed: frame- or byte-indexed moments,
-per-frame events, outages with ``hold``, steps that set ``reorder``, exact trace replay; and what
-``netem_args`` refuses for any value in force (byte queue limits, drop lists).
+per-frame events (``copies_until`` named), outages with ``hold``, steps that set ``reorder``,
+exact trace replay; and what ``netem_args`` refuses for any value in force (byte queue limits,
+drop lists).
 """
 from __future__ import annotations
 
@@ -122,7 +123,10 @@ def refusal(spec: LinkSpec, where: str) -> str | None:
     if moments:
         return f"{where}: moment(s) {', '.join(moments)} count frames or bytes; {allowed} those"
     if sch.events:
-        return f"{where}: {len(sch.events)} per-frame event(s); {allowed} events"
+        copies = sum(e.copies_until is not None for e in sch.events)
+        return (f"{where}: {len(sch.events)} per-frame event(s)"
+                + (f", {copies} with copies_until (TCP copies of a dropped frame dropped until a "
+                   "moment)" if copies else "") + f"; {allowed} events")
     if any(o.hold for o in sch.outages):
         return f"{where}: an outage with hold (frames kept until up); {allowed} hold, or drop hold"
     if any("reorder" in dict(s.changes) for s in sch.steps):

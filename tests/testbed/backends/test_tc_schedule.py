@@ -61,6 +61,7 @@ def test_the_tree_fits_every_value_in_force():
     ({"step": {"at": "10frames", "rate": "5mbit"}}, {"rate": "10mbit"}, "moment(s) 10frames count frames or bytes"),
     ({"outage": {"down": "1MB", "duration": "1s"}}, {}, "moment(s) 1000000B count frames or bytes"),
     ({"event": {"frame": 2, "delay": "45ms"}}, {}, "1 per-frame event(s)"),
+    ({"event": {"frame": 2, "drop": True, "copies_until": "7s"}}, {}, "1 with copies_until"),
     ({"outage": {"down": "1s", "duration": "1s", "hold": True}}, {}, "an outage with hold"),
     ({"step": {"at": "1s", "reorder": True}}, {"jitter": "2ms"}, "a step sets reorder"),
     ({"trace": {"ms": [1, 2], "exact": True}}, {}, "asks for exact replay"),
