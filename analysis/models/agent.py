@@ -8,6 +8,11 @@
   Cloud as a function of its uplink b: (prep + rounds·(terminal + RTT + model)) + rounds·size·8/b;
   it meets the deadline from b = rounds·size·8/(deadline − fixed).  One disconnect after round
   ``disconnect_after`` with ``reconnect`` s: keeping ``committed`` rounds redoes the others.
+  ``cloud_uplinks`` b_1..b_n (one per round; one value = every round): the cloud's total is
+  prep + Σ_i (terminal + size·8/b_i + RTT + model); a round is tied to its own rate, so a round
+  done again after the disconnect uploads at its own b_i again.  ``cloud_uplink_equivalent`` is
+  the constant b with the same total (the harmonic mean n / Σ 1/b_i): the list meets the deadline
+  exactly when it is at least ``cloud_min_uplink``.
 * ``migration`` (C15): moving a session costs M = state·8/rate + restore and saves Δt per round;
   G(N) = N·Δt − M, positive from round N = floor(M/Δt) + 1.
 """
@@ -54,17 +59,30 @@ class PlacementParams(Params):
     terminal: float = param(0.3, "s", "terminal work per round")
     deadline: float = param(45.0, "s", "deadline")
     cloud_uplink: float = param(6.4e6, "bit/s", "the cloud's uplink b", positive=True)
+    cloud_uplinks: tuple | None = param(None, "bit/s list", "the cloud's uplink per round b_1..b_n: "
+                                        "one value per round, or one for every round (default: "
+                                        "cloud_uplink for every round)", positive=True)
     disconnect_after: int = param(10, "count", "rounds done when the cloud link drops")
     committed: int = param(9, "count", "of those, rounds whose results were kept")
     reconnect: float = param(1.0, "s", "reconnect time")
 
 
-def place_round(p: PlacementParams, name: str) -> tuple[float, float]:
-    """(prep, time per round) at a place."""
-    prep, model, uplink, rtt = PLACES[name]
-    if name == "cloud":
-        uplink = p.cloud_uplink
-    return prep, p.terminal + (p.screenshot * 8 / uplink if uplink else 0.0) + rtt + model
+def uplinks(p: PlacementParams, name: str) -> tuple[float, ...]:
+    """The uplink of each of the ``rounds`` rounds at a place (0: nothing to send)."""
+    if name != "cloud":
+        return (PLACES[name][2],) * p.rounds
+    given = p.cloud_uplinks or (p.cloud_uplink,)
+    if len(given) not in (1, p.rounds):
+        raise ValueError(f"--cloud-uplinks has {len(given)} values for {p.rounds} rounds; "
+                         f"give one (every round) or {p.rounds} (one per round)")
+    return given * p.rounds if len(given) == 1 else given
+
+
+def place_rounds(p: PlacementParams, name: str) -> tuple[float, list[float]]:
+    """(prep, the time of each round) at a place: terminal + size·8/b_i + RTT + model."""
+    prep, model, _, rtt = PLACES[name]
+    return prep, [p.terminal + (p.screenshot * 8 / b if b else 0.0) + rtt + model
+                  for b in uplinks(p, name)]
 
 
 @register("placement", "C14", "where to run the remaining rounds: totals, cloud vs uplink, "
@@ -74,23 +92,26 @@ def placement(p: PlacementParams) -> dict[str, Q]:
         raise ValueError("need --committed <= --disconnect-after <= --rounds")
     out = {}
     for name in PLACES:
-        prep, per = place_round(p, name)
-        out[f"total_{name}"] = Q(prep + p.rounds * per, "s", f"{name}: prep + rounds")
-        out[f"meets_{name}"] = Q(prep + p.rounds * per <= p.deadline, "bool", "within the deadline")
+        prep, per = place_rounds(p, name)
+        out[f"total_{name}"] = Q(prep + sum(per), "s", f"{name}: prep + rounds")
+        out[f"meets_{name}"] = Q(prep + sum(per) <= p.deadline, "bool", "within the deadline")
     prep, model, _, rtt = PLACES["cloud"]
     fixed = prep + p.rounds * (p.terminal + rtt + model)
     per_rate = p.rounds * p.screenshot * 8 / 1e6
-    _, per = place_round(p, "cloud")
+    _, per = place_rounds(p, "cloud")
     total = out["total_cloud"].value
     out.update(
         cloud_fixed=Q(fixed, "s", "cloud total without the uploads"),
         cloud_upload_mbit=Q(per_rate, "Mbit", "cloud total = fixed + this / b (Mbit/s)"),
         cloud_min_uplink=Q(per_rate / (p.deadline - fixed) if p.deadline > fixed else math.inf,
                            "Mbit/s", "smallest b meeting the deadline"),
-        disconnect_keep=Q(total + p.reconnect + (p.disconnect_after - p.committed) * per, "s",
-                          "cloud, one disconnect, committed rounds kept"),
-        disconnect_lose=Q(total + p.reconnect + p.disconnect_after * per, "s",
-                          "cloud, one disconnect, all rounds lost"))
+        cloud_uplink_equivalent=Q(p.rounds / sum(1e6 / b for b in uplinks(p, "cloud")), "Mbit/s",
+                                  "the constant b with the cloud's total (n / Σ 1/b_i)"),
+        disconnect_keep=Q(total + p.reconnect + sum(per[p.committed:p.disconnect_after]), "s",
+                          "cloud, one disconnect, committed rounds kept (the others again, "
+                          "each at its own uplink)"),
+        disconnect_lose=Q(total + p.reconnect + sum(per[:p.disconnect_after]), "s",
+                          "cloud, one disconnect, all rounds lost (again, each at its own uplink)"))
     return out
 
 

@@ -20,7 +20,7 @@ from testbed.spec import plugins
 from testbed.spec.registry import Registry
 
 #: parameter units -> what a value means; "choice" and "bool" are not numbers.
-PARAM_UNITS = ("B", "bit/s", "s", "1", "count", "choice", "bool", "B list", "s list")
+PARAM_UNITS = ("B", "bit/s", "s", "1", "count", "choice", "bool", "B list", "s list", "bit/s list")
 
 
 def param(default: Any, unit: str, help: str, *, low: float | None = 0, high: float | None = None,
@@ -46,12 +46,12 @@ def _check(name: str, value: Any, meta: dict) -> None:
         if not isinstance(value, bool):
             raise ValueError(f"--{name.replace('_', '-')} {value!r} must be true or false")
         return
+    if value is None:
+        return  # "derived from the other parameters"
     values = value if unit.endswith("list") else (value,)
     if unit.endswith("list") and not values:
         raise ValueError(f"--{name.replace('_', '-')} needs at least one value")
     for v in values:
-        if v is None and not unit.endswith("list"):
-            continue  # "derived from the other parameters"
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ValueError(f"--{name.replace('_', '-')} {v!r} must be a finite number ({unit})")
         if unit == "count" and v != int(v):

@@ -58,9 +58,11 @@ def _parser_for(unit: str):
         return float(units.parse_size(t))
     fn = {"B": size, "bit/s": units.parse_rate, "s": units.parse_time,
           "1": units.parse_probability, "count": count, "choice": str, "bool": boolean,
-          "B list": listed(size), "s list": listed(units.parse_time)}[unit]
+          "B list": listed(size), "s list": listed(units.parse_time),
+          "bit/s list": listed(units.parse_rate)}[unit]
     return _named({"B": "size", "bit/s": "rate", "s": "time", "1": "number", "count": "whole number",
-                   "bool": "true/false", "B list": "size list", "s list": "time list"}.get(unit, unit), fn)
+                   "bool": "true/false", "B list": "size list", "s list": "time list",
+                   "bit/s list": "rate list"}.get(unit, unit), fn)
 
 
 def _fmt_one(v, unit: str) -> str:

@@ -273,7 +273,10 @@ def test_c11_split_off_the_best_is_slower():
     ("fec", {"loss": 1.5}, "--loss"), ("fec", {"bogus": 1}, "valid: "),
     ("packets", {"ack_link": "x"}, "allowed: shared, reverse"), ("window", {"rtt": 0}, "--rtt"),
     ("blocks", {"uploads": (1e6,)}, "one value per block"),
-    ("placement", {"committed": 11}, "--committed"), ("nosuch", {}, "unknown model .nosuch.; allowed: .*agent"),
+    ("placement", {"committed": 11}, "--committed"),
+    ("placement", {"cloud_uplinks": (6.4e6, 3.2e6)}, "--cloud-uplinks has 2 values for 20 rounds; give one"),
+    ("placement", {"cloud_uplinks": (6.4e6, 0.0)}, "--cloud-uplinks 0.0 out of range"),
+    ("nosuch", {}, "unknown model .nosuch.; allowed: .*agent"),
 ])
 def test_bad_parameters_are_refused_with_the_valid_ones(model, kw, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
@@ -284,3 +287,30 @@ def test_c14_places_are_the_chapter_table():
     from analysis.models.agent import PLACES
     assert PLACES == {"phone": (0.0, 2.90, 0.0, 0.0), "workstation": (0.27, 0.137, 80e6, 0.02),
                       "cloud": (0.14, 0.073, 6.4e6, 0.20)}
+
+
+def test_c14_one_uplink_listed_is_the_constant_one():
+    for b in (6.4e6, 3.0e6):
+        constant = evaluate("placement", cloud_uplink=b)
+        assert evaluate("placement", cloud_uplinks=(b,)) == constant
+        assert evaluate("placement", cloud_uplinks=(b,) * 20) == constant
+
+
+def test_c14_per_round_uplinks():
+    """total_cloud = 11.6 + Σ 6.4/b_i (0.8 MB per round, b_i in Mbit/s); the redone rounds of a
+    disconnect upload at their own rates; the list's equivalent constant rate decides the deadline."""
+    rates = [6.4, 3.2, 12.8, 1.6] * 5
+    out = evaluate("placement", cloud_uplinks=tuple(r * 1e6 for r in rates))
+    assert out["total_cloud"].value == pytest.approx(11.6 + sum(6.4 / r for r in rates))
+    upload = [6.4 / r for r in rates]
+    per = [0.3 + 0.2 + 0.073 + u for u in upload]
+    total = out["total_cloud"].value
+    assert out["disconnect_keep"].value == pytest.approx(total + 1.0 + per[9])      # round 10 again
+    assert out["disconnect_lose"].value == pytest.approx(total + 1.0 + sum(per[:10]))
+    eq = out["cloud_uplink_equivalent"].value
+    assert eq == pytest.approx(len(rates) / sum(1 / r for r in rates))
+    assert evaluate("placement", cloud_uplink=eq * 1e6)["total_cloud"].value == pytest.approx(total)
+    assert out["meets_cloud"].value is (eq >= out["cloud_min_uplink"].value)
+    slow = evaluate("placement", cloud_uplinks=tuple(r * 0.5e6 for r in rates))
+    assert slow["meets_cloud"].value is False and (slow["cloud_uplink_equivalent"].value
+                                                   < slow["cloud_min_uplink"].value)

@@ -160,12 +160,18 @@ def test_model_cli_evaluates_with_units_and_json(capsys):
     assert "3.2" in capsys.readouterr().out
     assert _cli(["model", "list"]) == 0
     assert "migration" in capsys.readouterr().out
+    assert _cli(["model", "placement", "--rounds", "3", "--cloud-uplinks", "6.4mbit,3.2mbit,12.8mbit",
+                 "--disconnect-after", "2", "--committed", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"]["cloud_uplinks"] == [6.4e6, 3.2e6, 12.8e6]
+    assert out["outputs"]["total_cloud"]["value"] == pytest.approx(0.14 + 3 * 0.573 + 1 + 2 + 0.5)
 
 
 @pytest.mark.parametrize("argv,needle", [
     (["model", "fec", "--bogus", "1"], "unrecognized arguments: --bogus 1; valid: --size"),
     (["model", "fec", "--loss", "abc"], "invalid number value"),
     (["model", "nosuch"], "invalid choice: 'nosuch'"),
+    (["model", "placement", "--cloud-uplinks", "1mbit,2mbit"], "has 2 values for 20 rounds"),
 ])
 def test_model_cli_bad_input_is_one_line_exit_2(capsys, argv, needle):
     with pytest.raises(SystemExit) as exc:
