@@ -171,7 +171,6 @@ def test_model_cli_evaluates_with_units_and_json(capsys):
     (["model", "fec", "--bogus", "1"], "unrecognized arguments: --bogus 1; valid: --size"),
     (["model", "fec", "--loss", "abc"], "invalid number value"),
     (["model", "nosuch"], "invalid choice: 'nosuch'"),
-    (["model", "placement", "--cloud-uplinks", "1mbit,2mbit"], "has 2 values for 20 rounds"),
 ])
 def test_model_cli_bad_input_is_one_line_exit_2(capsys, argv, needle):
     with pytest.raises(SystemExit) as exc:
