@@ -1,13 +1,17 @@
 """C8-C11's new steps with real packets (root, userspace emulator), short versions of the reproduce
 scenarios: the air's busy intervals on wifi, a late chunk and a buffered amount of audio on
 longhaul, a lost image packet and its repair, the common endpoint's failures on dualpath."""
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from experiments.reproduce import cases
+from testbed.emulator import linklog
 from testbed.run.execute import execute
 from testbed.spec.runspec import CaptureSpec, RunSpec
+from testbed.spec.schedule import Schedule
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("isolated_state")]
 
@@ -51,9 +55,18 @@ def test_audio_late_chunk_event_and_buffered_amount(tmp_path):
     assert m["audio_first_play_ms"] == pytest.approx(m["audio_late_arrival_ms"], abs=0.01)
 
 
-def test_one_lost_image_packet_is_a_gap_the_transport_repairs(tmp_path):
-    spec = RunSpec(topology="longhaul", workload="streams",
-                   links={"bottleneck.down.schedule": cases.C8_DELIVERY["links.bottleneck.down.schedule"]},
+@pytest.mark.parametrize("copies", [False, True])
+def test_one_lost_image_packet_stays_lost_until_copies_until(tmp_path, copies):
+    """c8-image-loss.toml's event (frame 1290 of >= 1000 B) on a shorter image: without
+    copies_until TCP repairs the gap within a few round trips, before the moment; with
+    copies_until = the moment every retransmission before it is dropped too (``dropped_event``
+    in the link's frame log) and the gap closes at or after it (times from the origin)."""
+    moment = 2.5
+    base = Schedule.load(cases.C8_DELIVERY["links.bottleneck.down.schedule"]).events[0]
+    event = dataclasses.replace(base, copies_until=moment if copies else None)
+    sched = tmp_path / "loss.toml"
+    sched.write_text("[[event]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in event.to_dict().items()))
+    spec = RunSpec(topology="longhaul", workload="streams", links={"bottleneck.down.schedule": str(sched)},
                    topology_params={"rate_up": "20mbit", "rate_down": "20mbit", "delay": "10ms",
                                     "loss_down": "0%"},
                    params={"image": "2500KB", "chunks": 4, "schedule": "priority", "audio_start": "500ms"},
@@ -61,9 +74,19 @@ def test_one_lost_image_packet_is_a_gap_the_transport_repairs(tmp_path):
     r = execute(spec, tmp_path / "streams")
     assert r.status == "complete", r.error
     m = r.metrics
-    print(f"\nload {_load()}: image gaps {m['image_gap_ms']}, repaired at {m['image_repair_ms']} ms")
-    assert m["image_gaps"] >= 1 and m["image_repair_ms"] is not None
-    assert m["image_repair_ms"] < m["image_done_ms"]
+    origin = r.link_changes["origin"]["origin_requested_ns"]
+    session = next(json.loads(line)["t"] for line in (r.dir / "server.jsonl").open()
+                   if '"streams_session"' in line)
+    repair_s = (session - origin) / 1e9 + m["image_repair_ms"] / 1e3      # from the origin
+    verdicts = np.concatenate([linklog.read_log(p)[1]["verdict"] for p in (r.dir / "emulator").glob("*.frames")])
+    dropped = int((verdicts == linklog.EVENT).sum())
+    print(f"\nload {_load()}: copies_until {event.copies_until}: session start {(session - origin) / 1e6:.0f} ms "
+          f"after the origin, gap repaired {repair_s:.3f} s after it, {dropped} frame(s) dropped_event")
+    assert m["image_gaps"] >= 1 and m["image_repair_ms"] < m["image_done_ms"]
+    if copies:
+        assert repair_s >= moment and dropped >= 2
+    else:
+        assert repair_s < moment and dropped == 1
 
 
 def test_common_failures_drop_both_copies_of_exactly_those_attempts(tmp_path, monkeypatch):

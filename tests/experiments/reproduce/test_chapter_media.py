@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from analysis.models import evaluate
+from analysis.models.streams import StreamsParams
 from experiments.definition import load_definition
 from experiments.reproduce import cases
 from testbed.spec.schedule import Schedule
@@ -24,10 +25,11 @@ def test_c8_sizes_are_the_models_sending_times_at_the_links_payload_rate():
     assert evaluate("streams")["prio_audio_done"].value == 3
 
 
-def test_c8_loss_event_is_one_data_frame():
+def test_c8_loss_event_is_one_data_frame_lost_until_the_models_repair():
     sch = Schedule.load(Path(cases.C8_DELIVERY["links.bottleneck.down.schedule"]))
     (ev,) = sch.events
     assert ev.drop and ev.count == 1 and ev.min_bytes == 1000
+    assert ev.copies_until == StreamsParams().repair      # the chapter's input, not a second number
 
 
 def test_c9_link_and_late_chunk_follow_the_audio_model():
