@@ -687,12 +687,17 @@ ROWS: tuple[Row, ...] = (
         Measure("c8-delivery", "audio_done_ms", "tcp", sets=C8_DELIVERY, scale=1e-3), 0.10,
         note=_C8_HOW + "; audio first; one image packet sent before the audio is dropped on the link "
         "(experiments/schedules/c8-image-loss.toml: the 1290th data frame, a per-frame event) and "
-        "TCP repairs it itself; the model's repair at 7 s is the chapter's input",
-        cause="the lost image packet was repaired by the transport's own recovery within a few "
-              "round trips (image_repair_ms below), before the audio was complete, so "
-              "connection-wide order held the audio only briefly (order wait below); the chapter's "
-              "repair at 7 s needs every retransmission of that packet lost for 5 s, which no "
-              "event on a link frame selects",
+        "every TCP retransmission of its bytes with it until 7 s after the origin (copies_until = "
+        "the model's repair input; the origin is set just before the client starts, 0.15-0.16 s "
+        "before the session start in the --quick runs); after that TCP's own recovery repairs it",
+        cause="TCP's window filled behind the hole, so the sender stopped sending new data (from "
+              "2.4 s after the origin on only the lost packet's retransmissions left it: 2.13, 2.27, "
+              "2.37, 2.72, 3.33, 4.55 s, backing off, all dropped; the next, at 7.01 s, repaired the "
+              "gap, ~6.87 s from the session start); only the first of the 16 audio chunks was sent "
+              "before the repair and the other 15 followed it at the link rate (~1 s): the model "
+              "holds audio already at the receiver until the repair, the sender held it back itself "
+              "(image_repair_ms below is the image's last gap: a bottleneck-queue loss after the "
+              "repair, ~9.9-10.2 s)",
         explain=(("image_repair_ms", "ms the image's last gap closed"),
                  ("audio_order_wait_max_ms", "max ms an audio chunk waited for other streams' bytes"),
                  ("audio_cross_wait_max_ms", "max ms from the audio's own bytes to its delivery"))),
@@ -700,7 +705,9 @@ ROWS: tuple[Row, ...] = (
         M("streams", "per_stream_audio_delivery"),
         Measure("c8-delivery", "audio_done_ms", "quic", sets=C8_DELIVERY, scale=1e-3), 0.10,
         note=_C8_HOW + "; audio first, one image packet lost as in C8.hol_audio, aioquic with the "
-        "audio and the image on their own streams",
+        "audio and the image on their own streams; its retransmission is a new encrypted packet "
+        "the link cannot tie to the lost one (copies_until matches TCP bytes only), so aioquic "
+        "repairs the image's gap in ~0.1 s (1.63-1.74 s) and the audio is not held",
         cause="image packets in flight before the audio, aioquic's pacing and the receiving "
               "process (cross wait below)",
         explain=(("image_repair_ms", "ms the image's last gap closed"),
