@@ -294,3 +294,75 @@ def test_agent_disconnect_param_is_checked():
                      ({"disconnect": "31:lose"}, "only 30 rounds")):
         with pytest.raises(UsageError, match=msg.replace("|", r"\|")):
             w.make_params(bad)
+
+
+def _uplink_frames(request: int, rounds: int, mss: int = 1448, acks: int = 1) -> list[tuple[int, str]]:
+    """The uplink frames of a kept agent connection, labelled: SYN, its ACK, then per round the
+    request's frames and ``acks`` ACKs of the action (0: piggybacked on the next request)."""
+    out = [(74, "syn"), (66, "ack")]
+    for i in range(rounds):
+        n = -(-request // mss)
+        out += [(66 + min(mss, request - j * mss), f"data{i}") for j in range(n)]
+        out += [(66, f"gap{i}")] * acks
+    return out
+
+
+@pytest.mark.parametrize("screenshot,acks", [("150KB", 1), ("0.8MB", 1), ("0.8MB", 0), ("0.8MB", 2),
+                                             ("1449", 1), ("1420", 1)])
+def test_agent_uplink_steps_land_between_the_rounds_in_the_link_model(screenshot, acks):
+    """The emulator's schedule model, fed the agent's uplink frames: each round's step applies
+    from a frame after round i−1's request (its action's ACK, or round i's first frame), also
+    when the ACKs per round are miscounted (none, two: 198 B over three rounds) — the moments sit
+    midway in that window (±432 B for 0.8 MB: the 798-byte last frame and one ACK)."""
+    from testbed.emulator.schedule_model import make_direction
+    from testbed.spec.linkspec import LinkSpec
+    from testbed.spec.schedule import parse_inline
+    from testbed.spec.units import parse_size
+    from testbed.workloads.agent import AGENT, REQUEST_HEADER, uplink_schedule
+    p = AGENT.make_params({"rounds": "4", "screenshot": screenshot, "reuse": "true",
+                           "uplinks": "6.4mbit,3.2mbit,12.8mbit,1mbit"})
+    m = make_direction(LinkSpec(rate=6.4e6, schedule=parse_inline("schedule", uplink_schedule(p))), seed=1)
+    m.set_origin(0)
+    frames = _uplink_frames(REQUEST_HEADER + parse_size(screenshot), 4, acks=acks)
+    for k, (length, _) in enumerate(frames):
+        m.arrive(k * 1000, length)
+    changes = m.drain_changes()
+    assert [c.what for c in changes] == ["rate=6.4mbit", "rate=3.2mbit", "rate=12.8mbit", "rate=1mbit"]
+    first = [frames[c.frames_before][1] for c in changes]     # the first frame each applies to
+    assert first[0] == "syn"
+    for i, label in enumerate(first[1:], 1):
+        assert label in (f"gap{i - 1}", f"data{i}") and frames[changes[i].frames_before - 1][1] != f"data{i}"
+
+
+def test_agent_uplinks_param_is_checked():
+    from testbed.spec.errors import UsageError
+    from testbed.workloads import get
+    from testbed.workloads.agent import round_rates
+    w = get("agent")
+    p = w.make_params({"rounds": "3", "reuse": "true", "uplinks": "6.4mbit,3.2mbit,12.8mbit"})
+    assert round_rates(p) == [6.4e6, 3.2e6, 12.8e6] and "--uplinks" not in w.client_argv(p, "x:1", "l")
+    assert round_rates(w.make_params({"rounds": "3", "reuse": "true", "uplinks": "5mbit"})) == [5e6] * 3
+    for bad, msg in (({"uplinks": "1mbit,2mbit"}, "give 3 rates > 0"), ({"uplinks": "0,1mbit,2mbit"}, "> 0"),
+                     ({"uplinks": "1mbps"}, "ambiguous rate unit"), ({"uplinks": "1mbit", "reuse": "false"},
+                                                                     "needs reuse"),
+                     ({"uplinks": "1mbit", "disconnect": "2:keep"}, "no disconnect")):
+        with pytest.raises(UsageError, match=msg):
+            w.make_params({"rounds": "3", "reuse": "true", **bad})
+
+
+def test_agent_uplink_steps_check_can_fail():
+    """``uplink_steps``: a step before round i−1's request left the send queue, after round i's
+    first write (+ the slack), at the wrong rate or missing fails the check."""
+    from testbed.workloads.agent import STEP_SLACK, uplink_steps
+    ev = [{"event": name, "req": k, "t": t} for k, name, t in (
+        (0, "first_request_byte_sent", 100), (0, "request_left_send_queue", 200),
+        (1, "first_request_byte_sent", 1000), (1, "request_left_send_queue", 1200))]
+
+    def steps(t1, rate1="rate=3.2mbit"):
+        return [{"kind": "step", "item": 0, "actual_ns": 50, "what": "rate=6.4mbit"},
+                {"kind": "step", "item": 1, "actual_ns": t1, "what": rate1}]
+    rates = [6.4e6, 3.2e6]
+    assert uplink_steps(steps(500), ev, rates)["ok"]
+    assert uplink_steps(steps(1000 + int(STEP_SLACK * 1e9)), ev, rates)["ok"]
+    for bad in (steps(150), steps(1001 + int(STEP_SLACK * 1e9)), steps(500, "rate=6.4mbit"), steps(500)[:1]):
+        assert not uplink_steps(bad, ev, rates)["ok"]
