@@ -366,3 +366,22 @@ def test_agent_uplink_steps_check_can_fail():
     assert uplink_steps(steps(1000 + int(STEP_SLACK * 1e9)), ev, rates)["ok"]
     for bad in (steps(150), steps(1001 + int(STEP_SLACK * 1e9)), steps(500, "rate=6.4mbit"), steps(500)[:1]):
         assert not uplink_steps(bad, ev, rates)["ok"]
+
+
+def test_agent_uplinks_need_their_schedule_on_the_server_link():
+    """The run refuses a schedule that is not the list's, naming the right one; the request
+    header counted is reqresp's operation header."""
+    from testbed.apps.reqresp import OP_HEADER
+    from testbed.run.plan import resolve
+    from testbed.spec.errors import UsageError
+    from testbed.spec.runspec import RunSpec
+    from testbed.workloads.agent import AGENT, REQUEST_HEADER, uplink_schedule
+    assert REQUEST_HEADER == OP_HEADER.size
+    params = {"rounds": 2, "reuse": True, "uplinks": "6.4mbit,3.2mbit"}
+    want = uplink_schedule(AGENT.make_params(params))
+    def spec(links):
+        return RunSpec(topology="edgecloud", workload="agent", server_host="cloud", params=params, links=links)
+    for links in ({}, {"cloud.up.schedule": "rate=3.2mbit@1MB"}):
+        with pytest.raises(UsageError, match=f"give --link cloud.up.schedule='{want}'"):
+            resolve(spec(links))
+    assert resolve(spec({"cloud.up.schedule": want})).server == "cloud"
