@@ -55,12 +55,18 @@ def test_audio_late_chunk_event_and_buffered_amount(tmp_path):
     assert m["audio_first_play_ms"] == pytest.approx(m["audio_late_arrival_ms"], abs=0.01)
 
 
-@pytest.mark.parametrize("copies", [False, True])
-def test_one_lost_image_packet_stays_lost_until_copies_until(tmp_path, copies):
+@pytest.mark.parametrize("copies, engine", [(False, "native"), (True, "native"), (True, "python")])
+def test_one_lost_image_packet_stays_lost_until_copies_until(tmp_path, monkeypatch, copies, engine):
     """c8-image-loss.toml's event (frame 1290 of >= 1000 B) on a shorter image: without
     copies_until TCP repairs the gap within a few round trips, before the moment; with
     copies_until = the moment every retransmission before it is dropped too (``dropped_event``
-    in the link's frame log) and the gap closes at or after it (times from the origin)."""
+    in the link's frame log) and the gap closes at or after it (times from the origin), in
+    both emulator engines."""
+    from testbed.emulator import native
+    from testbed.emulator.config import ENGINE_ENV
+    if engine == "native" and not native.available()[0]:
+        pytest.skip(f"native engine not built: {native.available()[1]}")
+    monkeypatch.setenv(ENGINE_ENV, engine)
     moment = 2.5
     base = Schedule.load(cases.C8_DELIVERY["links.bottleneck.down.schedule"]).events[0]
     event = dataclasses.replace(base, copies_until=moment if copies else None)
@@ -80,8 +86,9 @@ def test_one_lost_image_packet_stays_lost_until_copies_until(tmp_path, copies):
     repair_s = (session - origin) / 1e9 + m["image_repair_ms"] / 1e3      # from the origin
     verdicts = np.concatenate([linklog.read_log(p)[1]["verdict"] for p in (r.dir / "emulator").glob("*.frames")])
     dropped = int((verdicts == linklog.EVENT).sum())
-    print(f"\nload {_load()}: copies_until {event.copies_until}: session start {(session - origin) / 1e6:.0f} ms "
-          f"after the origin, gap repaired {repair_s:.3f} s after it, {dropped} frame(s) dropped_event")
+    print(f"\nload {_load()}: {engine}, copies_until {event.copies_until}: session start "
+          f"{(session - origin) / 1e6:.0f} ms after the origin, gap repaired {repair_s:.3f} s after it, "
+          f"{dropped} frame(s) dropped_event")
     assert m["image_gaps"] >= 1 and m["image_repair_ms"] < m["image_done_ms"]
     if copies:
         assert repair_s >= moment and dropped >= 2
