@@ -18,7 +18,10 @@ round i−1's last frame), so a miscount of less than half that window (≥ 66 B
 there.  The run checks where every step landed (:func:`uplink_steps`, ``checks.uplink_steps``):
 after round i−1's request left the device's send queue and before round i's first write (+
 ``STEP_SLACK``, the first frame's way to the link).  Needs a kept connection, no TLS and no
-disconnect (their frames are not counted)."""
+disconnect (their frames are not counted), and no frame sent twice: the uplink's queue must
+hold a whole request (``--link cloud.up.queue=553`` for 0.8 MB; the client has one request in
+flight, so nothing overflows it) and the uplink must not lose frames — the check says so when a
+step landed elsewhere."""
 from __future__ import annotations
 
 import math
@@ -61,7 +64,8 @@ class AgentParams(Common):
     uplinks: str = param("none", "none, or the server path's uplink per round b_1,...,b_n (one per "
                          "round, or one for every round): rate steps of the link LINK.up named "
                          "after the server host, at byte moments between the rounds; give the "
-                         "schedule the check names (--link cloud.up.schedule=...)", side="run")
+                         "schedule and queue the check names (--link cloud.up.schedule=..., "
+                         "--link cloud.up.queue=N)", side="run")
 
     def validate(self) -> None:
         if self.rounds < 1:
@@ -112,10 +116,16 @@ def _check_agent(p: AgentParams, spec: Any, topo: Any) -> None:
         raise UsageError(f"agent uplinks: needs a topology with a link named after the server host "
                          f"{server!r} (edgecloud's cloud or edge)")
     info, side = topo._direction(f"{server}.up")
-    mtu = getattr(info.get(side), "mtu", 1500)
-    if p.action and parse_size(p.action) > mtu - 52:
+    link = info.get(side)
+    mtu = getattr(link, "mtu", 1500)
+    if parse_size(p.action) > mtu - 52:
         raise UsageError(f"agent uplinks: action {p.action} must fit one segment ({mtu - 52} B) so that "
                          "one ACK answers it")
+    frames = -(-(REQUEST_HEADER + parse_size(p.screenshot)) // (mtu - 52))
+    if getattr(link, "queue_packets", None) is None or link.queue_packets < frames:
+        raise UsageError(f"agent uplinks: the uplink's queue must hold one request's {frames} frames "
+                         f"(a dropped frame sent again shifts every later byte moment); give --link "
+                         f"{server}.up.queue={frames}")
     want = uplink_schedule(p, mtu)
     given = spec.links.get(f"{server}.up.schedule")
     if given is None or parse_inline("schedule", given) != parse_inline("schedule", want):

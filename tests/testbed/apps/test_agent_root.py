@@ -92,7 +92,8 @@ def test_agent_per_round_uplinks_on_the_cloud_path(tmp_path):
     run = run_testbed(tmp_path, "agent", "--topo", "edgecloud", "--server-host", "cloud",
                       "--set", "cloud_delay=5ms", "--rounds", "3", "--screenshot", shot, "--model", "50ms",
                       "--terminal", "250ms", "--reuse", "--uplinks", params["uplinks"],
-                      "--link", f"cloud.up.schedule={schedule}", "--capture", "none")
+                      "--link", f"cloud.up.schedule={schedule}", "--link", "cloud.up.queue=104",
+                      "--capture", "none")
     import json
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["spec"]["params"]["uplinks"] == params["uplinks"]

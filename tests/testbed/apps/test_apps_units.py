@@ -369,8 +369,8 @@ def test_agent_uplink_steps_check_can_fail():
 
 
 def test_agent_uplinks_need_their_schedule_on_the_server_link():
-    """The run refuses a schedule that is not the list's, naming the right one; the request
-    header counted is reqresp's operation header."""
+    """The run refuses a queue that cannot hold a request and a schedule that is not the
+    list's, naming the right ones; the request header counted is reqresp's operation header."""
     from testbed.apps.reqresp import OP_HEADER
     from testbed.run.plan import resolve
     from testbed.spec.errors import UsageError
@@ -381,7 +381,9 @@ def test_agent_uplinks_need_their_schedule_on_the_server_link():
     want = uplink_schedule(AGENT.make_params(params))
     def spec(links):
         return RunSpec(topology="edgecloud", workload="agent", server_host="cloud", params=params, links=links)
+    with pytest.raises(UsageError, match="queue must hold one request's 553 frames .* cloud.up.queue=553"):
+        resolve(spec({"cloud.up.schedule": want, "cloud.up.queue": "552"}))
     for links in ({}, {"cloud.up.schedule": "rate=3.2mbit@1MB"}):
         with pytest.raises(UsageError, match=f"give --link cloud.up.schedule='{want}'"):
-            resolve(spec(links))
-    assert resolve(spec({"cloud.up.schedule": want})).server == "cloud"
+            resolve(spec({**links, "cloud.up.queue": "553"}))
+    assert resolve(spec({"cloud.up.schedule": want, "cloud.up.queue": "553"})).server == "cloud"
