@@ -33,7 +33,8 @@ the image was queued first, true under priority when audio became ready during t
 
 ``image_gaps``: intervals [open, close) during which the image's bytes had a hole: some image
 byte had arrived beyond the in-order prefix of the image's bytes; ``image_repair_ms``: the last
-close, from the session start (when the last hole was repaired).
+close, from the session start (when the last hole was repaired); ``image_longest_gap_close_ms``:
+the close of the longest of them (a hole still open at the end counts as closing never: None).
 """
 from __future__ import annotations
 
@@ -191,6 +192,12 @@ def frames(run_dir: Path, port: int) -> tuple[list[dict], dict]:
     return out, session
 
 
+def longest_gap(intervals: list[tuple[int, int | None]]) -> tuple[int, int | None] | None:
+    """The longest of ``gaps``' intervals (one still open, close None, is longer than any
+    closed one); None without any."""
+    return max(intervals, key=lambda g: (1 << 62 if g[1] is None else g[1]) - g[0], default=None)
+
+
 def _image_gaps(recs, arrivals, transport) -> list:
     image = [r for r in recs if r["kind"] == "image"]
     if not image or not arrivals:
@@ -220,6 +227,7 @@ def run_metrics(run_dir: Path, port: int) -> dict:
     gaps_ = session["image_gaps"]
     during = [r for r in known if any(a <= r["stream_ready"] < (b if b is not None else 1 << 62)
                                       for a, b in gaps_)]
+    longest = longest_gap(gaps_)
     metrics = {
         "audio_on_time": sum(r["on_time"] for r in audio),
         "audio_chunks": len(audio),
@@ -239,6 +247,7 @@ def run_metrics(run_dir: Path, port: int) -> dict:
         "image_gaps": len(gaps_),
         "image_repair_ms": ms(max((b for _, b in gaps_ if b is not None), default=None)),
         "image_gap_ms": [[ms(a), ms(b)] for a, b in gaps_],
+        "image_longest_gap_close_ms": None if longest is None else ms(longest[1]),
     }
     client = applog.load(Path(run_dir) / "client.jsonl")
     start = next((e["t"] for e in client if e["event"] == "connect_start"), None)

@@ -85,7 +85,8 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "delivered_fraction", "delay_ms_median", "ack_airtime_ms", "ack_airtime_ms_model",
            "ack_exchanges", "data_airtime_ms",
            # C8/C10 reproduce: the image's repair, the air medium's busy intervals
-           "image_gaps", "image_repair_ms", "air_busy_ms", "air_data_busy_ms", "air_feedback_busy_ms",
+           "image_gaps", "image_repair_ms", "image_longest_gap_close_ms", "air_busy_ms", "air_data_busy_ms",
+           "air_feedback_busy_ms",
            "air_data_frames", "air_feedback_frames",
            # audio playback (analysis/audio.py)
            "audio_first_play_ms", "audio_late_arrival_ms", "audio_stall_ms", "audio_min_start_ms",

@@ -691,15 +691,13 @@ ROWS: tuple[Row, ...] = (
         "every TCP retransmission of its bytes with it until 7 s after the origin (copies_until = "
         "the model's repair input; the origin is set just before the client starts, 0.15-0.16 s "
         "before the session start in the --quick runs); after that TCP's own recovery repairs it",
-        cause="TCP's window filled behind the hole, so the sender stopped sending new data (from "
-              "2.4 s after the origin on only the lost packet's retransmissions left it: 2.13, 2.27, "
-              "2.37, 2.72, 3.33, 4.55 s, backing off, all dropped; the next, at 7.01 s, repaired the "
-              "gap, ~6.87 s from the session start); only the first of the 16 audio chunks was sent "
-              "before the repair and the other 15 followed it at the link rate (~1 s): the model "
-              "holds audio already at the receiver until the repair, the sender held it back itself "
-              "(image_repair_ms below is the image's last gap: a bottleneck-queue loss after the "
-              "repair, ~9.9-10.2 s)",
-        explain=(("image_repair_ms", "ms the image's last gap closed"),
+        cause="TCP's sender stopped behind the hole: its window filled and the lost packet's "
+              "retransmissions, all dropped until the moment, backed off (RTO) until one after it "
+              "repaired the gap (longest gap's close below); only the audio sent before the hole "
+              "stopped the sender was at the receiver, the rest followed the repair at the link "
+              "rate (~1 s of audio): the model holds audio already at the receiver until the "
+              "repair, here the sender held most of it back itself",
+        explain=(("image_longest_gap_close_ms", "ms the image's longest gap closed (the lost packet)"),
                  ("audio_order_wait_max_ms", "max ms an audio chunk waited for other streams' bytes"),
                  ("audio_cross_wait_max_ms", "max ms from the audio's own bytes to its delivery"))),
     Row("C8.quic_audio", "QUIC per stream: audio delivered at", "s", 3,
@@ -708,10 +706,11 @@ ROWS: tuple[Row, ...] = (
         note=_C8_HOW + "; audio first, one image packet lost as in C8.hol_audio, aioquic with the "
         "audio and the image on their own streams; its retransmission is a new encrypted packet "
         "the link cannot tie to the lost one (copies_until matches TCP bytes only), so aioquic "
-        "repairs the image's gap in ~0.1 s (1.63-1.74 s) and the audio is not held",
+        "repairs the image's gap within its own recovery (longest gap's close below) and the "
+        "audio is not held",
         cause="image packets in flight before the audio, aioquic's pacing and the receiving "
               "process (cross wait below)",
-        explain=(("image_repair_ms", "ms the image's last gap closed"),
+        explain=(("image_longest_gap_close_ms", "ms the image's longest gap closed (the lost packet)"),
                  ("audio_cross_wait_max_ms", "max ms from the audio's own bytes to its delivery"))),
     Row("C8.fifo_usable", "FIFO: usable audio of 8 chunks", "s", 0,
         M("deadlines", "fifo_usable", image=2e6),

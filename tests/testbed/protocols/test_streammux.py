@@ -86,6 +86,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def test_longest_gap_counts_an_open_one_longest():
+    from analysis.streams import longest_gap
+    assert longest_gap([]) is None
+    assert longest_gap([(0, 10), (20, 90), (100, 150)]) == (20, 90)
+    assert longest_gap([(0, 500), (600, None)]) == (600, None)
+
+
 @pytest.mark.root
 @pytest.mark.parametrize("transport", ["tcp", "quic"])
 def test_loopback_run_survives_a_garbage_peer(transport, tmp_path):
