@@ -24,6 +24,7 @@ flight, so nothing overflows it) and the uplink must not lose frames — the che
 step landed elsewhere."""
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from testbed.spec.errors import UsageError
 from testbed.spec.schedule import parse_inline
 from testbed.spec.units import format_rate, parse_rate, parse_size
 from testbed.workloads.base import WORKLOADS, Common, Workload, param
+from topologies.base import DIRECTIONS
 
 #: the request header of a round (reqresp's ``OP_HEADER``, ``!4sQIIQ``: it carries the operation id)
 REQUEST_HEADER = 28
@@ -115,8 +117,7 @@ def _check_agent(p: AgentParams, spec: Any, topo: Any) -> None:
     if topo is None or server not in getattr(topo, "named", {}):
         raise UsageError(f"agent uplinks: needs a topology with a link named after the server host "
                          f"{server!r} (edgecloud's cloud or edge)")
-    info, side = topo._direction(f"{server}.up")
-    link = info.get(side)
+    link = topo.named[server].get(DIRECTIONS["up"])          # the overrides applied
     mtu = getattr(link, "mtu", 1500)
     if parse_size(p.action) > mtu - 52:
         raise UsageError(f"agent uplinks: action {p.action} must fit one segment ({mtu - 52} B) so that "
@@ -143,20 +144,19 @@ def uplink_steps(changes: list[dict], events: list[dict], rates: list[float]) ->
     first = {e["req"]: e["t"] for e in events if e["event"] == "first_request_byte_sent"}
     out, ok = [], len(steps) == len(rates) == len(first)
     for i, (c, b) in enumerate(zip(steps, rates)):
-        after, before = left.get(i - 1, -math.inf) if i else -math.inf, first.get(i, -math.inf)
+        after, before = left.get(i - 1) if i else None, first.get(i)
         rate = re.search(r"rate=([^,; ]+)", c.get("what", ""))
         rate = parse_rate(rate.group(1)) if rate else None
-        landed = after < c["actual_ns"] <= before + STEP_SLACK * 1e9 and rate == b
+        landed = (before is not None and c["actual_ns"] <= before + STEP_SLACK * 1e9 and rate == b
+                  and (i == 0 or (after is not None and after < c["actual_ns"])))
         ok = ok and landed
-        out.append({"round": i, "actual_ns": c["actual_ns"], "after_ns": after if i else None,
-                    "before_ns": before, "rate": rate, "ok": landed})
+        out.append({"round": i, "actual_ns": c["actual_ns"], "after_ns": after, "before_ns": before,
+                    "rate": rate, "ok": landed})
     return {"ok": ok, "steps": out}
 
 
 def agent_metrics(run_dir: Path) -> dict:
     """The run's metrics (``analysis.runmetrics``) and, with ``uplinks``, ``checks.uplink_steps``."""
-    import json
-
     from analysis import applog
     from analysis.runmetrics import run_metrics
     out = run_metrics(run_dir)

@@ -352,7 +352,8 @@ def test_agent_uplinks_param_is_checked():
 
 def test_agent_uplink_steps_check_can_fail():
     """``uplink_steps``: a step before round i−1's request left the send queue, after round i's
-    first write (+ the slack), at the wrong rate or missing fails the check."""
+    first write (+ the slack), at the wrong rate or missing, or a round without its stamps,
+    fails the check."""
     from testbed.workloads.agent import STEP_SLACK, uplink_steps
     ev = [{"event": name, "req": k, "t": t} for k, name, t in (
         (0, "first_request_byte_sent", 100), (0, "request_left_send_queue", 200),
@@ -366,6 +367,7 @@ def test_agent_uplink_steps_check_can_fail():
     assert uplink_steps(steps(1000 + int(STEP_SLACK * 1e9)), ev, rates)["ok"]
     for bad in (steps(150), steps(1001 + int(STEP_SLACK * 1e9)), steps(500, "rate=6.4mbit"), steps(500)[:1]):
         assert not uplink_steps(bad, ev, rates)["ok"]
+    assert not uplink_steps(steps(500), [e for e in ev if e["t"] != 200], rates)["ok"]   # round 0 never left
 
 
 def test_agent_uplinks_need_their_schedule_on_the_server_link():
