@@ -87,12 +87,16 @@ def run_server(args: argparse.Namespace) -> int:
                          sha256=payload.digest(body), symbols=e.symbols, decoded=e.decoded,
                          decode_ms=e.decode_ns / 1e6)
 
-                def reply(addr=addr, msg=e.msg, m=m, conn=conn):
+                start = ev.now()
+
+                def reply(addr=addr, msg=e.msg, m=m, conn=conn, start=start, process_us=process_us):
                     t = time.monotonic_ns()
+                    if process_us:           # the processing: a timed step on the timeline
+                        log.emit(ev.STEP, name="process", start=start, ms=process_us / 1e3, conn=conn, req=msg)
                     loop.endpoints[addr].send_message(t, RESPONSE.pack(RESP_MAGIC, msg)
                                                       + payload.body(m, REPLY_SEED))
                     first[addr] = (conn, msg)
-                loop.call_at(time.monotonic_ns() + process_us * 1000, reply)   # T from delivery
+                loop.call_at(start + process_us * 1000, reply)   # T from delivery
             elif isinstance(e, MessageDelivered):
                 log_stats(log, conn, ep, role="server")
         with sock:

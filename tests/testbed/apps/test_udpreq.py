@@ -41,6 +41,10 @@ def test_reqresp_over_udp_through_execute_on_loopback(tmp_path):
     assert r.checks["source_packets"] == 2 * 245 and r.checks["repair_packets"] <= 2 * 8
     done = events(r.dir / "server.jsonl", "request_complete")
     assert {e["sha256"] for e in done} == {events(r.dir / "client.jsonl", "request_body")[0]["sha256"]}
+    # the processing (1 ms) is a timed step from each request's delivery, as over TCP
+    steps = events(r.dir / "server.jsonl", "step")
+    assert [(s["name"], s["ms"], s["req"]) for s in steps] == [("process", 1.0, e["req"]) for e in done]
+    assert all(s["start"] >= e["t"] for s, e in zip(steps, done))
 
 
 def test_tcp_socket_factors_and_bad_levels_are_refused(tmp_path):
