@@ -163,7 +163,8 @@ def shade_steps(ax, spans, t0: int, lanes: dict | None = None, scale: float = 1e
         if not xr:
             continue
         colour = colours.setdefault((name, log), STEP_COLOURS[len(colours) % len(STEP_COLOURS)])
-        style = {"facecolors": colour, "edgecolor": "none",
+        # the outline in the fill's colour keeps a span narrower than a pixel visible as a line
+        style = {"facecolors": colour, "edgecolor": colour, "linewidth": 0.8,
                  "alpha": 0.5 if lanes else 0.35, "zorder": 0, "label": f"step {name} ({log})"}
         if lanes is None:
             ax.broken_barh(xr, (0, 1), transform=ax.get_xaxis_transform(), **style)

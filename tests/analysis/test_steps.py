@@ -180,3 +180,23 @@ def test_a_step_name_that_would_overlap_a_link_marker_is_left_out():
     assert [t.get_text() for t in ax.texts][1:] == ["encode"]     # "process" would cross the marker's
     assert len([c for c in ax.collections if c.get_label().startswith("step ")]) == 2
     plt.close(fig)
+
+
+@pytest.mark.parametrize("lanes", [None, {"server.jsonl": 0.0}])
+def test_a_span_narrower_than_a_pixel_is_still_drawn(lanes):
+    """A 12 ms step on a 100 s axis is a fraction of a pixel wide: it is still visible (at least
+    its outline, one line wide), full height or on its lane."""
+    import numpy as np
+    from analysis.applog import Step
+    plt = plots._plt()
+    fig, ax = plt.subplots(figsize=(4, 2), dpi=100)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(-1, 1)
+    ax.set_axis_off()
+    plots.shade_steps(ax, [Step("process", "server.jsonl", 50_000_000_000, 12.0)], 0, lanes=lanes)
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].astype(int)
+    x = round(ax.transData.transform((50.006, 0))[0])
+    column = img[:, x - 1:x + 2]
+    assert (column < 250).any(), "the span left no pixel in its column"
+    plt.close(fig)
