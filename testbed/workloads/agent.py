@@ -113,10 +113,12 @@ def _check_agent(p: AgentParams, spec: Any, topo: Any) -> None:
     """With ``uplinks``: the server's link has, on its uplink, exactly the steps of the list."""
     if p.uplinks == "none":
         return
-    server = spec.server_host or (topo.roles.get("server") if topo is not None else None)
-    if topo is None or server not in getattr(topo, "named", {}):
-        raise UsageError(f"agent uplinks: needs a topology with a link named after the server host "
-                         f"{server!r} (edgecloud's cloud or edge)")
+    if topo is None:
+        raise UsageError("agent uplinks: needs a topology with links (e.g. edgecloud), not loopback")
+    server = spec.server_host or topo.roles.get("server")
+    if server not in getattr(topo, "named", {}):
+        raise UsageError(f"agent uplinks: topology {spec.topology!r} has no link named after the server "
+                         f"host {server!r} (edgecloud: --server-host cloud or edge)")
     link = topo.named[server].get(DIRECTIONS["up"])          # the overrides applied
     mtu = getattr(link, "mtu", 1500)
     if parse_size(p.action) > mtu - 52:
