@@ -70,7 +70,7 @@ def _fmt_one(v, unit: str) -> str:
         for div, suffix in ((1e6, "MB"), (2**20, "MiB"), (1e3, "KB")):
             if v >= div and v % div == 0:
                 return f"{v / div:g}{suffix}"
-    if unit == "bit/s" and v:
+    if unit.startswith("bit/s") and v:
         for div, suffix in ((1e6, "mbit"), (1e3, "kbit")):
             if v >= div and (v / div) == round(v / div, 3):
                 return f"{v / div:g}{suffix}"
@@ -156,7 +156,9 @@ def run(args) -> int:
                           "outputs": {k: q.to_dict() for k, q in outputs.items()}}, indent=1))
         return 0
     print(f"{model.name} ({model.case}): {model.help}")
-    set_ = ", ".join(f"{k}={_show(v)}" for k, v in overrides.items())
+    units = {f.name: f.metadata["unit"] for f in dataclasses.fields(model.params)}
+    set_ = ", ".join(f"{k}={_fmt_default(v, units[k]) if isinstance(v, tuple) else _show(v)}"
+                     for k, v in overrides.items())   # a list as typed: 6.4mbit,3.2mbit
     print(f"parameters: {set_ or 'the chapter defaults'}")
     width = max(map(len, outputs))
     for k, q in outputs.items():
