@@ -7,9 +7,9 @@ Per-round uplinks (C14, ``uplinks`` b_1..b_n): round i's upload runs at b_i on t
 path.  They are rate steps of that link's uplink schedule (``LINK.up``, the link named after the
 server host: edgecloud's ``cloud``), each at a *byte* moment that falls between round i−1's last
 request frame and round i's first (:func:`uplink_schedule`), so no step depends on timing.  The
-run gives the schedule as ``--link cloud.up.schedule=...`` (the check refuses a run whose
-schedule is not the one of its list, naming the right one); the list is a parameter, in the
-manifest.  The uplink frames since the origin, counted exactly (Linux with TCP timestamps, MSS =
+list implies that schedule (the workload's ``links``: the run adds ``cloud.up.schedule`` to its
+links, recorded in the manifest with the list; a run that gives another schedule there is
+refused, naming the list's).  The uplink frames since the origin, counted exactly (Linux with TCP timestamps, MSS =
 MTU − 52): the SYN (74 B) and the handshake's ACK (66 B), per round the request (a 28-byte
 operation header and the screenshot) in ⌈request / MSS⌉ frames of 66 header bytes each, and one
 66-byte ACK of the action (one segment).  The step's moment sits midway in the byte window that
@@ -109,17 +109,38 @@ def uplink_schedule(p: AgentParams, mtu: int = 1500) -> str:
     return ";".join(f"rate={format_rate(b)}@{m}B" for b, m in zip(round_rates(p), moments))
 
 
+def _uplink_link(p: AgentParams, spec: Any, topo: Any) -> tuple[str, Any] | None:
+    """(server host, the LinkSpec of its link's uplink) of a run with ``uplinks``; None without
+    them, on loopback or without a link named after the server (the check says why)."""
+    if p.uplinks == "none" or topo is None:
+        return None
+    server = spec.server_host or topo.roles.get("server")
+    if server not in getattr(topo, "named", {}):
+        return None
+    return server, topo.named[server].get(DIRECTIONS["up"])          # the overrides applied
+
+
+def _agent_links(p: AgentParams, spec: Any, topo: Any) -> dict[str, str]:
+    """The links ``uplinks`` implies: the server link's uplink schedule (:func:`uplink_schedule`)."""
+    found = _uplink_link(p, spec, topo)
+    if found is None:
+        return {}
+    server, link = found
+    return {f"{server}.up.schedule": uplink_schedule(p, getattr(link, "mtu", 1500))}
+
+
 def _check_agent(p: AgentParams, spec: Any, topo: Any) -> None:
     """With ``uplinks``: the server's link has, on its uplink, exactly the steps of the list."""
     if p.uplinks == "none":
         return
     if topo is None:
         raise UsageError("agent uplinks: needs a topology with links (e.g. edgecloud), not loopback")
-    server = spec.server_host or topo.roles.get("server")
-    if server not in getattr(topo, "named", {}):
+    found = _uplink_link(p, spec, topo)
+    if found is None:
         raise UsageError(f"agent uplinks: topology {spec.topology!r} has no link named after the server "
-                         f"host {server!r} (edgecloud: --server-host cloud or edge)")
-    link = topo.named[server].get(DIRECTIONS["up"])          # the overrides applied
+                         f"host {spec.server_host or topo.roles.get('server')!r} (edgecloud: "
+                         "--server-host cloud or edge)")
+    server, link = found
     mtu = getattr(link, "mtu", 1500)
     if parse_size(p.action) > mtu - 52:
         raise UsageError(f"agent uplinks: action {p.action} must fit one segment ({mtu - 52} B) so that "
@@ -132,8 +153,8 @@ def _check_agent(p: AgentParams, spec: Any, topo: Any) -> None:
     want = uplink_schedule(p, mtu)
     given = spec.links.get(f"{server}.up.schedule")
     if given is None or parse_inline("schedule", given) != parse_inline("schedule", want):
-        raise UsageError(f"agent uplinks {p.uplinks}: the steps go on the link schedule; give "
-                         f"--link {server}.up.schedule='{want}'")
+        raise UsageError(f"agent uplinks {p.uplinks}: the list sets {server}.up.schedule to "
+                         f"'{want}'; leave that link setting out (or give exactly it)")
 
 
 def uplink_steps(changes: list[dict], events: list[dict], rates: list[float]) -> dict:
@@ -187,4 +208,5 @@ def parse_disconnect(value: str) -> tuple[int, str]:
 
 AGENT = WORKLOADS.register(Workload("agent", "screenshot agent loop (C13)", "testbed.apps.reqresp",
                                     AgentParams, 5000, client_module="testbed.apps.agent",
-                                    client_command=(), metrics=agent_metrics, check=_check_agent))
+                                    client_command=(), metrics=agent_metrics, check=_check_agent,
+                                    links=_agent_links))

@@ -8,8 +8,12 @@ or ``run`` for the orchestrator only, ``choices``, ``unit`` = size | time for va
 ``transport`` = the only transport the field applies to, see below), the server's ``port``, how
 its argv are built (``client_argv``/``server_argv``), how its run directory becomes metrics
 (``metrics(run_dir) -> {"metrics": {...}, "checks": {...}}``, default
-``analysis.runmetrics.run_metrics``), and an optional ``check(params, spec, topology)`` that
-raises UsageError for a combination the workload cannot run.  One module per workload holds its
+``analysis.runmetrics.run_metrics``), an optional ``check(params, spec, topology)`` that
+raises UsageError for a combination the workload cannot run, and an optional ``links(params, spec,
+topology)``: the link settings its parameters imply (``LINK.DIR.FIELD`` → value, as ``--link``
+takes them; e.g. the agent's per-round uplinks are the server link's uplink schedule), which the
+resolution adds to the spec's ``links`` where the spec does not set them (so the manifest records
+them) before the check.  One module per workload holds its
 params, its record(s) and its check, registered where they are defined::
 
     BULK = WORKLOADS.register(Workload("bulk", "bulk transfer ...", "testbed.apps.bulk", BulkParams, 5001))
@@ -101,6 +105,7 @@ class Workload:
     client_command: tuple[str, ...] = ("client",)   # subcommand of the client module
     metrics: Callable[[Path], dict] = _default_metrics
     check: Callable[[Any, Any, Any], None] | None = None   # (params, spec, topology) → UsageError
+    links: Callable[[Any, Any, Any], dict[str, str]] | None = None  # (params, spec, topology) → implied
     transport: str | None = None     # set: this record runs workload ``name`` over that transport
 
     def make_params(self, values: Mapping[str, Any] = {}) -> Any:

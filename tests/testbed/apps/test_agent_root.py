@@ -93,11 +93,12 @@ def test_agent_per_round_uplinks_on_the_cloud_path(tmp_path):
     run = run_testbed(tmp_path, "agent", "--topo", "edgecloud", "--server-host", "cloud",
                       "--set", "cloud_delay=5ms", "--rounds", "3", "--screenshot", shot, "--model", "50ms",
                       "--terminal", "250ms", "--reuse", "--uplinks", params["uplinks"],
-                      "--link", f"cloud.up.schedule={schedule}", "--link", "cloud.up.queue=104",
+                      "--link", "cloud.up.queue=104",
                       "--capture", "none")
     import json
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["spec"]["params"]["uplinks"] == params["uplinks"]
+    assert manifest["spec"]["links"]["cloud.up.schedule"] == schedule      # implied by the list
     check = manifest["checks"]["uplink_steps"]
     assert check["ok"] and [s["rate"] for s in check["steps"]] == list(rates), check
     server = events(run / "server.jsonl", None)

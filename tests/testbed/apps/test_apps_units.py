@@ -377,6 +377,7 @@ def test_agent_uplinks_need_their_schedule_on_the_server_link():
     from testbed.run.plan import resolve
     from testbed.spec.errors import UsageError
     from testbed.spec.runspec import RunSpec
+    from testbed.spec.schedule import parse_inline
     from testbed.workloads.agent import AGENT, REQUEST_HEADER, uplink_schedule
     assert REQUEST_HEADER == OP_HEADER.size
     params = {"rounds": 2, "reuse": True, "uplinks": "6.4mbit,3.2mbit"}
@@ -385,7 +386,10 @@ def test_agent_uplinks_need_their_schedule_on_the_server_link():
         return RunSpec(topology="edgecloud", workload="agent", server_host="cloud", params=params, links=links)
     with pytest.raises(UsageError, match="queue must hold one request's 553 frames .* cloud.up.queue=553"):
         resolve(spec({"cloud.up.schedule": want, "cloud.up.queue": "552"}))
-    for links in ({}, {"cloud.up.schedule": "rate=3.2mbit@1MB"}):
-        with pytest.raises(UsageError, match=f"give --link cloud.up.schedule='{want}'"):
-            resolve(spec({**links, "cloud.up.queue": "553"}))
+    with pytest.raises(UsageError, match=f"the list sets cloud.up.schedule to '{want}'; leave"):
+        resolve(spec({"cloud.up.schedule": "rate=3.2mbit@1MB", "cloud.up.queue": "553"}))
     assert resolve(spec({"cloud.up.schedule": want, "cloud.up.queue": "553"})).server == "cloud"
+    # without it, the list implies it: in the resolved spec (the manifest) and on the link
+    plan = resolve(spec({"cloud.up.queue": "553"}))
+    assert plan.spec.links["cloud.up.schedule"] == want
+    assert plan.topology.named["cloud"]["spec_ab"].schedule == parse_inline("schedule", want)
