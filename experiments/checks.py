@@ -179,6 +179,13 @@ def _schedule(level, ch):
     return None
 
 
+def _uplinks(level, ch):
+    steps = ch["uplink_steps"]
+    bad = [s["round"] for s in steps.get("steps", []) if not s["ok"]]
+    return None if steps.get("ok") else \
+        f"uplinks {level} but the steps of round(s) {bad or 'all'} did not land between the rounds"
+
+
 def _scheme(level, ch):
     paths = ch["paths_with_data"]
     want = 1 if level == "single" else 2
@@ -213,6 +220,8 @@ for c in (
           "the bytes in the capture; split / mptcp: two", _scheme),
     Check("params.send", ("paths_seen",), "single: the server saw chunks from one client address; "
           "duplicate: from two", _send),
+    Check("params.uplinks", ("uplink_steps",), "agent: every round's uplink rate step took effect "
+          "after the previous round's upload and by the round's first write", _uplinks),
 ):
     register_check(c)
 

@@ -224,6 +224,7 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
     fig, (dots, ecdf) = plt.subplots(1, 2, sharex=True, figsize=(11, 1.6 + 0.45 * len(labels)),
                                      gridspec_kw={"width_ratios": (3, 2)})
     rng = np.random.default_rng(0)
+    names = shown_levels(labels)
     for i, (lab, d) in enumerate(zip(labels, data)):
         y = len(labels) - 1 - i
         dots.plot(d, y + rng.uniform(-0.15, 0.15, len(d)), "o", ms=4, alpha=0.6, color=f"C{i}")
@@ -239,8 +240,8 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
         if d:
             x = np.sort(d)
             ecdf.step(np.r_[x[0], x], np.r_[0, np.arange(1, len(d) + 1) / len(d)], where="post",
-                      color=f"C{i}", label=lab)
-    dots.set_yticks(range(len(labels)), [f"{lab} (n={len(d)})" for lab, d in zip(labels, data)][::-1])
+                      color=f"C{i}", label=names[lab])
+    dots.set_yticks(range(len(labels)), [f"{names[lab]} (n={len(d)})" for lab, d in zip(labels, data)][::-1])
     dots.set_ylim(-0.6, len(labels) - 0.4)
     dots.set_xlabel(label)
     dots.set_title("valid runs; black: median and its 95 % CI", fontsize=9)
@@ -257,6 +258,18 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
     return _save(fig, base)
 
 
+def shown_levels(levels: list[str], width: int = 28) -> dict[str, str]:
+    """Each arm's name as a figure shows it: a name longer than ``width`` characters (a list of
+    per-round rates, say) as its start … end with its length, unless that makes two arms alike."""
+    def short(lab: str) -> str:
+        if len(lab) <= width:
+            return lab
+        keep = (width - 1) // 2
+        return f"{lab[:keep]}…{lab[-keep:]} ({len(lab)} ch)"
+    out = {lab: short(lab) for lab in levels}
+    return out if len(set(out.values())) == len(out) else {lab: lab for lab in levels}
+
+
 def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
     """The metric against the run index; [] when :func:`degenerate`."""
     if degenerate(summary, metric):
@@ -266,10 +279,11 @@ def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(11, 3.5))
     runs = [r for r in summary["runs"] if r["status"] != "missing" and not r["warmup"]
             and r.get("metrics", {}).get(metric) is not None]
+    names = shown_levels(summary["levels"])
     for k, lab in enumerate(summary["levels"]):
         rs = [r for r in runs if r["level"] == lab and r["valid"]]
         ax.plot([r["index"] for r in rs], [r["metrics"][metric] * scale for r in rs], "o-", ms=4, lw=0.6,
-                color=f"C{k}", label=lab)
+                color=f"C{k}", label=names[lab])
     bad = [r for r in runs if not r["valid"]]
     if bad:
         ax.plot([r["index"] for r in bad], [r["metrics"][metric] * scale for r in bad], "x", color="grey",

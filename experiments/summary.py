@@ -112,7 +112,8 @@ def _topology_s(timings: dict):
 
 def _shown_checks(factor: str, check, checks: dict) -> dict:
     """The read-back the check used (the first of its ``needs`` present); of ``host_factors``
-    only the factor's own value per host, of ``socket_readback`` only the factor's own values."""
+    only the factor's own value per host, of ``socket_readback`` only the factor's own values, of
+    one with a verdict per step (``{"ok", "steps": [{"ok", ...}]}``) how many steps landed."""
     key = next((k for k in (check.needs if check else ()) if checks.get(k) is not None), None)
     if key is None:
         return {}
@@ -125,6 +126,9 @@ def _shown_checks(factor: str, check, checks: dict) -> dict:
         conf = (value.get("configured") or {}).get("loss" if field == "loss" else field)
         shown[f"{value['link']} {field} (configured)"] = conf.get("p") if isinstance(conf, dict) else conf
         return shown
+    if isinstance(value, dict) and isinstance(value.get("steps"), list) and "ok" in value:
+        steps = value["steps"]        # a read-back with its own verdict per step: the count landed
+        return {key: f"{sum(bool(s.get('ok')) for s in steps)}/{len(steps)} steps landed"}
     if key in ("host_factors", "socket_readback"):
         name = factor.split(".", 1)[1]
         readback = FACTORS.get(name).readback

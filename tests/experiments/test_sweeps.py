@@ -286,3 +286,26 @@ def test_builtin_studies_validate():
     assert len(load_definition("loss-cc").labels) == 24
 
 
+
+
+def test_uplinks_check_reads_where_the_steps_landed():
+    fn = ck.check_for("params.uplinks").fn
+    steps = [{"round": 0, "ok": True}, {"round": 1, "ok": True}]
+    assert fn("6.4mbit,3.2mbit", {"uplink_steps": {"ok": True, "steps": steps}}) is None
+    steps[1]["ok"] = False
+    assert "round(s) [1] did not land" in fn("6.4mbit,3.2mbit", {"uplink_steps": {"ok": False, "steps": steps}})
+    from experiments.summary import _shown_checks
+    checks = {"uplink_steps": {"ok": False, "steps": steps}}
+    shown = _shown_checks("params.uplinks", ck.check_for("params.uplinks"), checks)
+    assert shown == {"uplink_steps": "1/2 steps landed"}
+
+
+def test_long_arm_names_are_shortened_in_figures_unless_they_would_clash():
+    from experiments.plots import shown_levels
+    long = ",".join(["6.4mbit", "3.2mbit"] * 10)
+    names = shown_levels(["6.4mbit", long])
+    assert names["6.4mbit"] == "6.4mbit" and len(names[long]) < 45 and f"({len(long)} ch)" in names[long]
+    other = long[:-1] + "9"                    # same start, another end: still told apart
+    assert len(set(shown_levels([long, other]).values())) == 2
+    same_ends = long[:20] + "x" + long[21:]    # differs only in the middle: left whole
+    assert shown_levels([long, same_ends]) == {long: long, same_ends: same_ends}
