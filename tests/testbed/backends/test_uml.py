@@ -223,6 +223,10 @@ def _check_qdisc_case(r: dict, up, down) -> None:
     # times in 7 s and then reached 61-84% of the bound, in a 6.1 guest more).
     # The guest must have the CPU for it, too: its one virtual CPU is one host thread, and
     # ``capacity`` (TCP over the guest's loopback, measured right after) shows what it had left.
+    # The floor, 70 % of the bound: BBR at 200 ms RTT reached 0.93-1.00 of it in 5 s windows on a
+    # quiet host and 0.75 once in a CI run (a stall of the guest's host thread drags BBR's
+    # bandwidth filter for seconds); 70 % still tells an applied rate from a wrong one (a unit off
+    # is 1000x, a missing htb leaves ~900 Mbit/s: the ceiling above).
     for direction, spec, text_q in (("up", up, r["qdisc"][0]), ("down", down, r["qdisc"][1])):
         bound = spec.rate * 1448 / 1514
         goodput = r["goodput"][direction]
@@ -234,7 +238,7 @@ def _check_qdisc_case(r: dict, up, down) -> None:
                               f"{r['capacity'] / 1e6:.0f} Mbit/s of TCP (host load "
                               f"{os.getloadavg()[0]:.1f})")
             else:
-                assert goodput >= 0.85 * bound, (direction, goodput, bound, r["capacity"])
+                assert goodput >= 0.70 * bound, (direction, goodput, bound, r["capacity"])
 
 
 FAKE_PANIC = ("Checking that ptrace can change system call numbers...OK\n"
