@@ -78,6 +78,10 @@ class DirectionModel:
     """One direction of a link; see the module docstring for the model and the verdicts.
     A spec with a ``schedule`` is refused: build it with ``schedule_model.make_direction``."""
 
+    #: whether ``arrive`` reads the frame's bytes (a schedule's ``copies_until``); the I/O loop
+    #: passes them only then
+    wants_frames = False
+
     def __init__(self, spec: LinkSpec, seed: int, medium: AirMedium | None = None, name: str = ""):
         if medium is not None and spec.rate is not None:
             raise ValueError(f"a direction on the shared medium {medium.spec.name!r} gets its rate "

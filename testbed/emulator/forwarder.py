@@ -246,7 +246,7 @@ class Direction:
         pending, deliver, unpack_ts = self.pending, self.deliver, _TIMESPEC.unpack_from
         offset = time.time_ns() - mono()
         last = self.last_arrival
-        frames = getattr(self.model, "wants_frames", False)   # an event's copies_until reads them
+        frames = self.model.wants_frames      # an event's copies_until reads the bytes
         for i in range(BATCH):
             try:
                 frame, anc, _, _ = recvmsg(MAX_FRAME, 64)

@@ -241,7 +241,6 @@ class ScheduledDirection(DirectionModel):
         self._op_left = 0
         self._op_t = 0
         self.schedule_stats = ScheduleStats()
-        #: whether ``arrive`` needs the frame's bytes (an event with ``copies_until``)
         self.wants_frames = any(e.copies_until is not None for e in sch.events)
 
     # --- the schedule ---------------------------------------------------------------------

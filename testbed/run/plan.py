@@ -129,6 +129,11 @@ def resolve(spec: RunSpec) -> Plan:
         topo, client, server = None, "client", "server"
     else:
         topo = build_topology(spec.topology, spec.topology_params, spec.links)
+        if record.links is not None:  # the link settings the params imply, recorded with the spec's
+            implied = {k: v for k, v in record.links(params, spec, topo).items() if k not in spec.links}
+            if implied:               # own and checked with them below (hosts, backend)
+                spec = dataclasses.replace(spec, links={**spec.links, **implied})
+                topo = build_topology(spec.topology, spec.topology_params, spec.links)
         hosts = set(topo.hosts())
         for name in ("client_host", "server_host"):
             given = getattr(spec, name)
@@ -147,11 +152,6 @@ def resolve(spec: RunSpec) -> Plan:
                 raise UsageError(why)
         client = spec.client_host or topo.roles["client"]
         server = spec.server_host or topo.roles["server"]
-    if record.links is not None and topo is not None:
-        implied = {k: v for k, v in record.links(params, spec, topo).items() if k not in spec.links}
-        if implied:                   # the settings the params imply, recorded with the spec's own
-            spec = dataclasses.replace(spec, links={**spec.links, **implied})
-            topo = build_topology(spec.topology, spec.topology_params, spec.links)
     if record.check is not None:
         record.check(params, spec, topo)
     return Plan(spec, record, params, topo, socket, host, client, server)

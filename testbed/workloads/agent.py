@@ -9,8 +9,8 @@ server host: edgecloud's ``cloud``), each at a *byte* moment that falls between 
 request frame and round i's first (:func:`uplink_schedule`), so no step depends on timing.  The
 list implies that schedule (the workload's ``links``: the run adds ``cloud.up.schedule`` to its
 links, recorded in the manifest with the list; a run that gives another schedule there is
-refused, naming the list's).  The uplink frames since the origin, counted exactly (Linux with TCP timestamps, MSS =
-MTU − 52): the SYN (74 B) and the handshake's ACK (66 B), per round the request (a 28-byte
+refused, naming the list's).  The uplink frames since the origin, counted exactly (Linux with
+TCP timestamps, MSS = MTU − 52): the SYN (74 B) and the handshake's ACK (66 B), per round the request (a 28-byte
 operation header and the screenshot) in ⌈request / MSS⌉ frames of 66 header bytes each, and one
 66-byte ACK of the action (one segment).  The step's moment sits midway in the byte window that
 applies it to a frame of the gap ((end − last frame, end + one ACK], end = the bytes through
@@ -65,9 +65,9 @@ class AgentParams(Common):
     tls: bool = param(False, "TLS 1.3", side="both")
     uplinks: str = param("none", "none, or the server path's uplink per round b_1,...,b_n (one per "
                          "round, or one for every round): rate steps of the link LINK.up named "
-                         "after the server host, at byte moments between the rounds; give the "
-                         "schedule and queue the check names (--link cloud.up.schedule=..., "
-                         "--link cloud.up.queue=N)", side="run")
+                         "after the server host, at byte moments between the rounds (the run adds "
+                         "that schedule); give the queue the run names (--link cloud.up.queue=N)",
+                         side="run")
 
     def validate(self) -> None:
         if self.rounds < 1:
