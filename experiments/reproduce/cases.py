@@ -498,12 +498,22 @@ ROWS: tuple[Row, ...] = (
     Row("C5.lost_up", "loss Guiyang→Irvine (0 of 41,663)", "1", 0, None, Measure(CALIBRATE, "loss.up"), 0.0,
         note="no model: an input of the path (longhaul: none up); n = probes sent"),
     Row("C5.overflow_loss", "loss at 600 Mbit/s through the 333 Mbit/s knee", "1", 0.44,
-        M("longhaul", "overflow_loss"), None,
-        unmeasured=_NO_WORKLOAD + "needs a 600 Mbit/s UDP probe into the long-haul 333 Mbit/s "
-                                  "direction with the receiver's loss and the emulator's drop "
-                                  "reasons; the native engine falls behind reading at that offered "
-                                  "rate into a full one-BDP queue, so its verdict discards the run",
-        note="model: queue overflow alone, 1 − 333/600 = 0.445"),
+        M("longhaul", "overflow_loss"), Measure(CALIBRATE, "overflow.loss"), 0.10,
+        note="model: queue overflow alone, 1 − 333/600 = 0.445; measured: testbed calibrate's "
+             "overflow train, 2 s of 1514 B frames offered at 600 Mbit/s client→server (no random "
+             "loss) into the 333 Mbit/s one-BDP queue, in a topology of its own; loss = datagrams "
+             "not received among those sent from the first lost one on (the queue full); n = "
+             "those datagrams; a run whose link fidelity is not ok is not used",
+        cause="the sender did not offer 600 Mbit/s (the loss is 1 − 333/offered), or something "
+              "other than the queue dropped frames",
+        explain=(("overflow.offered_mbps", "Mbit/s offered over the window"),
+                 ("overflow.expected", "1 − 333/offered"),
+                 ("overflow.drops.queue", "queue drops"),
+                 ("overflow.drops.random_loss", "random-loss drops"),
+                 ("overflow.drops.emulator_unintended", "the emulator's own drops"),
+                 ("overflow.drops.receive_path", "receive-path drops"),
+                 ("overflow.fidelity.lag_p99_ms", "ms p99 read lag"),
+                 ("overflow.fidelity.late_p99_ms", "ms p99 lateness"))),
     Row("C5.mathis", "Mathis bound at p = 0.14 (C = 1)", "Mbit/s", 0.155, M("longhaul", "mathis"),
         Measure("cc", "goodput_mbps", "reno"), 0.5,
         note="measured: NewReno's goodput down the lossy direction (10 s bulk); Mathis is an "

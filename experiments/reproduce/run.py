@@ -179,19 +179,41 @@ def calibrate(d: Path, backend: str | None) -> dict:
 
 
 def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
-    """A value of calibrate's ``measured`` section by dotted path (``rtt_ms.min``, ``loss.down``);
-    n = probes echoed (RTT) or probes sent (loss)."""
-    v = res["calibrate"].get("measured", {})
-    for part in m.metric.split("."):
-        v = v.get(part) if isinstance(v, dict) else None
+    """A value of calibrate's ``measured`` section by dotted path (``rtt_ms.min``, ``loss.down``,
+    ``overflow.loss``); n = probes echoed (RTT), probes sent (loss) or the overflow train's
+    datagrams in its window.  The overflow train ran in a topology of its own: a value of it
+    whose run's link fidelity verdict is not ok is not used (the reason says why)."""
     meas = res["calibrate"].get("measured", {})
+    v = _dotted(meas, m.metric)
     if m.metric.startswith("loss."):
         n = (meas.get("loss_sent") or {}).get(m.metric.split(".")[1], 0)
+    elif m.metric.startswith("overflow."):
+        n = (meas.get("overflow") or {}).get("window", 0)
+        f = (meas.get("overflow") or {}).get("fidelity") or {}
+        if v is not None and f.get("verdict") != "ok":
+            why = "; ".join(f.get("reasons") or []) or "no emulator summary"
+            return None, None, 0, (f"the overflow run's link fidelity is {f.get('verdict', 'unknown')}"
+                                   f" ({why}), so its loss is not used")
     else:
         n = (meas.get("rtt_ms") or {}).get("echoed", 0)
     if v is None:
         return None, None, 0, f"calibrate reported no {m.metric}"
     return float(v) * m.scale, None, int(n or 0), ""
+
+
+def _dotted(d: dict, path: str):
+    """``d``'s value at a dotted path (``overflow.drops.queue``), None where it has none."""
+    for part in path.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _calibrated_evidence(row: Row, res: dict) -> list[str]:
+    """Numbers of the same calibration quoted for a miss: each ``explain`` entry's dotted path
+    in calibrate's ``measured`` section, where it has a value."""
+    meas = res["calibrate"].get("measured", {})
+    return [f"{label} {v:.4g}" if isinstance(v, float) else f"{label} {v}"
+            for metric, label in row.explain if (v := _dotted(meas, metric)) is not None]
 
 
 def _level_stat(summary: dict, level: str, m: Measure) -> dict | None:
@@ -427,7 +449,8 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                 else:
                     rec["ok"] = within(value, row.chapter, row.tolerance)
                     if not rec["ok"]:
-                        ev = _evidence(row, res["summary"], res["dir"]) if "summary" in res else []
+                        ev = (_evidence(row, res["summary"], res["dir"]) if "summary" in res
+                              else _calibrated_evidence(row, res))
                         cause = (row.cause_low if value < row.chapter and row.cause_low
                                  else row.cause) or "unexplained"
                         h = res.get("host")

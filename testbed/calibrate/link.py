@@ -34,6 +34,14 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
 - Reordering: datagrams arriving after one with a higher sequence number, over all streams.
 - The userspace emulator's own report: scheduling error p50/p99/max (check: p99 ≤ 200 µs) and
   unintended drops (check: 0).
+- Overflow (``measure_overflow``, in a Testbed brought up for it alone; by default at the
+  chapter's 600 Mbit/s where the link is shaped below it): a train of 1514 B frames for
+  ``overflow.SECONDS`` up (the direction with no random loss by default), faster than the rate,
+  into its one-BDP queue.  Loss = the datagrams not received among those sent from the first
+  lost one on (the queue's first overflow) — ``testbed.calibrate.overflow`` defines it and the
+  offered rate exactly.  Checks: within ±0.02 of 1 − rate/offered at the offered rate the
+  sender reached; no drop other than the queue's (the emulator's random loss, its own, the
+  receiving side's); the run's link fidelity verdict ok.
 """
 from __future__ import annotations
 
@@ -81,13 +89,12 @@ def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
 
 
 def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, backend: str,
-            packets: int, seed: int, results: str, specs: tuple) -> dict:
-    """The probe sequence (``testbed.calibrate.pathprobe``) on a longhaul topology with these specs."""
+            packets: int, seed: int, results: str, specs: tuple, overflow: float | None = None) -> dict:
+    """The probe sequence (``testbed.calibrate.pathprobe``) on a longhaul topology with these
+    specs; with ``overflow`` (bit/s), then the overflow train up (``measure_overflow``)."""
     from testbed.calibrate import pathprobe
     from testbed.run.network import Testbed
-    fmt = (lambda r: "unshaped" if r is None else f"{r:.0f}bit")
-    overrides = {"rate_up": fmt(rate), "rate_down": fmt(rate), "delay": f"{delay}s",
-                 "loss_up": loss_up, "loss_down": loss_down}
+    overrides = _overrides(rate, delay, loss_up, loss_down)
     idle = 1.0 + 2 * delay
     m: dict[str, Any] = {}
     with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results, seed=seed) as tb:
@@ -111,8 +118,39 @@ def measure(rate: float | None, delay: float, loss_up: float, loss_down: float, 
             m["reordered"] += r.pop("reordered")
             m["rate_mbps"][d] = r.pop("rate_mbps")
             m["train"][d] = r
+    if overflow is not None:
+        m["overflow"] = measure_overflow(overflow, specs[0], overrides, backend, seed, results, idle)
     return {"measured": m, "emulator": emulator_report(tb), "backend": tb.backend.name,
             "run_dir": str(tb.dir)}
+
+
+def _overrides(rate: float | None, delay: float, loss_up: float, loss_down: float) -> dict[str, Any]:
+    """The longhaul topology's parameters for these values."""
+    fmt = (lambda r: "unshaped" if r is None else f"{r:.0f}bit")
+    return {"rate_up": fmt(rate), "rate_down": fmt(rate), "delay": f"{delay}s",
+            "loss_up": loss_up, "loss_down": loss_down}
+
+
+def measure_overflow(rate: float, spec, overrides: dict, backend: str, seed: int, results: str,
+                     idle: float) -> dict[str, Any]:
+    """The overflow train (``pathprobe.overflow``, ``overflow.SECONDS`` at ``rate``) up,
+    client→server, in a Testbed of its own, so that its queue drops and its verdict are the
+    train's and no other measurement's: the figures of ``testbed.calibrate.overflow``, its
+    ``drops`` by reason (``overflow.drops``), the run's ``emulator`` report, its link
+    ``fidelity`` verdict (``emulator.fidelity.of_run``; None without a summary) and ``run_dir``."""
+    from testbed.calibrate import overflow as ov
+    from testbed.calibrate import pathprobe
+    from testbed.emulator import fidelity
+    from testbed.run.network import Testbed
+    with Testbed("longhaul", backend=backend, overrides=overrides, results_root=results, seed=seed) as tb:
+        out = pathprobe.overflow(tb, "client", "server", spec, rate=rate, seconds=ov.SECONDS, idle=idle)
+    emu = emulator_report(tb)
+    out["drops"] = ov.drops(emu, out["drops"], out["count"] - out["sent"])
+    verdict = fidelity.of_run(tb.metadata) if tb.metadata.get("backend_summary") else None
+    out.update(emulator=emu, run_dir=str(tb.dir), fidelity=verdict and {
+        k: verdict.get(k) for k in ("verdict", "cause", "cause_figures", "reasons", "warnings",
+                                    "lag_p99_ms", "late_p99_ms")})
+    return out
 
 
 def loss_pps(specs) -> float:
@@ -147,13 +185,15 @@ def loss_figures(lost: dict) -> dict[str, Any]:
 
 def emulator_report(tb) -> dict[str, Any]:
     """What the userspace emulator reported on a stopped Testbed (empty figures for a backend
-    without a summary): scheduling error, queue drops per direction, unintended drops, read
-    lag, warnings, CPU."""
+    without a summary): scheduling error, queue drops and random-loss drops per direction,
+    unintended drops, read lag, warnings, CPU."""
     emu = tb.metadata.get("backend_summary", {})
     dirs = emu.get("directions", {})
-    queue_drops = {d: dirs[name]["dropped_queue"] if name in dirs else None
-                   for d, name in (("up", "client-server"), ("down", "server-client"))}
+    names = (("up", "client-server"), ("down", "server-client"))
+    queue_drops = {d: dirs[name]["dropped_queue"] if name in dirs else None for d, name in names}
+    loss_drops = {d: dirs[name]["dropped_loss"] if name in dirs else None for d, name in names}
     return {"sched_error_us": emu.get("sched_error_us"), "queue_drops": queue_drops,
+            "loss_drops": loss_drops,
             "unintended_drops": emu.get("unintended_drops"), "read_lag_us": emu.get("read_lag_us"),
             "warnings": emu.get("warnings", []), "cpu_percent": emu.get("cpu_percent")}
 
@@ -253,7 +293,50 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
               ("none lost" if conf == 0 else f"configured inside 99% interval [{lo:.4f}, {hi:.4f}]")
               + drops_note((m.get("loss_drops") or {}).get(d)))
     check("reordered datagrams", 0, m["reordered"], m["reordered"] == 0, "0")
-    return checks + emulator_checks(emu)
+    return checks + emulator_checks(emu) + overflow_checks(m.get("overflow"))
+
+
+def overflow_checks(o: dict | None) -> list[dict]:
+    """The overflow train's lines (``measure_overflow``; none without one): its loss against
+    1 − rate/offered at the offered rate the sender reached (``overflow.TOL``; fails when nothing
+    overflowed), the drops that were not the queue's (0), and its run's link fidelity (ok).  A
+    failed line says why, with the train's figures."""
+    from testbed.calibrate import overflow as ov
+    if not o:
+        return []
+    d = o["drops"]
+    figures = (f"offered {_num(o['offered_mbps'], '.1f')} Mbit/s over the window "
+               f"({_num((o['sender'] or {}).get('send_rate_mbps'), '.1f')} over the whole train, target "
+               f"{o['offered_target_mbps']:g}; sender {_num((o['sender'] or {}).get('cpu_share'), '.0%')} "
+               f"of a CPU, machine {o['sender']['cpu_window']['busy_share']:.0%} busy); "
+               f"{o['lost']} of {o['sent']} lost, the queue first overflowed at datagram "
+               f"{o['first_lost']} after {_num(o['fill_s'], '.3f')} s; drops: queue {d['queue']}, random "
+               f"loss {d['random_loss']}, the emulator's own {d['emulator_unintended']}, receive path "
+               f"{d['receive_path']}, unsent {d['unsent']}; longest send gap "
+               f"{_num(o['send_gap_max_ms'], '.1f')} ms")
+    f = o.get("fidelity") or {}
+    checks = []
+    exp, loss = o["expected"], o["loss"]
+    ok = loss is not None and exp is not None and abs(loss - exp) <= ov.TOL
+    checks.append({"check": f"overflow loss at {o['offered_target_mbps']:g} Mbit/s",
+                   "configured": None if exp is None else round(exp, 6),
+                   "measured": None if loss is None else round(loss, 6), "ok": ok,
+                   "tolerance": f"±{ov.TOL} of 1 − {o['rate_mbps']:g}/offered"
+                                + ("" if loss is not None else " (nothing overflowed)")})
+    other = ov.other_drops(d)
+    checks.append({"check": "overflow drops not the queue's", "configured": 0, "measured": other,
+                   "ok": other == 0, "tolerance": "0"})
+    if f:
+        checks.append({"check": "overflow run link fidelity", "configured": None, "measured": None,
+                       "ok": f.get("verdict") == "ok", "tolerance": f"ok (was {f.get('verdict')})"})
+    for c in checks:
+        if not c["ok"]:
+            c["why"] = figures + ("; " + "; ".join(f.get("warnings") or []) if f.get("warnings") else "")
+    return checks
+
+
+def _num(x, fmt: str) -> str:
+    return "?" if x is None else format(x, fmt)
 
 
 def drops_note(drops: dict | None) -> str:
@@ -296,14 +379,26 @@ def emulator_checks(emu: dict) -> list[dict]:
 
 def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
               loss_down: str = "14%", backend: str = "auto", packets: int = 10000, seed: int = 1,
-              results: str = "results") -> dict:
+              results: str = "results", overflow: str | None = None) -> dict:
     """Measure the longhaul path with this rate (both directions; "unshaped" for none), one-way
     delay and loss per direction, in human units: ``{"configured", "measured", "emulator",
-    "backend", "checks", "ok", "run_dir"}`` (see the module docstring and ``evaluate``)."""
+    "backend", "checks", "ok", "run_dir"}`` (see the module docstring and ``evaluate``).
+    ``overflow``: the overflow train's offered rate ("none": no train); None: the chapter's
+    ``overflow.RATE`` where the link is shaped below it, outside a UML guest (whose one virtual
+    CPU cannot offer it), else no train."""
     from testbed.spec.errors import UsageError
     from testbed.spec.linkspec import LinkSpec
     from testbed.spec.units import parse_probability, parse_rate, parse_time
     rate_bps = None if str(rate).lower() in ("unshaped", "none") else parse_rate(rate)
+    if overflow is None:
+        from testbed.calibrate.overflow import RATE as OVERFLOW_RATE
+        shaped_below = rate_bps is not None and rate_bps < OVERFLOW_RATE
+        over_bps = OVERFLOW_RATE if shaped_below and os.environ.get("TESTBED_IN_UML") != "1" else None
+    else:
+        over_bps = None if str(overflow).lower() == "none" else parse_rate(overflow)
+        if over_bps is not None and (rate_bps is None or over_bps <= rate_bps):
+            raise UsageError(f"--overflow {overflow}: give a rate above the link's --rate {rate}, or "
+                             "none (the train must overflow a shaped link's queue)")
     delay_s = parse_time(delay)
     p_up, p_down = parse_probability(loss_up), parse_probability(loss_down)
     if packets < 1000:
@@ -323,7 +418,7 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
                          f"at up to {UML_RATE_MAX / 1e6:g} Mbit/s (docs/uml.md, \"Guest speed\"); "
                          f"give --rate {UML_RATE_MAX / 1e6:g}mbit or less, or calibrate a faster "
                          "link with --backend netem-vm or the userspace emulator")
-    res = measure(rate_bps, delay_s, p_up, p_down, backend, packets, seed, results, specs)
+    res = measure(rate_bps, delay_s, p_up, p_down, backend, packets, seed, results, specs, over_bps)
     checks = evaluate(configured, res)
     return {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],
             "backend": res["backend"], "checks": checks, "ok": all(c["ok"] for c in checks),

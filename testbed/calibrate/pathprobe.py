@@ -23,6 +23,11 @@ definitions of ``testbed.calibrate.probe``.  ``a`` is the "up" sender (client si
   the frames the receive path dropped (``/proc/net/softnet_stat``), and inside a UML guest how
   the host scheduled the guest during the train (``host``: its host CPU share and run-queue
   wait, the host's load; ``testbed.backends.uml.HostCPU``).
+* ``overflow``: one train of ``TRAIN_PAYLOAD`` B datagrams at ``rate`` frame bit/s, faster than
+  the spec's rate, for ``seconds``; the loss after its queue first overflowed, the offered rate
+  and the rest of ``testbed.calibrate.overflow.figures``, with the drop counters of
+  ``loss_drops`` and what the sender did (its offered rate over the whole train, CPU share, the
+  machine's CPU over the train).
 """
 from __future__ import annotations
 
@@ -37,7 +42,8 @@ from testbed.calibrate.probe import FRAME_OVERHEAD, last_json, probe_argv
 from testbed.host.ready import wait_ready
 
 TRAIN_PAYLOAD = 1472
-PORTS = {"echo": 5700, "loss_up": 5701, "loss_down": 5702, "rate_up": 5703, "rate_down": 5704}
+PORTS = {"echo": 5700, "loss_up": 5701, "loss_down": 5702, "rate_up": 5703, "rate_down": 5704,
+         "overflow": 5705}
 
 
 def _listener(tb, host: str, argv: list[str], name: str):
@@ -264,3 +270,36 @@ def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: flo
     return {"rate_mbps": mbps, "frames": count, "send_rate_mbps": snt["send_rate_bps"] / 1e6,
             "received": got["received"] if got else 0, "reordered": got["reordered"] if got else 0,
             "sides": sides}
+
+
+def overflow(tb, src: str, dst: str, spec: LinkSpec, *, rate: float, seconds: float,
+             idle: float = 2.0, burst: float = 0.0005) -> dict[str, Any]:
+    """The overflow train ``src``→``dst`` (module docstring): ``testbed.calibrate.overflow.figures``
+    of it, ``drops`` (``loss_drops`` over the train) and ``sender`` (its offered rate over the
+    whole train, CPU share, the machine's CPU over the train)."""
+    from testbed.calibrate import overflow as ov
+    frame_bits = (TRAIN_PAYLOAD + FRAME_OVERHEAD) * 8
+    count = int(seconds * rate / frame_bits)
+    port = PORTS["overflow"]
+    ifname = {src: egress(tb, src, dst), dst: egress(tb, dst, src)}
+    kernel = tb.backend.name == "netem"
+    before = {h: drop_counters(tb, h, ifname[h], kernel) for h in (src, dst)}
+    softnet0 = softnet_drops()
+    rx = _listener(tb, dst, probe_argv("recv", "--port", port, "--idle", idle, "--timeout", 600,
+                                       "--seqs"), "probe-recv")
+    snt = last_json(tb.run(src, probe_argv("send", "--dst", tb.ip(dst), "--port", port, "--count",
+                                           count, "--rate", rate, "--size", TRAIN_PAYLOAD,
+                                           "--stream", 4, "--burst", burst),
+                           timeout=600, check=True).stdout)
+    got = _received(rx, 4) or {}
+    after = {h: drop_counters(tb, h, ifname[h], kernel) for h in (src, dst)}
+    drops = loss_drops(before[src], after[src], before[dst], after[dst], softnet_drops() - softnet0)
+    # the link counts each frame with its spec's overhead: the offered rate in the link's unit
+    link_bits = (TRAIN_PAYLOAD + FRAME_OVERHEAD + spec.overhead) * 8
+    fig = ov.figures(count, got.get("seq", []), got.get("t_send_ns", []), snt["unsent"],
+                     link_bits, spec.rate)
+    sender = {"send_rate_mbps": snt["send_rate_bps"] / 1e6 if snt["send_rate_bps"] else None,
+              "send_errors": snt["send_errors"], "cpu_share": snt.get("cpu_share"),
+              "duration_s": snt["duration_s"], "cpu_window": snt["machine_cpu"]}
+    return {**fig, "offered_target_mbps": rate / 1e6, "rate_mbps": spec.rate / 1e6,
+            "drops": drops, "sender": sender}

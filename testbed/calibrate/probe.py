@@ -12,7 +12,8 @@ Every datagram starts with ``HEADER``: stream id, datagram count of the stream, 
 included, no preamble/FCS), the unit of LinkSpec rates.  Each command prints one JSON object
 (its last line); listeners (echo, recv) first print `ready 0.0.0.0:PORT` once bound.
 
-``send`` also reports its own CPU time over the train (``cpu_s``, user + system), its share of
+``send`` also reports the sequence numbers it could not send (``unsent``: the kernel refused
+them), its own CPU time over the train (``cpu_s``, user + system), its share of
 the train's wall time (``cpu_share``: a sender near 1.0 was short of CPU), and the machine's
 CPUs over the same time (``machine_cpu``: busy and steal shares from /proc/stat; in a UML guest,
 the guest's one virtual CPU, which also runs the qdiscs and the receiver), and the train's
@@ -131,7 +132,7 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
     buf = _payload(size)
     gap = int((size + FRAME_OVERHEAD) * 8 / rate * 1e9)
     mono, pack, sendf, sleep = time.monotonic_ns, HEADER.pack_into, sock.send, time.sleep
-    errors = 0
+    unsent: list[int] = []
     machine0, cpu0, real0 = cpu_times(), time.process_time(), time.time()
     t0 = mono()
     early = int(burst * 1e9)
@@ -147,11 +148,13 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
         try:
             sendf(buf)
         except OSError:  # ENOBUFS from a full local queue: the datagram was not sent
-            errors += 1
+            unsent.append(i)
     t1 = mono()
+    errors = len(unsent)
     cpu, machine = time.process_time() - cpu0, cpu_window(machine0, cpu_times())
     span = (t1 - t0) / 1e9
-    return {"stream": stream, "sent": count - errors, "send_errors": errors, "duration_s": span,
+    return {"stream": stream, "sent": count - errors, "send_errors": errors, "unsent": unsent,
+            "duration_s": span,
             "send_rate_bps": (count - errors) * (size + FRAME_OVERHEAD) * 8 / span if span else None,
             "cpu_s": cpu, "cpu_share": cpu / span if span else None, "machine_cpu": machine,
             "realtime": [real0, time.time()]}
@@ -181,10 +184,12 @@ def cpu_window(before: dict, after: dict) -> dict[str, float]:
             "steal_share": round(min(1.0, (after["steal"] - before["steal"]) / capacity), 3)}
 
 
-def receive(port: int, idle: float, timeout: float) -> dict:
+def receive(port: int, idle: float, timeout: float, seqs: bool = False) -> dict:
     """Receive until ``idle`` s pass without a datagram (after the first) or ``timeout`` s.
     A receiver that was not scheduled for longer than that (a stalled guest) first reads what
-    its socket holds: it stops only when no datagram is waiting."""
+    its socket holds: it stops only when no datagram is waiting.  ``seqs``: each stream also
+    lists every datagram received, in arrival order: its sequence number (``seq``) and the
+    sender's clock when it was sent (``t_send_ns``)."""
     import numpy as np
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:  # beyond net.core.rmem_max (root only): a slow reader must not drop a fast train
@@ -207,11 +212,12 @@ def receive(port: int, idle: float, timeout: float) -> dict:
         except socket.timeout:
             break
         last = time.monotonic()
-        stream, total, seq, _ = HEADER.unpack_from(data)
+        stream, total, seq, t_send = HEADER.unpack_from(data)
         t_ns = _kernel_time(anc)
-        s = streams.setdefault(stream, {"total": total, "seq": [], "t": []})
+        s = streams.setdefault(stream, {"total": total, "seq": [], "t": [], "t_send": []})
         s["seq"].append(seq)
         s["t"].append(t_ns)
+        s["t_send"].append(t_send)
         size = len(data)
     out = {}
     for stream, s in streams.items():
@@ -229,6 +235,8 @@ def receive(port: int, idle: float, timeout: float) -> dict:
                             "rate_delivered_bps": delivered * (size + FRAME_OVERHEAD) * 8 if delivered else None,
                             "rate_fit_points": fitted, "frame_bytes": size + FRAME_OVERHEAD,
                             "first_ns": int(t[0]), "last_ns": int(t[-1])}
+        if seqs:
+            out[str(stream)].update(seq=s["seq"], t_send_ns=s["t_send"])
     return {"streams": out}
 
 
@@ -276,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--idle", type=float, default=1.0)
     r.add_argument("--timeout", type=float, default=60.0)
+    r.add_argument("--seqs", action="store_true",
+                   help="list every datagram's sequence number and send time per stream")
     a = p.parse_args(argv)
     if a.cmd == "echo":
         res = echo(a.port, a.duration)
@@ -286,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
         res = send(a.dst, a.port, a.count, a.rate, a.size, a.stream, a.burst, a.catch_up)
     else:
-        res = receive(a.port, a.idle, a.timeout)
+        res = receive(a.port, a.idle, a.timeout, a.seqs)
     print(json.dumps(res), flush=True)
     return 0
 

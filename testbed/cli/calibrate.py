@@ -1,6 +1,7 @@
 """``testbed calibrate [--rate R] [--delay D] [--loss-up P] [--loss-down P] [--packets N]
-[--schedule FILE] [--backend B] [--engine E] [--seed S] [--results DIR] [--json]``: measure the
-long-haul link with real packets, configured vs measured with pass/fail (``testbed.calibrate.link``;
+[--schedule FILE] [--overflow RATE] [--backend B] [--engine E] [--seed S] [--results DIR]
+[--json]``: measure the long-haul link with real packets, configured vs measured with pass/fail
+(``testbed.calibrate.link``; the overflow train: ``testbed.calibrate.overflow``;
 with ``--schedule``, in each interval of the schedule: ``testbed.calibrate.schedule``); exit 0
 when every check passes, else 1."""
 from __future__ import annotations
@@ -26,6 +27,9 @@ def register(sub) -> None:
     p.add_argument("--packets", type=int, default=10000,
                    help="datagrams per direction for the loss measurement, at least 1000 "
                         "(default: 10000)")
+    p.add_argument("--overflow", metavar="RATE",
+                   help="offered rate of the overflow train up, into the link's full queue ('none': "
+                        "no train) (default: 600mbit where --rate is below it, else none)")
     add_seed(p, help="seed of the loss generators")
     add_results(p)
     add_json(p, "print the result as JSON")
@@ -52,7 +56,7 @@ def run(args) -> int:
                                  args.backend, args.seed, args.results)
     else:
         out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
-                        args.packets, args.seed, args.results)
+                        args.packets, args.seed, args.results, args.overflow)
     verdict = _add_verdict(out)
     if args.json:
         print(json.dumps(out, indent=1))
@@ -64,8 +68,22 @@ def run(args) -> int:
     if not args.schedule:
         rtt = out["measured"]["rtt_ms"]
         print(f"RTT min {rtt['min']:.3f} ms over {rtt['echoed']}/{rtt['probes']} echoed probes")
+        if out["measured"].get("overflow"):
+            print(overflow_line(out["measured"]["overflow"]))
     _print_tail(out, verdict)
     return 0 if out["ok"] else 1
+
+
+def overflow_line(o: dict) -> str:
+    """The overflow train in one line: offered rate, loss, drops by reason, its run's verdict."""
+    d, f = o["drops"], o.get("fidelity") or {}
+    loss = "-" if o["loss"] is None else f"{o['loss']:.4f}"
+    offered = "-" if o["offered_mbps"] is None else f"{o['offered_mbps']:.1f}"
+    return (f"overflow train: offered {offered} Mbit/s (target {o['offered_target_mbps']:g}) into "
+            f"{o['rate_mbps']:g} Mbit/s, loss {loss} over the {o['window']} datagrams from the "
+            f"queue's first overflow on; drops: queue {d['queue']}, random loss {d['random_loss']}, "
+            f"the emulator's own {d['emulator_unintended']}, receive path {d['receive_path']}; "
+            f"its run's link fidelity: {f.get('verdict', 'unknown')} ({o['run_dir']})")
 
 
 def _add_verdict(out: dict) -> dict | None:

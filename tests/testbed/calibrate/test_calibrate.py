@@ -104,7 +104,8 @@ def test_calibrate_scaled_long_haul(results_root, capsys):
     (`testbed calibrate` and benchmarks/emulator.py report it): on the shared 2-core VM it
     ranged 0.8–489 µs in consecutive runs at 20 Mbit/s, the tail set by stalls of the machine."""
     code = calibrate_cli.run(_args("--rate", "20mbit", "--delay", "20ms", "--loss-down", "5%",
-                               "--backend", "userspace", "--results", str(results_root), "--json"))
+                               "--backend", "userspace", "--results", str(results_root), "--json",
+                               "--overflow", "none"))   # the overflow train: test_overflow.py
     out = json.loads(capsys.readouterr().out)
     assert set(out["measured"]) >= {"rtt_ms", "rate_mbps", "loss", "reordered"}
     assert set(out["emulator"]["sched_error_us"]) == {"p50", "p99", "max"}
