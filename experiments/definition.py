@@ -3,7 +3,9 @@
     name = "reuse"
     description = "new connection per request vs one kept-alive connection (C7, direct path)"
     factor = "params.mode"             # a RunSpec path (RunSpec.set / RunSpec.get)
-    levels = ["new", "reuse"]          # two or more arms; "default" = the key unset (registry default)
+    levels = ["new", "reuse"]          # two or more arms ("default" = the key unset: the registry's
+                                       # default); --levels may narrow a run to one arm (repetitions
+                                       # of one configuration, no comparison)
     metrics = ["completion_ms_median", "handshake_ms"]   # the first is the primary metric
     reps = 10                          # repetitions per level (valid or not)
     warmup = 1                         # warm-up runs per level, run first, never analysed
@@ -205,8 +207,8 @@ class Experiment:
             raise UsageError(f"experiment {self.name!r}: {what}; allowed: {allowed}")
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", self.name or ""):
             bad(f"bad name {self.name!r}", "letters, digits, '-' and '_'")
-        if len(self.levels) < 2:
-            bad(f"factor {self.factor!r} has {len(self.levels)} level(s)", "two or more levels")
+        if not self.levels:
+            bad(f"factor {self.factor!r} has no level", "one or more levels")
         labels = [level_label(v) for v in self.levels]
         if len(set(labels)) != len(labels):
             bad(f"levels {labels} are not distinct", "distinct level names")
@@ -423,7 +425,11 @@ def read_definition(path: Path | str) -> Experiment:
     cross = data.get("cross")
     if isinstance(cross, dict) and isinstance(cross.get("factor"), str) and isinstance(cross.get("levels"), list):
         data["cross"] = {**cross, "levels": [schedule_file(cross["factor"], v, p) for v in cross["levels"]]}
-    return Experiment.from_dict(data, source=str(p))
+    exp = Experiment.from_dict(data, source=str(p))
+    if len(exp.levels) < 2:     # a definition compares; --levels may narrow a run to one arm
+        raise UsageError(f"experiment {exp.name!r}: factor {exp.factor!r} has {len(exp.levels)} level(s); "
+                         "allowed: two or more levels (narrow a run to one with --levels)")
+    return exp
 
 
 def _register_definitions() -> None:

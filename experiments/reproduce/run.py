@@ -73,7 +73,7 @@ def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, b
     sets = {**(QUICK_SETS.get(measure.experiment, {}) if quick else {}), **measure.sets}
     if backend:
         sets["backend"] = backend
-    exp = exp.with_overrides(levels=keep if keep and len(keep) >= 2 else None, reps=reps, sets=sets)
+    exp = exp.with_overrides(levels=keep, reps=reps, sets=sets)
     return exp.replace(warmup=0) if quick else exp
 
 

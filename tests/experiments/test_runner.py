@@ -67,6 +67,16 @@ def test_full_run_layout_and_numbers(tmp_path):
     assert (out / "plots" / "completion_ms_median-levels.png").stat().st_size > 0
 
 
+def test_a_run_narrowed_to_one_arm_repeats_it_without_comparisons(tmp_path):
+    one = reuse(3).with_overrides(levels=["reuse"])
+    assert [s.level for s in schedule(one) if not s.warmup] == ["reuse"] * 3
+    fx = FakeExecutor("params.mode", MEDIANS)
+    s = write_all(run_experiment(one, tmp_path / "e", executor=fx, quiet=True))
+    assert list(s["by_level"]) == ["reuse"] and s["by_level"]["reuse"]["n_valid"] == 3
+    assert s["comparisons"] == []
+    assert [c[0] for c in fx.calls] == ["reuse"] * 4          # the warm-up and 3 repetitions
+
+
 def test_broken_level_is_caught_and_excluded(tmp_path):
     # the reuse arm silently keeps opening a connection per request
     fx = FakeExecutor("params.mode", MEDIANS, broken=("reuse",), broken_as="new")
@@ -215,7 +225,7 @@ def test_every_builtin_definition_loads_validates_and_has_a_check():
 def test_definition_errors_name_what_is_allowed(tmp_path):
     bad = tmp_path / "x.toml"
     bad.write_text('name = "x"\nfactor = "params.mode"\nlevels = ["new"]\nmetrics = ["completion_ms"]\n[base]\n')
-    with pytest.raises(UsageError, match="two or more levels"):
+    with pytest.raises(UsageError, match="two or more levels.*narrow a run to one with --levels"):
         load_definition(bad)
     bad.write_text('name = "x"\nfactor = "params.mode"\nlevels = ["new", "reuse"]\nmetrics = ["speed"]\n[base]\n')
     with pytest.raises(UsageError, match="unknown metric 'speed'.*completion_ms"):

@@ -216,6 +216,16 @@ def test_every_measure_names_a_valid_experiment_level_and_spec():
                                "pooled_p99", "pooled_max", "pooled_ratio"), r.id
 
 
+def test_an_experiment_runs_only_the_arms_its_rows_read():
+    from experiments.reproduce.run import experiment_for, wanted_measures
+    wanted = {m.experiment: (m, levels) for m, levels in wanted_measures(list(ROWS), True).values()
+              if not m.sets}
+    m, levels = wanted["initcwnd"]                      # C4 reads the initial window of 10 only
+    assert levels == {"10"} and experiment_for(m, levels, 2, True, None).labels == ("10",)
+    m, levels = wanted["reuse"]                         # C6/C7 read both arms
+    assert experiment_for(m, levels, 2, True, None).labels == ("new", "reuse")
+
+
 def test_commands_are_registered_in_the_testbed_cli():
     import subprocess
     import sys
@@ -293,8 +303,9 @@ def test_bare_reproduce_lists_the_cases_with_estimates_and_starts_nothing(capsys
     c5 = rr.estimate(select(["C5.rtt_min"]), quick=True)
     assert c5 == {"experiments": 1, "runs": 0, "seconds": CALIBRATE_SECONDS}
     full = rr.estimate(select(["C7"]), quick=False)
-    # relay (new), relay as the relay's default (full only), relay reuse, reuse: 2 arms x (10 + 1)
-    assert full["runs"] == 4 * 2 * (10 + 1) and full["seconds"] > c7["seconds"]
+    # relay (new), relay reuse, reuse: 2 arms x (10 + 1); the relay's default (full only): its
+    # relay arm alone
+    assert full["runs"] == 3 * 2 * (10 + 1) + (10 + 1) and full["seconds"] > c7["seconds"]
 
 
 def test_the_table_is_followed_by_one_short_line_per_miss(tmp_path, capsys):
