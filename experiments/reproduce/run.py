@@ -301,17 +301,27 @@ def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
     return values
 
 
+#: the fewest values a pooled 99th percentile is read from (one 1-in-100 event expected)
+P99_MIN_VALUES = 100
+
+
 def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
     """``pooled_mean`` / ``pooled_p99`` / ``pooled_median`` / ``pooled_max``: every value of a metric (or, with
     ``source="checks"``, a read-back) over the level's valid runs — each element of a list
     (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
-    (2000 resamples, seed 1).  n = number of values."""
+    (2000 resamples, seed 1).  n = number of values.  A p99 of fewer than ``P99_MIN_VALUES``
+    values is not measured: below 100 values the 99th percentile is the largest value or an
+    interpolation toward it, not a 1-in-100 event."""
     import numpy as np
     values = pooled_values(exp_dir, summary, m.level, m.metric, m.source)
     if not values:
         what = "read-back" if m.source == "checks" else "metric"
         return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
                                f"({_excluded(summary, m.level)})")
+    if m.statistic == "pooled_p99" and len(values) < P99_MIN_VALUES:
+        return None, None, len(values), (f"a 99th percentile needs {P99_MIN_VALUES} values, the runs have "
+                                         f"{len(values)} (the largest is {max(values) * m.scale:.4g}); "
+                                         "the full run has them")
     x = np.asarray(values)
     q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99, "pooled_max": 100}[m.statistic]
     stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \

@@ -226,6 +226,18 @@ def test_an_experiment_runs_only_the_arms_its_rows_read():
     assert experiment_for(m, levels, 2, True, None).labels == ("new", "reuse")
 
 
+def test_a_pooled_p99_needs_100_values(monkeypatch):
+    import experiments.reproduce.run as rr
+    m = next(r for r in ROWS if r.id == "C6.arq_p99_rounds").measure
+    values = [1.0] * 98 + [5.0, 6.0]
+    monkeypatch.setattr(rr, "pooled_values", lambda *a, **k: values[:99])
+    value, ci, n, why = rr.pooled("x", {}, m)
+    assert value is None and n == 99 and "needs 100 values, the runs have 99 (the largest is 5)" in why
+    monkeypatch.setattr(rr, "pooled_values", lambda *a, **k: values)
+    value, ci, n, why = rr.pooled("x", {}, m)
+    assert n == 100 and 5.0 < value < 6.0 and not why
+
+
 def test_commands_are_registered_in_the_testbed_cli():
     import subprocess
     import sys
