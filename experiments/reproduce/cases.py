@@ -104,7 +104,9 @@ _KEPT_NOTE = "; measured with host.slow_start_after_idle false (the chapter's ke
 #: C13's compressed screenshot: 0.2 MB with 30 ms of encoding per round (timed steps)
 COMPRESSED = {"params.screenshot": "0.2MB", "params.encode": "30ms", **KEPT}
 DEFAULT_RUN_SECONDS = 12.0  # the median of the --quick runs above
-CALIBRATE_SECONDS = 18.0   # `testbed calibrate` in the same --quick run
+# `testbed calibrate` in the same --quick run (18 s) + its overflow train in a topology of its own
+# (+4.5-6 s: 13.9 s with --overflow none, 18.4-20.0 s with it, load ~1)
+CALIBRATE_SECONDS = 24.0
 
 
 @dataclass(frozen=True)
@@ -502,8 +504,9 @@ ROWS: tuple[Row, ...] = (
         note="model: queue overflow alone, 1 − 333/600 = 0.445; measured: testbed calibrate's "
              "overflow train, 2 s of 1514 B frames offered at 600 Mbit/s client→server (no random "
              "loss) into the 333 Mbit/s one-BDP queue, in a topology of its own; loss = datagrams "
-             "not received among those sent from the first lost one on (the queue full); n = "
-             "those datagrams; a run whose link fidelity is not ok is not used",
+             "not received among those sent from the first lost one on (the queue full), less "
+             "those the receiver's kernel dropped; n = those datagrams; a run whose link fidelity "
+             "is not ok is not used",
         cause="the sender did not offer 600 Mbit/s (the loss is 1 − 333/offered), or something "
               "other than the queue dropped frames",
         explain=(("overflow.offered_mbps", "Mbit/s offered over the window"),

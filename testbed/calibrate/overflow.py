@@ -15,7 +15,13 @@ never on the link, so left out everywhere):
   window is the steady state: the queue stays full while the sender keeps offering more than the
   rate, and every datagram of the window it accepts leaves at the rate — those in the queue when
   the train ends too.
-- ``window``: datagrams sent in the window; ``loss`` = those of them not received / ``window``.
+- ``window``: datagrams sent in the window; ``missing``: those of them not received;
+  ``loss`` = (``missing`` − ``receive_drops``) / ``window``, where ``receive_drops`` are the
+  datagrams the receiving side dropped after the link delivered them (``pathprobe.loss_drops``'
+  ``receive_path``, counted over the train): not the link's loss, left out as calibrate's loss
+  lines leave them out.  They come from the receiver falling behind, so late in the train, in
+  the window; one before the queue's first overflow would start the window early, so the
+  calibrate line shows their number.
 - ``offered_mbps``: the sender's rate over the window in frame bits (``frame_bits`` per datagram,
   the link's unit): datagrams sent from the window's first received datagram to its last one,
   less one, × frame bits / the time between those two datagrams' send times.
@@ -44,10 +50,11 @@ TOL = 0.02
 
 
 def figures(count: int, seq: Iterable[int], t_send_ns: Iterable[int], unsent: Iterable[int],
-            frame_bits: float, rate: float) -> dict[str, Any]:
+            frame_bits: float, rate: float, receive_drops: int = 0) -> dict[str, Any]:
     """The module docstring's figures of a train of ``count`` datagrams (sequence numbers
     0..count−1) through a link of ``rate`` bit/s: ``seq`` and ``t_send_ns`` of each datagram
-    received (arrival order, duplicates allowed), ``unsent`` the sequence numbers never sent."""
+    received (arrival order, duplicates allowed), ``unsent`` the sequence numbers never sent,
+    ``receive_drops`` those the receiving side dropped."""
     seq = np.asarray(list(seq), dtype=np.int64)
     t_send = np.asarray(list(t_send_ns), dtype=np.int64)
     if len(seq) != len(t_send):
@@ -60,7 +67,8 @@ def figures(count: int, seq: Iterable[int], t_send_ns: Iterable[int], unsent: It
     sent[np.asarray(list(unsent), dtype=np.int64)] = False
     missing = np.flatnonzero(sent & ~got)
     out: dict[str, Any] = {"count": count, "sent": int(sent.sum()), "received": int(got.sum()),
-                           "lost": len(missing), "first_lost": None, "window": 0, "loss": None,
+                           "lost": len(missing), "first_lost": None, "window": 0, "missing": 0,
+                           "receive_drops": receive_drops, "loss": None,
                            "offered_mbps": None, "expected": None, "fill_s": None,
                            "send_gap_max_ms": None}
     if not len(missing):
@@ -68,8 +76,9 @@ def figures(count: int, seq: Iterable[int], t_send_ns: Iterable[int], unsent: It
     first = int(missing[0])
     in_window = sent[first:]
     window = int(in_window.sum())
-    out.update(first_lost=first, window=window,
-               loss=float((in_window & ~got[first:]).sum() / window))
+    gone = int((in_window & ~got[first:]).sum())
+    out.update(first_lost=first, window=window, missing=gone,
+               loss=max(0, gone - receive_drops) / window)
     order = np.argsort(seq, kind="stable")
     seq_sorted, t_sorted = seq[order], t_send[order]
     keep = np.concatenate(([True], seq_sorted[1:] != seq_sorted[:-1]))  # first copy of each
@@ -81,7 +90,7 @@ def figures(count: int, seq: Iterable[int], t_send_ns: Iterable[int], unsent: It
     ws, wt = seq_sorted[win], t_sorted[win]
     if len(ws) >= 2 and wt[-1] > wt[0]:
         between = int(sent[ws[0]:ws[-1] + 1].sum()) - 1
-        offered = between * frame_bits / ((wt[-1] - wt[0]) / 1e9)
+        offered = float(between * frame_bits / ((wt[-1] - wt[0]) / 1e9))
         out.update(offered_mbps=offered / 1e6, expected=1 - rate / offered,
                    send_gap_max_ms=float(np.diff(wt).max() / 1e6))
     return out
@@ -104,6 +113,6 @@ def drops(emulator: dict, probe_drops: dict | None, unsent: int, direction: str 
 
 
 def other_drops(d: dict) -> int:
-    """Drops of ``drops`` that are not the queue's: random loss, the emulator's own, the
-    receiving side's (unknown counters count as 0)."""
-    return sum(int(d.get(k) or 0) for k in ("random_loss", "emulator_unintended", "receive_path"))
+    """Drops of ``drops`` on the link that are not the queue's: random loss, the emulator's own
+    (unknown counters count as 0).  The receiving side's are not the link's (``figures``)."""
+    return sum(int(d.get(k) or 0) for k in ("random_loss", "emulator_unintended"))

@@ -24,10 +24,14 @@ definitions of ``testbed.calibrate.probe``.  ``a`` is the "up" sender (client si
   the host scheduled the guest during the train (``host``: its host CPU share and run-queue
   wait, the host's load; ``testbed.backends.uml.HostCPU``).
 * ``overflow``: one train of ``TRAIN_PAYLOAD`` B datagrams at ``rate`` frame bit/s, faster than
-  the spec's rate, for ``seconds``; the loss after its queue first overflowed, the offered rate
-  and the rest of ``testbed.calibrate.overflow.figures``, with the drop counters of
-  ``loss_drops`` and what the sender did (its offered rate over the whole train, CPU share, the
-  machine's CPU over the train).
+  the spec's rate, for ``seconds``, from a sender at real-time priority (below the
+  emulator's: the receiver sharing its CPU does not hold it up) that does not catch up after a
+  stall (a backlog sent back to back would fill the queue early and put a burst above ``rate``
+  into the window); the loss
+  after its queue first overflowed, the offered rate and the rest of
+  ``testbed.calibrate.overflow.figures``, with the drop counters of ``loss_drops`` and what the
+  sender did (its offered rate over the whole train, CPU share, the machine's CPU over the
+  train).
 """
 from __future__ import annotations
 
@@ -273,7 +277,7 @@ def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: flo
 
 
 def overflow(tb, src: str, dst: str, spec: LinkSpec, *, rate: float, seconds: float,
-             idle: float = 2.0, burst: float = 0.0005) -> dict[str, Any]:
+             idle: float = 2.0, burst: float = 0.0005, realtime: bool = True) -> dict[str, Any]:
     """The overflow train ``src``→``dst`` (module docstring): ``testbed.calibrate.overflow.figures``
     of it, ``drops`` (``loss_drops`` over the train) and ``sender`` (its offered rate over the
     whole train, CPU share, the machine's CPU over the train)."""
@@ -289,7 +293,8 @@ def overflow(tb, src: str, dst: str, spec: LinkSpec, *, rate: float, seconds: fl
                                        "--seqs"), "probe-recv")
     snt = last_json(tb.run(src, probe_argv("send", "--dst", tb.ip(dst), "--port", port, "--count",
                                            count, "--rate", rate, "--size", TRAIN_PAYLOAD,
-                                           "--stream", 4, "--burst", burst),
+                                           "--stream", 4, "--burst", burst, "--no-catch-up",
+                                           *(["--realtime"] if realtime else [])),
                            timeout=600, check=True).stdout)
     got = _received(rx, 4) or {}
     after = {h: drop_counters(tb, h, ifname[h], kernel) for h in (src, dst)}
@@ -297,7 +302,7 @@ def overflow(tb, src: str, dst: str, spec: LinkSpec, *, rate: float, seconds: fl
     # the link counts each frame with its spec's overhead: the offered rate in the link's unit
     link_bits = (TRAIN_PAYLOAD + FRAME_OVERHEAD + spec.overhead) * 8
     fig = ov.figures(count, got.get("seq", []), got.get("t_send_ns", []), snt["unsent"],
-                     link_bits, spec.rate)
+                     link_bits, spec.rate, drops["receive_path"])
     sender = {"send_rate_mbps": snt["send_rate_bps"] / 1e6 if snt["send_rate_bps"] else None,
               "send_errors": snt["send_errors"], "cpu_share": snt.get("cpu_share"),
               "duration_s": snt["duration_s"], "cpu_window": snt["machine_cpu"]}

@@ -134,7 +134,7 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
     mono, pack, sendf, sleep = time.monotonic_ns, HEADER.pack_into, sock.send, time.sleep
     unsent: list[int] = []
     machine0, cpu0, real0 = cpu_times(), time.process_time(), time.time()
-    t0 = mono()
+    t0 = start = mono()
     early = int(burst * 1e9)
     for i in range(count):
         target = t0 + i * gap - early  # send up to ``burst`` s early: bursts instead of spinning
@@ -152,7 +152,7 @@ def send(dst: str, port: int, count: int, rate: float, size: int, stream: int,
     t1 = mono()
     errors = len(unsent)
     cpu, machine = time.process_time() - cpu0, cpu_window(machine0, cpu_times())
-    span = (t1 - t0) / 1e9
+    span = (t1 - start) / 1e9   # not from t0: without catch_up a stall moved t0 on
     return {"stream": stream, "sent": count - errors, "send_errors": errors, "unsent": unsent,
             "duration_s": span,
             "send_rate_bps": (count - errors) * (size + FRAME_OVERHEAD) * 8 / span if span else None,

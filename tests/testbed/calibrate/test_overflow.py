@@ -33,6 +33,7 @@ def _train(offered: float, rate: float = 333e6, seconds: float = 1.0, stall: tup
 def test_a_full_queue_at_600_loses_what_exceeds_333_over_what_arrives():
     count, seq, t_send = _train(600e6)
     f = ov.figures(count, seq, t_send, [], BITS, 333e6)
+    assert json.loads(json.dumps(f)) == f                 # plain numbers: calibrate prints JSON
     assert f["offered_mbps"] == pytest.approx(600, rel=1e-3)
     assert f["expected"] == pytest.approx(1 - 333 / 600, abs=1e-3)
     assert f["loss"] == pytest.approx(f["expected"], abs=0.005)
@@ -80,6 +81,17 @@ def test_unsent_datagrams_are_neither_lost_nor_in_the_window():
     assert dup["loss"] == f["loss"] and dup["received"] == 7
 
 
+def test_the_receiving_kernels_drops_are_not_the_links_loss():
+    count, seq, t_send = _train(600e6)
+    keep = np.ones(len(seq), dtype=bool)
+    keep[-800:] = False                   # the receiver fell behind at the end: its socket dropped
+    seq, t_send = np.asarray(seq)[keep], np.asarray(t_send)[keep]
+    f = ov.figures(count, seq, t_send, [], BITS, 333e6, receive_drops=800)
+    assert f["missing"] == f["window"] - (f["received"] - f["first_lost"]) and f["receive_drops"] == 800
+    assert f["loss"] == pytest.approx(1 - 333 / 600, abs=0.005)
+    assert ov.figures(count, seq, t_send, [], BITS, 333e6)["loss"] > f["loss"] + 0.005
+
+
 def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="send times"):
         ov.figures(3, [0, 1], [0], [], 8000, 1e6)
@@ -104,12 +116,14 @@ def _overflow(loss=0.443, expected=0.444, drops=None, verdict="ok"):
     (_overflow(loss=0.40), ["overflow loss at 600 Mbit/s"]),
     (_overflow(loss=None, expected=None), ["overflow loss at 600 Mbit/s"]),
     (_overflow(drops={"random_loss": 3}), ["overflow drops not the queue's"]),
-    (_overflow(drops={"receive_path": 1}), ["overflow drops not the queue's"]),
+    (_overflow(drops={"emulator_unintended": 1}), ["overflow drops not the queue's"]),
+    (_overflow(drops={"receive_path": 800}), []),      # the receiver's kernel: not the link's
     (_overflow(verdict="overloaded"), ["overflow run link fidelity"]),
 ])
 def test_overflow_lines(o, failing):
     checks = calibrate.overflow_checks(o)
     assert [c["check"] for c in checks if not c["ok"]] == failing
+    json.dumps(checks)
     assert all("offered 599.0 Mbit/s" in c["why"] for c in checks if not c["ok"])
     assert calibrate.overflow_checks(None) == []
 
@@ -140,10 +154,11 @@ def test_the_default_train_is_the_chapters_where_it_overflows(monkeypatch, rate,
 
 
 @pytest.mark.root
-@pytest.mark.slow
 def test_overflow_train_on_the_long_haul_path(results_root):
     """600 Mbit/s offered into the long-haul path's loss-free direction (333 Mbit/s, one-BDP
-    queue): the loss after the queue's first overflow is 1 − 333/offered, all of it the queue's."""
+    queue): the loss after the queue's first overflow is 1 − 333/offered, all of it the queue's,
+    and the run is one the verdict keeps (5 s; on a quiet 2-core VM the loss was 0.4444–0.4450 at
+    599.4–600.0 Mbit/s offered, p99 read lag 12–200 µs)."""
     spec = LinkSpec.parse(rate=333e6, delay=0.1)
     o = calibrate.measure_overflow(600e6, spec, calibrate._overrides(333e6, 0.1, 0.0, 0.14),
                                    "userspace", 1, str(results_root), 1.2)
