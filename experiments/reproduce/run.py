@@ -182,15 +182,16 @@ def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, 
     """A value of calibrate's ``measured`` section by dotted path (``rtt_ms.min``, ``loss.down``,
     ``overflow.loss``); n = probes echoed (RTT), probes sent (loss) or the overflow train's
     datagrams in its window.  The overflow train ran in a topology of its own: a value of it
-    whose run's link fidelity verdict is not ok is not used (the reason says why)."""
+    whose run's link fidelity verdict is not ok is not used (the reason says why; a backend
+    other than the userspace emulator gives none)."""
     meas = res["calibrate"].get("measured", {})
     v = _dotted(meas, m.metric)
     if m.metric.startswith("loss."):
         n = (meas.get("loss_sent") or {}).get(m.metric.split(".")[1], 0)
     elif m.metric.startswith("overflow."):
         n = (meas.get("overflow") or {}).get("window", 0)
-        f = (meas.get("overflow") or {}).get("fidelity") or {}
-        if v is not None and f.get("verdict") != "ok":
+        f = (meas.get("overflow") or {}).get("fidelity")
+        if v is not None and f is not None and f.get("verdict") != "ok":
             why = "; ".join(f.get("reasons") or []) or "no emulator summary"
             return None, None, 0, (f"the overflow run's link fidelity is {f.get('verdict', 'unknown')}"
                                    f" ({why}), so its loss is not used")

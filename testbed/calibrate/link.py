@@ -138,9 +138,9 @@ def measure_overflow(rate: float, spec, overrides: dict, backend: str, seed: int
     client→server, in a Testbed of its own, so that its queue drops and its verdict are the
     train's and no other measurement's: the figures of ``testbed.calibrate.overflow``, its
     ``drops`` by reason (``overflow.drops``; every counter in ``drop_counters``:
-    ``pathprobe.loss_drops``), the run's ``emulator`` report, its link
-    ``fidelity`` verdict (``emulator.fidelity.of_run``; None without a summary) and ``run_dir``,
-    where they are also written (``overflow.json``)."""
+    ``pathprobe.loss_drops``), the run's ``emulator`` report, its link ``fidelity`` verdict
+    (``emulator.fidelity.of_run``; None on a backend other than the userspace emulator, which
+    has none) and ``run_dir``, where they are also written (``overflow.json``)."""
     from testbed.calibrate import overflow as ov
     from testbed.calibrate import pathprobe
     from testbed.emulator import fidelity
@@ -150,7 +150,7 @@ def measure_overflow(rate: float, spec, overrides: dict, backend: str, seed: int
     emu = emulator_report(tb)
     out["drop_counters"] = out["drops"]
     out["drops"] = ov.drops(emu, out["drops"], out["count"] - out["sent"])
-    verdict = fidelity.of_run(tb.metadata) if tb.metadata.get("backend_summary") else None
+    verdict = fidelity.of_run(tb.metadata) if tb.backend.name == "userspace" else None
     out.update(emulator=emu, run_dir=str(tb.dir), fidelity=verdict and {
         k: verdict.get(k) for k in ("verdict", "cause", "cause_figures", "reasons", "warnings",
                                     "lag_p99_ms", "late_p99_ms")})

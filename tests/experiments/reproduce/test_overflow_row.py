@@ -32,6 +32,9 @@ def test_a_run_the_verdict_discards_gives_no_value_and_says_why():
     assert "fidelity is overloaded" in why and "21.0 ms" in why
     assert _calibrated(_with("degraded"), ROW.measure)[0] is None
     assert _calibrated(_with(loss=None), ROW.measure)[3] == "calibrate reported no overflow.loss"
+    assert _calibrated(_with(fidelity={"verdict": "unknown", "reasons": []}), ROW.measure)[0] is None
+    # the kernel backend has no emulator and no verdict: its train counts as measured
+    assert _calibrated(_with(fidelity=None), ROW.measure)[:3] == (0.4431, None, 86500)
 
 
 def test_a_miss_quotes_the_trains_figures():
