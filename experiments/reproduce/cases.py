@@ -875,9 +875,9 @@ ROWS: tuple[Row, ...] = (
         note=_AGENT_SCALED + "; the screenshot encoded to 0.2 MB in a 30 ms timed step each round "
                              "(params.screenshot 0.2MB, params.encode 30ms), kept connection"
         + _KEPT_NOTE,
-        cause="the kept window sends each 0.2 MB upload as one burst into the cloud link's "
-              "one-BDP buffer: segments of every round are lost and recovered (retransmissions "
-              "below), which costs more than the 0.25 s the upload takes at 6.4 Mbit/s "
+        cause="the uploads' headers (3.6 % more time at 6.4 Mbit/s) and the first round's slow "
+              "start; with a one-BDP uplink buffer instead of edgecloud's 1000 packets, the kept "
+              "window's burst loses segments every round (retransmissions below; docs/findings.md) "
               "(per-request ms below vs the model's 2.45 s)",
         explain=_AGENT_EXPLAIN + (("completion_ms", "per-request ms"),)),
     Row("C13.break_even", "compression faster while rounds N' <", "rounds", 37.8,
@@ -896,10 +896,10 @@ ROWS: tuple[Row, ...] = (
     Row("C14.cloud", "20 rounds in the cloud region", "s", 31.6, M("placement", "total_cloud"),
         Measure("c14-cloud", "agent_total_20", "none", statistic="pooled_median"), 0.10,
         note=_PLACE.format(host="cloud", quick=" (--quick: of a 10-round run)"),
-        cause="the kept window sends each 0.8 MB upload as a burst into the cloud link's one-BDP "
-              "buffer, whose overflow is recovered every round (retransmissions below), the "
-              "uploads' headers (3.6 % more time at 6.4 Mbit/s) and the first round's slow start "
-              "(whole rounds below vs the model's 1.573 s)",
+        cause="the uploads' headers (3.6 % more time at 6.4 Mbit/s) and the first round's slow "
+              "start (whole rounds below vs the model's 1.573 s); with a one-BDP uplink buffer "
+              "instead of edgecloud's 1000 packets, the kept window's burst loses segments every "
+              "round (retransmissions below; docs/findings.md)",
         explain=_AGENT_EXPLAIN),
     Row("C14.min_uplink", "cloud meets 45 s from uplink", "Mbit/s", 3.8, M("placement", "cloud_min_uplink"),
         None, unmeasured="model-only: a break-even rate"),

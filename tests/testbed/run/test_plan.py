@@ -89,6 +89,15 @@ def test_roles_come_from_the_topology():
     assert (plan.client, plan.server) == ("device", "cloud")
 
 
+def test_edgecloud_uplinks_buffer_1000_packets_and_its_downlinks_one_bdp():
+    links = resolve(RunSpec(topology="edgecloud")).topology.named
+    for name, bdp in (("edge", 133), ("cloud", 106)):       # ceil(rate x 2 delay / 1514 B frames)
+        assert links[name]["spec_ab"].queue_limit_packets == 1000
+        assert links[name]["spec_ba"].queue_limit_packets == bdp
+    shallow = resolve(RunSpec(topology="edgecloud", topology_params={"uplink_queue": "50"})).topology.named
+    assert shallow["cloud"]["spec_ab"].queue_limit_packets == 50
+
+
 def test_with_spec_reuses_the_plan_only_where_the_resolution_does_not_change(monkeypatch):
     plan = resolve(full_spec())
     same = plan.with_spec(full_spec().set("seed", 9).set("capture.keep", False))
