@@ -35,7 +35,7 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
 - The userspace emulator's own report: scheduling error p50/p99/max (check: p99 ≤ 200 µs) and
   unintended drops (check: 0).
 - Overflow (``measure_overflow``, in a Testbed brought up for it alone; by default at the
-  chapter's 600 Mbit/s where the link is shaped below it): a train of 1514 B frames for
+  chapter's 600 Mbit/s where the link is shaped below it, outside a guest): a train of 1514 B frames for
   ``overflow.SECONDS`` up (the direction with no random loss by default), faster than the rate,
   into its one-BDP queue.  Loss = the datagrams not received among those sent from the first
   lost one on (the queue's first overflow) — ``testbed.calibrate.overflow`` defines it and the
@@ -392,8 +392,8 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
     delay and loss per direction, in human units: ``{"configured", "measured", "emulator",
     "backend", "checks", "ok", "run_dir"}`` (see the module docstring and ``evaluate``).
     ``overflow``: the overflow train's offered rate ("none": no train); None: the chapter's
-    ``overflow.RATE`` where the link is shaped below it, outside a UML guest (whose one virtual
-    CPU cannot offer it), else no train."""
+    ``overflow.RATE`` where the link is shaped below it, outside a UML or VM guest (whose virtual
+    CPUs cannot offer it), else no train."""
     from testbed.spec.errors import UsageError
     from testbed.spec.linkspec import LinkSpec
     from testbed.spec.units import parse_probability, parse_rate, parse_time
@@ -401,7 +401,8 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
     if overflow is None:
         from testbed.calibrate.overflow import RATE as OVERFLOW_RATE
         shaped_below = rate_bps is not None and rate_bps < OVERFLOW_RATE
-        over_bps = OVERFLOW_RATE if shaped_below and os.environ.get("TESTBED_IN_UML") != "1" else None
+        in_guest = "1" in (os.environ.get("TESTBED_IN_UML"), os.environ.get("TESTBED_IN_VM"))
+        over_bps = OVERFLOW_RATE if shaped_below and not in_guest else None
     else:
         over_bps = None if str(overflow).lower() == "none" else parse_rate(overflow)
         if over_bps is not None and (rate_bps is None or over_bps <= rate_bps):

@@ -29,7 +29,8 @@ def register(sub) -> None:
                         "(default: 10000)")
     p.add_argument("--overflow", metavar="RATE",
                    help="offered rate of the overflow train up, into the link's full queue ('none': "
-                        "no train) (default: 600mbit where --rate is below it, else none)")
+                        "no train) (default: 600mbit where --rate is below it, outside a UML or VM guest, "
+                        "else none)")
     add_seed(p, help="seed of the loss generators")
     add_results(p)
     add_json(p, "print the result as JSON")

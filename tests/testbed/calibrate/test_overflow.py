@@ -136,16 +136,20 @@ def test_overflow_needs_a_rate_above_the_links(monkeypatch):
             calibrate.calibrate(rate=rate, overflow=over)
 
 
-@pytest.mark.parametrize("rate, over, in_uml, train", [
-    ("333mbit", None, "", 600e6), ("1gbit", None, "", None), ("333mbit", None, "1", None),
-    ("333mbit", "none", "", None), ("20mbit", "36mbit", "", 36e6), ("unshaped", None, "", None)])
-def test_the_default_train_is_the_chapters_where_it_overflows(monkeypatch, rate, over, in_uml, train):
+@pytest.mark.parametrize("rate, over, guest, train", [
+    ("333mbit", None, "", 600e6), ("1gbit", None, "", None), ("333mbit", None, "UML", None),
+    ("333mbit", None, "VM", None), ("333mbit", "none", "", None), ("20mbit", "36mbit", "", 36e6),
+    ("unshaped", None, "", None)])
+def test_the_default_train_is_the_chapters_where_it_overflows(monkeypatch, rate, over, guest, train):
     class Measured(Exception):
         pass
 
     def measure(*args):
         raise Measured(args[-1])
-    monkeypatch.setenv("TESTBED_IN_UML", in_uml)
+    monkeypatch.delenv("TESTBED_IN_UML", raising=False)
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
+    if guest:
+        monkeypatch.setenv(f"TESTBED_IN_{guest}", "1")
     monkeypatch.setattr(calibrate, "UML_RATE_MAX", 1e12)
     monkeypatch.setattr(calibrate, "measure", measure)
     with pytest.raises(Measured) as got:
