@@ -60,25 +60,19 @@ QUICK_SETS: dict[str, dict[str, str]] = {
 #: (median of finished − started over the experiment's run manifests), for the estimate
 #: ``testbed reproduce`` prints when no case is given; MEASURED_ON says where.  An experiment not
 #: listed counts DEFAULT_RUN_SECONDS a run.
-MEASURED_ON = "on a 2-core VM shared with another job (load 2-3.8, CPU busy 84 %)"
-# --quick: `testbed reproduce all --quick` (10 min 32 s in all); full: the experiments QUICK_SETS
-# shortens, one run per level with their full parameters (`testbed experiment run NAME --reps 1
-# --warmup 0`), the others as --quick (the same runs).
+MEASURED_ON = "on a quiet 2-core VM (AMD EPYC, load 0.4-1.1, CPU busy 21-26 %)"
+# --quick: the medians of `testbed reproduce all --quick` (C12-C15 with edgecloud's 1000-packet
+# uplinks: `testbed reproduce C12 C13 C14 C15 --quick`); full: the experiments QUICK_SETS shortens,
+# one run per level with their full parameters (`testbed experiment run NAME --reps 1 --warmup 0`,
+# load 2-6: c1-image and c1-blocks with the warm-up request, c12-agent, initcwnd, relay, reuse; and
+# c14-cloud's 20 rounds at its ~1.8 s each), the others as --quick (the same runs).
 RUN_SECONDS: dict[str, tuple[float, float]] = {
-    "c1-image": (20.5, 50.3), "c12-agent": (16.7, 27.4), "cc": (17.3, 17.3), "fec": (9.5, 9.5),
-    "initcwnd": (11.7, 17.1), "multipath": (14.7, 14.7), "relay": (7.4, 16.8),
-    "reuse": (10.0, 13.9), "window": (6.8, 6.8),
-    # --quick of C1, C4, C6, C12-C15 at host load 4-6 (other helpers' VM and tests running); full:
-    # the same parameters (c14-edge, c15-migration), else the c1-image's full time for c1-blocks
-    # (the same request and warm-up) and c14-cloud's 20 rounds at its measured ~1.8 s each
-    "c1-blocks": (19.3, 50.3), "c14-edge": (15.0, 15.0), "c14-cloud": (25.8, 45.0),
-    "c15-migration": (16.6, 16.6),
-    # --quick of C8-C11 (`testbed reproduce C8 C9 C10 C11 --quick`: 4 min 48 s in all, host load
-    # 3.8 -> 1.5; c8-delivery since its TCP gap stays open until 7 s: its own --quick, load 0.4);
-    # full: the same parameters
-    "c8-order": (8.0, 8.0), "c8-delivery": (10.7, 10.7), "streams-schedule": (3.0, 3.0),
-    "c9-audio": (1.3, 1.3), "c9-deficit": (2.3, 2.3), "c9-longhaul": (6.7, 6.7),
-    "c10-image": (16.1, 16.1), "c11-fail": (5.8, 5.8), "duplicate": (1.9, 1.9)}
+    "c1-image": (17.5, 50.3), "c1-blocks": (17.3, 50.3), "c12-agent": (15.0, 27.4), "cc": (15.4, 15.4),
+    "fec": (7.9, 7.9), "initcwnd": (8.3, 17.1), "multipath": (12.7, 12.7), "relay": (7.0, 16.8),
+    "reuse": (9.0, 13.9), "window": (4.9, 4.9), "c14-edge": (14.0, 14.0), "c14-cloud": (22.9, 45.0),
+    "c15-migration": (12.5, 12.5), "c8-order": (7.6, 7.6), "c8-delivery": (11.2, 11.2),
+    "streams-schedule": (3.2, 3.2), "c9-audio": (1.8, 1.8), "c9-deficit": (2.8, 2.8),
+    "c9-longhaul": (5.0, 5.0), "c10-image": (16.7, 16.7), "c11-fail": (6.3, 6.3), "duplicate": (2.5, 2.5)}
 #: the chapter's agent runs 30 rounds (C12, C13): an agent run of fewer rounds is scaled to them
 #: (``agent_total_30`` in experiments/reproduce/run.py: setup + 30 × its mean whole round)
 AGENT_ROUNDS = 30
@@ -103,7 +97,7 @@ KEPT = {"host.slow_start_after_idle": "false"}
 _KEPT_NOTE = "; measured with host.slow_start_after_idle false (the chapter's kept connection)"
 #: C13's compressed screenshot: 0.2 MB with 30 ms of encoding per round (timed steps)
 COMPRESSED = {"params.screenshot": "0.2MB", "params.encode": "30ms", **KEPT}
-DEFAULT_RUN_SECONDS = 12.0  # the median of the --quick runs above
+DEFAULT_RUN_SECONDS = 10.1  # the median of the --quick runs above
 # `testbed calibrate` in the same --quick run (18 s) + its overflow train in a topology of its own
 # (+4.5-6 s: 13.9 s with --overflow none, 18.4-20.0 s with it, load ~1)
 CALIBRATE_SECONDS = 24.0
