@@ -286,19 +286,20 @@ DERIVED = {
 
 
 def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
-                  source: str = "metrics") -> list[float]:
-    """Every value of ``metric`` (each element of a list) over the level's valid runs; a
-    :data:`DERIVED` name is computed from each run's read-backs."""
+                  source: str = "metrics", runs: int | None = None) -> list[float]:
+    """Every value of ``metric`` (each element of a list) over the level's valid runs, the
+    first ``runs`` of them in run order if given; a :data:`DERIVED` name is computed from each
+    run's read-backs."""
     from testbed.spec.runresult import load_run
     values = []
-    for rec in summary.get("runs", []):
-        if rec.get("valid") and rec.get("level") == level:
-            run = load_run(Path(exp_dir) / rec["dir"])
-            if metric in DERIVED:
-                values += [float(x) for x in DERIVED[metric](run)]
-                continue
-            v = (run.checks if source == "checks" else run.metrics).get(metric)
-            values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+    used = [rec for rec in summary.get("runs", []) if rec.get("valid") and rec.get("level") == level]
+    for rec in sorted(used, key=lambda rec: rec["dir"])[:runs]:
+        run = load_run(Path(exp_dir) / rec["dir"])
+        if metric in DERIVED:
+            values += [float(x) for x in DERIVED[metric](run)]
+            continue
+        v = (run.checks if source == "checks" else run.metrics).get(metric)
+        values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
     return values
 
 
@@ -314,7 +315,7 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
     values is not measured: below 100 values the 99th percentile is the largest value or an
     interpolation toward it, not a 1-in-100 event."""
     import numpy as np
-    values = pooled_values(exp_dir, summary, m.level, m.metric, m.source)
+    values = pooled_values(exp_dir, summary, m.level, m.metric, m.source, m.runs)
     if not values:
         what = "read-back" if m.source == "checks" else "metric"
         return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
@@ -504,7 +505,7 @@ def _describe(m: Measure | None) -> dict | None:
         return None
     return {"experiment": m.experiment, "level": m.level, "levels": list(m.levels), "metric": m.metric,
             "statistic": m.statistic, "sets": dict(m.sets), "source": m.source, "scale": m.scale,
-            "full_only": m.full_only}
+            "full_only": m.full_only, "runs": m.runs}
 
 
 def can_measure() -> str | None:

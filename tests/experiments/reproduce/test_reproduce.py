@@ -238,6 +238,21 @@ def test_a_pooled_p99_needs_100_values(monkeypatch):
     assert n == 100 and 5.0 < value < 6.0 and not why
 
 
+def test_a_measure_of_the_chapters_n_pools_the_first_runs_only(tmp_path, monkeypatch):
+    """C9.real_stall_max is the worst of the first 8 receptions (the chapter's n), in run order,
+    valid runs only, whatever the experiment's repetitions."""
+    import experiments.reproduce.run as rr
+    from types import SimpleNamespace
+    runs = [{"dir": f"runs/{i:03d}-40ms", "level": "40ms", "valid": i != 2} for i in range(10)]
+    monkeypatch.setattr("testbed.spec.runresult.load_run", lambda d: SimpleNamespace(
+        metrics={"audio_stall_ms": 100.0 * int(Path(d).name[:3])}, checks={}))
+    m = next(r for r in ROWS if r.id == "C9.real_stall_max").measure
+    assert m.runs == 8
+    values = rr.pooled_values(tmp_path, {"runs": runs[::-1]}, "40ms", m.metric, m.source, m.runs)
+    assert values == [0, 100, 300, 400, 500, 600, 700, 800]         # run 2 invalid, 9 the 9th valid
+    assert rr.pooled(tmp_path, {"runs": runs}, m)[:1] == (800,)
+
+
 def test_commands_are_registered_in_the_testbed_cli():
     import subprocess
     import sys

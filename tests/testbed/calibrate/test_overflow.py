@@ -164,11 +164,15 @@ def test_overflow_train_on_the_long_haul_path(results_root):
     and the run is one the verdict keeps (5 s; on a quiet 2-core VM the loss was 0.4444–0.4450 at
     599.4–600.0 Mbit/s offered, p99 read lag 12–200 µs)."""
     spec = LinkSpec.parse(rate=333e6, delay=0.1)
-    o = calibrate.measure_overflow(600e6, spec, calibrate._overrides(333e6, 0.1, 0.0, 0.14),
-                                   "userspace", 1, str(results_root), 1.2)
-    print(json.dumps({k: v for k, v in o.items() if k not in ("emulator",)}, indent=1))
+    for _ in range(2):      # a paused VM (once in 19 quiet trains) is the machine's, not the engine's
+        o = calibrate.measure_overflow(600e6, spec, calibrate._overrides(333e6, 0.1, 0.0, 0.14),
+                                       "userspace", 1, str(results_root), 1.2)
+        print(json.dumps({k: v for k, v in o.items() if k not in ("emulator",)}, indent=1))
+        if o["fidelity"]["verdict"] == "ok" or o["fidelity"].get("cause") != "machine":
+            break
     assert 0.35 <= o["loss"] <= 0.55
-    assert o["drops"]["queue"] >= o["lost"] > 0.3 * o["sent"]
+    # every datagram lost was dropped at the queue or, after the link, by the receiver's kernel
+    assert o["drops"]["queue"] + (o["drops"]["receive_path"] or 0) >= o["lost"] > 0.3 * o["sent"]
     assert ov.other_drops(o["drops"]) == 0
     assert abs(o["loss"] - o["expected"]) <= ov.TOL
     assert o["fidelity"]["verdict"] == "ok", o["fidelity"]
