@@ -44,6 +44,10 @@ in Mbit/s):
   ``retransmitted_bytes``: their sequence-space bytes.
 * ``max_in_flight_bytes``: largest *outstanding* (highest seq sent − highest cumulative ACK)
   of any connection's data direction, at its sender.
+* ``max_pipe_bytes``: largest *pipe* (RFC 6675: the bytes still in the network — outstanding
+  less what the SACK scoreboard holds or deems lost, plus retransmissions; ``analysis.tcpsender``)
+  of any connection's data direction, at its sender: what a congestion window bounds.  Equal to
+  ``max_in_flight_bytes`` without losses; below it where SACKed bytes wait behind holes.
 * ``data_per_ack``: data segments ÷ pure ACKs over the connections' data directions
   (Σ data segments / Σ pure ACKs).
 * ``packets_c2s``, ``packets_s2c``, ``data_packets_c2s``, ``data_packets_s2c``, ``wire_bytes``:
@@ -99,7 +103,8 @@ from analysis import applog, report
 
 CLIENT_LOG = "client.jsonl"
 # and the checks data_segments_per_ack, first_flight_segments
-SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "data_per_ack",
+SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "max_pipe_bytes",
+                  "data_per_ack",
                   "flights", "flight_period_ms", "flight_bytes", "cumulative_5")
 
 
@@ -243,7 +248,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     the captures hold no TCP connection."""
     flows = 0
     handshakes: list[tuple[int, float]] = []
-    rtx = rtx_bytes = in_flight = data = acks = adv = 0
+    rtx = rtx_bytes = in_flight = pipe = data = acks = adv = 0
     first: tuple[int, Any] | None = None           # (t0, flights) of the first connection
     five: list[tuple[int, int]] = []               # (t0, bytes in its first 5 flights) per connection
     first_conn: int | None = None                  # t0 of the first connection with data
@@ -287,6 +292,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
             in_flight = max(in_flight, summary["in_flight"]["max"])
+            pipe = max(pipe, summary["in_flight"]["pipe_max"])
             data += summary["acks"]["data_segments"]
             acks += summary["acks"]["pure_acks"]
     if senders.damage:
@@ -306,7 +312,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             f"first_flight_segments): no capture at the data sender {', '.join(sorted(missing))}; "
             "the client's capture is the receiver's view (capture.hosts must include the sender)")
         return True
-    metrics.update(retransmissions=rtx, retransmitted_bytes=rtx_bytes, max_in_flight_bytes=in_flight)
+    metrics.update(retransmissions=rtx, retransmitted_bytes=rtx_bytes, max_in_flight_bytes=in_flight,
+                   max_pipe_bytes=pipe)
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
     if first is not None:

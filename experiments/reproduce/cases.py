@@ -527,9 +527,16 @@ ROWS: tuple[Row, ...] = (
     Row("C5.bdp", "BDP 333 Mbit/s x 0.2 s", "MB", 8.325, M("longhaul", "bdp"),
         unmeasured="model-only: the product of the path's rate and RTT (both inputs)"),
     Row("C5.bbr_cap", "BBR in-flight cap, cwnd_gain 2", "MB", 16.65, M("longhaul", "bbr_inflight_cap"),
-        Measure("cc", "max_in_flight_bytes", "bbr", scale=1e-6), 0.25,
-        cause="BBR's cap is cwnd_gain x the bandwidth it measured x RTprop, and it measured far "
-              "less than 333 Mbit/s (its goodput below)", explain=(("goodput_mbps", "goodput Mbit/s"),)),
+        Measure("cc", "max_pipe_bytes", "bbr", scale=1e-6), 0.25,
+        note="measured: the largest pipe of BBR's 10 s bulk down the lossy direction (the bytes "
+             "still in the network, RFC 6675: what its cwnd bounds; the outstanding bytes, max bytes "
+             "in flight below, also count SACKed bytes waiting behind the 14 % losses' holes)",
+        cause="BBR's cap is cwnd_gain x the bandwidth it measured x RTprop plus its quantization and "
+              "the extra it allows for ACK aggregation (max bytes in flight below: SACKed bytes behind "
+              "holes on top)",
+        cause_low="BBR's cap is cwnd_gain x the bandwidth it measured x RTprop, and it measured far "
+                  "less than 333 Mbit/s (its goodput below)",
+        explain=(("goodput_mbps", "goodput Mbit/s"), ("max_in_flight_bytes", "max bytes in flight"))),
     Row("C5.bbr_goodput", "BBR ideal goodput (1 − p)·333", "Mbit/s", 286, M("longhaul", "bbr_goodput"),
         Measure("cc", "goodput_mbps", "bbr"), 0.15,
         cause="Linux BBR leaves Startup early under 14% random loss: Recovery's packet "

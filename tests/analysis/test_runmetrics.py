@@ -84,6 +84,8 @@ def test_a_download_counts_the_senders_retransmissions(tmp_path):
     out = run_metrics(d)
     assert out["metrics"]["retransmissions"] == at_sender
     assert out["metrics"]["max_in_flight_bytes"] == 500
+    (flow,) = report.analyze_file(d / "pcap" / "server-server-eth0.pcap")["flows"]
+    assert out["metrics"]["max_pipe_bytes"] == flow["in_flight"]["pipe_max"] == 500   # s1..s5 out at once
     # flights of new bytes: s1..s5 in one flight; the resends add none
     assert out["metrics"]["flight_bytes"][0] == 500 and sum(out["metrics"]["flight_bytes"]) == 500
     assert out["metrics"]["cumulative_5"] == [500]

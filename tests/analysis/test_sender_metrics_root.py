@@ -36,6 +36,9 @@ def test_a_downloads_retransmissions_are_the_senders(tmp_path):
     assert r.metrics["retransmissions"] == at_sender == kernel
     assert at_receiver <= at_sender
     assert r.metrics["max_in_flight_bytes"] == _only_flow(server_pcap)["in_flight"]["max"]
+    # the bytes still in the network: below the outstanding once SACKed bytes wait behind holes
+    assert r.metrics["max_pipe_bytes"] == _only_flow(server_pcap)["in_flight"]["pipe_max"]
+    assert 0 < r.metrics["max_pipe_bytes"] <= r.metrics["max_in_flight_bytes"]
     assert "sender_metrics" not in r.checks
 
 
