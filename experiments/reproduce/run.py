@@ -323,7 +323,7 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
     if m.statistic == "pooled_p99" and len(values) < P99_MIN_VALUES:
         return None, None, len(values), (f"a 99th percentile needs {P99_MIN_VALUES} values, the runs have "
                                          f"{len(values)} (the largest is {max(values) * m.scale:.4g}); "
-                                         "the full run has them")
+                                         "a full run's repetitions give more")
     x = np.asarray(values)
     q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99, "pooled_max": 100}[m.statistic]
     stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \

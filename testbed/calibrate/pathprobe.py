@@ -24,11 +24,10 @@ definitions of ``testbed.calibrate.probe``.  ``a`` is the "up" sender (client si
   the host scheduled the guest during the train (``host``: its host CPU share and run-queue
   wait, the host's load; ``testbed.backends.uml.HostCPU``).
 * ``overflow``: one train of ``TRAIN_PAYLOAD`` B datagrams at ``rate`` frame bit/s, faster than
-  the spec's rate, for ``seconds``, from a sender at real-time priority (below the
-  emulator's: the receiver sharing its CPU does not hold it up) that does not catch up after a
-  stall (a backlog sent back to back would fill the queue early and put a burst above ``rate``
-  into the window); the loss
-  after its queue first overflowed, the offered rate and the rest of
+  the spec's rate, for ``seconds``, from a sender at real-time priority (below the emulator's:
+  the receiver sharing its CPU does not hold it up) that does not catch up after a stall (a
+  backlog sent back to back would fill the queue early and put a burst above ``rate`` into the
+  window); the loss after its queue first overflowed, the offered rate and the rest of
   ``testbed.calibrate.overflow.figures``, with the drop counters of ``loss_drops`` and what the
   sender did (its offered rate over the whole train, CPU share, the machine's CPU over the
   train).
