@@ -101,6 +101,9 @@ DEFAULT_RUN_SECONDS = 10.1  # the median of the --quick runs above
 # `testbed calibrate` in the same --quick run (18 s) + its overflow train in a topology of its own
 # (+4.5-6 s: 13.9 s with --overflow none, 18.4-20.0 s with it, load ~1)
 CALIBRATE_SECONDS = 24.0
+#: the table's report per case measured: its figures in PNG, SVG and PDF (78 s for the 15 cases of
+#: `testbed reproduce all --quick`, redrawn from its finished experiments, quiet machine)
+REPORT_SECONDS = 5.2
 
 
 @dataclass(frozen=True)

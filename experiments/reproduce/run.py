@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECONDS, DEFAULT_RUN_SECONDS,
-                                         FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_SETS, RUN_SECONDS,
-                                         Measure, Row, within)
+                                         FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_SETS, REPORT_SECONDS,
+                                         RUN_SECONDS, Measure, Row, within)
 
 
 def cpu_times() -> list[int]:
@@ -100,9 +100,11 @@ def wanted_measures(rows: list[Row], quick: bool) -> dict[tuple, tuple[Measure, 
 def estimate(rows: list[Row], quick: bool, reps: int | None = None) -> dict:
     """What measuring ``rows`` would run and take: ``{"experiments", "runs", "seconds"}``, runs =
     arms x (reps + warm-up) per experiment, seconds = runs x ``RUN_SECONDS`` of its experiment
-    (measured per run; see there) plus ``CALIBRATE_SECONDS`` for a calibration."""
+    (measured per run; see there) plus ``CALIBRATE_SECONDS`` for a calibration and
+    ``REPORT_SECONDS`` per case measured (its figures)."""
     reps = reps or (QUICK_REPS if quick else FULL_REPS)
-    runs = seconds = experiments = 0
+    runs = experiments = 0
+    seconds = REPORT_SECONDS * len({r.case for r in rows if r.measure and not (quick and r.measure.full_only)})
     for m, levels in wanted_measures(rows, quick).values():
         experiments += 1
         if m.experiment == CALIBRATE:

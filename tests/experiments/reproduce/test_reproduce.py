@@ -323,12 +323,15 @@ def test_bare_reproduce_lists_the_cases_with_estimates_and_starts_nothing(capsys
     assert " h (" in lines["all"]                                    # the full run takes hours
     assert lines["C8"].split()[1:3] == ["7", "7"]                    # rows, measured
     # the estimate is runs x the measured seconds per run of each experiment (+ a calibration)
-    from experiments.reproduce.cases import CALIBRATE_SECONDS, RUN_SECONDS
+    # + the report's figures per case
+    from experiments.reproduce.cases import CALIBRATE_SECONDS, REPORT_SECONDS, RUN_SECONDS
     c7 = rr.estimate(select(["C7"]), quick=True)
     assert c7["runs"] == 12 and c7["seconds"] == pytest.approx(
-        4 * RUN_SECONDS["relay"][0] * 2 + 4 * RUN_SECONDS["reuse"][0])
+        4 * RUN_SECONDS["relay"][0] * 2 + 4 * RUN_SECONDS["reuse"][0] + REPORT_SECONDS)
     c5 = rr.estimate(select(["C5.rtt_min"]), quick=True)
-    assert c5 == {"experiments": 1, "runs": 0, "seconds": CALIBRATE_SECONDS}
+    assert c5 == {"experiments": 1, "runs": 0, "seconds": CALIBRATE_SECONDS + REPORT_SECONDS}
+    assert rr.estimate(select(["C7", "C8"]), quick=True)["seconds"] == pytest.approx(
+        c7["seconds"] + rr.estimate(select(["C8"]), quick=True)["seconds"])
     full = rr.estimate(select(["C7"]), quick=False)
     # relay (new), relay reuse, reuse: 2 arms x (10 + 1); the relay's default (full only): its
     # relay arm alone
