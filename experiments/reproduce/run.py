@@ -191,8 +191,8 @@ def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, 
     if m.metric.startswith("loss."):
         n = (meas.get("loss_sent") or {}).get(m.metric.split(".")[1], 0)
     elif m.metric.startswith("overflow."):
-        n = (meas.get("overflow") or {}).get("window", 0)
-        f = (meas.get("overflow") or {}).get("fidelity")
+        train = meas.get("overflow") or {}
+        n, f = train.get("window", 0), train.get("fidelity")
         if v is not None and f is not None and f.get("verdict") != "ok":
             why = "; ".join(f.get("reasons") or []) or "no emulator summary"
             return None, None, 0, (f"the overflow run's link fidelity is {f.get('verdict', 'unknown')}"
