@@ -60,9 +60,9 @@ def test_a_real_capture_cut_short(real, tmp_path, capsys):
     data = real.read_bytes()
     assert len(data) > 300_000
     offs = _offsets(data)
-    cut = 200_000
-    k = sum(o + 16 <= cut for o in offs) - 1          # the record the cut falls into
-    assert offs[k] < cut and (k + 1 == len(offs) or offs[k + 1] > cut)
+    k = sum(o <= 200_000 for o in offs) - 1           # the record holding byte 200,000
+    cut = offs[k] + 16 + (offs[k + 1] - offs[k] - 16) // 2   # halfway into its data
+    assert offs[k] + 16 < cut < offs[k + 1]
     f = tmp_path / "cut.pcap"
     f.write_bytes(data[:cut])
     pk = _engines_agree(f)
