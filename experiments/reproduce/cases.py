@@ -88,6 +88,10 @@ _AGENT_SCALED = ("measured: the agent's whole run on edgecloud's cloud path (0.8
                  "TLS), scaled to 30 rounds: setup (preparation, a kept connection's opening) + the "
                  "first whole round (encoding, request, terminal work) + 29 × the mean of the others, "
                  "of a run of 5 rounds (--quick: 3); a 30-round run gives its total_s itself")
+#: the cause of a miss of the kept connection's uploads at 6.4 Mbit/s (C13, C14's cloud)
+_UPLOADS = ("the uploads' headers (3.6 % more time at 6.4 Mbit/s) and the first round's slow start "
+            "({rounds}); with a one-BDP uplink buffer instead of edgecloud's 1000 packets, the kept "
+            "window's burst loses segments every round (retransmissions below; docs/findings.md)")
 _AGENT_EXPLAIN = (("round_s", "s per whole round"), ("setup_s", "s before the first round"),
                   ("handshake_ms", "handshake ms"), ("retransmissions", "retransmitted segments"))
 #: the chapter's kept connection sends each upload at the path's rate: slow start after idle off
@@ -888,10 +892,7 @@ ROWS: tuple[Row, ...] = (
         note=_AGENT_SCALED + "; the screenshot encoded to 0.2 MB in a 30 ms timed step each round "
                              "(params.screenshot 0.2MB, params.encode 30ms), kept connection"
         + _KEPT_NOTE,
-        cause="the uploads' headers (3.6 % more time at 6.4 Mbit/s) and the first round's slow "
-              "start; with a one-BDP uplink buffer instead of edgecloud's 1000 packets, the kept "
-              "window's burst loses segments every round (retransmissions below; docs/findings.md) "
-              "(per-request ms below vs the model's 2.45 s)",
+        cause=_UPLOADS.format(rounds="per-request ms below vs the model's 2.45 s"),
         explain=_AGENT_EXPLAIN + (("completion_ms", "per-request ms"),)),
     Row("C13.break_even", "compression faster while rounds N' <", "rounds", 37.8,
         M("agent", "break_even_rounds"), None,
@@ -909,10 +910,7 @@ ROWS: tuple[Row, ...] = (
     Row("C14.cloud", "20 rounds in the cloud region", "s", 31.6, M("placement", "total_cloud"),
         Measure("c14-cloud", "agent_total_20", "none", statistic="pooled_median"), 0.10,
         note=_PLACE.format(host="cloud", quick=" (--quick: of a 10-round run)"),
-        cause="the uploads' headers (3.6 % more time at 6.4 Mbit/s) and the first round's slow "
-              "start (whole rounds below vs the model's 1.573 s); with a one-BDP uplink buffer "
-              "instead of edgecloud's 1000 packets, the kept window's burst loses segments every "
-              "round (retransmissions below; docs/findings.md)",
+        cause=_UPLOADS.format(rounds="whole rounds below vs the model's 1.573 s"),
         explain=_AGENT_EXPLAIN),
     Row("C14.min_uplink", "cloud meets 45 s from uplink", "Mbit/s", 3.8, M("placement", "cloud_min_uplink"),
         None, unmeasured="model-only: a break-even rate"),
