@@ -38,7 +38,8 @@ directory lands in ``runs/NNN-LEVEL`` by the same rename, its ``experiment.json`
 machine it ran on (``machine``: the host name) and how often it was started (``attempts``: more
 than 1 when a worker died under it), and one line per finished run is appended to
 ``ledger.jsonl`` (:data:`LEDGER`: dir, machine, worker, attempts, sha256 of what was gathered):
-the campaign's append-only record.
+the campaign's append-only record.  A run that finished but whose line a killed coordinator
+never wrote gets it on resume, marked ``recovered``.
 """
 from __future__ import annotations
 
@@ -295,16 +296,31 @@ class InProcess:
                 yield slot, result, None
 
 
-def append_ledger(out: Path, slot: Slot, result, sha256: str | None = None) -> None:
-    """One line for a finished run, appended (never rewritten) to ``out/ledger.jsonl``."""
+def append_ledger(out: Path, slot: Slot, result, sha256: str | None = None, recovered: bool = False) -> None:
+    """One line for a finished run, appended (never rewritten) to ``out/ledger.jsonl``.
+    ``recovered``: the line is written on resume for a run that finished but whose line a killed
+    coordinator never wrote (its ``sha256`` is then unknown: None)."""
     info = json.loads((out / "runs" / slot.dirname / RUN_INFO).read_text())
     line = {"dir": f"runs/{slot.dirname}", "index": slot.index, "status": result.status,
             "machine": info.get("machine"), "worker": info.get("worker"), "attempts": info.get("attempts", 1),
             "sha256": sha256, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    if recovered:
+        line["recovered"] = True
     with open(out / LEDGER, "a") as f:
         f.write(json.dumps(line) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def _recover_ledger(out: Path, done: list[Slot]) -> None:
+    """Append the ledger line of each finished run that has none: the coordinator was killed
+    between moving the run into ``runs/`` and writing its line."""
+    path = out / LEDGER
+    lines = path.read_text().splitlines() if path.is_file() else []
+    listed = {json.loads(line)["dir"] for line in lines if line.strip()}
+    for slot in done:
+        if f"runs/{slot.dirname}" not in listed:
+            append_ledger(out, slot, load_run(out / "runs" / slot.dirname), recovered=True)
 
 
 def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | None = None,
@@ -327,6 +343,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     manifest = start(exp, out, resume)
     slots = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in manifest["schedule"]]
     todo = [s for s in slots if not finished(out, s)]
+    _recover_ledger(out, [s for s in slots if s not in todo])
     blocks = [[s for s in todo if (s.warmup, s.rep) == key]            # repetition blocks, in order
               for key in dict.fromkeys((s.warmup, s.rep) for s in todo)]
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,

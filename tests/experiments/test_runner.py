@@ -113,6 +113,26 @@ def test_crash_then_resume_redoes_nothing(tmp_path):
     assert s["complete"] and s["by_level"]["reuse"]["n_valid"] == 4
 
 
+def test_resume_writes_the_ledger_line_a_killed_coordinator_never_wrote(tmp_path):
+    """Killed between moving a run into runs/ and appending its ledger line: the run is kept and
+    resume adds its line, marked recovered, so the ledger lists every run exactly once."""
+    exp, out = reuse(3), tmp_path / "e"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(exp, out, executor=FakeExecutor("params.mode", MEDIANS, crash_after=4), quiet=True)
+    ledger = out / "ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    assert len(lines) == 4
+    ledger.write_text("\n".join(lines[:2]) + "\n")               # the last two lines never written
+    again = FakeExecutor("params.mode", MEDIANS)
+    run_experiment(exp, out, executor=again, resume=True, quiet=True)
+    assert len(again.calls) == 8 - 4                                # the two runs are not redone
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert sorted(r["dir"] for r in rows) == sorted(f"runs/{s.dirname}" for s in schedule(exp))
+    assert [r["dir"] for r in rows if r.get("recovered")] == [f"runs/{s.dirname}" for s in schedule(exp)[2:4]]
+    run_experiment(exp, out, executor=again, resume=True, quiet=True)   # nothing left: nothing added
+    assert len(ledger.read_text().splitlines()) == 8
+
+
 def test_sigkill_mid_run_then_resume(tmp_path):
     """A real kill -9 of the process while a run is in progress."""
     out = tmp_path / "e"
