@@ -17,7 +17,13 @@ where a handshake record is in practice.
 
 ``initial_rtt`` = ``ack`` - ``syn``: Wireshark's ``tcp.analysis.initial_rtt``.
 At the client it is one full RTT plus the server's SYN/ACK turnaround; at the
-server the ``synack`` - ``syn`` part is ~0.
+server the ``synack`` - ``syn`` part is ~0.  When a SYN or SYN/ACK was lost it
+also holds the retransmission timeout (1 s).
+``handshake_rtt``: the handshake's round trip with that timeout left out (Karn's
+rule applied to the handshake): the larger of ``synack`` minus the last SYN seen
+before it and ``ack`` minus the last SYN/ACK seen before it — one RTT at either
+end; after a retransmission it pairs with the latest copy, so it may fall short
+of the RTT, never long by a timeout.
 
 Exchanges: the payload in sequence order is cut into *runs*: a new request
 starts with the first client payload after the server has sent payload (and
@@ -64,8 +70,8 @@ def timeline(pk: Packets, flow: Flow) -> dict:
     if len(sa):
         want = (int(pk.seq[idx[sa[0]]]) + 1) & 0xFFFFFFFF
         later = np.arange(len(idx)) > sa[0]
-        first(later & fwd & ((fl & ACK) != 0) & ((fl & SYN) == 0) & (flow.take(pk.ack) == want),
-              "ack")
+        ack = first(later & fwd & ((fl & ACK) != 0) & ((fl & SYN) == 0) & (flow.take(pk.ack) == want),
+                    "ack")
     data = plen > 0
     tls_hs = (hl >= 6) & (head[:, 0] == 22) & (head[:, 1] == 3)
     first(data & fwd & tls_hs & (head[:, 5] == 1), "tls_client_hello")
@@ -82,6 +88,10 @@ def timeline(pk: Packets, flow: Flow) -> dict:
     first((fl & RST) != 0, "rst")
     if "syn" in ev and "ack" in ev:
         ev["initial_rtt"] = ev["ack"] - ev["syn"]
+        syns = np.nonzero(syn & fwd)[0]
+        last_syn = syns[syns < sa[0]][-1] if (syns < sa[0]).any() else syns[0]
+        synacks = sa[sa < ack[0]]                # the first SYN/ACK is among them
+        ev["handshake_rtt"] = max(ev["synack"] - int(t[last_syn]), ev["ack"] - int(t[synacks[-1]]))
     return ev
 
 

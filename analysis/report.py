@@ -122,6 +122,7 @@ def _link(j, pk, f, t0, limit: int = 200) -> dict:
 def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
     ev = handshake.timeline(pk, f)
     irtt = ev.pop("initial_rtt", None)
+    hrtt = ev.pop("handshake_rtt", None)
     rec["handshake"] = {k: _rel(v, t0) for k, v in ev.items()}
     rec["initial_rtt_ms"] = None if irtt is None else irtt / 1e6
     ex = handshake.exchanges(pk, f, engine)
@@ -135,8 +136,8 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
         rec["completion"].append(
             {**{k: (_rel(v, t0) if k.endswith(("_first", "_last", "_acked")) else v)
                 for k, v in e.items()}, "app": app})
-    if gap_ns is None and irtt:
-        gap_ns = irtt // 2
+    if gap_ns is None and hrtt and hrtt > 0:
+        gap_ns = hrtt // 2
     dirs, summaries = {}, {}
     sent = pk.payload_len[f.index] > 0
     for name, from_client in (("c2s", True), ("s2c", False)):

@@ -162,3 +162,38 @@ def test_dupack_needs_same_window_without_sack():
     tr.ack(4, 100, win=2000)       # duplicate
     assert tr.dupack_count == 1
     assert tr.segment(5, 100, 200).kind == "fast"
+
+
+def _lost_handshake(tmp_path, at_server: bool):
+    """A handshake that lost a packet and waited 1 s, then two flights of 3 segments one RTT
+    (10 ms) apart; the capture at the client (its SYN sent again) or at the server (its
+    SYN/ACK sent again)."""
+    tr = Trace()
+    tr.a(0, 0, flags="S")
+    if at_server:
+        tr.b(0.05, 1, flags="SA", tsecr=0)       # lost after the capture point
+        tr.b(1000, 1, flags="SA", tsecr=0)       # its retransmission
+        tr.a(1010, 1, tsecr=1000)
+    else:
+        tr.a(1000, 0, flags="S")                 # the first SYN or its SYN/ACK was lost
+        tr.b(1010, 1, flags="SA", tsecr=1000)
+        tr.a(1010.1, 1, tsecr=1010)
+    for start in (1020, 1030):
+        for k in range(3):
+            tr.a(start + 0.1 * k, 1 + 100 * (k + 3 * (start == 1030)), 100, tsval=start)
+    return tr.write(tmp_path / "lost.pcap")
+
+
+@pytest.mark.parametrize("at_server", [False, True])
+def test_a_lost_handshake_packet_does_not_merge_the_flights(tmp_path, at_server):
+    from analysis import report
+    path = _lost_handshake(tmp_path, at_server)
+    pk = pcap.read(path)
+    (flow,) = flows.split(pk)
+    ev = handshake.timeline(pk, flow)
+    assert ev["initial_rtt"] >= 1000 * MS                   # Wireshark's: the timeout included
+    assert ev["handshake_rtt"] == 10 * MS                   # one RTT at either end
+    rec = report.analyze_file(path)["flows"][0]
+    assert rec["initial_rtt_ms"] >= 1000
+    fl = rec["directions"]["c2s"]["flights"]
+    assert fl["gap_ms"] == 5 and fl["count"] == 2
