@@ -22,8 +22,9 @@ first data segment and the last ACK advance).
 *flights*: data segments grouped into flights separated by idle gaps longer
 than ``gap_ns`` with no segment sent (default: half the handshake's round trip,
 ``handshake_rtt`` of :mod:`analysis.handshake`, without a lost SYN's timeout, when
-:mod:`analysis.report` knows it, else half the minimum Karn sample, else 1 ms); a slow-start round is one flight when the sender is
-window-limited and the path delay dominates the flight's duration.
+:mod:`analysis.report` knows it, else half the minimum Karn sample, else 1 ms);
+a slow-start round is one flight when the sender is window-limited and the path
+delay dominates the flight's duration.
 *retransmissions.bytes*: sequence space sent again: per retransmission (see
 :mod:`analysis.tcpsender`) its part below SND.MAX at the time (a SYN or FIN counts one).
 *rtt_ms*: per kind (``karn``, ``ts``) n, min, mean, median, max of all samples in ms, and

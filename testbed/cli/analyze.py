@@ -35,7 +35,8 @@ def register(sub) -> None:
     p.add_argument("--bin", type=float, default=0.1, metavar="S",
                    help="bin width for goodput/throughput series, seconds (default 0.1)")
     p.add_argument("--gap", type=float, default=None, metavar="S",
-                   help="idle gap that separates flights, seconds (default: half the handshake's round trip, a lost SYN's timeout left out)")
+                   help="idle gap that separates flights, seconds (default: half the handshake's "
+                        "round trip, a lost SYN's timeout left out)")
     p.add_argument("--samples", type=int, default=1000, metavar="N",
                    help="RTT samples listed per flow and kind in the JSON (default 1000; "
                         "'truncated' says when there were more)")
