@@ -89,9 +89,10 @@ def timeline(pk: Packets, flow: Flow) -> dict:
     if "syn" in ev and "ack" in ev:
         ev["initial_rtt"] = ev["ack"] - ev["syn"]
         syns = np.nonzero(syn & fwd)[0]
-        last_syn = syns[syns < sa[0]][-1] if (syns < sa[0]).any() else syns[0]
-        synacks = sa[sa < ack[0]]                # the first SYN/ACK is among them
-        ev["handshake_rtt"] = max(ev["synack"] - int(t[last_syn]), ev["ack"] - int(t[synacks[-1]]))
+        before = syns[syns < sa[0]]
+        last_syn = before[-1] if len(before) else syns[0]
+        last_synack = sa[sa < ack[0]][-1]        # the first SYN/ACK is among them
+        ev["handshake_rtt"] = max(ev["synack"] - int(t[last_syn]), ev["ack"] - int(t[last_synack]))
     return ev
 
 

@@ -136,7 +136,7 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
         rec["completion"].append(
             {**{k: (_rel(v, t0) if k.endswith(("_first", "_last", "_acked")) else v)
                 for k, v in e.items()}, "app": app})
-    if gap_ns is None and hrtt and hrtt > 0:
+    if gap_ns is None and (hrtt or 0) > 0:
         gap_ns = hrtt // 2
     dirs, summaries = {}, {}
     sent = pk.payload_len[f.index] > 0

@@ -342,8 +342,9 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     where.prepare(plans, bool(kw), keep)
     manifest = start(exp, out, resume)
     slots = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in manifest["schedule"]]
-    todo = [s for s in slots if not finished(out, s)]
-    _recover_ledger(out, [s for s in slots if s not in todo])
+    done = {s.index for s in slots if finished(out, s)}
+    todo = [s for s in slots if s.index not in done]
+    _recover_ledger(out, [s for s in slots if s.index in done])
     blocks = [[s for s in todo if (s.warmup, s.rep) == key]            # repetition blocks, in order
               for key in dict.fromkeys((s.warmup, s.rep) for s in todo)]
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
