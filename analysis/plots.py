@@ -98,11 +98,51 @@ def layout_problems(fig) -> list[str]:
     return out
 
 
-def _save(fig, base: Path, rect: tuple | None = None) -> list[str]:
-    """Lay out ``fig`` (within ``rect`` of the figure, when given: room for a figure legend),
-    write it as PNG (``DPI``), SVG and PDF (text as text) next to ``base``, close it; a layout
-    :func:`layout_problems` faults is logged and kept in ``LAYOUT_PROBLEMS``."""
+def figure_legend(fig, axes=None, max_cols: int = 7, **kwargs):
+    """One legend below the axes of ``fig``: every distinct label of ``axes`` (default: all of
+    the figure's) once, in as many columns (at most ``max_cols``) as fit the figure's width, so
+    that a narrow figure (one arm) gets more rows instead of entries cut off; ``_save`` keeps its
+    height free below the axes.  ``kwargs`` go to ``Figure.legend``."""
+    handles, names = [], []
+    for ax in fig.axes if axes is None else axes:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    renderer = fig.canvas.get_renderer()
+    ncol = max(1, min(len(names), max_cols))
+    while True:
+        leg = fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, **kwargs)
+        if ncol == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width - 8:
+            return leg
+        leg.remove()
+        ncol -= 1
+
+
+def _wrap_suptitle(fig) -> None:
+    """Wrap the figure's suptitle onto as many lines as it needs to fit the figure's width."""
+    import textwrap
+    title = fig._suptitle
+    if title is None or not title.get_text():
+        return
+    renderer = fig.canvas.get_renderer()
+    text = " ".join(title.get_text().split())
+    chars = len(text)
+    while title.get_window_extent(renderer).width > fig.bbox.width - 8 and chars > 20:
+        chars = int(chars * 0.9)
+        title.set_text(textwrap.fill(text, chars))
+
+
+def _save(fig, base: Path) -> list[str]:
+    """Lay out ``fig`` (its suptitle wrapped to the width, a :func:`figure_legend`'s height kept
+    free below the axes), write it as PNG (``DPI``), SVG and PDF (text as text) next to
+    ``base``, close it; a layout :func:`layout_problems` faults is logged and kept in
+    ``LAYOUT_PROBLEMS``."""
     import logging
+    _wrap_suptitle(fig)
+    renderer = fig.canvas.get_renderer()
+    legend = max((leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends), default=0)
+    rect = (0, legend + 0.01, 1, 1) if fig.legends else None
     fig.tight_layout(**({"rect": rect} if rect else {}))
     for ax in fig.axes:
         _label_steps(ax)

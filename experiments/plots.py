@@ -38,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.plots import _plt, _save, shade_steps
+from analysis.plots import _plt, _save, figure_legend, shade_steps
 
 PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", "request_last", "tab:blue"),
           ("wait (server + propagation)", "request_last", "response_first", "tab:orange"),
@@ -458,17 +458,10 @@ def representative_figure(out: Path, summary: dict, base: Path,
     first["s"].set_ylim(nreq - 0.5, -0.5)
     first["f"].set_ylim(bottom=0)
     first["t"].set_ylim(bottom=0)
-    handles, names = [], []
-    for ax in fig.axes:
-        for h, n in zip(*ax.get_legend_handles_labels()):
-            if n not in names:
-                handles.append(h)
-                names.append(n)
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 7), fontsize=8, frameon=False,
-               markerscale=4)
+    figure_legend(fig, fontsize=8, markerscale=4)
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm (closest to the "
                  f"median of {summary['primary']}), captured at the client", fontsize=10)
-    return _save(fig, base, rect=(0, 0.06, 1, 1))
+    return _save(fig, base)
 
 
 def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]:
@@ -577,13 +570,6 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
     axes[-1].set_xlabel("time since the request started (ms): its SYN when it opens a connection, "
                         "else its first byte")
     axes[-1].set_xlim(left=0)
-    handles, names = axes[1].get_legend_handles_labels()
-    for ax in axes[3::2]:
-        for h, n in zip(*ax.get_legend_handles_labels()):
-            if n not in names:
-                handles.append(h)
-                names.append(n)
-    ncol = min(len(names), 5)
-    fig.legend(handles, names, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    figure_legend(fig, [axes[1], *axes[3::2]], max_cols=5, fontsize=8)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, base, rect=(0, 0.05 * -(-len(names) // ncol), 1, 1))
+    return _save(fig, base)

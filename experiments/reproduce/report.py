@@ -19,7 +19,7 @@ from analysis.models.recovery import arq_cdf
 from analysis.models.transfer import BlocksParams, block_timeline
 from analysis.models.window import SlowStartParams, cumulative
 from analysis.page import Page, Raw, details, esc, link, setup_table
-from analysis.plots import _plt, _save
+from analysis.plots import _plt, _save, figure_legend
 
 COLUMNS = ("id", "quantity", "unit", "chapter", "model", "measured", "ci95", "n", "tolerance", "ok",
            "note", "experiment_dir")
@@ -277,16 +277,10 @@ def fig_c7(rows: list[dict], base: Path) -> list[str]:
         ax.set_title(f"{mode} (chapter figure {fig_no})", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("median completion per request (ms)")
-    handles, names = [], []
-    for ax in axes:
-        for h, n in zip(*ax.get_legend_handles_labels()):
-            if n not in names:
-                handles.append(h)
-                names.append(n)
-    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    figure_legend(fig, axes, max_cols=3, fontsize=8)
     fig.suptitle("C7: direct vs relay, new connection vs kept alive — 354,640 B request, 200 ms RTT, "
                  "14 % loss on the return direction", fontsize=10)
-    return _save(fig, base, rect=(0, 0.1, 1, 1))
+    return _save(fig, base)
 
 
 def fig_c7_requests(rows: list[dict], base: Path) -> list[str]:

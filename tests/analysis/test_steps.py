@@ -1,6 +1,7 @@
 """Timed steps (``step`` events) as shaded spans on a run's figures and listed by ``testbed
 analyze``: a crafted capture (scapy) and event logs on the same clock, no root."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -74,8 +75,8 @@ def test_steps_and_their_totals(run_dir):
 def test_every_figure_shades_the_steps_on_the_capture_clock(run_dir, tmp_path, monkeypatch):
     figs = {}
     real = plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, base, rect=None: (
-        figs.__setitem__(base.name, fig), real(fig, base, rect))[1])
+    monkeypatch.setattr(plots, "_save", lambda fig, base: (
+        figs.__setitem__(base.name, fig), real(fig, base))[1])
     events = _events(run_dir)
     res = report.analyze_file(run_dir / "pcap" / "client-client-eth0.pcap", events=events, keep=True)
     assert res["clock"] == "monotonic"
@@ -154,17 +155,41 @@ def test_experiment_timelines_shade_the_steps(run_dir, tmp_path, monkeypatch):
                      {"path": "server.jsonl", "kind": "eventlog", "host": "server"}]).write()
     figs = []
     real = xplots._save
-    monkeypatch.setattr(xplots, "_save", lambda fig, base, rect=None: (figs.append(fig), real(fig, base, rect))[1])
+    monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
     plots.LAYOUT_PROBLEMS.clear()
     summary = {"experiment": "x", "factor": "f", "primary": "completion_ms_median",
                "by_level": {lv: {"representative": run_dir.name} for lv in ("a", "b")}}
     assert xplots.representative_figure(tmp_path, summary, tmp_path / "rep")
+    one_arm = {**summary, "by_level": {"a": {"representative": run_dir.name}}}   # a narrow figure
+    assert xplots.representative_figure(tmp_path, one_arm, tmp_path / "rep1")
     assert xplots.request_figure([("a", run_dir)], tmp_path / "req", "one request")
     assert plots.LAYOUT_PROBLEMS == []
     for fig in figs:      # the server's processing overlaps the packets; the preparation does not
         labels = {c.get_label() for ax in fig.axes for c in ax.collections}
         assert "step process (server.jsonl)" in labels and "step prep (client.jsonl)" not in labels
         assert "step process (server.jsonl)" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_a_narrow_figure_wraps_its_title_and_gives_its_legend_rows_instead_of_cutting_entries(tmp_path):
+    """One arm is a figure ~6.7 in wide: a title of an experiment's length and eight legend
+    entries do not fit on one line each; both must end inside the canvas, the legend below the
+    axes' labels."""
+    plt = plots._plt()
+    fig = plt.figure(figsize=(6.7, 6))
+    ax = fig.add_subplot()
+    for k, name in enumerate(("segment", "retransmission", "cumulative ACK", "step process (server.jsonl)",
+                              "handshake", "request", "wait (server + propagation)", "response")):
+        ax.plot([0, 1], [k, k + 1], label=name)
+    ax.set_xlabel("time since the run's first packet (s)")
+    legend = plots.figure_legend(fig, fontsize=8)
+    assert legend._ncols < 7                      # 7 columns would be wider than the figure
+    fig.suptitle("initcwnd: the representative run of each arm (closest to the median of "
+                 "completion_ms_median), captured at the client", fontsize=10)
+    plots.LAYOUT_PROBLEMS.clear()
+    written = plots._save(fig, tmp_path / "narrow")
+    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+    assert "\n" in fig._suptitle.get_text()
+    assert {Path(p).suffix for p in written} == {".png", ".svg", ".pdf"}
 
 
 def test_a_step_name_that_would_overlap_a_link_marker_is_left_out():
