@@ -76,9 +76,12 @@ def test_link_records_override_and_unknown():
 @pytest.mark.root
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (scripts/install.sh)")
 def test_real_runs_on_the_longhaul_path(tmp_path):
-    """A clean low-rate run (100 KB at 1 Mbit/s): ok.  iperf3 at full rate (333 Mbit/s) both ways
+    """A clean low-rate run (100 KB at 1 Mbit/s): ok, or degraded by the machine.  iperf3 both ways
     with 0% loss through the Python engine: overloaded (one way, or with the path's 14% loss, it
-    keeps up since the forwarder has a CPU of its own, see ``testbed.host.steering``)."""
+    keeps up since the forwarder has a CPU of its own, see ``testbed.host.steering``).  That run
+    offers 1 Gbit/s each way on a 10 ms path (delay 5ms, the verdict's floor): the lateness is
+    judged against the RTT, and at 333 Mbit/s a fast CPU's few ms late stayed under 10 % of the
+    long-haul's 200 ms (degraded, not overloaded)."""
     testbed = [sys.executable, "-m", "testbed"]
     slow = subprocess.run(testbed + ["run", "bulk", "--topo", "longhaul", "--backend", "userspace",
                                      "--capture", "none", "--size", "100KB", "--direction", "up",
@@ -86,7 +89,8 @@ def test_real_runs_on_the_longhaul_path(tmp_path):
                                      "--results", str(tmp_path / "slow"), "--json"],
                           capture_output=True, text=True, timeout=600)
     assert slow.returncode == 0, slow.stderr
-    fast = subprocess.run(testbed + ["topo", "up", "longhaul", "--set", "loss_down=0%",
+    fast = subprocess.run(testbed + ["topo", "up", "longhaul", "--set", "loss_down=0%", "--set", "delay=5ms",
+                                     "--set", "rate_up=1gbit", "--set", "rate_down=1gbit",
                                      "--backend", "userspace", "--engine",
                                      "python", "--results", str(tmp_path / "fast"),
                                      "--exec", "server", "iperf3", "-s", "-1",
@@ -98,7 +102,8 @@ def test_real_runs_on_the_longhaul_path(tmp_path):
     v_fast = json.loads(meta.read_text())["backend_summary"]["fidelity"]
     print(f"\nslow: {v_slow['verdict']} {v_slow.get('reasons')} {v_slow.get('notes')}\n"
           f"iperf3: {v_fast['verdict']} {v_fast.get('cause')} {v_fast.get('reasons')}")
-    assert v_slow["verdict"] == "ok"
+    # a stall of the whole VM (the hypervisor's) can make a clean run degraded: then by the machine
+    assert v_slow["verdict"] == "ok" or (v_slow["verdict"], v_slow["cause"]) == ("degraded", "machine")
     assert v_fast["verdict"] == "overloaded"
     assert v_fast["cause"] in ("engine", "machine and engine")       # the Python engine was busy
     assert "could not keep up" in fast.stderr
