@@ -141,9 +141,8 @@ def _save(fig, base: Path) -> list[str]:
     import logging
     _wrap_suptitle(fig)
     renderer = fig.canvas.get_renderer()
-    legend = max((leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends), default=0)
-    rect = (0, legend + 0.01, 1, 1) if fig.legends else None
-    fig.tight_layout(**({"rect": rect} if rect else {}))
+    legends = [leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends]
+    fig.tight_layout(**({"rect": (0, max(legends) + 0.01, 1, 1)} if legends else {}))
     for ax in fig.axes:
         _label_steps(ax)
     base.parent.mkdir(parents=True, exist_ok=True)
