@@ -317,6 +317,13 @@ class Experiment:
                 raise UsageError(f"experiment {self.name!r}, level {lab!r}: {exc}") from None
         return plans
 
+    def draws_at_random(self) -> bool:
+        """True when a frame of some arm meets a random draw on its topology
+        (``TestbedTopo.draws_at_random``: random loss, jitter, a random backoff); False when
+        the runs of one arm can differ only by the hosts' scheduling."""
+        return any(plan.topology is not None and plan.topology.draws_at_random()
+                   for plan in self.validate().values())
+
     def replace(self, **changes) -> "Experiment":
         return dataclasses.replace(self, **changes)
 

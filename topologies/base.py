@@ -158,6 +158,14 @@ class TestbedTopo(Topo):
         return [(a, b, info.get("spec_ab"), info.get("spec_ba"))
                 for a, b, info in self.links(sort=True, withInfo=True)]
 
+    def draws_at_random(self) -> bool:
+        """True when a frame anywhere in the topology meets a random draw: a link direction's
+        (``LinkSpec.draws_at_random``) or a shared medium's backoff.  Without one, two runs of
+        the same spec differ only by the hosts' scheduling."""
+        return any(spec is not None and spec.draws_at_random
+                   for _a, _b, *specs in self.link_specs() for spec in specs) or any(
+            info.get("medium") is not None and info["medium"].draws_at_random for info in self.named.values())
+
     def link_records(self) -> list[dict[str, Any]]:
         """Every link as recorded in run metadata: ends, both specs, shared medium if any."""
         records = []

@@ -12,9 +12,10 @@ measured column.  ``ok`` compares measured with the chapter (|measured − chapt
 
 Experiments (``experiments/definitions/*.toml``, among them ``c1-image`` and ``c12-agent``,
 which only this table uses) are used by name; the path rows of C5 read ``testbed calibrate``.
-``--quick`` runs every experiment with ``QUICK_REPS`` repetitions, no warm-up, the
-``QUICK_SETS`` of its experiment (fewer requests per run, named in the row's note), and skips
-measures marked ``full_only``; no path or transfer size is scaled.
+``--quick`` runs every experiment with ``QUICK_REPS`` repetitions (``QUICK_REPS_NO_RANDOM`` when
+no arm's topology draws at random, named in the row's note), no warm-up, the ``QUICK_SETS`` of
+its experiment (fewer requests per run, named in the row's note), and skips measures marked
+``full_only``; no path or transfer size is scaled.
 """
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ from typing import Any, Mapping
 from analysis.models import evaluate
 
 QUICK_REPS = 2
+#: --quick's repetitions of an experiment none of whose arms meets a random draw on its topology
+#: (``Experiment.draws_at_random``: no random loss, jitter or backoff): its runs differ only by
+#: the hosts' scheduling (the two quick runs of C1, C8, C10, C12, C14 and C15 agreed within
+#: 0.2 %, except where timing tips Linux one way or the other: C12.extra_once's kept connection
+#: restarting from 10 or 14 segments, docs/findings.md), and a CI needs
+#: ``experiments.stats.MIN_N_CI`` runs, which neither count gives
+QUICK_REPS_NO_RANDOM = 1
 FULL_REPS = 10
 #: Measure.experiment of the path rows: ``testbed calibrate --json`` (its defaults: the long-haul
 #: path), metric = a dotted path into its ``measured`` section

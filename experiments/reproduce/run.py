@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECONDS, DEFAULT_RUN_SECONDS,
-                                         FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_SETS, REPORT_SECONDS,
-                                         RUN_SECONDS, Measure, Row, within)
-
+                                         FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_REPS_NO_RANDOM, QUICK_SETS,
+                                         REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
+from experiments.stats import MIN_N_CI
 
 def cpu_times() -> list[int]:
     """/proc/stat's aggregate cpu line: user nice system idle iowait irq softirq steal ..."""
@@ -64,17 +64,22 @@ def describe_load(h: dict) -> str:
     return f"host load {h['load'][0]:.2f} -> {h['load'][1]:.2f} on {h['cores']} cores, {describe_cpu(shares)}"
 
 
-def experiment_for(measure: Measure, levels: set[str], reps: int, quick: bool, backend: str | None):
-    """The Experiment a measure runs: its definition, only the levels the rows read, the reps and
-    the row's RunSpec ``sets`` (and --backend; with ``quick`` also the experiment's QUICK_SETS)."""
+def experiment_for(measure: Measure, levels: set[str], reps: int | None, quick: bool, backend: str | None):
+    """The Experiment a measure runs: its definition, only the levels the rows read, the row's
+    RunSpec ``sets`` (and --backend; with ``quick`` also the experiment's QUICK_SETS) and ``reps``
+    repetitions (None: FULL_REPS, or with ``quick`` QUICK_REPS, QUICK_REPS_NO_RANDOM where no
+    arm draws at random)."""
     from experiments.definition import load_definition
     exp = load_definition(measure.experiment)
     keep = [lab for lab in exp.labels if lab in levels] or None
     sets = {**(QUICK_SETS.get(measure.experiment, {}) if quick else {}), **measure.sets}
     if backend:
         sets["backend"] = backend
-    exp = exp.with_overrides(levels=keep, reps=reps, sets=sets)
-    return exp.replace(warmup=0) if quick else exp
+    exp = exp.with_overrides(levels=keep, sets=sets)
+    if not quick:
+        return exp.replace(reps=reps or FULL_REPS)
+    return exp.replace(reps=reps or (QUICK_REPS if exp.draws_at_random() else QUICK_REPS_NO_RANDOM),
+                       warmup=0)
 
 
 def _dirname(measure: Measure) -> str:
@@ -102,7 +107,6 @@ def estimate(rows: list[Row], quick: bool, reps: int | None = None) -> dict:
     arms x (reps + warm-up) per experiment, seconds = runs x ``RUN_SECONDS`` of its experiment
     (measured per run; see there) plus ``CALIBRATE_SECONDS`` for a calibration and
     ``REPORT_SECONDS`` per case measured (its figures)."""
-    reps = reps or (QUICK_REPS if quick else FULL_REPS)
     runs = experiments = 0
     seconds = REPORT_SECONDS * len({r.case for r in rows if r.measure and not (quick and r.measure.full_only)})
     for m, levels in wanted_measures(rows, quick).values():
@@ -127,7 +131,6 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
     The calibration rows (C5) are measured here, on the coordinator, whatever ``where`` is."""
     from experiments.report import write_all
     from experiments.runner import run_experiment, topology_keeper
-    reps = reps or (QUICK_REPS if quick else FULL_REPS)
     results = {}
     for key, (m, levels) in wanted_measures(rows, quick).items():
         d = out / "experiments" / _dirname(m)
@@ -146,6 +149,7 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             if not resumed:
                 host.write_text(json.dumps(host_load(h0, host_sample())))
             results[key] = {"dir": str(d), "summary": write_all(d, plots=False), "resumed": resumed,
+                            "single_quick_rep": quick and reps is None and exp.reps == QUICK_REPS_NO_RANDOM,
                             "host": json.loads(host.read_text()) if host.is_file() else None}
         except Exception as exc:   # setup/run errors, a missing executor: one line per row, go on
             first = str(exc).splitlines()[0] if str(exc) else ""
@@ -313,7 +317,8 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
     """``pooled_mean`` / ``pooled_p99`` / ``pooled_median`` / ``pooled_max``: every value of a metric (or, with
     ``source="checks"``, a read-back) over the level's valid runs — each element of a list
     (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
-    (2000 resamples, seed 1).  n = number of values.  A p99 of fewer than ``P99_MIN_VALUES``
+    (2000 resamples, seed 1), none from fewer than ``experiments.stats.MIN_N_CI`` values (as an
+    experiment's own statistics).  n = number of values.  A p99 of fewer than ``P99_MIN_VALUES``
     values is not measured: below 100 values the 99th percentile is the largest value or an
     interpolation toward it, not a 1-in-100 event."""
     import numpy as np
@@ -330,6 +335,8 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
     q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99, "pooled_max": 100}[m.statistic]
     stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \
         (lambda a, axis=-1: np.percentile(a, q, axis=axis))
+    if len(x) < MIN_N_CI:
+        return float(stat(x)) * m.scale, None, len(x), ""
     boots = stat(x[np.random.default_rng(1).integers(0, len(x), (2000, len(x)))], axis=1)
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return float(stat(x)) * m.scale, [float(lo) * m.scale, float(hi) * m.scale], len(x), ""
@@ -339,16 +346,19 @@ def pooled_ratio(exp_dir: str | Path, summary: dict, m: Measure
                  ) -> tuple[float | None, list | None, int, str]:
     """``pooled_ratio``: median of every value of level a over median of every value of level b
     (``levels`` = (a, b)), the same pooled medians the rows of each level show; CI: bootstrap 95 %
-    resampling each level's values independently (2000 resamples, seed 1).  n = the smaller
-    number of values."""
+    resampling each level's values independently (2000 resamples, seed 1; none from fewer than
+    ``MIN_N_CI`` values).  n = the smaller number of values."""
     import numpy as np
     (a, b), rng = m.levels, np.random.default_rng(1)
     xs = [np.asarray(pooled_values(exp_dir, summary, lv, m.metric, m.source)) for lv in (a, b)]
     if not all(len(x) for x in xs):
         return None, None, 0, f"no valid runs to compare ({_excluded(summary, a)}; {_excluded(summary, b)})"
+    value, n = float(np.median(xs[0]) / np.median(xs[1])), min(map(len, xs))
+    if n < MIN_N_CI:
+        return value, None, n, ""
     boots = [np.median(x[rng.integers(0, len(x), (2000, len(x)))], axis=1) for x in xs]
     lo, hi = np.percentile(boots[0] / boots[1], [2.5, 97.5])
-    return float(np.median(xs[0]) / np.median(xs[1])), [float(lo), float(hi)], min(map(len, xs)), ""
+    return value, [float(lo), float(hi)], n, ""
 
 
 def measured_value(summary: dict, m: Measure, exp_dir: str | Path | None = None
@@ -479,6 +489,9 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                             ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else
                                        "during its experiment: ") + describe_load(h))
                         notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
+        if rec["experiment_dir"] and measured[m.key].get("single_quick_rep"):
+            notes.append(f"--quick: {QUICK_REPS_NO_RANDOM} run per arm (its topology draws nothing "
+                         "at random: no random loss, jitter or backoff)")
         if rec["experiment_dir"] and quick and m.experiment in QUICK_SETS:
             notes.append("--quick: " + ", ".join(f"{k}={v}" for k, v in QUICK_SETS[m.experiment].items()))
         if row.note:

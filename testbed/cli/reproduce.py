@@ -28,8 +28,10 @@ def register(sub) -> None:
                    help="cases (C1 … C15), row ids (C7.ratio_new) or 'all'; none: list the cases "
                         "with their estimated times and start nothing")
     p.add_argument("--quick", action="store_true",
-                   help="few repetitions (2), no warm-up, skip full-only rows")
-    p.add_argument("--reps", type=int, help="repetitions per level (default: 2 with --quick, else 10)")
+                   help="few repetitions (2; 1 where the topology draws nothing at random), no warm-up, "
+                        "skip full-only rows")
+    p.add_argument("--reps", type=int, help="repetitions per level (default: 10; with --quick 2, or 1 for an "
+                   "experiment whose topology draws nothing at random)")
     p.add_argument("--model-only", action="store_true", help="do not run experiments")
     add_backend(p, None, BACKENDS, what=" of every run")
     add_engine_option(p)
@@ -152,7 +154,7 @@ def list_cases(reps: int | None = None, as_json: bool = False) -> None:
 
 
 def run(args) -> int:
-    from experiments.reproduce.cases import QUICK_REPS, FULL_REPS, select
+    from experiments.reproduce.cases import QUICK_REPS, QUICK_REPS_NO_RANDOM, FULL_REPS, select
     from experiments.reproduce.report import write
     from experiments.reproduce.run import can_measure, measure_all, result_rows
     from testbed.spec.errors import UsageError
@@ -179,11 +181,13 @@ def run(args) -> int:
                                    keep_topology=args.keep_topology, where=where,
                                    progress=lambda msg: print(f"testbed reproduce: {msg}", file=sys.stderr))
     results = result_rows(rows, measured, args.quick, skipped=skipped)
-    reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
+    reps = (f"{args.reps} reps per level" if args.reps else
+            f"{QUICK_REPS} reps per level, {QUICK_REPS_NO_RANDOM} where no arm's topology draws at random"
+            if args.quick else f"{FULL_REPS} reps")
     meta.update(finished=time.strftime("%Y-%m-%d %H:%M:%S %Z"), load_after=_load(),
                 cpu=describe_cpu(cpu_shares(cpu0, cpu_times())) + " during the run", cores=os.cpu_count(),
                 mode=("model only: " + skipped) if skipped else
-                (f"quick ({reps} reps per level, no warm-up)" if args.quick else f"full ({reps} reps)"),
+                (f"quick ({reps}; no warm-up)" if args.quick else f"full ({reps})"),
                 rows=len(results), measured=sum(r["measured"] is not None for r in results),
                 ok=sum(r["ok"] is True for r in results),
                 resumed=sum(bool(v.get("resumed")) for v in (measured or {}).values()))

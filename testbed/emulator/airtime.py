@@ -88,6 +88,11 @@ class AirtimeSpec:
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"airtime {what} {value!r} must be a whole number >= {low}")
 
+    @property
+    def draws_at_random(self) -> bool:
+        """True when exchanges wait a random backoff (``cw_min`` > 0)."""
+        return self.cw_min > 0
+
     def ppdu_ns(self, l_bytes: int, rate: float) -> int:
         """Duration in ns of a PPDU carrying a MAC frame of ``l_bytes`` at ``rate`` bit/s."""
         ndbps = _bits_per_symbol(rate)

@@ -112,6 +112,17 @@ class LinkSpec:
         return (self.rate is None and self.delay == 0 and self.jitter == 0
                 and isinstance(self.loss, Bernoulli) and self.loss.p == 0)
 
+    @property
+    def draws_at_random(self) -> bool:
+        """True when frames on this direction meet a random draw: random loss (Bernoulli p > 0,
+        Gilbert–Elliott with any loss), jitter, or a schedule step that sets either.  A
+        schedule's outages, per-frame events and trace are deterministic; so is a DropList."""
+        if self.jitter > 0 or (isinstance(self.loss, Bernoulli) and self.loss.p > 0) \
+                or (isinstance(self.loss, GilbertElliott) and self.loss.mean_loss > 0):
+            return True
+        return self.schedule is not None and any(
+            self.replace(schedule=None, **dict(step.changes)).draws_at_random for step in self.schedule.steps)
+
     def serialization_time(self, frame_len: int) -> float:
         """Seconds to send a frame of ``frame_len`` bytes (plus overhead) at ``rate``."""
         if self.rate is None:

@@ -235,7 +235,19 @@ def test_a_pooled_p99_needs_100_values(monkeypatch):
     assert value is None and n == 99 and "needs 100 values, the runs have 99 (the largest is 5)" in why
     monkeypatch.setattr(rr, "pooled_values", lambda *a, **k: values)
     value, ci, n, why = rr.pooled("x", {}, m)
-    assert n == 100 and 5.0 < value < 6.0 and not why
+    assert n == 100 and 5.0 < value < 6.0 and not why and ci[0] <= value <= ci[1]
+
+
+def test_a_pooled_value_of_fewer_than_five_values_has_no_ci(monkeypatch):
+    """One agent run (--quick on a path without random draws) gave "CI [107.43, 107.43]": a
+    bootstrap of 1-4 values is no interval; experiments.stats gives none below MIN_N_CI."""
+    import experiments.reproduce.run as rr
+    from experiments.stats import MIN_N_CI
+    m = next(r for r in ROWS if r.id == "C12.total_reuse").measure
+    for n in (1, MIN_N_CI - 1, MIN_N_CI):
+        monkeypatch.setattr(rr, "pooled_values", lambda *a, n=n, **k: [100.0 + i for i in range(n)])
+        value, ci, got, why = rr.pooled("x", {}, m)
+        assert got == n and not why and (ci is None) == (n < MIN_N_CI)
 
 
 def test_a_measure_of_the_chapters_n_pools_the_first_runs_only(tmp_path, monkeypatch):
@@ -283,12 +295,14 @@ def test_pooled_ratio_is_the_quotient_of_the_pooled_medians(monkeypatch):
     """Not the ratio of per-run medians: run medians 1 and 10 (median 5.5) vs every value."""
     import experiments.reproduce.run as rr
     from experiments.reproduce.cases import Measure
-    values = {"a": [1.0, 1.0, 1.0, 10.0, 10.0], "b": [2.0, 2.0, 2.0, 2.0]}
+    values = {"a": [1.0, 1.0, 1.0, 10.0, 10.0], "b": [2.0, 2.0, 2.0, 2.0, 2.0]}
     monkeypatch.setattr(rr, "pooled_values", lambda d, s, level, metric, source="metrics": values[level])
-    value, ci, n, why = rr.pooled_ratio("x", {}, Measure("e", "completion_ms", statistic="pooled_ratio",
-                                                          levels=("a", "b")))
-    assert value == pytest.approx(0.5) and n == 4 and not why
+    m = Measure("e", "completion_ms", statistic="pooled_ratio", levels=("a", "b"))
+    value, ci, n, why = rr.pooled_ratio("x", {}, m)
+    assert value == pytest.approx(0.5) and n == 5 and not why
     assert ci[0] <= value <= ci[1]
+    values["b"] = [2.0] * 4                      # fewer than MIN_N_CI values: no CI, as stats.describe
+    assert rr.pooled_ratio("x", {}, m)[1:3] == (None, 4)
     values["b"] = []
     assert rr.pooled_ratio("x", {}, Measure("e", "m", statistic="pooled_ratio", levels=("a", "b")))[0] is None
 
@@ -415,3 +429,26 @@ def test_break_even_divides_two_measured_quantities(monkeypatch):
     # the saving's experiment is run too when a row needs it
     rows = [r for r in ROWS if r.id == "C15.break_even"]
     assert {k[0] for k in rr.wanted_measures(rows, quick=True)} == {"c15-migration", "c12-agent"}
+
+
+def test_quick_runs_one_repetition_where_no_arm_draws_at_random(tmp_path):
+    """--quick: 2 repetitions on the 14 %-loss long-haul path, 1 on edgecloud's lossless path
+    (its runs differ only by the hosts' scheduling), the note says so; --reps and the full run
+    are unchanged."""
+    from experiments.reproduce.cases import FULL_REPS, QUICK_REPS, QUICK_REPS_NO_RANDOM
+    from experiments.reproduce.run import experiment_for, wanted_measures
+    from tests.fixtures.fake_execute import FakeExecutor
+    wanted = {m.experiment: (m, levels) for m, levels in wanted_measures(list(ROWS), True).values()
+              if not m.sets}
+    reps = {name: experiment_for(*wanted[name], None, True, None).reps for name in ("reuse", "c12-agent")}
+    assert reps == {"reuse": QUICK_REPS, "c12-agent": QUICK_REPS_NO_RANDOM} and QUICK_REPS_NO_RANDOM == 1
+    assert experiment_for(*wanted["c12-agent"], 2, True, None).reps == 2                     # --reps 2
+    assert experiment_for(*wanted["c12-agent"], None, False, None).reps == FULL_REPS
+    rows = select(["C12.extra_once"])
+    ex = FakeExecutor("params.reuse", {False: 3900.0, True: 3500.0})
+    res = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=ex), quick=True)
+    assert len(ex.calls) == 2 and res[0]["n"] == 1
+    assert "--quick: 1 run per arm (its topology draws nothing at random" in res[0]["note"]
+    ex2 = FakeExecutor("params.reuse", {False: 3900.0, True: 3500.0})
+    res = result_rows(rows, measure_all(rows, tmp_path / "r2", quick=True, reps=2, executor=ex2), quick=True)
+    assert len(ex2.calls) == 4 and "1 run per arm" not in res[0]["note"]

@@ -85,3 +85,17 @@ def test_unimpaired_and_serialization():
     assert not LinkSpec.parse(loss="1%").unimpaired
     spec = LinkSpec.parse(rate="20mbit", overhead=24)
     assert spec.serialization_time(1514) == pytest.approx((1514 + 24) * 8 / 20e6)
+
+
+def test_draws_at_random_names_random_loss_jitter_and_a_step_that_sets_them():
+    from testbed.spec.schedule import Schedule
+    assert not LinkSpec.parse(rate="10mbit", delay="20ms").draws_at_random
+    assert LinkSpec.parse(rate="10mbit", delay="20ms", loss="1%").draws_at_random
+    assert LinkSpec.parse(delay="20ms", jitter="1ms").draws_at_random
+    assert LinkSpec(loss=GilbertElliott(p=0.01, r=0.5)).draws_at_random
+    assert not LinkSpec(loss=GilbertElliott(p=0.01, r=0.5, loss_bad=0.0)).draws_at_random
+    assert not LinkSpec(loss=DropList((3, 7))).draws_at_random          # deterministic drops
+    step = Schedule.from_dict({"step": [{"at": "2s", "loss": "5%"}]})
+    assert LinkSpec(schedule=step).draws_at_random
+    outage = Schedule.from_dict({"outage": [{"down": "2s", "duration": "1s"}]})
+    assert not LinkSpec(schedule=outage).draws_at_random
