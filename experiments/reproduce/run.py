@@ -21,6 +21,7 @@ from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECO
                                          REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
 from experiments.stats import MIN_N_CI
 
+
 def cpu_times() -> list[int]:
     """/proc/stat's aggregate cpu line: user nice system idle iowait irq softirq steal ..."""
     with open("/proc/stat") as f:
