@@ -1,7 +1,8 @@
-"""The agent's timed steps and disconnect, and reqresp's blocks, with real packets on edgecloud's
-edge path (root, userspace emulator: 80 Mbit/s, 20 ms RTT): the steps' times are in the run's
-totals, the disconnect is an RST on the wire and one reopened connection, a retried operation is
-not executed twice, and independent blocks finish before dependent ones."""
+"""The agent's timed steps and disconnect, and reqresp's blocks and codec, with real packets
+(root, userspace emulator): on edgecloud's edge path (80 Mbit/s, 20 ms RTT) the steps' times are
+in the run's totals, the disconnect is an RST on the wire and one reopened connection, a retried
+operation is not executed twice, and independent blocks finish before dependent ones; on the
+image path (C1's) the codec's compressed body, encoding and decoding show in the capture."""
 import argparse
 
 import pytest
@@ -76,6 +77,34 @@ def test_independent_blocks_finish_before_dependent_ones_on_the_edge_path(tmp_pa
     # 300 ms follow the last block (3 MB at 80 Mbit/s: 0.3 s of upload)
     assert done[True][0] - done[False][0] >= 100
     assert done[False][1] < done[True][1] - 150
+
+
+def test_codec_on_the_image_path_shows_in_the_capture(tmp_path):
+    """C1's codec on its path (20 Mbit/s up, 100 Mbit/s down, 100 ms RTT): the body on the wire
+    is N x the ratio, byte for byte; the encoding precedes the first request byte on the wire;
+    the decoding adds to the server's processing, so the first reply byte reaches the client at
+    least the path's RTT + processing + decoding after the last request byte left it."""
+    from analysis.pcap import SYN
+    encode_ms, process_ms, decode_ms, rtt_ms = 150, 200, 100, 100
+    run = run_testbed(tmp_path, "reqresp", "--topo", "image", "--mode", "reuse", "--warmup", "0",
+                      "--size", "1MB", "--compress", "0.5", "--encode", f"{encode_ms}ms",
+                      "--decode", f"{decode_ms}ms", "--process", f"{process_ms}ms",
+                      "--reply-size", "10KB", "--capture", "client")
+    log = events(run / "client.jsonl")
+    offset = next(e["realtime_minus_monotonic_ns"] for e in log if e["event"] == ev.CLOCK)
+    issued = next(e["t"] for e in log if e["event"] == ev.REQUEST_ISSUED and not e.get("warmup"))
+    assert [(s["name"], s["ms"]) for s in events(run / "client.jsonl", ev.STEP)] == [("encode", encode_ms)]
+    pk = packets(run, "client-client-eth0.pcap")
+    data = pk.select((pk.payload_len > 0) & ((pk.flags & SYN) == 0))
+    up, down = data.select(data.dport == 5000), data.select(data.sport == 5000)
+    seq_end = (up.seq.astype("int64") - int(up.seq[0])) % 2**32 + up.payload_len
+    assert int(seq_end.max()) == 20 + 500_000       # header + 1 MB x 0.5, sent once
+    first_up = int(up.ts_ns.min() - offset)
+    assert first_up - issued >= encode_ms * 1e6
+    gap_ms = (int(down.ts_ns.min()) - int(up.ts_ns.max())) / 1e6
+    assert rtt_ms + process_ms + decode_ms <= gap_ms < rtt_ms + process_ms + decode_ms + 300, gap_ms
+    got = events(run / "server.jsonl", ev.REQUEST_RECEIVED)
+    assert [(e["body"], e["process_us"]) for e in got] == [(500_000, (process_ms + decode_ms) * 1000)]
 
 
 def test_agent_per_round_uplinks_on_the_cloud_path(tmp_path):
