@@ -521,11 +521,12 @@ ROWS: tuple[Row, ...] = (
              "overflow train, 2 s of 1514 B frames offered at 600 Mbit/s client→server (no random "
              "loss) into the 333 Mbit/s one-BDP queue, in a topology of its own; loss = datagrams "
              "not received among those sent from the first lost one on (the queue full), less "
-             "those the receiver's kernel dropped; n = those datagrams; a run whose link fidelity "
-             "is not ok is not used",
+             "those the receiver's kernel dropped; n = those datagrams; a train the link did not "
+             "deliver at its rate (±2 %), or whose run's link fidelity is not ok, is not used",
         cause="the sender did not offer 600 Mbit/s (the loss is 1 − 333/offered), or something "
               "other than the queue dropped frames",
         explain=(("overflow.offered_mbps", "Mbit/s offered over the window"),
+                 ("overflow.delivered_mbps", "Mbit/s delivered"),
                  ("overflow.expected", "1 − 333/offered"),
                  ("overflow.drops.queue", "queue drops"),
                  ("overflow.drops.random_loss", "random-loss drops"),

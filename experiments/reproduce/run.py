@@ -20,6 +20,7 @@ from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECO
                                          FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_REPS_NO_RANDOM, QUICK_SETS,
                                          REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
 from experiments.stats import MIN_N_CI
+from testbed.calibrate.link import RATE_TOL, delivered_at_rate
 
 
 def cpu_times() -> list[int]:
@@ -188,9 +189,10 @@ def calibrate(d: Path, backend: str | None) -> dict:
 def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
     """A value of calibrate's ``measured`` section by dotted path (``rtt_ms.min``, ``loss.down``,
     ``overflow.loss``); n = probes echoed (RTT), probes sent (loss) or the overflow train's
-    datagrams in its window.  The overflow train ran in a topology of its own: a value of it
-    whose run's link fidelity verdict is not ok is not used (the reason says why; a backend
-    other than the userspace emulator gives none)."""
+    datagrams in its window.  The overflow train ran in a topology of its own: a value of it is
+    not used when the link did not deliver the train at its rate (``delivered_at_rate``, any
+    backend) or its run's link fidelity verdict is not ok (the userspace emulator's; other
+    backends give none); the reason says why."""
     meas = res["calibrate"].get("measured", {})
     v = _dotted(meas, m.metric)
     if m.metric.startswith("loss."):
@@ -198,6 +200,10 @@ def _calibrated(res: dict, m: Measure) -> tuple[float | None, list | None, int, 
     elif m.metric.startswith("overflow."):
         train = meas.get("overflow") or {}
         n, f = train.get("window", 0), train.get("fidelity")
+        if v is not None and not delivered_at_rate(train):
+            return None, None, 0, (f"the link delivered the overflow train at "
+                                   f"{train.get('delivered_mbps') or 0:.1f} Mbit/s, not its "
+                                   f"{train['rate_mbps']:g} (±{RATE_TOL:.0%}), so its loss is not used")
         if v is not None and f is not None and f.get("verdict") != "ok":
             why = "; ".join(f.get("reasons") or []) or "no emulator summary"
             return None, None, 0, (f"the overflow run's link fidelity is {f.get('verdict', 'unknown')}"

@@ -40,8 +40,11 @@ loss per direction; "up" is client→server, "down" server→client.  Measuremen
   into its one-BDP queue.  Loss = the datagrams not received among those sent from the first
   lost one on (the queue's first overflow) — ``testbed.calibrate.overflow`` defines it and the
   offered rate exactly.  Checks: within ±0.02 of 1 − rate/offered at the offered rate the
-  sender reached; no drop other than the queue's (the emulator's random loss, its own, the
-  receiving side's); the run's link fidelity verdict ok.
+  sender reached; the link delivered the train at its rate (±2%: a full queue drains at the
+  rate, whatever the backend; a link that delivered less, e.g. an emulator or a guest short of
+  CPU, dropped more than its queue's share); no drop other than the queue's (the emulator's
+  random loss, its own, the receiving side's); the run's link fidelity verdict ok (the userspace
+  emulator's; other backends have none).
 """
 from __future__ import annotations
 
@@ -301,12 +304,19 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
     return checks + emulator_checks(emu) + overflow_checks(m.get("overflow"))
 
 
+def delivered_at_rate(o: dict) -> bool:
+    """Whether the link delivered the overflow train ``o`` (``measure_overflow``) at its rate,
+    within ``RATE_TOL``: the condition under which 1 − rate/offered is the loss to expect."""
+    d = o.get("delivered_mbps")
+    return d is not None and abs(d - o["rate_mbps"]) <= RATE_TOL * o["rate_mbps"]
+
+
 def overflow_checks(o: dict | None) -> list[dict]:
     """The overflow train's lines (``measure_overflow``; none without one): its loss against
     1 − rate/offered at the offered rate the sender reached (``overflow.TOL``; fails when nothing
-    overflowed; the receiving kernel's drops, left out, named), the link's drops that were not
-    the queue's (0), and its run's link fidelity (ok).  A failed line says why, with the train's
-    figures."""
+    overflowed; the receiving kernel's drops, left out, named), the rate at which the link
+    delivered it (``delivered_at_rate``), the link's drops that were not the queue's (0), and its
+    run's link fidelity (ok).  A failed line says why, with the train's figures."""
     from testbed.calibrate import overflow as ov
     if not o:
         return []
@@ -315,6 +325,7 @@ def overflow_checks(o: dict | None) -> list[dict]:
                f"({_num((o['sender'] or {}).get('send_rate_mbps'), '.1f')} over the whole train, target "
                f"{o['offered_target_mbps']:g}; sender {_num((o['sender'] or {}).get('cpu_share'), '.0%')} "
                f"of a CPU, machine {o['sender']['cpu_window']['busy_share']:.0%} busy); "
+               f"delivered at {_num(o.get('delivered_mbps'), '.1f')} Mbit/s; "
                f"{o['lost']} of {o['sent']} lost, the queue first overflowed at datagram "
                f"{o['first_lost']} after {_num(o['fill_s'], '.3f')} s; drops: queue {d['queue']}, random "
                f"loss {d['random_loss']}, the emulator's own {d['emulator_unintended']}, receive path "
@@ -331,6 +342,10 @@ def overflow_checks(o: dict | None) -> list[dict]:
                                 + ("" if loss is not None else " (nothing overflowed)")
                                 + (f"; not counted: {o['receive_drops']} dropped by the receiver's "
                                    "kernel after the link delivered them" if o.get("receive_drops") else "")})
+    delivered = o.get("delivered_mbps")
+    checks.append({"check": "overflow delivered rate (Mbit/s)", "configured": o["rate_mbps"],
+                   "measured": None if delivered is None else round(delivered, 1),
+                   "ok": delivered_at_rate(o), "tolerance": "±2%, a full queue drains at the rate"})
     other = ov.other_drops(d)
     checks.append({"check": "overflow drops not the queue's", "configured": 0, "measured": other,
                    "ok": other == 0, "tolerance": "0 (random loss, the emulator's own)"})

@@ -278,8 +278,11 @@ def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: flo
 def overflow(tb, src: str, dst: str, spec: LinkSpec, *, rate: float, seconds: float,
              idle: float = 2.0, burst: float = 0.0005, realtime: bool = True) -> dict[str, Any]:
     """The overflow train ``src``→``dst`` (module docstring): ``testbed.calibrate.overflow.figures``
-    of it, ``drops`` (``loss_drops`` over the train) and ``sender`` (its offered rate over the
-    whole train, CPU share, the machine's CPU over the train)."""
+    of it, ``drops`` (``loss_drops`` over the train), ``sender`` (its offered rate over the
+    whole train, CPU share, the machine's CPU over the train) and ``delivered_mbps``: the rate at
+    which the link delivered the train, in the link's unit (the receiver's fit over the arrival
+    rank of the datagrams received, ``probe``'s ``rate_delivered_bps``, each frame counted with
+    the spec's overhead as ``offered_mbps``); None when fewer than 3 arrived."""
     from testbed.calibrate import overflow as ov
     frame_bits = (TRAIN_PAYLOAD + FRAME_OVERHEAD) * 8
     count = int(seconds * rate / frame_bits)
@@ -305,5 +308,7 @@ def overflow(tb, src: str, dst: str, spec: LinkSpec, *, rate: float, seconds: fl
     sender = {"send_rate_mbps": snt["send_rate_bps"] / 1e6 if snt["send_rate_bps"] else None,
               "send_errors": snt["send_errors"], "cpu_share": snt.get("cpu_share"),
               "duration_s": snt["duration_s"], "cpu_window": snt["machine_cpu"]}
+    delivered = got.get("rate_delivered_bps")
     return {**fig, "offered_target_mbps": rate / 1e6, "rate_mbps": spec.rate / 1e6,
+            "delivered_mbps": delivered / (got["frame_bytes"] * 8) * link_bits / 1e6 if delivered else None,
             "drops": drops, "sender": sender}

@@ -76,13 +76,14 @@ def run(args) -> int:
 
 
 def overflow_line(o: dict) -> str:
-    """The overflow train in one line: offered rate, loss, drops by reason, its run's verdict."""
+    """The overflow train in one line: offered and delivered rate, loss, drops by reason, its
+    run's verdict."""
     d, f = o["drops"], o.get("fidelity") or {}
     loss = "-" if o["loss"] is None else f"{o['loss']:.4f}"
-    offered = "-" if o["offered_mbps"] is None else f"{o['offered_mbps']:.1f}"
+    offered, delivered = ("-" if x is None else f"{x:.1f}" for x in (o["offered_mbps"], o.get("delivered_mbps")))
     return (f"overflow train: offered {offered} Mbit/s (target {o['offered_target_mbps']:g}) into "
-            f"{o['rate_mbps']:g} Mbit/s, loss {loss} over the {o['window']} datagrams from the "
-            f"queue's first overflow on; drops: queue {d['queue']}, random loss {d['random_loss']}, "
+            f"{o['rate_mbps']:g} Mbit/s, delivered at {delivered}, loss {loss} over the {o['window']} "
+            f"datagrams from the queue's first overflow on; drops: queue {d['queue']}, random loss {d['random_loss']}, "
             f"the emulator's own {d['emulator_unintended']}, receive path {d['receive_path']}; "
             f"its run's link fidelity: {f.get('verdict', 'unknown')} ({o['run_dir']})")
 

@@ -99,9 +99,10 @@ def test_bad_inputs_are_refused():
         ov.figures(3, [0, 3], [0, 1], [], 8000, 1e6)
 
 
-def _overflow(loss=0.443, expected=0.444, drops=None, verdict="ok"):
+def _overflow(loss=0.443, expected=0.444, drops=None, verdict="ok", delivered=332.9):
     return {"count": 99000, "sent": 99000, "received": 57000, "lost": 42000, "first_lost": 12000,
             "window": 87000, "loss": loss, "offered_mbps": 599.0, "expected": expected,
+            "delivered_mbps": delivered,
             "fill_s": 0.25, "send_gap_max_ms": 1.2, "offered_target_mbps": 600.0, "rate_mbps": 333.0,
             "drops": {"queue": 42000, "random_loss": 0, "emulator_unintended": 0, "receive_path": 0,
                       "qdisc": None, "unsent": 0, **(drops or {})},
@@ -119,6 +120,9 @@ def _overflow(loss=0.443, expected=0.444, drops=None, verdict="ok"):
     (_overflow(drops={"emulator_unintended": 1}), ["overflow drops not the queue's"]),
     (_overflow(drops={"receive_path": 800}), []),      # the receiver's kernel: not the link's
     (_overflow(verdict="overloaded"), ["overflow run link fidelity"]),
+    # a link that drained its full queue slower than its rate: more loss than the queue's share
+    (_overflow(delivered=320.0), ["overflow delivered rate (Mbit/s)"]),
+    (_overflow(delivered=None), ["overflow delivered rate (Mbit/s)"]),
 ])
 def test_overflow_lines(o, failing):
     checks = calibrate.overflow_checks(o)
@@ -126,6 +130,13 @@ def test_overflow_lines(o, failing):
     json.dumps(checks)
     assert all("offered 599.0 Mbit/s" in c["why"] for c in checks if not c["ok"])
     assert calibrate.overflow_checks(None) == []
+
+
+def test_the_overflow_line_gives_the_offered_and_delivered_rates():
+    from testbed.cli.calibrate import overflow_line
+    line = overflow_line(_overflow())
+    assert "offered 599.0 Mbit/s (target 600) into 333 Mbit/s, delivered at 332.9, loss 0.4430" in line
+    assert "delivered at -," in overflow_line(_overflow(delivered=None))
 
 
 def test_overflow_needs_a_rate_above_the_links(monkeypatch):
@@ -175,4 +186,5 @@ def test_overflow_train_on_the_long_haul_path(results_root):
     assert o["drops"]["queue"] + (o["drops"]["receive_path"] or 0) >= o["lost"] > 0.3 * o["sent"]
     assert ov.other_drops(o["drops"]) == 0
     assert abs(o["loss"] - o["expected"]) <= ov.TOL
+    assert calibrate.delivered_at_rate(o), o["delivered_mbps"]
     assert o["fidelity"]["verdict"] == "ok", o["fidelity"]
