@@ -30,6 +30,7 @@ CIs are ``[low, high]`` or None (fewer than 2 values).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -185,10 +186,15 @@ def _med(xs):
     return float(np.median(xs)) if xs else None
 
 
-def summarize(out: str | Path) -> dict:
+def summarize(out: str | Path, accept_degraded: bool | None = None) -> dict:
+    """The summary of the experiment directory ``out`` (module docstring); ``accept_degraded``
+    overrides the definition's (False: the runs the emulator rated degraded left out, as a
+    sensitivity check of a summary that kept them)."""
     out = Path(out)
     manifest = json.loads((out / MANIFEST).read_text())
     exp = Experiment.from_dict(manifest["definition"])
+    if accept_degraded is not None:
+        exp = dataclasses.replace(exp, accept_degraded=accept_degraded)
     check = ck.check_for(exp.factor)
     runs = [_run_record(exp, out, s) for s in manifest["schedule"]]
     main = [r for r in runs if not r["warmup"]]

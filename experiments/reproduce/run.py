@@ -425,10 +425,7 @@ def _evidence(row: Row, summary: dict, exp_dir: str | Path | None = None) -> lis
     import statistics
     m = row.measure
     levels = m.levels or (m.level,)
-    used = [r for r in summary.get("runs", []) if r.get("valid") and r.get("level") in levels]
-    degraded = sum(r.get("fidelity") == "degraded" for r in used)
-    out = [f"{degraded} of {len(used)} runs used carry emulator timing error (fidelity degraded)"] \
-        if degraded else []
+    out = []
     for metric, label in row.explain:
         for level in levels:
             st = (summary.get("by_level", {}).get(level, {}).get("metrics", {}) or {}).get(metric)
@@ -442,10 +439,35 @@ def _evidence(row: Row, summary: dict, exp_dir: str | Path | None = None) -> lis
     return out
 
 
+def without_degraded(row: Row, res: dict, strict: dict) -> tuple[int, bool | None, str]:
+    """How a measured row depends on the runs the link fidelity check rated ``degraded`` (kept by
+    the fidelity rule: timing error the machine caused, each manifest names it): (how many of the
+    runs its measure used were, whether the row is within tolerance without them — None without
+    a value —, a note: "" when it used none).  ``strict`` caches per experiment directory its
+    summary with them left out (``summarize(dir, accept_degraded=False)``)."""
+    from experiments.summary import summarize
+    m = row.measure
+    levels = m.levels or (m.level,)
+    used = [r for r in res["summary"].get("runs", []) if r.get("valid") and r.get("level") in levels]
+    k = sum(r.get("fidelity") == "degraded" for r in used)
+    if not k:
+        return 0, None, ""
+    if res["dir"] not in strict:
+        strict[res["dir"]] = summarize(res["dir"], accept_degraded=False)
+    value, _, n, why = measured_value(strict[res["dir"]], m, res["dir"])
+    head = f"{k} of the {len(used)} runs used were rated degraded by the link fidelity check (kept)"
+    if value is None:
+        return k, None, f"{head}; without them no value ({why})"
+    ok = within(value, row.chapter, row.tolerance)
+    return k, ok, f"{head}; without them {value:.4g} (n={n}), {'within' if ok else 'outside'} tolerance"
+
+
 def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: str | None = None) -> list[dict]:
     """One result dict per row (the table's columns plus how each value was obtained);
-    ``measured`` None: no experiment ran (``skipped`` says why)."""
-    out = []
+    ``measured`` None: no experiment ran (``skipped`` says why).  A row whose runs include ones
+    the link fidelity check rated degraded also has ``degraded_runs`` and ``ok_without_degraded``
+    (``without_degraded``)."""
+    out, strict = [], {}
     for row in rows:
         model = row.model.value() if row.model else None
         rec = {"id": row.id, "case": row.case, "quantity": row.quantity, "unit": row.unit,
@@ -496,6 +518,11 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                             ev.append(("MACHINE BUSY during its experiment: " if h["busy"] else
                                        "during its experiment: ") + describe_load(h))
                         notes.append(f"miss: {cause}" + (f"; evidence: {'; '.join(ev)}" if ev else ""))
+                    if "summary" in res and m.per is None:
+                        k, ok, note = without_degraded(row, res, strict)
+                        if k:
+                            rec.update(degraded_runs=k, ok_without_degraded=ok)
+                            notes.append(note)
         if rec["experiment_dir"] and measured[m.key].get("single_quick_rep"):
             notes.append(f"--quick: {QUICK_REPS_NO_RANDOM} run per arm (its topology draws nothing "
                          "at random: no random loss, jitter or backoff)")

@@ -104,6 +104,11 @@ def print_table(rows: list[dict], meta: dict, out: Path, verbose: bool = False) 
         print("some runs were excluded or flagged by the link fidelity verdict (overloaded or "
               "degraded; each run's manifest names its cause, the machine or the engine), not "
               "because the transport misbehaved")
+    if flagged := [r for r in rows if r.get("degraded_runs")]:
+        flips = [r["id"] for r in flagged if r.get("ok_without_degraded") != r["ok"]]
+        print(f"{len(flagged)} row(s) used runs rated degraded; without those runs "
+              + (f"the verdict of {', '.join(flips)} would change" if flips else "no verdict would change")
+              + " (each row's note gives its value without them)")
     if meta["resumed"]:
         print(f"{meta['resumed']} experiment(s) continued from an earlier invocation in {out}: the "
               "load above covers only this one (each run's manifest has its own times)")

@@ -452,3 +452,28 @@ def test_quick_runs_one_repetition_where_no_arm_draws_at_random(tmp_path):
     ex2 = FakeExecutor("params.reuse", {False: 3900.0, True: 3500.0})
     res = result_rows(rows, measure_all(rows, tmp_path / "r2", quick=True, reps=2, executor=ex2), quick=True)
     assert len(ex2.calls) == 4 and "1 run per arm" not in res[0]["note"]
+
+
+def test_a_row_says_what_it_would_be_without_the_runs_rated_degraded(tmp_path, capsys):
+    """C7.relay_new's two quick runs (the fake relay arm: 300 ms), the second rated degraded and
+    twice as slow: the row keeps it (the fidelity rule) and misses; without it the row is within
+    tolerance, and its note and the table's summary say so.  Without degraded runs, no such note."""
+    import re
+
+    from tests.fixtures.fake_execute import FakeExecutor
+    from testbed.cli.reproduce import print_table
+    row = select(["C7.relay_new"])[0]
+    slow = FakeExecutor("params.path", {"direct": 1200.0, "relay": 300.0}, degraded=(1,), degraded_by=2.0)
+    rec, = result_rows([row], measure_all([row], tmp_path / "a", quick=True, executor=slow), quick=True)
+    assert rec["ok"] is False and rec["measured"] > 400
+    assert (rec["degraded_runs"], rec["ok_without_degraded"]) == (1, True)
+    got = re.search(r"1 of the 2 runs used were rated degraded by the link fidelity check \(kept\); "
+                    r"without them ([0-9.]+) \(n=10\), within tolerance", rec["note"])
+    assert got and float(got[1]) == pytest.approx(300, rel=0.1)
+    print_table([rec], {"rows": 1, "measured": 1, "ok": 0, "load_before": "0", "load_after": "0",
+                        "cores": 2, "cpu": "", "resumed": 0}, tmp_path)
+    assert "1 row(s) used runs rated degraded; without those runs the verdict of C7.relay_new would " \
+           "change" in capsys.readouterr().out
+    plain = FakeExecutor("params.path", {"direct": 1200.0, "relay": 300.0})
+    rec, = result_rows([row], measure_all([row], tmp_path / "b", quick=True, executor=plain), quick=True)
+    assert rec["ok"] is True and "degraded_runs" not in rec and "rated degraded" not in rec["note"]
