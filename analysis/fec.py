@@ -15,6 +15,12 @@ direction, at the capture's vantage point:
 * ``round1_source``: source packets of round 1 — with ARQ the symbols whose first transmission
   was found lost (and any tail probe sent before an ACK came back).
 
+Flights, as for TCP (``analysis.tcp.group_flights``): the symbol packets of the first request
+connection, grouped by idle gaps longer than half the client's smallest RTT sample (its
+``transport_stats``' ``min_rtt_ms``); ``flights`` counts them and ``flight_period_ms`` is the
+median start-to-start interval of consecutive ones — one round trip under ACK clocking, the
+window's sending time plus the round trip when one ACK comes per window.
+
 From the server's event log: per request, ``decode_ms`` (CPU time of the RaptorQ decode call,
 0 when every source symbol arrived), ``decoded`` and ``symbols`` received.  Completion per
 request (request_issued → last_response_byte on the client's clock) comes from
@@ -68,6 +74,14 @@ def connections(pk: pcap.Packets) -> list[dict[str, Any]]:
     return out
 
 
+def symbol_times(pk: pcap.Packets, sport: int, dport: int) -> np.ndarray:
+    """Capture times (ns) of the transport's symbol packets from ``sport`` to ``dport``."""
+    sel = (pk.proto == pcap.UDP) & (pk.head_len >= 2) & (pk.sport == sport) & (pk.dport == dport)
+    kind = pk.head[:, 1] & 0x0F
+    sel &= (pk.head[:, 0] == MAGIC) & ((kind == SOURCE) | (kind == REPAIR))
+    return np.sort(pk.ts_ns[sel].astype(np.int64))
+
+
 def decode_times(server_log: Path) -> list[dict]:
     return [{"req": e["req"], "decoded": e.get("decoded"), "decode_ms": e.get("decode_ms"),
              "symbols": e.get("symbols")}
@@ -77,7 +91,9 @@ def decode_times(server_log: Path) -> list[dict]:
 def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> dict[str, dict[str, Any]]:
     """``analysis.runmetrics.run_metrics`` (whose TCP figures are absent: no TCP connection)
     plus the transport's counts: ``retransmissions`` (source symbols sent again by the client),
-    ``repair_packets`` (check), ``rounds``, ``decode_ms`` (per request) — from the client's
+    ``repair_packets`` (check), ``symbols_per_ack`` (check: the request's symbol packets over the
+    server's ACK packets), ``rounds``, ``flights`` and ``flight_period_ms`` (the module
+    docstring), ``decode_ms`` (per request) — from the client's
     captures (packets to the server's UDP ``port``), or its ``transport_stats`` events when
     there are none."""
     from analysis.runmetrics import run_metrics as base
@@ -87,23 +103,39 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
     manifest = run_dir / "manifest.json"
     roles = json.loads(manifest.read_text()).get("roles", {}) if manifest.is_file() else {}
     client = client or roles.get("client") or "client"
-    conns = []
+    conns, first, acks = [], None, 0
     for f in sorted((run_dir / "pcap").glob(f"{client}-*.pcap")):
-        conns += [r for r in connections(pcap.read(f)) if r["source"] + r["repair"]]
+        pk = pcap.read(f)
+        every = connections(pk)
+        acks += sum(r["acks"] for r in every if r["sport"] == port)
+        mine = [r for r in every if r["source"] + r["repair"]]
+        conns += mine
+        up = sorted((r for r in mine if r["dport"] == port), key=lambda r: r["first_ns"])
+        if up and (first is None or up[0]["first_ns"] < first[0]):
+            first = (up[0]["first_ns"], symbol_times(pk, up[0]["sport"], port))
     up = [r for r in conns if r["dport"] == port]            # client → server: the request
+    stats = [e for e in applog.load(run_dir / "client.jsonl") if e["event"] == "transport_stats"] \
+        if (run_dir / "client.jsonl").is_file() else []
+    rtts = [e["min_rtt_ms"] for e in stats if e.get("min_rtt_ms")]
+    if first is not None and rtts:
+        from analysis.tcp import group_flights
+        t = first[1]
+        fl = group_flights(t, np.zeros(len(t), np.int64), np.zeros(len(t), np.int64), int(min(rtts) * 1e6 / 2))
+        m["flights"] = len(fl)
+        if len(fl) > 1:
+            m["flight_period_ms"] = float(np.median(np.diff(fl["start"])) / 1e6)
     if up:
         m["retransmissions"] = sum(r["retransmitted"] for r in up)
         m["rounds"] = max(r["rounds"] for r in up)
         c["repair_packets"] = sum(r["repair"] for r in up)
         c["source_packets"] = sum(r["source"] for r in up)
         c["transport_connections"] = up
-    else:
-        stats = [e for e in applog.load(run_dir / "client.jsonl") if e["event"] == "transport_stats"] \
-            if (run_dir / "client.jsonl").is_file() else []
-        if stats:
-            m["retransmissions"] = sum(e["retransmitted"] for e in stats)
-            c["repair_packets"] = sum(e["repair_sent"] for e in stats)
-            c["source_packets"] = sum(e["source_sent"] for e in stats)
+        if acks:
+            c["symbols_per_ack"] = (c["repair_packets"] + c["source_packets"]) / acks
+    elif stats:
+        m["retransmissions"] = sum(e["retransmitted"] for e in stats)
+        c["repair_packets"] = sum(e["repair_sent"] for e in stats)
+        c["source_packets"] = sum(e["source_sent"] for e in stats)
     if (run_dir / "server.jsonl").is_file():
         dec = decode_times(run_dir / "server.jsonl")
         if dec:

@@ -241,7 +241,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         acked_bytes=int(newly.sum()), first_data_t=first_data_t,
         last_advance_t=last_adv, throughput_bps=thr * 8 / (bin_ns / 1e9),
         goodput_bps=good * 8 / (bin_ns / 1e9),
-        flights=_flights(t[data], seq[data], end[data], gap), data_events=data_events,
+        flights=group_flights(t[data], seq[data], end[data], gap), data_events=data_events,
         trace={"t": t, "fwd": fwd, "seq": seq, "end": end, "ack": ack, "has_ack": rev_ack,
                "win": win, "payload": plen,
                "sack": sack_marks.astype(np.int64),
@@ -273,8 +273,9 @@ FLIGHT = np.dtype([("start", np.int64), ("end", np.int64), ("segments", np.int64
                    ("bytes", np.int64), ("cum_bytes", np.int64)])
 
 
-def _flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> np.ndarray:
-    """Group data segments into flights separated by idle gaps > gap_ns (see module doc)."""
+def group_flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> np.ndarray:
+    """Group data segments (send times ``t``, sequence ranges ``seq``..``end``) into flights
+    separated by idle gaps > gap_ns (see module doc): FLIGHT records."""
     out = np.zeros(0 if len(t) == 0 else 1 + int((np.diff(t) > gap_ns).sum()), FLIGHT)
     if len(t) == 0:
         return out

@@ -186,6 +186,17 @@ def _uplinks(level, ch):
         f"uplinks {level} but the steps of round(s) {bad or 'all'} did not land between the rounds"
 
 
+def _ack_policy(level, ch):
+    from testbed.transport.ackpolicy import AckPolicy
+    got, n = ch["symbols_per_ack"], AckPolicy.parse(level).every_n
+    if AckPolicy.parse(level).every_t_ns is not None:
+        return None if got >= 1 else f"ack_policy {level} but {got:.2f} symbols per ACK (fewer than 1)"
+    if n == 1:
+        return None if got < 1.5 else f"ack_policy every but {got:.2f} symbols per ACK on the wire"
+    return None if 1.5 < got <= n else \
+        f"ack_policy {level} but {got:.2f} symbols per ACK on the wire (want more than 1.5, at most {n})"
+
+
 def _scheme(level, ch):
     paths = ch["paths_with_data"]
     want = 1 if level == "single" else 2
@@ -212,6 +223,9 @@ for c in (
     Check("links.*.*.queue", ("queue_limit",), "the link direction was built with the level's buffer "
           "(packets or bytes)", _queue),
     Check("params.fec", ("repair_packets",), "repair packets sent iff FEC is on (level not off)", _repair),
+    Check("params.ack_policy", ("symbols_per_ack",), "UDP transport, the request's symbols per ACK in "
+          "the client's capture: every: below 1.5; n:N: above 1.5 and at most N; with a time T: at "
+          "least 1", _ack_policy),
     Check("params.transport", ("streams_transport",), "streams: the server's session ran over the level's "
           "transport", _equals("streams_transport")),
     Check("params.schedule", ("audio_before_image_end",), "priority: the first audio frame left "

@@ -47,7 +47,8 @@ REPLY_SEED = b"testbed-reply-v1"
 
 def transport_config(args):
     from testbed.transport.config import TransportConfig
-    return TransportConfig.from_factors(args.fec, args.ack_policy, args.pacing, args.loss_prior, args.backoff)
+    return TransportConfig.from_factors(args.fec, args.ack_policy, args.pacing, args.loss_prior, args.backoff,
+                                        args.send_window)
 
 
 def log_stats(log: ev.EventLog, conn, ep, **fields) -> None:

@@ -4,16 +4,19 @@ Factor strings (as the CLI and experiments give them) parse with ``from_factors`
 ``fec`` (off | fixed:R | adaptive[:target]), ``ack`` (every | n:N | t:T | n:N,t:T),
 ``pacing`` (off | rate:R | estimate), ``loss_prior`` (the loss rate adaptive FEC assumes until
 it has measured ``min_loss_samples`` packet fates), ``backoff`` (halve the pacing rate once per
-round trip with a loss; off by default: loss here is not congestion).
+round trip with a loss; off by default: loss here is not congestion), ``window`` (none | SIZE: a
+fixed window, at most SIZE bytes of symbols — ``wire.SYMBOL`` each — sent and not yet
+acknowledged or declared lost, as TCP's window counts payload bytes; probes may exceed it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.spec.units import parse_probability
+from testbed.spec.units import parse_probability, parse_size
 from testbed.transport.ackpolicy import AckPolicy
 from testbed.transport.fec import FecPolicy
 from testbed.transport.pacing import PacingPolicy
+from testbed.transport.wire import SYMBOL
 
 MS = 1_000_000
 
@@ -35,6 +38,7 @@ class TransportConfig:
     initial_window: int = 10          # packets before the first delivery-rate sample (estimate)
     burst_ns: int = 1 * MS
     pacing_quantum_ns: int = 0        # pacing.Pacer; the UDP loop sets 250 µs
+    window: int | None = None         # bytes of symbols in flight at most (None: no fixed window)
 
     def __post_init__(self):
         if not 0.0 <= self.loss_prior < 1.0:
@@ -43,15 +47,19 @@ class TransportConfig:
             raise ValueError(f"reorder threshold {self.reorder_threshold} must be >= 1")
         if self.time_threshold < 1.0:
             raise ValueError(f"time threshold {self.time_threshold} must be >= 1")
+        if self.window is not None and self.window < SYMBOL:
+            raise ValueError(f"window {self.window} B holds no symbol: give at least {SYMBOL} B")
 
     @classmethod
     def from_factors(cls, fec: str = "off", ack: str = "every", pacing: str = "rate:333mbit",
-                     loss_prior: str | float = 0.0, backoff: bool = False) -> "TransportConfig":
+                     loss_prior: str | float = 0.0, backoff: bool = False,
+                     window: str = "none") -> "TransportConfig":
         ackp = AckPolicy.parse(ack)
         return cls(fec=FecPolicy.parse(fec), ack=ackp, pacing=PacingPolicy.parse(pacing),
                    loss_prior=parse_probability(loss_prior), backoff=backoff,
-                   max_ack_delay_ns=ackp.every_t_ns or 0)
+                   max_ack_delay_ns=ackp.every_t_ns or 0,
+                   window=None if window == "none" else parse_size(window))
 
     def describe(self) -> dict:
         return {"fec": str(self.fec), "ack": str(self.ack), "pacing": str(self.pacing),
-                "loss_prior": self.loss_prior, "backoff": self.backoff}
+                "loss_prior": self.loss_prior, "backoff": self.backoff, "window": self.window}

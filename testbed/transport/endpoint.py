@@ -184,7 +184,7 @@ class Endpoint:
             mid, esi, rnd, ack_now = self._queue[self._qhead]
             m = self._out.get(mid)
             if m is not None and not (esi < m.enc.k and esi in m.acked):
-                if not self._window_open():
+                if not ack_now and not self._window_open():     # a probe may exceed it (RFC 9002)
                     break
                 out.append(self._make_symbol(now, m, esi, rnd, ack_now))
             self._qhead += 1
@@ -226,11 +226,14 @@ class Endpoint:
             return None
         return self.rate.max_rate * 8 * self.rate.gain * self._rate_factor
 
-    def _inflight_bytes(self) -> int:
-        return sum(len(m.inflight) for m in self._out.values()) * (
-            wire.SYMBOL_OVERHEAD + wire.SYMBOL)
+    def _inflight_packets(self) -> int:
+        return sum(len(m.inflight) for m in self._out.values())
 
     def _window_open(self) -> bool:
+        """Whether one more symbol may go out: the fixed window (``TransportConfig.window``, in
+        symbol bytes) and, with pacing ``estimate``, twice the estimated BDP (in packet bytes)."""
+        if self.config.window is not None and (self._inflight_packets() + 1) * wire.SYMBOL > self.config.window:
+            return False
         if self.config.pacing.mode != "estimate":
             return True
         size = wire.SYMBOL_OVERHEAD + wire.SYMBOL
@@ -239,7 +242,7 @@ class Endpoint:
             cwnd = floor
         else:
             cwnd = max(2 * self.rate.max_rate * self.rtt.min_rtt / 1e9, floor)
-        return self._inflight_bytes() + size <= cwnd
+        return (self._inflight_packets() + 1) * size <= cwnd
 
     def _make_symbol(self, now: int, m: _Out, esi: int, rnd: int, ack_now: bool) -> bytes:
         pn = self._next_pn

@@ -70,6 +70,8 @@ class ReqRespParams(Common):
                             side="both", transport="udp")
     backoff: bool = param(False, "halve the pacing rate once per RTT with a loss", side="both",
                           transport="udp")
+    send_window: str = param("none", "none, or a fixed window: at most this many bytes of symbols "
+                             "sent and not yet acknowledged (probes aside)", side="both", transport="udp")
 
     def validate(self) -> None:
         if self.requests < 1:
@@ -103,7 +105,7 @@ class ReqRespParams(Common):
         if self.transport == "udp":
             from testbed.transport.config import TransportConfig
             TransportConfig.from_factors(self.fec, self.ack_policy, self.pacing, self.loss_prior,
-                                         self.backoff)
+                                         self.backoff, self.send_window)
 
 
 def _check_reqresp(p: ReqRespParams, spec: Any, topo: Any) -> None:

@@ -22,7 +22,7 @@ def _check(p: ReqRespParams, spec, topo) -> None:
     if given:
         raise UsageError(f"reqresp over transport udp: TCP factors ({', '.join(given)}) do not "
                          "apply; the UDP transport's own are the parameters fec, ack_policy, "
-                         "pacing, loss_prior, backoff")
+                         "pacing, loss_prior, backoff, send_window")
 
 
 def _metrics(run_dir: Path) -> dict:

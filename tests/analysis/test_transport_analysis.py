@@ -11,11 +11,13 @@ def frame(payload: bytes, sport: int, dport: int, src="10.0.0.1", dst="10.0.0.2"
     return b"\0" * 12 + b"\x08\x00" + ip + struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
 
 
-def write_pcap(path, frames, snaplen=192):
+def write_pcap(path, frames, snaplen=192, times_us=None):
+    """A pcap of ``frames``, the i-th at 1000 + i s, or at ``times_us[i]`` µs after 1000 s."""
     out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, snaplen, 1)]
     for i, f in enumerate(frames):
         cap = f[:snaplen]
-        out.append(struct.pack("<IIII", 1000 + i, 0, len(cap), len(f)) + cap)
+        sec, usec = (1000 + i, 0) if times_us is None else divmod(1000 * 10**6 + times_us[i], 10**6)
+        out.append(struct.pack("<IIII", sec, usec, len(cap), len(f)) + cap)
     path.write_bytes(b"".join(out))
 
 
@@ -89,3 +91,26 @@ def test_a_udp_run_reports_no_tcp_counters(tmp_path):
     out = fec.run_metrics(tmp_path, 5003)
     assert out["metrics"]["retransmissions"] == 1 and out["checks"]["source_packets"] == 4
     assert not (tcp - {"retransmissions"}) & {*out["metrics"], *out["checks"]}
+
+
+def test_flights_and_symbols_per_ack_of_the_request(tmp_path):
+    """Three flights of two symbols 130 ms apart, one ACK after each (a batch ACK per window):
+    with the client's smallest RTT 100 ms, gaps over 50 ms separate flights."""
+    import json
+    frames, times = [], []
+    for f in range(3):
+        for i in range(2):
+            frames.append(frame(sym(2 * f + i, 2 * f + i, k=6), 40000, 5003))
+            times.append(f * 130_000 + i * 600)
+        frames.append(frame(wire.encode_ack(wire.AckPacket(f, 5, ((0, 0),), ((2 * f + 1, 0),))), 5003, 40000,
+                            "10.0.0.2", "10.0.0.1"))
+        times.append(f * 130_000 + 101_000)
+    (tmp_path / "pcap").mkdir()
+    write_pcap(tmp_path / "pcap" / "client-eth0.pcap", frames, times_us=times)
+    (tmp_path / "client.jsonl").write_text(json.dumps({"t": 1, "event": "transport_stats", "conn": 0,
+                                                       "min_rtt_ms": 100.0, "retransmitted": 0,
+                                                       "repair_sent": 0, "source_sent": 6}) + "\n")
+    out = fec.run_metrics(tmp_path, 5003, client="client")
+    assert out["metrics"]["flights"] == 3
+    assert out["metrics"]["flight_period_ms"] == 130.0
+    assert out["checks"]["symbols_per_ack"] == 2.0

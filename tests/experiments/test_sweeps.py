@@ -65,6 +65,16 @@ def test_socket_and_host_factors_without_a_check_of_their_own():
     assert ck.check_for("socket.nodelay").fn(True, {"socket_readback": {"nodelay": [True, True]}}) is None
 
 
+@pytest.mark.parametrize("level, per_ack, ok", [
+    ("every", 1.0, True), ("every", 2.0, False), ("n:44", 43.2, True), ("n:44", 1.0, False),
+    ("n:44", 60.0, False), ("t:10ms", 3.0, True), ("n:4,t:10ms", 0.5, False)])
+def test_the_udp_ack_policy_is_checked_on_the_wire(level, per_ack, ok):
+    """The UDP transport's ACK policy shows as the request's symbols per ACK in the capture."""
+    check = ck.check_for("params.ack_policy")
+    assert check.needs == ("symbols_per_ack",)
+    assert (check.fn(level, {"symbols_per_ack": per_ack}) is None) == ok
+
+
 def _write_frames(path, spec, n, lost, length=1514, rate=None, delay=0.0, gap_ns=None, burst=0, late=()):
     """A synthetic frame log: ``n`` frames reach the loss stage, ``lost`` of them lost; delivered
     ones leave after ``delay`` plus their transmission time at ``rate``."""

@@ -63,3 +63,28 @@ def test_reqresp_over_udp_through_the_emulator_reports_no_tcp_figures(tmp_path):
     tcp = {"retransmitted_bytes", "max_in_flight_bytes", "packets_c2s", "wire_bytes", "max_payload",
            "syn_per_request", "path", "handshake_ms"}
     assert not tcp & {*r.metrics, *r.checks} and r.metrics["retransmissions"] == 0
+
+
+def test_a_fixed_window_with_one_ack_per_window_cycles_every_w_over_r_plus_the_rtt(tmp_path):
+    """C3 on the image path (20 Mbit/s up, 100 ms RTT): behind a fixed 64 KB window (44 symbols)
+    one ACK per window starts a flight every 44 frames' time + the RTT (the chapter's batch-ACK
+    cycle, 25.6 + 100 ms, with the frames' headers); an ACK per symbol, one RTT after the last
+    flight (ACK clocking).  The capture's symbols per ACK show the policy took effect."""
+    from testbed.apps.udpreq import REQUEST
+    from testbed.transport import wire
+    frame_s = (wire.SYMBOL + wire.SYMBOL_OVERHEAD + 42) * 8 / 20e6     # + Ethernet, IPv4, UDP
+    runs = {}
+    for ack in ("every", "n:44"):
+        spec = RunSpec(topology="image", backend="userspace", workload="udpreq",
+                       params={"size": "1MB", "send_window": "64KB", "pacing": "off", "ack_policy": ack},
+                       capture=CaptureSpec(("client",)))
+        r = execute(spec, tmp_path / ack.replace(":", "-"))
+        assert r.status == "complete" and r.metrics["retransmissions"] == 0
+        symbols = -(-(1_000_000 + REQUEST.size) // wire.SYMBOL)          # the request message
+        assert r.metrics["flights"] == -(-symbols // 44)
+        runs[ack] = r
+    print(f"\nflight period: every {runs['every'].metrics['flight_period_ms']:.2f} ms, "
+          f"n:44 {runs['n:44'].metrics['flight_period_ms']:.2f} ms (44 frames {44 * frame_s * 1e3:.2f} ms)")
+    assert runs["every"].metrics["flight_period_ms"] == pytest.approx(100 + frame_s * 1e3, abs=2)
+    assert runs["n:44"].metrics["flight_period_ms"] == pytest.approx(100 + 44 * frame_s * 1e3, abs=2)
+    assert runs["every"].checks["symbols_per_ack"] < 1.5 < runs["n:44"].checks["symbols_per_ack"] <= 44

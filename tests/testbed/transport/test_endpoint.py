@@ -160,3 +160,30 @@ def test_every_combination_delivers_over_loss_both_ways(fec, ack, pacing):
     cfg = TransportConfig.from_factors(fec=fec, ack=ack, pacing=pacing, loss_prior="14%")
     t, rx, c, s, _ = request(cfg, link("14%", seed=7), link("5%", seed=8))
     assert t > 200 * MS
+
+
+@pytest.mark.parametrize("ack, acks_per_window", [("n:44", 1), ("every", 44)])
+def test_a_fixed_window_sends_in_flights_one_cycle_apart(ack, acks_per_window):
+    """CHAPTER12.md C3 in virtual time: a 64 KB window (44 symbols) over 20 Mbit/s and 100 ms
+    RTT.  With one ACK per window (n:44) a flight leaves every W/R + RTT (the chapter's batch-ACK
+    cycle, 25.6 + 100 ms, here with the frames' headers); with an ACK per symbol, ACK clocking
+    starts the next flight one RTT after the last (plus one frame's time)."""
+    from testbed.transport import wire
+    from testbed.transport.sim import FRAME_OVERHEAD
+    cfg = TransportConfig.from_factors(fec="off", ack=ack, pacing="off", window="64KB")
+    up = link(rate="20mbit", delay="50ms")
+    sent = []
+    arrive = up.arrive
+    up.arrive = lambda now, size: (sent.append((now, size)), arrive(now, size))[1]
+    t, rx, c, s, _ = request(cfg, up, link(rate="20mbit", delay="50ms"), body=bytes(640_000))
+    symbols = [now for now, size in sent if size > 1000]
+    assert len(symbols) == c.stats["source_sent"] == 442 and c.stats["lost"] == 0
+    gaps = [b - a for a, b in zip(symbols, symbols[1:])]
+    starts = [symbols[0]] + [b for a, b in zip(symbols, symbols[1:]) if b - a > 50 * MS]
+    assert len(starts) == 11                              # ceil(442 / 44) flights
+    frame_s = (wire.SYMBOL + wire.SYMBOL_OVERHEAD + FRAME_OVERHEAD) * 8 / 20e6
+    ack_s = 0.1 if acks_per_window == 1 else 0.1 + frame_s    # RTT, and the last frame's time
+    want = (44 * frame_s if acks_per_window == 1 else 0) + ack_s
+    period = statistics.median(b - a for a, b in zip(starts, starts[1:])) / 1e9
+    assert period == pytest.approx(want, abs=0.002), (period, want)
+    assert max(gaps) < 0.2e9

@@ -50,4 +50,7 @@ def test_pacing_forms_and_config():
     c = TransportConfig.from_factors("adaptive", "t:10ms", "off", "14%")
     assert c.loss_prior == 0.14 and c.max_ack_delay_ns == 10_000_000
     assert c.describe() == {"fec": "adaptive:0.999", "ack": "t:10ms", "pacing": "off",
-                            "loss_prior": 0.14, "backoff": False}
+                            "loss_prior": 0.14, "backoff": False, "window": None}
+    assert TransportConfig.from_factors(window="64KB").window == 64_000
+    with pytest.raises(ValueError, match="holds no symbol"):
+        TransportConfig.from_factors(window="1KB")
