@@ -103,7 +103,7 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
     manifest = run_dir / "manifest.json"
     roles = json.loads(manifest.read_text()).get("roles", {}) if manifest.is_file() else {}
     client = client or roles.get("client") or "client"
-    conns, first, acks = [], None, 0
+    conns, request, acks = [], None, 0         # request: (first_ns, symbol times) of the first
     for f in sorted((run_dir / "pcap").glob(f"{client}-*.pcap")):
         pk = pcap.read(f)
         every = connections(pk)
@@ -111,16 +111,18 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
         mine = [r for r in every if r["source"] + r["repair"]]
         conns += mine
         up = sorted((r for r in mine if r["dport"] == port), key=lambda r: r["first_ns"])
-        if up and (first is None or up[0]["first_ns"] < first[0]):
-            first = (up[0]["first_ns"], symbol_times(pk, up[0]["sport"], port))
+        if up and (request is None or up[0]["first_ns"] < request[0]):
+            request = (up[0]["first_ns"], symbol_times(pk, up[0]["sport"], port))
     up = [r for r in conns if r["dport"] == port]            # client → server: the request
     stats = [e for e in applog.load(run_dir / "client.jsonl") if e["event"] == "transport_stats"] \
         if (run_dir / "client.jsonl").is_file() else []
     rtts = [e["min_rtt_ms"] for e in stats if e.get("min_rtt_ms")]
-    if first is not None and rtts:
+    if request is not None and rtts:
         from analysis.tcp import group_flights
-        t = first[1]
-        fl = group_flights(t, np.zeros(len(t), np.int64), np.zeros(len(t), np.int64), int(min(rtts) * 1e6 / 2))
+        from testbed.transport.wire import SYMBOL
+        t = request[1]
+        seq = np.arange(len(t), dtype=np.int64) * SYMBOL              # each symbol: new bytes
+        fl = group_flights(t, seq, seq + SYMBOL, int(min(rtts) * 1e6 / 2))
         m["flights"] = len(fl)
         if len(fl) > 1:
             m["flight_period_ms"] = float(np.median(np.diff(fl["start"])) / 1e6)
