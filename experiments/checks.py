@@ -188,8 +188,9 @@ def _uplinks(level, ch):
 
 def _ack_policy(level, ch):
     from testbed.transport.ackpolicy import AckPolicy
-    got, n = ch["symbols_per_ack"], AckPolicy.parse(level).every_n
-    if AckPolicy.parse(level).every_t_ns is not None:
+    got, policy = ch["symbols_per_ack"], AckPolicy.parse(level)
+    n = policy.every_n
+    if policy.every_t_ns is not None:
         return None if got >= 1 else f"ack_policy {level} but {got:.2f} symbols per ACK (fewer than 1)"
     if n == 1:
         return None if got < 1.5 else f"ack_policy every but {got:.2f} symbols per ACK on the wire"

@@ -345,7 +345,7 @@ def overflow_checks(o: dict | None) -> list[dict]:
     delivered = o.get("delivered_mbps")
     checks.append({"check": "overflow delivered rate (Mbit/s)", "configured": o["rate_mbps"],
                    "measured": None if delivered is None else round(delivered, 1),
-                   "ok": delivered_at_rate(o), "tolerance": "±2%, a full queue drains at the rate"})
+                   "ok": delivered_at_rate(o), "tolerance": f"±{RATE_TOL:.0%}, a full queue drains at the rate"})
     other = ov.other_drops(d)
     checks.append({"check": "overflow drops not the queue's", "configured": 0, "measured": other,
                    "ok": other == 0, "tolerance": "0 (random loss, the emulator's own)"})
