@@ -79,7 +79,10 @@ def test_a_fixed_window_with_one_ack_per_window_cycles_every_w_over_r_plus_the_r
                        params={"size": "1MB", "send_window": "64KB", "pacing": "off", "ack_policy": ack},
                        capture=CaptureSpec(("client",)))
         r = execute(spec, tmp_path / ack.replace(":", "-"))
-        assert r.status == "complete" and r.metrics["retransmissions"] == 0
+        assert r.status == "complete"
+        if r.fidelity.get("verdict") != "ok":      # a stalled machine: a probe may split a flight
+            pytest.skip(f"link fidelity {r.fidelity.get('verdict')}: {r.fidelity.get('reasons')}")
+        assert r.metrics["retransmissions"] == 0
         symbols = -(-(1_000_000 + REQUEST.size) // wire.SYMBOL)          # the request message
         assert r.metrics["flights"] == -(-symbols // 44)
         runs[ack] = r
