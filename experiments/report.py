@@ -68,18 +68,33 @@ def _p(mw: dict | None) -> str:
 
 
 def _workload_seconds(plan) -> tuple[float | None, str]:
-    """A rough time of one run's workload: its duration, else rounds/requests x 3 RTTs."""
-    from testbed.spec.units import parse_time
+    """A rough time of one run's workload: its duration, else per exchange (request, round, or
+    one transfer of a size) 3 RTTs + its bytes (request, reply, screenshot) at the slowest link
+    rate + its timed steps (processing, model, terminal work, encoding, decoding, think time) —
+    a window, slow start or warm-up requests make it longer."""
+    from testbed.spec.units import parse_size, parse_time
     p = plan.params
     if getattr(p, "duration", None):
         return parse_time(p.duration), "its duration"
-    n = next((getattr(p, k) for k in ("requests", "rounds") if isinstance(getattr(p, k, None), int)), None)
-    rtt = 0.0
+    sizes = [getattr(p, k) for k in ("size", "reply_size", "screenshot") if isinstance(getattr(p, k, None), str)]
+    nbytes = sum(parse_size(x) for v in sizes for x in v.split(","))
+    n = next((getattr(p, k) for k in ("requests", "rounds") if isinstance(getattr(p, k, None), int)),
+             1 if nbytes else None)
+    rtt, rates = 0.0, []
     if plan.topology is not None:
-        rtt = 2 * max([(lk["down"]["spec"] or {}).get("delay", 0) for lk in plan.topology.link_table()] or [0])
-    if n:
-        return n * 3 * rtt, f"{n} exchanges x 3 RTTs of {rtt * 1e3:.0f} ms"
-    return None, "no duration set: add the workload's own time"
+        table = plan.topology.link_table()
+        rtt = 2 * max([(lk["down"]["spec"] or {}).get("delay", 0) for lk in table] or [0])
+        rates = [d["spec"]["rate"] for lk in table for d in (lk["up"], lk["down"]) if (d["spec"] or {}).get("rate")]
+    if not n:
+        return None, "no duration set: add the workload's own time"
+    steps = sum(parse_time(x) for k in ("process", "model", "terminal", "encode", "decode", "think")
+                if isinstance(getattr(p, k, None), str) for x in getattr(p, k).split(","))
+    parts = [f"3 RTTs of {rtt * 1e3:.0f} ms"] + ([f"{steps:g} s of steps"] if steps else [])
+    per = 3 * rtt + steps
+    if nbytes and rates:
+        per += nbytes * 8 / min(rates)
+        parts.insert(1, f"{nbytes / 1e6:.3g} MB at {min(rates) / 1e6:g} Mbit/s")
+    return n * per, f"{n} exchange{'s' * (n != 1)} x ({' + '.join(parts)})"
 
 
 def describe(exp, plans: dict) -> str:

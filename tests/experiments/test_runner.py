@@ -332,3 +332,19 @@ def test_overrides_warmup_reps_seed_and_sets():
     window = load_definition("window")
     assert window.spec("default").get("socket.window") is None      # "default": the key unset
     assert window.spec("64KB").get("socket.window") == "64KB"
+
+
+@pytest.mark.parametrize("name, per_exchange", [
+    ("batch-ack", "1 exchange x (3 RTTs of 100 ms + 3 MB at 20 Mbit/s + 0.03 s of steps)"),
+    ("c12-agent", "5 exchanges x (3 RTTs of 200 ms + 0.8 MB at 6.4 Mbit/s + 2.3 s of steps)"),
+    ("cc", "its duration")])
+def test_show_estimates_a_workload_from_its_bytes_steps_and_round_trips(name, per_exchange):
+    """`testbed experiment show`: a run's workload is its duration, else per exchange 3 RTTs, its
+    bytes at the slowest link rate and its timed steps (batch-ack: 3 MB up at 20 Mbit/s, 1.5 s)."""
+    from experiments.report import _workload_seconds, describe
+    exp = load_definition(name)
+    plans = exp.validate()
+    assert per_exchange in describe(exp, plans)
+    if name == "batch-ack":
+        seconds, _ = _workload_seconds(next(iter(plans.values())))
+        assert seconds == pytest.approx(3 * 0.1 + 3e6 * 8 / 20e6 + 0.03, rel=0.01)
