@@ -48,7 +48,7 @@ class TransportConfig:
         if self.time_threshold < 1.0:
             raise ValueError(f"time threshold {self.time_threshold} must be >= 1")
         if self.window is not None and self.window < SYMBOL:
-            raise ValueError(f"window {self.window} B holds no symbol: give at least {SYMBOL} B")
+            raise ValueError(f"send window {self.window} B holds no symbol: give at least {SYMBOL} B (one symbol)")
 
     @classmethod
     def from_factors(cls, fec: str = "off", ack: str = "every", pacing: str = "rate:333mbit",
