@@ -110,9 +110,9 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
         acks += sum(r["acks"] for r in every if r["sport"] == port)
         mine = [r for r in every if r["source"] + r["repair"]]
         conns += mine
-        up = sorted((r for r in mine if r["dport"] == port), key=lambda r: r["first_ns"])
-        if up and (request is None or up[0]["first_ns"] < request[0]):
-            request = (up[0]["first_ns"], symbol_times(pk, up[0]["sport"], port))
+        first = min((r for r in mine if r["dport"] == port), key=lambda r: r["first_ns"], default=None)
+        if first and (request is None or first["first_ns"] < request[0]):
+            request = (first["first_ns"], symbol_times(pk, first["sport"], port))
     up = [r for r in conns if r["dport"] == port]            # client → server: the request
     stats = [e for e in applog.load(run_dir / "client.jsonl") if e["event"] == "transport_stats"] \
         if (run_dir / "client.jsonl").is_file() else []

@@ -92,8 +92,9 @@ def _workload_seconds(plan) -> tuple[float | None, str]:
     parts = [f"3 RTTs of {rtt * 1e3:.0f} ms"] + ([f"{steps:g} s of steps"] if steps else [])
     per = 3 * rtt + steps
     if nbytes and rates:
-        per += nbytes * 8 / min(rates)
-        parts.insert(1, f"{nbytes / 1e6:.3g} MB at {min(rates) / 1e6:g} Mbit/s")
+        slowest = min(rates)
+        per += nbytes * 8 / slowest
+        parts.insert(1, f"{nbytes / 1e6:.3g} MB at {slowest / 1e6:g} Mbit/s")
     return n * per, f"{n} exchange{'s' * (n != 1)} x ({' + '.join(parts)})"
 
 

@@ -232,9 +232,13 @@ class Endpoint:
     def _window_open(self) -> bool:
         """Whether one more symbol may go out: the fixed window (``TransportConfig.window``, in
         symbol bytes) and, with pacing ``estimate``, twice the estimated BDP (in packet bytes)."""
-        if self.config.window is not None and (self._inflight_packets() + 1) * wire.SYMBOL > self.config.window:
+        fixed, estimate = self.config.window, self.config.pacing.mode == "estimate"
+        if fixed is None and not estimate:
+            return True
+        after = self._inflight_packets() + 1         # in flight once this symbol is sent
+        if fixed is not None and after * wire.SYMBOL > fixed:
             return False
-        if self.config.pacing.mode != "estimate":
+        if not estimate:
             return True
         size = wire.SYMBOL_OVERHEAD + wire.SYMBOL
         floor = max(self.config.initial_window, 2 * (self.config.ack.every_n or 1)) * size
@@ -242,7 +246,7 @@ class Endpoint:
             cwnd = floor
         else:
             cwnd = max(2 * self.rate.max_rate * self.rtt.min_rtt / 1e9, floor)
-        return (self._inflight_packets() + 1) * size <= cwnd
+        return after * size <= cwnd
 
     def _make_symbol(self, now: int, m: _Out, esi: int, rnd: int, ack_now: bool) -> bytes:
         pn = self._next_pn
