@@ -112,7 +112,9 @@ def drops(emulator: dict, probe_drops: dict | None, unsent: int, direction: str 
             "qdisc": probe_drops.get("qdisc") or None, "unsent": unsent}
 
 
-def other_drops(d: dict) -> int:
-    """Drops of ``drops`` on the link that are not the queue's: random loss, the emulator's own
-    (unknown counters count as 0).  The receiving side's are not the link's (``figures``)."""
-    return sum(int(d.get(k) or 0) for k in ("random_loss", "emulator_unintended"))
+def other_drops(d: dict) -> int | None:
+    """Drops of ``drops`` on the link that are not the queue's: random loss, the emulator's own;
+    None when the backend counts neither (netem's qdisc counts overflow and random loss
+    together).  The receiving side's are not the link's (``figures``)."""
+    known = [int(d[k]) for k in ("random_loss", "emulator_unintended") if d.get(k) is not None]
+    return sum(known) if known else None

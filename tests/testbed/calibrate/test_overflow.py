@@ -132,6 +132,14 @@ def test_overflow_lines(o, failing):
     assert calibrate.overflow_checks(None) == []
 
 
+def test_a_backend_without_drop_counters_has_no_line_for_them():
+    """netem's qdisc counts overflow and random loss together: the line is left out, not passed."""
+    o = _overflow(drops={"random_loss": None, "emulator_unintended": None, "queue": None, "qdisc": 42000})
+    assert "overflow drops not the queue's" not in [c["check"] for c in calibrate.overflow_checks(o)]
+    assert ov.other_drops(o["drops"]) is None
+    assert ov.other_drops({"random_loss": None, "emulator_unintended": 2}) == 2
+
+
 def test_the_overflow_line_gives_the_offered_and_delivered_rates():
     from testbed.cli.calibrate import overflow_line
     line = overflow_line(_overflow())
