@@ -50,6 +50,12 @@ in Mbit/s):
   ``max_in_flight_bytes`` without losses; below it where SACKed bytes wait behind holes.
 * ``data_per_ack``: data segments ÷ pure ACKs over the connections' data directions
   (Σ data segments / Σ pure ACKs).
+* ``bdp_bytes``: the path's bandwidth-delay product as the first connection's data sender sees
+  it (``analysis.tcp``: ``Direction.bdp_bytes``): its largest delivery rate — payload bytes
+  newly ACKed over any interval of at least one smallest RTT between two ACKs, before the first
+  retransmission — × its smallest RTT sample (Karn); the bytes in flight that fill the
+  bottleneck without a queue (BBR's BtlBw × RTprop).  Absent without an RTT sample or such an
+  interval.
 * ``packets_c2s``, ``packets_s2c``, ``data_packets_c2s``, ``data_packets_s2c``, ``wire_bytes``:
   TCP packets (all, and those with payload > 0) of the client's connections per direction
   (client→server, server→client), and Σ IP total length of both directions, counted in the
@@ -104,7 +110,7 @@ from analysis import applog, report
 CLIENT_LOG = "client.jsonl"
 # and the checks data_segments_per_ack, first_flight_segments
 SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "max_pipe_bytes",
-                  "data_per_ack",
+                  "data_per_ack", "bdp_bytes",
                   "flights", "flight_period_ms", "flight_bytes", "cumulative_5")
 
 
@@ -249,7 +255,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     flows = 0
     handshakes: list[tuple[int, float]] = []
     rtx = rtx_bytes = in_flight = pipe = data = acks = adv = 0
-    first: tuple[int, Any] | None = None           # (t0, flights) of the first connection
+    first: tuple[int, Any] | None = None           # (t0, its Direction) of the first connection
     five: list[tuple[int, int]] = []               # (t0, bytes in its first 5 flights) per connection
     first_conn: int | None = None                  # t0 of the first connection with data
     missing: set[str] = set()                      # data senders without a capture
@@ -286,7 +292,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
                 continue
             summary, d = view
             if len(d.flights) and (first is None or rec["t0_ns"] < first[0]):
-                first = (rec["t0_ns"], d.flights)
+                first = (rec["t0_ns"], d)
             if len(d.flights):
                 five.append((rec["t0_ns"], int(d.flights["cum_bytes"][:5][-1])))
             rtx += len(d.tracker.retransmissions)
@@ -317,7 +323,9 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
     if first is not None:
-        fl = first[1]
+        fl = first[1].flights
+        if first[1].bdp_bytes is not None:
+            metrics["bdp_bytes"] = first[1].bdp_bytes
         checks["first_flight_segments"] = int(fl[0]["segments"])
         metrics["flights"] = len(fl)
         metrics["flight_bytes"] = [int(b) for b in fl["bytes"][:20]]

@@ -86,8 +86,19 @@ class Direction:
     throughput_bps: np.ndarray   # per bin
     goodput_bps: np.ndarray
     flights: np.ndarray          # FLIGHT records: start, end (ns), segments, bytes (new), cum_bytes
+    delivery_rate_bps: float | None   # max_delivery_rate before the first retransmission, bit/s
+    min_rtt_ns: int | None            # the smallest RTT sample (Karn)
     data_events: np.ndarray      # (n, 2): series index, packet index at each data segment
     trace: dict                  # per-packet arrays for plots: t, fwd, seq, end, ack, win, sack
+
+    @property
+    def bdp_bytes(self) -> float | None:
+        """The path's bandwidth-delay product as this sender sees it: ``delivery_rate_bps`` × the
+        smallest RTT sample (Karn), in bytes — the data in flight that keeps the bottleneck busy
+        without a queue (BBR's BtlBw × RTprop); None without both."""
+        if self.delivery_rate_bps is None or self.min_rtt_ns is None:
+            return None
+        return self.delivery_rate_bps / 8 * self.min_rtt_ns / 1e9
 
     @property
     def goodput_mbps(self) -> float | None:
@@ -134,6 +145,8 @@ class Direction:
                 "ts": _stats(tr.rtt_ts[:, 1] / 1e6, samples),
             },
             "goodput_mbps": self.goodput_mbps,
+            "delivery_rate_mbps": None if self.delivery_rate_bps is None else self.delivery_rate_bps / 1e6,
+            "bdp_bytes": self.bdp_bytes,
             "throughput_mbps_mean": float(self.throughput_bps.mean() / 1e6)
             if len(self.throughput_bps) else None,
             "bin_s": self.bin_ns / 1e9,
@@ -228,12 +241,19 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         newly *= advancing
         np.maximum(newly, 0, out=newly)
     del una_series
+    # the delivery rate over one smallest RTT, from the cumulative ACK while it counts every byte
+    # delivered: before the first retransmission (after it, an ACK that fills a hole also
+    # acknowledges what SACKs had reported, a jump that is no rate)
+    rate = None
+    min_rtt = int(tr.rtt_karn[:, 1].min()) if len(tr.rtt_karn) else None
+    if min_rtt and advancing.any():
+        clean = advancing & (t < tr.rtx[:, 0].min()) if len(tr.rtx) else advancing
+        rate = max_delivery_rate(t[clean], np.cumsum(newly)[clean], min_rtt)
     bins = t - start
     bins //= bin_ns
     good = _binned(bins, newly, nb)
     del bins
-    gap = gap_ns if gap_ns is not None else (
-        int(tr.rtt_karn[:, 1].min() // 2) if len(tr.rtt_karn) else 1_000_000)
+    gap = gap_ns if gap_ns is not None else (min_rtt // 2 if min_rtt else 1_000_000)
     return Direction(
         sender="client" if from_client else "server", t0=start, bin_ns=bin_ns, gap_ns=gap,
         tracker=tr, payload_bytes=int(plen[fwd].sum()), data_segments=int(data.sum()),
@@ -241,7 +261,8 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         acked_bytes=int(newly.sum()), first_data_t=first_data_t,
         last_advance_t=last_adv, throughput_bps=thr * 8 / (bin_ns / 1e9),
         goodput_bps=good * 8 / (bin_ns / 1e9),
-        flights=group_flights(t[data], seq[data], end[data], gap), data_events=data_events,
+        flights=group_flights(t[data], seq[data], end[data], gap),
+        delivery_rate_bps=None if rate is None else rate * 8, min_rtt_ns=min_rtt, data_events=data_events,
         trace={"t": t, "fwd": fwd, "seq": seq, "end": end, "ack": ack, "has_ack": rev_ack,
                "win": win, "payload": plen,
                "sack": sack_marks.astype(np.int64),
@@ -271,6 +292,21 @@ def _rows(pk, idx, take, fwd, t, flags, plen, seq, ack, ack_raw, rev_ack, end,
 
 FLIGHT = np.dtype([("start", np.int64), ("end", np.int64), ("segments", np.int64),
                    ("bytes", np.int64), ("cum_bytes", np.int64)])
+
+
+def max_delivery_rate(t: np.ndarray, delivered: np.ndarray, interval_ns: int) -> float | None:
+    """The largest delivery rate in bytes/s over the intervals between two ACKs at least
+    ``interval_ns`` apart: for each ACK i, (delivered[i] − delivered[j]) / (t[i] − t[j]) with j
+    the last ACK at or before t[i] − interval_ns.  ``t``: ACK times (ns, ascending);
+    ``delivered``: the bytes acknowledged by each.  None when no two ACKs are that far apart."""
+    if interval_ns <= 0 or len(t) < 2:
+        return None
+    j = np.searchsorted(t, t - interval_ns, side="right") - 1
+    i = np.nonzero(j >= 0)[0]
+    if not len(i):
+        return None
+    j = j[i]
+    return float(((delivered[i] - delivered[j]) / (t[i] - t[j])).max() * 1e9)
 
 
 def group_flights(t: np.ndarray, seq: np.ndarray, end: np.ndarray, gap_ns: int) -> np.ndarray:

@@ -74,7 +74,7 @@ DEFAULT = "default"
 #: Run-level metric names of RunResult.metrics (docs/reference/metrics.md); ms for times, Mbit/s for rates.
 METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_ms", "goodput_mbps",
            "retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "max_pipe_bytes", "data_per_ack",
-           "stalls", "stall_ms",
+           "bdp_bytes", "stalls", "stall_ms",
            # runmetrics: counts in the timed window, flights, SOCKS5 reply, TCP_INFO limits
            "packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c", "wire_bytes",
            "flights", "flight_period_ms", "flight_bytes", "cumulative_5", "socks_ms", "socks_ms_median",

@@ -35,6 +35,10 @@ QUICK_REPS = 2
 #: ``experiments.stats.MIN_N_CI`` runs, which neither count gives
 QUICK_REPS_NO_RANDOM = 1
 FULL_REPS = 10
+#: repetition blocks an experiment may add for runs its link fidelity verdict excludes because the
+#: machine stalled (``run_experiment(replace=)``): with one run per arm a single stall of the host
+#: would otherwise leave a row unmeasured
+REPLACE_BLOCKS = 2
 #: Measure.experiment of the path rows: ``testbed calibrate --json`` (its defaults: the long-haul
 #: path), metric = a dotted path into its ``measured`` section
 CALIBRATE = "calibrate"
@@ -455,13 +459,16 @@ ROWS: tuple[Row, ...] = (
               "quickack mode after idle"),
     # ---- C3
     Row("C3.bdp", "bytes in flight to fill 20 Mbit/s x 100 ms", "B", 250e3, M("window", "bdp"),
-        Measure("window", "max_in_flight_bytes", "default"), 0.20,
-        note="measured: the largest in-flight of an autotuned 3 MB upload, which also fills the "
-             "bottleneck buffer (one BDP by default) — an upper side of the BDP",
-        cause="the bottleneck buffer: a loss-based sender fills the BDP plus the queue (the image "
-              "topology's default buffer is one BDP, 250,000 B, so in-flight tops out near "
-              "2 x BDP before a loss)",
-        explain=(("retransmissions", "retransmitted segments"),)),
+        Measure("window", "bdp_bytes", "default"), 0.20,
+        note="measured: an autotuned 3 MB upload's largest delivery rate over one smallest RTT "
+             "(before its first retransmission) x that RTT, both from the sender's capture — the "
+             "payload in flight that keeps the bottleneck busy without a queue (BBR's BtlBw x "
+             "RTprop; bdp_bytes, docs/reference/metrics.md); its largest in flight is larger: a "
+             "loss-based sender also fills the bottleneck buffer (one BDP by default)",
+        cause="a sender that never filled the bottleneck (window- or application-limited) reads "
+              "its own rate, a lower side of the BDP; the rate counts payload, without the headers",
+        explain=(("max_in_flight_bytes", "max bytes in flight"), ("goodput_mbps", "goodput Mbit/s"),
+                 ("retransmissions", "retransmitted segments"))),
     Row("C3.window_cap", "throughput cap W/R, 64 KB window", "Mbit/s", 5.12,
         M("window", "window_bound"), Measure("window", "goodput_mbps", "64KB"), 0.15,
         note="a bound; with one batch ACK per window the cycle model gives 4.08 Mbit/s",

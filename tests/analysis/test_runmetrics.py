@@ -3,6 +3,7 @@ direction: a download's from the server's capture (the client's sees fewer retra
 left out and said so when only the receiver was captured; an upload's from the client's own."""
 import json
 
+import numpy as np
 import pytest
 
 pytest.importorskip("scapy.all")
@@ -122,3 +123,65 @@ def test_a_damaged_capture_is_named_in_the_checks(tmp_path):
     assert "cut short" in msg
     assert "client-client-eth0.pcap" not in out["checks"]["capture_damage"]
     assert "capture_damage" not in run_metrics(_run_dir(tmp_path / "sound"))["checks"]
+
+
+def _upload(lost: tuple = ()):
+    """(name, t_ms, packet) of an upload of 400 segments of 1000 B, one per ms (the bottleneck's
+    rate: 1 MB/s), each ACKed 100 ms after it was sent (the RTT, no queue): the path's BDP is
+    100,000 B.  ``lost``: segments lost, SACKed past; after the last segment the sender sends each
+    again, 101 ms apart, and each one's ACK moves the cumulative ACK to the next hole."""
+    def seg(k, t):
+        return t, IP(src=C, dst=S) / TCP(sport=1000, dport=80, flags="A", seq=ISN_C + 1 + 1000 * k,
+                                         ack=ISN_S + 1, window=60000) / Raw(b"u" * 1000)
+
+    def ack(t, a, got=()):
+        blocks = []                          # the received ranges above the cumulative ACK
+        for k in got:
+            if blocks and blocks[-1][1] == 1000 * k:
+                blocks[-1][1] += 1000
+            else:
+                blocks.append([1000 * k, 1000 * (k + 1)])
+        opts = [("NOP", None), ("NOP", None),
+                ("SAck", tuple(ISN_C + 1 + x for b in blocks[-3:] for x in b))] if blocks else []
+        return t, IP(src=S, dst=C) / TCP(sport=80, dport=1000, flags="A", seq=ISN_S + 1,
+                                         ack=ISN_C + 1 + a, window=60000, options=opts)
+    rows = [(0, IP(src=C, dst=S) / TCP(sport=1000, dport=80, flags="S", seq=ISN_C)),
+            (100, IP(src=S, dst=C) / TCP(sport=80, dport=1000, flags="SA", seq=ISN_S, ack=ISN_C + 1)),
+            (100, IP(src=C, dst=S) / TCP(sport=1000, dport=80, flags="A", seq=ISN_C + 1, ack=ISN_S + 1))]
+    for k in range(400):
+        rows.append(seg(k, 100 + k))
+        if k in lost:
+            continue
+        holes = [h for h in lost if h < k]
+        rows.append(ack(200 + k, 1000 * holes[0], [x for x in range(holes[0], k + 1) if x not in lost])
+                    if holes else ack(200 + k, 1000 * (k + 1)))
+    for i, h in enumerate(lost):
+        nxt = lost[i + 1] if i + 1 < len(lost) else 400
+        above = [x for x in range(nxt + 1, 400) if x not in lost]
+        rows += [seg(h, 600 + 101 * i), ack(700 + 101 * i, 1000 * nxt, above)]
+    return [("", t, p) for t, p in sorted(rows, key=lambda r: r[0])]
+
+
+@pytest.mark.parametrize("lost", [(), (200, 250)])
+def test_the_bdp_is_the_delivery_rate_over_one_rtt_times_the_rtt(tmp_path, lost):
+    """1 MB/s × 100 ms.  With two holes, the last retransmission's ACK acknowledges 150 segments
+    SACKed long before, 101 ms after the partial ACK of the first: no delivery rate (1.49 MB/s),
+    so the rate is taken before the first retransmission."""
+    d = tmp_path / "run"
+    (d / "pcap").mkdir(parents=True)
+    _write(d / "pcap" / "client-client-eth0.pcap", _upload(lost))
+    (d / "manifest.json").write_text(json.dumps({"roles": {"client": "client", "server": "server"}}))
+    out = run_metrics(d)
+    assert out["metrics"]["retransmissions"] == len(lost)
+    assert out["metrics"]["bdp_bytes"] == pytest.approx(100_000, rel=0.011)
+    assert out["metrics"]["max_in_flight_bytes"] == (100_000 if not lost else 200_000)
+
+
+def test_max_delivery_rate():
+    from analysis.tcp import max_delivery_rate
+    t = np.array([0, 10, 20, 30, 40]) * 1_000_000
+    delivered = np.array([0, 1000, 2000, 6000, 7000])
+    assert max_delivery_rate(t, delivered, 20_000_000) == pytest.approx(5000 / 0.02)   # 10 → 30 ms
+    assert max_delivery_rate(t, delivered, 40_000_000) == pytest.approx(7000 / 0.04)
+    assert max_delivery_rate(t, delivered, 50_000_000) is None
+    assert max_delivery_rate(t[:1], delivered[:1], 1) is None
