@@ -524,12 +524,25 @@ def _loss_reason(link: dict) -> str | None:
     return None
 
 
+def _verdict_excludes(fidelity: dict, accept_degraded: bool) -> bool:
+    verdict = fidelity.get("verdict", "unknown")
+    return verdict == "overloaded" or verdict == "degraded" and not accept_degraded
+
+
+def excluded_for_the_machine(status: str, fidelity: dict, accept_degraded: bool = True) -> bool:
+    """Whether a finished run is excluded by its link fidelity verdict (:func:`fidelity_reason`)
+    and that verdict names the machine as its cause (``testbed.emulator.fidelity``: the host
+    stalled, not the emulator nor the transport) — a run worth running again."""
+    return status == "complete" and _verdict_excludes(fidelity, accept_degraded) \
+        and fidelity.get("cause") == "machine"
+
+
 def fidelity_reason(status: str, error: str | None, fidelity: dict,
                     accept_degraded: bool = True) -> str | None:
     if status != "complete":
         return f"run failed: {error or 'no error recorded'}"
     verdict = fidelity.get("verdict", "unknown")
-    if verdict == "overloaded" or verdict == "degraded" and not accept_degraded:
+    if _verdict_excludes(fidelity, accept_degraded):
         why = "; ".join(map(str, fidelity.get("reasons", []))) or "no detail"
         return f"link fidelity {verdict}: {why}"
     drops = int(fidelity.get("unintended_drops", 0) or 0)

@@ -162,6 +162,8 @@ def text(summary: dict, metric: str | None = None) -> str:
                      f"{p}; Cliff's delta {_num(c['cliffs_delta'], 2)}")
     for e in summary["excluded"]:
         lines.append(f"  excluded {e['dir']}: {e['reason']}")
+    for line in _replacement_lines(summary):
+        lines.append(f"  {line}")
     lines += _machine_lines(summary, m)
     if summary["degraded_kept"]:
         lines.append(f"  kept, fidelity degraded: {', '.join(summary['degraded_kept'])}")
@@ -173,6 +175,12 @@ def text(summary: dict, metric: str | None = None) -> str:
     if not summary["complete"]:
         lines.append("  INCOMPLETE: some runs have not run yet (rerun with --resume)")
     return "\n".join(lines)
+
+
+def _replacement_lines(summary: dict) -> list[str]:
+    """One line per repetition block the runner added for runs excluded because the machine stalled."""
+    return [f"repetition {r['rep']} added to replace {', '.join(r['replaces'])} (the machine stalled)"
+            for r in summary.get("replacements") or []]
 
 
 def _machine_lines(summary: dict, m: str) -> list[str]:
@@ -263,6 +271,7 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
                                for r in redone) if redone else "") + "."]
     md += ["", "## Excluded runs", ""]
     md += [f"- `{e['dir']}`: {e['reason']}" for e in summary["excluded"]] or ["none"]
+    md += [f"- {line}" for line in _replacement_lines(summary)]
     if summary.get("unverified"):
         md += ["", f"Valid runs whose factor was NOT verified (`check = \"none\"`): "
                    f"{', '.join(f'`{d}`' for d in summary['unverified'])}."]

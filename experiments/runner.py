@@ -40,9 +40,18 @@ than 1 when a worker died under it), and one line per finished run is appended t
 ``ledger.jsonl`` (:data:`LEDGER`: dir, machine, worker, attempts, sha256 of what was gathered):
 the campaign's append-only record.  A run that finished but whose line a killed coordinator
 never wrote gets it on resume, marked ``recovered``.
+
+``replace=K`` runs up to K more repetition blocks, one at a time after the schedule, while a timed
+run is excluded because its link fidelity verdict names the machine as its cause
+(``checks.excluded_for_the_machine``: the host stalled): each such block is the next repetition
+of every arm, in the schedule's order and with its seed, so the arms still alternate; whether
+one is run depends only on the verdicts, never on a measured value.  The excluded runs stay in
+``runs/`` and the summary; the manifest lists each block added (``replacements``: its
+repetition, the runs it replaces) and its schedule holds its slots, so ``--resume`` finishes it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -55,6 +64,7 @@ from typing import Callable
 from testbed.spec.errors import TestbedError, UsageError
 from testbed.spec.runresult import MANIFEST, load_run
 
+from experiments import checks as ck
 from experiments.definition import Experiment, level_label
 from experiments.order import Slot, grow, schedule
 
@@ -323,13 +333,44 @@ def _recover_ledger(out: Path, done: list[Slot]) -> None:
             append_ledger(out, slot, load_run(out / "runs" / slot.dirname), recovered=True)
 
 
+def excluded_for_the_machine(exp: Experiment, out: Path, slots: list[Slot]) -> list[str]:
+    """The finished timed runs of ``slots`` (their ``runs/NNN-LEVEL``) that their link fidelity
+    verdict excludes naming the machine as its cause (``checks.excluded_for_the_machine``)."""
+    dirs = []
+    for s in slots:
+        if not s.warmup and finished(out, s):
+            r = load_run(out / "runs" / s.dirname)
+            if ck.excluded_for_the_machine(r.status, r.fidelity, exp.accept_degraded):
+                dirs.append(f"runs/{s.dirname}")
+    return dirs
+
+
+def _replacement_block(exp: Experiment, out: Path, manifest: dict, slots: list[Slot]) -> list[Slot]:
+    """Add the next repetition block to ``manifest`` (written) for the runs excluded for the
+    machine that no block replaces yet; [] when there are none."""
+    replaced = {d for r in manifest.get("replacements", []) for d in r["replaces"]}
+    stalled = [d for d in excluded_for_the_machine(exp, out, slots) if d not in replaced]
+    if not stalled:
+        return []
+    rep = 1 + max((s.rep for s in slots if not s.warmup), default=-1)
+    grown = grow(manifest["schedule"], dataclasses.replace(exp, reps=rep + 1))
+    manifest["schedule"] = [s.to_dict() for s in grown]
+    manifest.setdefault("replacements", []).append(
+        {"rep": rep, "replaces": stalled, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    _write_json(out / MANIFEST, manifest)
+    return [s for s in grown if not s.warmup and s.rep == rep]
+
+
 def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | None = None,
                    keep_up: Callable | None = None, resume: bool = False, quiet: bool = False,
-                   on_run: Callable | None = None, where=None) -> Path:
+                   on_run: Callable | None = None, where=None, replace: int = 0) -> Path:
     """Run (or continue) ``exp`` into ``out``; return ``out``.  ``on_run(slot, result)`` is
     called after each new run.  ``where``: :class:`InProcess` (default) or an entered
-    ``experiments.cluster.DaskCluster``.  Summary, report and plots are written by
-    :func:`experiments.report.write_all` afterwards."""
+    ``experiments.cluster.DaskCluster``.  ``replace``: at most this many repetition blocks added
+    for runs excluded for the machine (module docstring).  Summary, report and plots are written
+    by :func:`experiments.report.write_all` afterwards."""
+    if replace < 0:
+        raise UsageError(f"replace must be 0 or more repetition blocks, not {replace}")
     from tqdm import tqdm
     out = Path(out)
     plans = exp.validate()
@@ -350,12 +391,18 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
                desc=exp.name, dynamic_ncols=True)
     try:
-        for slot, result, sha256 in where.run(exp, plans, blocks, out, executor, kw, keep):
-            append_ledger(out, slot, result, sha256)
-            bar.set_postfix_str(f"{slot.dirname} {result.status}")
-            bar.update(1)
-            if on_run:
-                on_run(slot, result)
+        while blocks:
+            for slot, result, sha256 in where.run(exp, plans, blocks, out, executor, kw, keep):
+                append_ledger(out, slot, result, sha256)
+                bar.set_postfix_str(f"{slot.dirname} {result.status}")
+                bar.update(1)
+                if on_run:
+                    on_run(slot, result)
+            block = _replacement_block(exp, out, manifest, slots) \
+                if len(manifest.get("replacements", [])) < replace else []
+            slots += block
+            blocks = [block] if block else []
+            bar.total += len(block)
     finally:
         bar.close()
     return out

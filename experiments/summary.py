@@ -17,7 +17,9 @@ p10, p90, p99}``, ``verification`` (per read-back min/median/max or the distinct
 median, ci}, mann_whitney: {u, p}, cliffs_delta, machines, not_compared}`` (a = first level); ``excluded``: ``{dir,
 level, reason}``; ``fidelity_unverified`` (count), ``degraded_kept`` (dirs); ``overhead``: runs,
 wall_s_per_run_median, kept_topology, bringups, bringup_s_median, topology_s_per_run_median,
-disk_mb_per_run_median, capture_cpu_s_total, capture_dropped_total; ``runs``: one record per
+disk_mb_per_run_median, capture_cpu_s_total, capture_dropped_total; ``replacements``: the
+repetition blocks the runner added for runs excluded because the machine stalled (``rep``,
+``replaces``: their dirs; ``experiments.runner``); ``runs``: one record per
 scheduled slot (index, level, rep, warmup, seed, dir, status, valid, reason, fidelity, metrics,
 checks, wall_s, machine, attempts, lost_on, …); ``machines``: runs per machine; ``redone``: the runs
 started more than once because a worker died under them (``dir attempts lost_on``).
@@ -238,6 +240,7 @@ def summarize(out: str | Path, accept_degraded: bool | None = None) -> dict:
         "levels": list(exp.labels), "metrics": list(exp.metrics), "primary": primary,
         "reps": exp.reps, "warmup": exp.warmup, "order": exp.order, "seed": exp.seed,
         "complete": all(r["status"] != "missing" for r in runs),
+        "replacements": manifest.get("replacements", []),
         "factor_levels": [str(v) for v in exp.levels],
         "cross": exp.cross["factor"] if exp.cross else None,
         "cross_levels": list(exp.cross_levels),

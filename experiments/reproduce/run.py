@@ -18,7 +18,7 @@ from typing import Callable
 
 from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECONDS, DEFAULT_RUN_SECONDS,
                                          FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_REPS_NO_RANDOM, QUICK_SETS,
-                                         REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
+                                         REPLACE_BLOCKS, REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
 from experiments.stats import MIN_N_CI
 from testbed.calibrate.link import RATE_TOL, delivered_at_rate
 
@@ -145,7 +145,7 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
             resumed = (d / "manifest.json").is_file()
             h0 = host_sample()
-            run_experiment(exp, d, executor=executor, quiet=True, where=where,
+            run_experiment(exp, d, executor=executor, quiet=True, where=where, replace=REPLACE_BLOCKS,
                            keep_up=topology_keeper(d) if keep_topology else None, resume=resumed)
             host = d / "host.json"          # written by the invocation that ran the experiment
             if not resumed:
@@ -413,6 +413,16 @@ def break_even(cost: float, cost_ci: list | None, n: int, res: dict | None, per:
     return math.floor(cost / delta) + 1, ci, min(n, dn), ""
 
 
+def _replaced(summary: dict) -> str:
+    """The repetition blocks its experiment added for runs excluded for the machine, "" if none."""
+    reps = summary.get("replacements") or []
+    if not reps:
+        return ""
+    gone = [d for r in reps for d in r["replaces"]]
+    return (f"{len(reps)} repetition block(s) added to replace {len(gone)} run(s) excluded because the "
+            f"machine stalled ({', '.join(gone)})")
+
+
 def _excluded(summary: dict, level: str) -> str:
     reasons = [e["reason"] for e in summary.get("excluded", []) if e.get("level") == level and e.get("reason")]
     return f"excluded: {reasons[0]}" if reasons else "no runs"
@@ -526,6 +536,8 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
         if rec["experiment_dir"] and measured[m.key].get("single_quick_rep"):
             notes.append(f"--quick: {QUICK_REPS_NO_RANDOM} run per arm (its topology draws nothing "
                          "at random: no random loss, jitter or backoff)")
+        if rec["experiment_dir"] and "summary" in measured[m.key]:
+            notes.append(_replaced(measured[m.key]["summary"]))
         if rec["experiment_dir"] and quick and m.experiment in QUICK_SETS:
             notes.append("--quick: " + ", ".join(f"{k}={v}" for k, v in QUICK_SETS[m.experiment].items()))
         if row.note:

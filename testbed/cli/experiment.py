@@ -55,6 +55,10 @@ def register(sub) -> None:
     r.add_argument("--keep-topology", action="store_true",
                    help="keep the topology up across the runs of a repetition when the factor allows "
                         "(saves the bring-up per run; each run then gets its block's fidelity verdict)")
+    r.add_argument("--replace", type=int, default=0, metavar="N",
+                   help="run up to N more repetitions of every arm, one at a time, while a run is "
+                        "excluded because its link fidelity verdict blames the machine (a stall of "
+                        "the host; default 0)")
     add_cluster(r)
     add_json(r, "print summary.json instead of the table")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -148,7 +152,8 @@ def run_run(args) -> int:
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
     try:
         with place(args.cluster) as where:
-            run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet, where=where)
+            run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet,
+                           where=where, replace=args.replace)
     except KeyboardInterrupt:
         print(f"testbed: experiment interrupted; its finished runs are kept in {out}; continue with:\n"
               f"  {_continue_command(out)}", file=sys.stderr)

@@ -98,6 +98,46 @@ def test_failed_and_overloaded_runs_are_excluded_with_reasons(tmp_path):
     assert s["by_level"]["new"]["n_valid"] == 2 and s["by_level"]["reuse"]["n_valid"] == 2
 
 
+def test_a_run_excluded_for_the_machine_is_replaced_by_one_more_repetition(tmp_path):
+    """Run 3 (the first repetition's reuse arm after a warm-up block) stalls the machine: one more
+    repetition of both arms follows, in the schedule's order with its seed; the stalled run stays
+    excluded and listed, and the manifest and summary name the block and what it replaces."""
+    fx = FakeExecutor("params.mode", MEDIANS, overloaded=(3,))
+    out = run_experiment(reuse(2), tmp_path / "e", executor=fx, quiet=True, replace=2)
+    s = write_all(out, plots=False)
+    grown = schedule(reuse(3))
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [x.dirname for x in grown]
+    assert [c[:2] for c in fx.calls] == [(x.level, x.seed) for x in grown]
+    assert s["by_level"]["reuse"]["n_valid"] == 2 and s["by_level"]["new"]["n_valid"] == 3
+    assert s["replacements"] == [{"rep": 2, "replaces": ["runs/003-reuse"], "time": s["replacements"][0]["time"]}]
+    assert [e["dir"] for e in s["excluded"]] == ["runs/003-reuse"] and s["reps"] == 2
+    assert "repetition 2 added to replace runs/003-reuse (the machine stalled)" in text(s)
+    assert "repetition 2 added to replace runs/003-reuse" in (out / "report.md").read_text()
+    # a resume with the same definition has nothing left to do: the block is in the schedule
+    again = FakeExecutor("params.mode", MEDIANS)
+    run_experiment(reuse(2), out, executor=again, quiet=True, resume=True, replace=2)
+    assert again.calls == []
+
+
+@pytest.mark.parametrize("kw, replace, calls", [
+    ({"overloaded": (3, 6, 8)}, 2, 10),     # stalls in the first added block too: a second one, no third
+    ({"overloaded": (3, 7)}, 1, 8),         # the limit
+    ({"overloaded": (3,)}, 0, 6),           # off by default
+    ({"overloaded": (3,), "cause": "engine"}, 2, 6),   # the emulator's fault: running again would not help
+    ({"degraded": (3,)}, 2, 6),             # degraded runs are kept
+    ({"fail": (3,)}, 2, 6),                 # a failed run is not the machine's stall
+])
+def test_replacement_blocks_follow_only_stalls_of_the_machine_up_to_the_limit(tmp_path, kw, replace, calls):
+    fx = FakeExecutor("params.mode", MEDIANS, **kw)
+    run_experiment(reuse(2), tmp_path / "e", executor=fx, quiet=True, replace=replace)
+    assert len(fx.calls) == calls
+
+
+def test_a_negative_replacement_count_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="replace must be 0 or more"):
+        run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS), replace=-1)
+
+
 def test_crash_then_resume_redoes_nothing(tmp_path):
     exp, out = reuse(4), tmp_path / "e"
     first = FakeExecutor("params.mode", MEDIANS, crash_after=5)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.models import MODELS
-from experiments.reproduce.cases import ROWS, select, within
+from experiments.reproduce.cases import REPLACE_BLOCKS, ROWS, select, within
 from experiments.reproduce.report import write
 from experiments.reproduce.run import measure_all, pooled_values, result_rows
 
@@ -452,6 +452,21 @@ def test_quick_runs_one_repetition_where_no_arm_draws_at_random(tmp_path):
     ex2 = FakeExecutor("params.reuse", {False: 3900.0, True: 3500.0})
     res = result_rows(rows, measure_all(rows, tmp_path / "r2", quick=True, reps=2, executor=ex2), quick=True)
     assert len(ex2.calls) == 4 and "1 run per arm" not in res[0]["note"]
+
+
+def test_a_quick_run_excluded_because_the_machine_stalled_is_replaced(tmp_path):
+    """C12.extra_once's one quick run per arm: the second arm's run is overloaded by a stall of
+    the machine; one more repetition of both arms measures the row, and its note says why."""
+    from tests.fixtures.fake_execute import FakeExecutor
+    rows = select(["C12.extra_once"])
+    ex = FakeExecutor("params.reuse", {False: 3900.0, True: 3500.0}, overloaded=(1,))
+    rec, = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=ex), quick=True)
+    assert len(ex.calls) == 4 and rec["measured"] is not None and rec["n"] == 1
+    assert "1 repetition block(s) added to replace 1 run(s) excluded because the machine stalled " \
+           "(runs/001-true)" in rec["note"]
+    stuck = FakeExecutor("params.reuse", {False: 3900.0, True: 3500.0}, overloaded=(1, 3, 5))
+    rec, = result_rows(rows, measure_all(rows, tmp_path / "b", quick=True, executor=stuck), quick=True)
+    assert len(stuck.calls) == 2 + 2 * REPLACE_BLOCKS and rec["measured"] is None
 
 
 def test_a_row_says_what_it_would_be_without_the_runs_rated_degraded(tmp_path, capsys):
