@@ -105,9 +105,12 @@ def print_table(rows: list[dict], meta: dict, out: Path, verbose: bool = False) 
               "degraded; each run's manifest names its cause, the machine or the engine), not "
               "because the transport misbehaved")
     if flagged := [r for r in rows if r.get("degraded_runs")]:
-        flips = [r["id"] for r in flagged if r.get("ok_without_degraded") != r["ok"]]
+        flips = [r["id"] for r in flagged if r.get("ok_without_degraded") not in (None, r["ok"])]
+        gone = [r["id"] for r in flagged if r.get("ok_without_degraded") is None]
+        said = ([f"the verdict of {', '.join(flips)} would change"] if flips else []) + \
+            ([f"{', '.join(gone)} would have no value (all their runs were)"] if gone else [])
         print(f"{len(flagged)} row(s) used runs rated degraded; without those runs "
-              + (f"the verdict of {', '.join(flips)} would change" if flips else "no verdict would change")
+              + (" and ".join(said) or "no verdict would change")
               + " (each row's note gives its value without them)")
     if meta["resumed"]:
         print(f"{meta['resumed']} experiment(s) continued from an earlier invocation in {out}: the "

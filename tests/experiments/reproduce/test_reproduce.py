@@ -489,6 +489,11 @@ def test_a_row_says_what_it_would_be_without_the_runs_rated_degraded(tmp_path, c
                         "cores": 2, "cpu": "", "resumed": 0}, tmp_path)
     assert "1 row(s) used runs rated degraded; without those runs the verdict of C7.relay_new would " \
            "change" in capsys.readouterr().out
+    only = {**rec, "id": "C7.only", "ok_without_degraded": None}      # its one run was degraded
+    print_table([rec, only], {"rows": 2, "measured": 2, "ok": 0, "load_before": "0", "load_after": "0",
+                              "cores": 2, "cpu": "", "resumed": 0}, tmp_path)
+    assert "2 row(s) used runs rated degraded; without those runs the verdict of C7.relay_new would " \
+           "change and C7.only would have no value (all their runs were)" in capsys.readouterr().out
     plain = FakeExecutor("params.path", {"direct": 1200.0, "relay": 300.0})
     rec, = result_rows([row], measure_all([row], tmp_path / "b", quick=True, executor=plain), quick=True)
     assert rec["ok"] is True and "degraded_runs" not in rec and "rated degraded" not in rec["note"]
