@@ -391,7 +391,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     bar = tqdm(total=len(slots), initial=len(slots) - len(todo), unit="run", disable=quiet,
                desc=exp.name, dynamic_ncols=True)
     try:
-        while blocks:
+        while True:             # the schedule's blocks, then one replacement block at a time
             for slot, result, sha256 in where.run(exp, plans, blocks, out, executor, kw, keep):
                 append_ledger(out, slot, result, sha256)
                 bar.set_postfix_str(f"{slot.dirname} {result.status}")
@@ -400,8 +400,9 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
                     on_run(slot, result)
             block = _replacement_block(exp, out, manifest, slots) \
                 if len(manifest.get("replacements", [])) < replace else []
-            slots += block
-            blocks = [block] if block else []
+            if not block:
+                break
+            slots, blocks = slots + block, [block]
             bar.total += len(block)
     finally:
         bar.close()

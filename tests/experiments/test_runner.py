@@ -119,6 +119,15 @@ def test_a_run_excluded_for_the_machine_is_replaced_by_one_more_repetition(tmp_p
     assert again.calls == []
 
 
+def test_a_finished_experiment_resumed_with_replace_replaces_its_stalled_run(tmp_path):
+    out = run_experiment(reuse(2), tmp_path / "e", executor=FakeExecutor("params.mode", MEDIANS, overloaded=(3,)),
+                         quiet=True)
+    later = FakeExecutor("params.mode", MEDIANS)
+    run_experiment(reuse(2), out, executor=later, quiet=True, resume=True, replace=1)
+    assert [c[:2] for c in later.calls] == [(x.level, x.seed) for x in schedule(reuse(3))[-2:]]
+    assert write_all(out, plots=False)["by_level"]["reuse"]["n_valid"] == 2
+
+
 @pytest.mark.parametrize("kw, replace, calls", [
     ({"overloaded": (3, 6, 8)}, 2, 10),     # stalls in the first added block too: a second one, no third
     ({"overloaded": (3, 7)}, 1, 8),         # the limit
