@@ -333,7 +333,7 @@ def _recover_ledger(out: Path, done: list[Slot]) -> None:
             append_ledger(out, slot, load_run(out / "runs" / slot.dirname), recovered=True)
 
 
-def excluded_for_the_machine(exp: Experiment, out: Path, slots: list[Slot]) -> list[str]:
+def _machine_excluded_runs(exp: Experiment, out: Path, slots: list[Slot]) -> list[str]:
     """The finished timed runs of ``slots`` (their ``runs/NNN-LEVEL``) that their link fidelity
     verdict excludes naming the machine as its cause (``checks.excluded_for_the_machine``)."""
     dirs = []
@@ -349,7 +349,7 @@ def _replacement_block(exp: Experiment, out: Path, manifest: dict, slots: list[S
     """Add the next repetition block to ``manifest`` (written) for the runs excluded for the
     machine that no block replaces yet; [] when there are none."""
     replaced = {d for r in manifest.get("replacements", []) for d in r["replaces"]}
-    stalled = [d for d in excluded_for_the_machine(exp, out, slots) if d not in replaced]
+    stalled = [d for d in _machine_excluded_runs(exp, out, slots) if d not in replaced]
     if not stalled:
         return []
     rep = 1 + max((s.rep for s in slots if not s.warmup), default=-1)
