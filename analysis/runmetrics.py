@@ -323,9 +323,9 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
     if first is not None:
-        fl = first[1].flights
-        if first[1].bdp_bytes is not None:
-            metrics["bdp_bytes"] = first[1].bdp_bytes
+        fl, bdp = first[1].flights, first[1].bdp_bytes
+        if bdp is not None:
+            metrics["bdp_bytes"] = bdp
         checks["first_flight_segments"] = int(fl[0]["segments"])
         metrics["flights"] = len(fl)
         metrics["flight_bytes"] = [int(b) for b in fl["bytes"][:20]]
