@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import textwrap
 from pathlib import Path
 
 from testbed.cli.options import (add_backend, add_cluster, add_json, add_results, add_seed, add_set_link,
@@ -110,12 +111,24 @@ def run_list(args) -> int:
         print(json.dumps([e.to_dict() for e in exps], indent=1))
         return 0
     rows = [(e.name, e.factor + (f" x {e.cross['factor']}" if e.cross else ""),
-             " | ".join(map(str, e.levels)) + (f" x {' | '.join(map(str, e.cross_levels))}" if e.cross else ""),
+             _levels_cell(e.levels) + (f" x {_levels_cell(e.cross_levels)}" if e.cross else ""),
              e.description) for e in exps]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + "  " + r[3])
     return 0
+
+
+LEVELS_WIDTH = 48
+"""The widest levels cell of ``experiment list``; ``experiment show`` prints them all."""
+
+
+def _levels_cell(levels) -> str:
+    """The levels joined by " | ", cut to LEVELS_WIDTH with their count when longer."""
+    text = " | ".join(map(str, levels))
+    if len(text) <= LEVELS_WIDTH:
+        return text
+    return textwrap.shorten(text, LEVELS_WIDTH - 12, placeholder=" …") + f" ({len(levels)} levels)"
 
 
 def run_show(args) -> int:

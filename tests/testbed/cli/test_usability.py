@@ -203,6 +203,16 @@ def test_experiment_list_columns_line_up(capsys, restore_logging):
     assert len(lines) > 10 and len(starts) == 1                     # was shifted by 'streams-schedule'
 
 
+def test_experiment_list_cuts_a_long_levels_cell(capsys, restore_logging):
+    """c14-uplinks' second level, a list of 20 rates, pushed every description past 250 columns."""
+    from testbed.cli import main
+    from testbed.cli.experiment import LEVELS_WIDTH
+    assert main(["experiment", "list"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("c14-uplinks "))
+    levels = line.split(None, 2)[2].split("  ")[0]
+    assert levels == "6.4mbit | … (2 levels)" and len(levels) <= LEVELS_WIDTH
+
+
 def test_verbose_after_the_command_says_where_it_goes(capsys, restore_logging):
     from testbed.cli import main
     with pytest.raises(SystemExit) as exc:
