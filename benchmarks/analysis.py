@@ -85,11 +85,12 @@ def loadavg() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pcap", type=Path)
+    ap.add_argument("--pcap", type=Path,
+                    help="a capture to read (default: capture a TCP transfer of --size bytes with --loss %%)")
     ap.add_argument("--size", type=int, default=150_000_000, help="bytes to transfer (default capture)")
     ap.add_argument("--loss", type=int, default=1, help="loss percent (default capture)")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--scapy-packets", type=int, default=20_000)
+    ap.add_argument("--repeat", type=int, default=5, help="timed reads per reader")
+    ap.add_argument("--scapy-packets", type=int, default=20_000, help="packets scapy reads (it is slow)")
     args = ap.parse_args()
 
     from analysis import native, pcap, report

@@ -62,8 +62,8 @@ def runs(backend: str, reps: int, seconds: int, results: Path) -> list[dict]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--seconds", type=int, default=10)
+    p.add_argument("--reps", type=int, default=3, help="runs per arm")
+    p.add_argument("--seconds", type=int, default=10, help="length of each run")
     p.add_argument("--in-guest", nargs=2, metavar=("BACKEND", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.in_guest:

@@ -40,7 +40,7 @@ def _configs():
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=500_000)
+    ap.add_argument("--frames", type=int, default=500_000, help="frames per configuration")
     n = ap.parse_args().frames
     print(f"{'configuration':40s} {'calls/s':>12s} {'x needed':>9s} {'x peer':>7s}")
     peer = None

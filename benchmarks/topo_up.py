@@ -92,10 +92,10 @@ def bring_up(topo: str, backend: str, results: Path) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--topo", default="relay")
-    p.add_argument("--backend", default="userspace")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--results", default="/tmp/topo-up-bench")
+    p.add_argument("--topo", default="relay", help="topology to bring up")
+    p.add_argument("--backend", default="userspace", help="link backend")
+    p.add_argument("--rounds", type=int, default=5, help="bring-ups per arm, alternated")
+    p.add_argument("--results", default="/tmp/topo-up-bench", help="directory of the bring-ups' results")
     a = p.parse_args()
     times: dict[str, list[float]] = {"netlink": [], "spawn": []}
     bring_up(a.topo, a.backend, Path(a.results))           # warm caches (provenance, imports)
