@@ -34,7 +34,11 @@ from pathlib import Path
 
 def load(path: str | Path) -> list[dict]:
     events = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not text; an event log is JSON lines (a run's *.jsonl)") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

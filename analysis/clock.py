@@ -19,9 +19,19 @@ def meta_path(pcap: str | Path) -> Path:
 
 
 def load_meta(pcap: str | Path) -> dict | None:
-    """The sidecar written by ``testbed.host.capture.Capture.stop``, or None when there is none."""
+    """The sidecar written by ``testbed.host.capture.Capture.stop``, or None when there is none;
+    a ValueError naming it when it is not a JSON object."""
     p = meta_path(pcap)
-    return json.loads(p.read_text()) if p.exists() else None
+    if not p.exists():
+        return None
+    try:
+        meta = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not valid JSON ({exc}); the capture's sidecar, written by the "
+                         "run: remove it to read the capture on its own realtime clock") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{p}: a JSON {type(meta).__name__}, not the capture sidecar's object")
+    return meta
 
 
 def monotonic(ts_ns: np.ndarray, pcap: str | Path,
@@ -42,4 +52,5 @@ def monotonic(ts_ns: np.ndarray, pcap: str | Path,
     off = (a + b) // 2
     return ts_ns - off, {"clock": "monotonic", "offset_ns": off, "drift_ns": b - a,
                          "dropped_by_kernel": meta.get("dropped_by_kernel"),
+                         "captured": meta.get("captured"),
                          "capture_warnings": meta.get("warnings", [])}

@@ -36,6 +36,10 @@ byte where the bad or cut record starts) and ``packets_read``:
   frame; an IPv4 length 0 or IPv6 payload length 0, as GSO jumbograms carry, is not checked).
 * ``link_type``: a link type this reader does not decode (its packets read as non-IP).
 
+:func:`analysis.report.analyze_file` adds ``count`` when the file holds another number of
+packets than the capture's sidecar (``.meta.json``) says it wrote: a file cut on a record
+boundary is otherwise sound.
+
 The native reader stops at the same record for the same reason (``tbanalysis.c``).
 """
 from __future__ import annotations

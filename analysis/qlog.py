@@ -53,8 +53,11 @@ def is_qlog(path: str | Path) -> bool:
 
 
 def load(path: str | Path, offset_ns: int = 0) -> list[QuicTrace]:
-    doc = json.loads(Path(path).read_text())
-    if "traces" not in doc:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a qlog JSON file ({exc})") from None
+    if not isinstance(doc, dict) or "traces" not in doc:
         raise ValueError(f"{path}: not a qlog JSON file (no 'traces'); JSON-SEQ qlog is not supported")
     return [_trace(tr, offset_ns) for tr in doc["traces"]]
 

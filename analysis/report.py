@@ -46,13 +46,26 @@ def _vantage(ev: dict) -> str:
     return "unknown"
 
 
+def _count_damage(packets: int, captured: int | None) -> list[dict]:
+    """A ``count`` finding when the file holds another number of packets than its capture
+    wrote (the sidecar's ``captured``): a file cut on a record boundary reads as sound."""
+    if captured is None or packets == captured:
+        return []
+    how = "cut short on a record boundary, or records removed" if packets < captured else \
+        "records added after the capture"
+    return [{"kind": "count", "packets_read": packets, "message": (
+        f"the file holds {packets} packets, its capture wrote {captured} (.meta.json): {how}")}]
+
+
 def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: float = 0.1,
                  gap_s: float | None = None, keep: bool = False,
                  link_logs: list[tuple[dict, np.ndarray]] = (), engine: str | None = None,
                  samples: int = 1000) -> dict:
     """Summary of one capture; ``damage``: what was wrong with the file and where reading
-    stopped (:mod:`analysis.pcap`), empty for a sound one.  ``engine``: the implementation that runs (``native`` or
-    ``python``, see :func:`analysis.native.engine`; named in the result as ``engine``);
+    stopped (:mod:`analysis.pcap`), and a ``count`` finding when it holds another number of
+    packets than its capture's sidecar says it wrote; empty for a sound one.  ``engine``: the
+    implementation that runs (``native`` or ``python``, see :func:`analysis.native.engine`; named
+    in the result as ``engine``);
     ``samples``: RTT samples listed per kind (see :mod:`analysis.tcp`).  ``keep=True``
     also returns the internal objects
     (packets, flows, directions) under ``"_objects"`` for plotting.  ``link_logs``:
@@ -66,7 +79,8 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     spans = [(f.key, int(pk.ts_ns[f.index[0]]), int(pk.ts_ns[f.index[-1]])) for f in fl]
     joined, unmatched = applog.assign(events or [], spans) if events else ({}, [])
     out = {"file": str(path), "packets": len(pk), "engine": engine, **clk,
-           "damage": pk.damage, "flows": [], "flows_not_analysed": []}
+           "damage": pk.damage + _count_damage(len(pk), clk.get("captured")),
+           "flows": [], "flows_not_analysed": []}
     joins = [(h.get("direction", f"log{k}"), linkjoin.join(pk, r, h.get("verdicts")))
              for k, (h, r) in enumerate(link_logs)]
     objects = []

@@ -5,7 +5,9 @@ heavy dependencies inside ``run``.  Options several subcommands share are writte
 
 Errors are handled here, once: ``testbed.spec.errors.UsageError`` (and ValueError) → exit 2,
 SetupError / RunError → exit 1, each as one line ``testbed: error: <what failed: why>`` with the
-run directory when there is one; no traceback for an expected failure.  Library code logs with
+run directory when there is one; an OSError about a path (a file where a directory was needed, a
+missing or unreadable file) → exit 1, ``testbed: error: <path>: <why>``; no traceback for an
+expected failure.  Library code logs with
 ``logging``; ``-v`` shows progress (INFO), ``-vv`` debug, ``-q`` errors only; warnings are written
 above a progress bar, not through it (``testbed.cli.progress``).
 
@@ -119,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:     # `testbed … | head` stopped reading: not the command's error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
+    except OSError as exc:
+        if exc.filename is None:        # not about a path: a fault to see whole
+            raise
+        target = f" -> {exc.filename2}" if exc.filename2 else ""
+        print(f"testbed: error: {exc.filename}{target}: {exc.strerror}", file=sys.stderr)
         return 1
     except SystemExit as exc:
         if isinstance(exc.code, int) and exc.code >= 128:

@@ -11,7 +11,7 @@ listed in the JSON (``damage`` per capture, ``missing_captures`` of the run); ``
 makes either exit 1."""
 from __future__ import annotations
 
-from testbed.cli.options import add_json
+from testbed.cli.options import add_json, directory_path, file_path
 
 
 def register(sub) -> None:
@@ -28,8 +28,9 @@ def register(sub) -> None:
     p.add_argument("--link-log", action="append", default=[], metavar="F",
                    help="emulator frame log (<direction>.frames) to join (repeatable)")
     add_json(p)
-    p.add_argument("--plots", metavar="DIR", help="write figures (PNG, SVG, PDF) and series CSVs here")
-    p.add_argument("--html", nargs="?", const="", metavar="FILE",
+    p.add_argument("--plots", metavar="DIR", type=directory_path,
+                   help="write figures (PNG, SVG, PDF) and series CSVs here")
+    p.add_argument("--html", nargs="?", const="", metavar="FILE", type=file_path,
                    help="with a run directory: write one self-contained HTML report of it (setup, "
                         "metrics, flows, figures embedded) to FILE (default RUN_DIR/report.html)")
     p.add_argument("--bin", type=float, default=0.1, metavar="S",
@@ -49,13 +50,17 @@ def register(sub) -> None:
 def run(args) -> int:
     import json
     import logging
+    import math
     import sys
     from pathlib import Path
 
     from analysis import applog, qlog, report
+    from testbed.spec.runresult import MANIFEST, MANIFEST_SCHEMA, read_manifest
 
-    if args.bin <= 0 or (args.gap is not None and args.gap < 0):
-        raise ValueError("--bin must be > 0 and --gap >= 0 seconds")
+    if not 0 < args.bin < math.inf:
+        raise ValueError(f"--bin {args.bin:g}: give a finite number of seconds > 0")
+    if args.gap is not None and not 0 <= args.gap < math.inf:
+        raise ValueError(f"--gap {args.gap:g}: give a finite number of seconds >= 0")
     if args.samples < 0:
         raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
     run_info = None
@@ -68,7 +73,11 @@ def run(args) -> int:
                 raise ValueError(f"{opt} {f}: no such file")
     notes = []                  # (what, message, counts for --strict)
     if run_dir is not None:
-        manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
+        manifest = read_manifest(run_dir / MANIFEST)
+        if manifest.get("schema") != MANIFEST_SCHEMA:
+            notes.append((str(run_dir / MANIFEST), f"not a run manifest of schema {MANIFEST_SCHEMA} "
+                          f"(schema {manifest.get('schema')!r}): the run's status, spec and file "
+                          "list are unknown", True))
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
                     "error": manifest.get("error"), **_workload_metrics(manifest)(run_dir)}
         if manifest.get("link_changes"):

@@ -25,6 +25,7 @@ that a bare number above 1 s is refused where links are built (``delay=10`` is 1
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from testbed.backends import BACKEND_CHOICES
@@ -94,8 +95,35 @@ def add_seed(p: argparse.ArgumentParser, default: int | None = 1,
                    help=help + ("" if default is None else f" (default: {default})"))
 
 
+def _writable_path(text: str, want_dir: bool) -> str:
+    """``text`` when a directory (``want_dir``) or a file can be made or written there; else an
+    ArgumentTypeError naming what is in the way."""
+    want = "a directory" if want_dir else "a file"
+    if not text:
+        raise argparse.ArgumentTypeError(f"an empty path; give {want} (created if missing)")
+    path = Path(text)
+    if path.is_dir() != want_dir and path.exists():
+        raise argparse.ArgumentTypeError(f"{text} is not {want}; give {want} (created if missing)")
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise argparse.ArgumentTypeError(f"{text}: {blocked} is a file, so nothing can be made "
+                                         f"under it; give {want} whose parents are directories")
+    return text
+
+
+def directory_path(text: str) -> str:
+    """An argparse type: a directory to write into, made when missing."""
+    return _writable_path(text, True)
+
+
+def file_path(text: str) -> str:
+    """An argparse type: a file to write."""
+    return _writable_path(text, False)
+
+
 def add_results(p: argparse.ArgumentParser, what: str = "run results") -> None:
-    p.add_argument("--results", default="results", help=f"directory for {what} (default: results)")
+    p.add_argument("--results", type=directory_path, default="results",
+                   help=f"directory for {what} (default: results)")
 
 
 def add_cluster(p: argparse.ArgumentParser) -> None:

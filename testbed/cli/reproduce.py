@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from testbed.backends import BACKENDS
-from testbed.cli.options import add_backend, add_cluster, add_json, add_results
+from testbed.cli.options import add_backend, add_cluster, add_json, add_results, directory_path
 from testbed.emulator.config import add_engine_option
 
 
@@ -39,7 +39,7 @@ def register(sub) -> None:
                    help="keep each experiment's topology up across the runs of a repetition")
     add_cluster(p)
     add_json(p, "print summary.json's rows")
-    p.add_argument("--out", help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
+    p.add_argument("--out", type=directory_path, help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
     add_results(p, "the default --out")
     p.set_defaults(func=run)
 

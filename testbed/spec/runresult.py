@@ -98,13 +98,21 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+def read_manifest(path: Path | str) -> dict[str, Any]:
+    """The JSON object of a manifest file (a run's or an experiment's); a UsageError naming the
+    file when it is not valid JSON or not a JSON object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a JSON {type(data).__name__}, not a manifest's object")
+    return data
+
+
 def load_run(dir: Path | str) -> RunResult:
     """The RunResult of a run directory, from its manifest (the directory may have moved)."""
     path = Path(dir) / MANIFEST
     if not path.is_file():
         raise UsageError(f"{dir}: no {MANIFEST}; not a run directory (or the run predates manifests)")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from None
-    return RunResult.from_manifest(data, Path(dir).resolve())
+    return RunResult.from_manifest(read_manifest(path), Path(dir).resolve())

@@ -3,6 +3,7 @@ header, headers cut by the snap length — by both readers (the Python reference
 native one), with the same finding, the byte offset where reading stopped and the packets
 read before it.  The captures are made by cutting and flipping bytes of a written trace
 (the writer of test_native); the real capture is cut in test_damage_root."""
+import json
 import random
 import struct
 
@@ -158,6 +159,32 @@ def test_the_summary_carries_the_damage(whole, tmp_path):
     res = report.analyze_file(tmp_path / "cut.pcap")
     assert [d["kind"] for d in res["damage"]] == ["truncated"]
     assert report.analyze_file(path)["damage"] == []
+
+
+def test_a_cut_on_a_record_boundary_is_found_by_the_sidecars_count(whole, tmp_path):
+    """Cut between two records a pcap reads as sound; its capture's sidecar says how many
+    packets it wrote."""
+    path, data = whole
+    offs = _offsets(data)
+    cut = tmp_path / "client-client-eth0.pcap"
+    cut.write_bytes(data[:offs[300]])
+    sidecar = {"offset_start_ns": 0, "offset_stop_ns": 0, "captured": len(offs)}
+    (tmp_path / "client-client-eth0.pcap.meta.json").write_text(json.dumps(sidecar))
+    assert pcap.read(cut).damage == []
+    (d,) = report.analyze_file(cut)["damage"]
+    assert d["kind"] == "count" and d["packets_read"] == 300
+    assert f"holds 300 packets, its capture wrote {len(offs)}" in d["message"]
+    (tmp_path / "client-client-eth0.pcap.meta.json").write_text(json.dumps({**sidecar, "captured": 300}))
+    assert report.analyze_file(cut)["damage"] == []
+
+
+def test_a_corrupt_sidecar_is_named(whole, tmp_path):
+    f = tmp_path / "c.pcap"
+    f.write_bytes(whole[1])
+    for text, says in (("{", "not valid JSON"), ("[1, 2]", "a JSON list, not")):
+        (tmp_path / "c.pcap.meta.json").write_text(text)
+        with pytest.raises(ValueError, match=f"c.pcap.meta.json: {says}"):
+            report.analyze_file(f)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -240,3 +240,47 @@ def test_a_capture_without_tcp_or_udp_says_so(tmp_path, capsys):
     wrpcap(str(f), [eth() / IP(src="10.0.0.1", dst="10.0.0.2") / ICMP()])
     code, out = _run([str(f)], capsys)
     assert code == 0 and out.splitlines()[1] == "  no TCP or UDP flow in this capture"
+
+
+def test_a_damaged_manifest_is_named_not_read_as_a_run(rr_pcap, analyze, tmp_path):
+    """A manifest that is not JSON or not an object is refused naming the file; one of another
+    schema (or ``{}``) is analysed with a warning that --strict counts."""
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"})
+    for text, says in (("[1, 2]", "a JSON list, not a manifest's object"), ("{", "not valid JSON")):
+        (d / "manifest.json").write_text(text)
+        with pytest.raises(ValueError, match=f"{d / 'manifest.json'}: {says}"):
+            analyze([str(d)])
+    (d / "manifest.json").write_text("{}")
+    code, out, err = analyze([str(d), "--strict"])
+    assert code == 1 and "not a run manifest of schema 1 (schema None)" in err
+
+
+def test_a_run_capture_cut_on_a_record_boundary_is_damaged(rr_pcap, analyze, tmp_path):
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"})
+    pcap = d / "pcap" / "client-eth0.pcap"
+    (d / "pcap" / "client-eth0.pcap.meta.json").write_text(json.dumps(
+        {"offset_start_ns": 0, "offset_stop_ns": 0, "captured": 20}))
+    code, out, err = analyze([str(d), "--strict"])
+    assert code == 1 and f"{pcap}: the file holds 13 packets, its capture wrote 20" in err
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--bin", "inf"], "--bin inf: give a finite number of seconds > 0"),
+    (["--bin", "nan"], "--bin nan: give a finite number of seconds > 0"),
+    (["--gap", "inf"], "--gap inf: give a finite number of seconds >= 0"),
+])
+def test_bin_and_gap_must_be_finite(rr_pcap, capsys, argv, says):
+    with pytest.raises(ValueError, match=says):
+        _run([*argv, str(rr_pcap[0])], capsys)
+
+
+def test_non_text_logs_are_named(rr_pcap, capsys, tmp_path):
+    f, _ = rr_pcap
+    with pytest.raises(ValueError, match=f"{f}: not text; an event log is JSON lines"):
+        _run(["--app-log", str(f), str(f)], capsys)
+    q = tmp_path / "bad.qlog"
+    q.write_text("not json")
+    with pytest.raises(ValueError, match=f"{q}: not a qlog JSON file"):
+        _run([str(q)], capsys)

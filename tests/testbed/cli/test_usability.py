@@ -459,3 +459,30 @@ def test_every_help_text_is_plain_and_refers_to_what_exists():
             if marker in text:
                 bad.append(f"{path}: {marker!r}")
     assert not bad, bad
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["run", "bulk", "--topo", "image", "--results", "{file}"], "argument --results: {file} is not a directory"),
+    (["calibrate", "--results", "{file}/sub"], "{file} is a file, so nothing can be made under it"),
+    (["reproduce", "C7", "--model-only", "--out", "{file}"], "argument --out: {file} is not a directory"),
+    (["analyze", "--plots", "{file}", "x.pcap"], "argument --plots: {file} is not a directory"),
+    (["analyze", "--html", "{dir}", "x.pcap"], "argument --html: {dir} is not a file"),
+])
+def test_an_output_path_in_the_way_is_refused_up_front(tmp_path, capsys, restore_logging, argv, says):
+    from testbed.cli import main
+    (tmp_path / "t.txt").write_text("")
+    paths = {"file": str(tmp_path / "t.txt"), "dir": str(tmp_path)}
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(**paths) for a in argv])
+    assert exc.value.code == 2 and says.format(**paths) in capsys.readouterr().err
+
+
+def test_an_os_error_about_a_path_is_one_line(tmp_path, capsys, restore_logging):
+    """A capture that is a directory: the path and the system's reason, no traceback."""
+    from testbed.cli import main
+    run = tmp_path / "tb-run"
+    (run / "pcap" / "client-eth0.pcap").mkdir(parents=True)
+    (run / "manifest.json").write_text('{"schema": 1, "status": "complete", "spec": {"topology": "image"}}')
+    assert main(["analyze", str(run)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"testbed: error: {run / 'pcap' / 'client-eth0.pcap'}: Is a directory\n"
