@@ -30,7 +30,7 @@ from pathlib import Path
 from testbed import workloads
 from testbed.cli.options import add_json, add_topo, add_topology_args, spec_sets
 from testbed.spec import factors
-from testbed.spec.errors import RunError
+from testbed.spec.errors import RunError, UsageError
 from testbed.spec.runspec import ALIASES, CaptureSpec, RunSpec, resolve_alias
 
 
@@ -74,7 +74,11 @@ def spec_from_args(args) -> RunSpec:
         socket=factors.from_args(args, "socket"), host=factors.from_args(args, "host"),
         capture=CaptureSpec(args.capture, args.full_payload, not args.discard_pcaps),
         client_host=args.client_host, server_host=args.server_host, timeout=args.timeout)
-    for path, value in spec_sets(args.overrides, args.link).items():
+    sets = spec_sets(args.overrides, args.link)
+    for path, option in (("topology", "--topo"), ("workload", "the command's WORKLOAD")):
+        if path in sets:
+            raise UsageError(f"--set {path}={sets[path]}: the {path} is {option}, not a --set")
+    for path, value in sets.items():
         spec = spec.set(path, value)
     return spec
 

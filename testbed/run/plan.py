@@ -152,6 +152,10 @@ def resolve(spec: RunSpec) -> Plan:
                 raise UsageError(why)
         client = spec.client_host or topo.roles["client"]
         server = spec.server_host or topo.roles["server"]
+        if client == server:
+            raise UsageError(f"client and server are both on host {client!r}: no link of topology "
+                             f"{spec.topology!r} between them; give two of its hosts: "
+                             f"{', '.join(sorted(hosts))}")
     if record.check is not None:
         record.check(params, spec, topo)
     return Plan(spec, record, params, topo, socket, host, client, server)

@@ -70,6 +70,8 @@ class CaptureSpec:
             object.__setattr__(self, "hosts", tuple(str(h) for h in hosts))
         elif isinstance(hosts, str) and hosts not in ("all", "none"):
             object.__setattr__(self, "hosts", tuple(h for h in hosts.split(",") if h))
+            if not self.hosts:
+                raise UsageError(f"capture hosts {hosts!r}: give 'all', 'none' or host names")
         elif not isinstance(hosts, str):
             raise UsageError(f"capture hosts {hosts!r}: give 'all', 'none' or host names")
         for name in ("full_payload", "keep"):

@@ -486,3 +486,25 @@ def test_an_os_error_about_a_path_is_one_line(tmp_path, capsys, restore_logging)
     assert main(["analyze", str(run)]) == 1
     err = capsys.readouterr().err
     assert err == f"testbed: error: {run / 'pcap' / 'client-eth0.pcap'}: Is a directory\n"
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--set", "topology=relay"], "--set topology=relay: the topology is --topo, not a --set"),
+    (["--set", "workload=reqresp"], "--set workload=reqresp: the workload is the command's WORKLOAD"),
+    (["--capture", ""], "capture hosts '': give 'all', 'none' or host names"),
+])
+def test_run_refuses_what_it_would_ignore(capsys, restore_logging, argv, says):
+    """These once ran quietly: on relay, the reqresp workload, or without any capture."""
+    from testbed.cli import main
+    assert main(["run", "bulk", "--topo", "image", "--size", "1KB", *argv]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_client_and_server_on_one_host_is_refused():
+    """They would talk over the host's loopback, through no emulated link."""
+    from testbed.run.plan import resolve
+    from testbed.spec.errors import UsageError
+    from testbed.spec.runspec import RunSpec
+    spec = RunSpec(topology="image", workload="bulk", params={"size": "1KB"}, client_host="server")
+    with pytest.raises(UsageError, match="client and server are both on host 'server': no link"):
+        resolve(spec)
