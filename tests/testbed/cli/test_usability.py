@@ -508,3 +508,11 @@ def test_client_and_server_on_one_host_is_refused():
     spec = RunSpec(topology="image", workload="bulk", params={"size": "1KB"}, client_host="server")
     with pytest.raises(UsageError, match="client and server are both on host 'server': no link"):
         resolve(spec)
+
+
+@pytest.mark.parametrize("argv,says", [(["--size", "0"], "bulk: size 0: give at least 1 byte"),
+                                       (["--duration", "0s"], "bulk: duration 0s: give more than 0 s")])
+def test_an_empty_bulk_transfer_is_refused_before_the_topology_is_up(capsys, restore_logging, argv, says):
+    from testbed.cli import main
+    assert main(["run", "bulk", "--topo", "image", *argv]) == 2
+    assert says in capsys.readouterr().err
