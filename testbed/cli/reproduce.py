@@ -168,6 +168,13 @@ def run(args) -> int:
     from testbed.spec.errors import UsageError
     if args.reps is not None and args.reps < 1:
         raise UsageError(f"--reps {args.reps}: give 1 or more")
+    if args.model_only:
+        given = [opt for opt, value in (("--quick", args.quick), ("--reps", args.reps),
+                                        ("--backend", args.backend), ("--keep-topology", args.keep_topology),
+                                        ("--cluster", args.cluster)) if value]
+        if given:
+            raise UsageError(f"--model-only runs nothing, so {', '.join(given)} would do nothing; "
+                             "leave them out, or measure without --model-only")
     if not args.cases and not args.model_only:     # measuring everything takes hours: say so
         list_cases(args.reps, args.json)
         return 0

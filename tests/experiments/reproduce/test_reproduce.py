@@ -497,3 +497,10 @@ def test_a_row_says_what_it_would_be_without_the_runs_rated_degraded(tmp_path, c
     plain = FakeExecutor("params.path", {"direct": 1200.0, "relay": 300.0})
     rec, = result_rows([row], measure_all([row], tmp_path / "b", quick=True, executor=plain), quick=True)
     assert rec["ok"] is True and "degraded_runs" not in rec and "rated degraded" not in rec["note"]
+
+
+def test_reproduce_model_only_refuses_options_that_would_do_nothing(tmp_path, capsys):
+    from testbed.spec.errors import UsageError
+    with pytest.raises(UsageError, match="--model-only runs nothing, so --quick, --reps would do nothing"):
+        _cli(["reproduce", "C7", "--model-only", "--quick", "--reps", "3", "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())
