@@ -38,10 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="testbed",
         description="Packet-level transport research testbed: topologies with emulated links, "
                     "real stacks, captures and analysis.")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more output: -v progress, -vv debug (before the command)")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no warnings on stderr, errors only; results still print (before the command)")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="count", default=0,
+                          help="more output: -v progress, -vv debug (before the command)")
+    loudness.add_argument("-q", "--quiet", action="store_true",
+                          help="no warnings on stderr, errors only; results still print (before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for command in COMMANDS:

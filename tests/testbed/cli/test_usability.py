@@ -516,3 +516,10 @@ def test_an_empty_bulk_transfer_is_refused_before_the_topology_is_up(capsys, res
     from testbed.cli import main
     assert main(["run", "bulk", "--topo", "image", *argv]) == 2
     assert says in capsys.readouterr().err
+
+
+def test_verbose_and_quiet_together_are_refused(capsys, restore_logging):
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["-v", "-q", "topo", "list"])
+    assert exc.value.code == 2 and "-q/--quiet: not allowed with argument -v/--verbose" in capsys.readouterr().err
