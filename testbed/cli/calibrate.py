@@ -24,7 +24,7 @@ def register(sub) -> None:
                         "rate, delay and loss measured in each of its intervals (default: none, a constant link)")
     add_backend(p)
     add_engine_option(p)
-    p.add_argument("--packets", type=int, default=10000,
+    p.add_argument("--packets", type=int,
                    help="datagrams per direction for the loss measurement, at least 1000 "
                         "(default: 10000)")
     p.add_argument("--overflow", metavar="RATE",
@@ -50,14 +50,21 @@ def run_verdict(run_dir) -> dict | None:
 def run(args) -> int:
     from testbed.calibrate.link import calibrate
     from testbed.calibrate.schedule import calibrate_schedule
+    from testbed.spec.errors import UsageError
     from testbed.spec.units import parse_delay
     parse_delay(args.delay, "--delay")      # "--delay 10" is 10 s: refused before anything starts
     if args.schedule:                       # the checks of every interval of the schedule
+        given = [o for o, v in (("--packets", args.packets), ("--overflow", args.overflow)) if v is not None]
+        if given:
+            raise UsageError(f"--schedule measures each interval with its own probes, so "
+                             f"{', '.join(given)} would do nothing; leave them out, or calibrate a "
+                             "constant link without --schedule")
         out = calibrate_schedule(args.schedule, args.rate, args.delay, args.loss_up, args.loss_down,
                                  args.backend, args.seed, args.results)
     else:
-        out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend,
-                        args.packets, args.seed, args.results, args.overflow)
+        packets = {} if args.packets is None else {"packets": args.packets}   # default: calibrate's
+        out = calibrate(args.rate, args.delay, args.loss_up, args.loss_down, args.backend, seed=args.seed,
+                        results=args.results, overflow=args.overflow, **packets)
     verdict = _add_verdict(out)
     if args.json:
         print(json.dumps(out, indent=1))

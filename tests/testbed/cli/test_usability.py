@@ -523,3 +523,11 @@ def test_verbose_and_quiet_together_are_refused(capsys, restore_logging):
     with pytest.raises(SystemExit) as exc:
         main(["-v", "-q", "topo", "list"])
     assert exc.value.code == 2 and "-q/--quiet: not allowed with argument -v/--verbose" in capsys.readouterr().err
+
+
+def test_calibrate_with_a_schedule_refuses_the_constant_links_options(tmp_path, capsys, restore_logging):
+    from testbed.cli import main
+    (tmp_path / "s.toml").write_text("")
+    assert main(["calibrate", "--schedule", str(tmp_path / "s.toml"), "--overflow", "600mbit",
+                 "--packets", "2000"]) == 2
+    assert "so --packets, --overflow would do nothing" in capsys.readouterr().err
