@@ -30,7 +30,7 @@ def register(sub) -> None:
     add_json(p)
     p.add_argument("--plots", metavar="DIR", type=directory_path,
                    help="write figures (PNG, SVG, PDF) and series CSVs here")
-    p.add_argument("--html", nargs="?", const="", metavar="FILE", type=file_path,
+    p.add_argument("--html", nargs="?", const=True, metavar="FILE", type=file_path,
                    help="with a run directory: write one self-contained HTML report of it (setup, "
                         "metrics, flows, figures embedded) to FILE (default RUN_DIR/report.html)")
     p.add_argument("--bin", type=float, default=0.1, metavar="S",
@@ -144,7 +144,7 @@ def run(args) -> int:
         logging.getLogger(__name__).warning("--plots %s: no figure written: %s", args.plots, why)
     if page_dir is not None:
         with page_dir:
-            html = runpage.write_html(run_dir, Path(args.html) if args.html else run_dir / "report.html",
+            html = runpage.write_html(run_dir, run_dir / "report.html" if args.html is True else Path(args.html),
                                       run_info, results, figures, [m for _, m, _ in notes])
         print(f"report: {html}", file=sys.stderr)
     if run_info is not None:
