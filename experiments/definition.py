@@ -20,8 +20,10 @@
     [base.capture]
     hosts = ["client"]                 # capture only where metrics and checks need packets
 
-``levels`` is a list or a range: ``{ from = "0%", to = "5%", step = "1%" }`` (linear, both ends
-included) or ``{ from = "1ms", to = "100ms", n = 5, log = true }`` (``n`` points, log-spaced).
+``levels`` is a list or a range: ``{ from = "0%", to = "5%", step = "1%" }`` (linear: from, from +
+step, ... up to to, never past it; step in the unit of from and to) or ``{ from = "1ms", to =
+"100ms", n = 5, log = true }`` (``n`` points, log-spaced).  Each key's type is :data:`KEYS`'s; an
+experiment has at most MAX_ARMS arms and MAX_RUNS runs.
 ``cross = { factor = "socket.cc", levels = ["reno", "cubic", "bbr"] }`` crosses a second factor
 with the first (full factorial: every level of one with every level of the other; a run's arm,
 its *cell*, is labelled ``CROSS@LEVEL``; each repetition block runs every cell once).  The
@@ -99,6 +101,30 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
 CHECK_MODES = ("auto", "none")
 REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "client_host",
                     "server_host")
+#: At most this many arms (levels x cross levels) and runs ((warm-ups + repetitions) x arms): more
+#: than a real experiment has (100000 runs of 5 s take a week), few enough to validate at once.
+MAX_ARMS = 1000
+MAX_RUNS = 100_000
+#: Each key of a definition: the types its value may have and what is allowed (the message of
+#: a value of another type; a boolean is not a number).
+KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "a string of letters, digits, '-' and '_'"),
+    "description": ((str,), "a string"),
+    "factor": ((str,), "a RunSpec path (a string), e.g. params.mode"),
+    "levels": ((list, tuple, Mapping), "a list or a range { from, to, step }"),
+    "base": ((Mapping,), "a table [base]: the RunSpec every run starts from"),
+    "metrics": ((list, tuple), "a list of metric names, the first the primary"),
+    "reps": ((int,), "a whole number >= 1"),
+    "warmup": ((int,), "a whole number >= 0"),
+    "order": ((str,), ", ".join(ORDERS)),
+    "seed": ((int,), "a whole number >= 0"),
+    "keep_pcaps": ((str,), ", ".join(KEEP_PCAPS)),
+    "accept_degraded": ((bool,), "true or false"),
+    "cross": ((Mapping, type(None)), "cross = { factor = PATH, levels = [...] }"),
+    "check": ((str,), ", ".join(CHECK_MODES)),
+    "models": ((list, tuple), "an array of tables [[models]], each with model, output and x"),
+    "log_x": ((bool,), "true or false"),
+}
 
 
 def level_label(value: Any) -> str:
@@ -124,8 +150,9 @@ def _quantity(value: Any, what: str) -> tuple[float, str]:
 
 
 def expand_range(r: Mapping[str, Any]) -> tuple:
-    """The levels of a range ``{from, to, step}`` (linear, both ends included) or ``{from, to, n,
-    log = true}`` (``n`` log-spaced points; ``n`` without ``log`` is linear too)."""
+    """The levels of a range ``{from, to, step}`` (linear: from, from + step, ... up to to, never
+    past it; step in the unit of from and to) or ``{from, to, n, log = true}`` (``n`` log-spaced
+    points; ``n`` without ``log`` is linear too); at most MAX_ARMS levels."""
     allowed = "from, to and step (linear) or n (with log = true: log-spaced)"
     unknown = sorted(set(r) - {"from", "to", "step", "n", "log"})
     if unknown or "from" not in r or "to" not in r or ("step" in r) == ("n" in r):
@@ -139,19 +166,24 @@ def expand_range(r: Mapping[str, Any]) -> tuple:
         if log:
             raise UsageError(f"level range {dict(r)}: a log-spaced range takes n, not step")
         step, unit_s = _quantity(r["step"], "step")
-        if unit_s not in ("", unit) or step <= 0 or hi < lo:
-            raise UsageError(f"level range {dict(r)}: step must be > 0 in the unit of from and to, "
-                             "and from <= to")
-        count = int(round((hi - lo) / step + 1e-9)) + 1
-        values = [lo + i * step for i in range(count)]
+        if unit_s != unit or step <= 0 or hi < lo:
+            raise UsageError(f"level range {dict(r)}: step must be > 0 and in the unit of from and to "
+                             f"({unit or 'none'}), and from <= to")
+        count = (hi - lo) / step + 1
     else:
-        n = r["n"]
-        if not isinstance(n, int) or n < 2:
+        count = r["n"]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 2:
             raise UsageError(f"level range {dict(r)}: n must be a whole number >= 2")
         if log and (lo <= 0 or hi <= 0):
             raise UsageError(f"level range {dict(r)}: a log-spaced range needs from, to > 0")
+    if count > MAX_ARMS:
+        raise UsageError(f"level range {dict(r)}: more than {MAX_ARMS} levels; allowed: at most {MAX_ARMS} "
+                         "(a larger step, a smaller n)")
+    if "step" in r:             # from, from + step, ... never past to
+        values = [lo + i * step for i in range(int(count + 1e-9))]
+    else:
         import numpy as np
-        values = list(np.geomspace(lo, hi, n) if log else np.linspace(lo, hi, n))
+        values = list(np.geomspace(lo, hi, count) if log else np.linspace(lo, hi, count))
     ints = unit == "" and all(isinstance(r.get(k, 0), int) for k in ("from", "to", "step"))
     out = []
     for v in values:
@@ -169,8 +201,9 @@ def parse_levels(value: Any, what: str = "levels") -> tuple:
     raise UsageError(f"{what} {value!r}: give a list or a range {{ from, to, step }}")
 
 
-def cli_levels(text: str) -> list:
-    """``--levels``: comma-separated values, or one range ``FROM:TO:STEP`` / ``FROM:TO:logN``."""
+def cli_levels(text: str, what: str = "--levels") -> list:
+    """``--levels`` (or ``what``): comma-separated values, or one range ``FROM:TO:STEP`` /
+    ``FROM:TO:logN``; none (an empty text) is refused."""
     parts = text.split(":")
     if len(parts) == 3 and all(_QUANTITY.match(p) for p in parts[:2]):
         if parts[2].startswith("log"):
@@ -179,7 +212,10 @@ def cli_levels(text: str) -> list:
                 raise UsageError(f"--levels {text}: a log range is FROM:TO:logN, e.g. 1ms:100ms:log5")
             return list(expand_range({"from": parts[0], "to": parts[1], "n": int(n), "log": True}))
         return list(expand_range({"from": parts[0], "to": parts[1], "step": parts[2]}))
-    return [x for x in text.split(",") if x]
+    levels = [x.strip() for x in text.split(",") if x.strip()]
+    if not levels:
+        raise UsageError(f"{what} {text!r}: no level; give levels, comma-separated, or a range FROM:TO:STEP")
+    return levels
 
 
 @dataclass(frozen=True)
@@ -235,8 +271,13 @@ class Experiment:
             bad(f"unknown order {self.order!r}", ", ".join(ORDERS))
         if self.keep_pcaps not in KEEP_PCAPS:
             bad(f"unknown keep_pcaps {self.keep_pcaps!r}", ", ".join(KEEP_PCAPS))
-        if self.reps < 1 or self.warmup < 0:
-            bad(f"reps={self.reps} warmup={self.warmup}", "reps >= 1, warmup >= 0")
+        if self.reps < 1 or self.warmup < 0 or self.seed < 0:
+            bad(f"reps={self.reps} warmup={self.warmup} seed={self.seed}", "reps >= 1, warmup >= 0, seed >= 0")
+        arms = len(self.levels) * (len(self.cross_levels) or 1)
+        runs = (self.warmup + self.reps) * arms
+        if arms > MAX_ARMS or runs > MAX_RUNS:
+            bad(f"{runs} runs = ({self.warmup} warm-up + {self.reps} repetitions) x {arms} arms",
+                f"at most {MAX_ARMS} arms and {MAX_RUNS} runs")
 
     @property
     def cross_levels(self) -> tuple:
@@ -300,10 +341,15 @@ class Experiment:
 
     def validate(self) -> dict:
         """Refuse, before anything runs, a factor without a manipulation check (unless ``check =
-        "none"``) and a spec the registries cannot take; return each arm's Plan
-        (``testbed.run.plan``) by label."""
+        "none"``), a model the registry does not know and a spec the registries cannot take;
+        return each arm's Plan (``testbed.run.plan``) by label."""
+        from analysis.models.base import MODELS
         from experiments.checks import check_for, checked_factors
         from testbed.run.plan import resolve
+        for m in self.models:
+            if m["model"] not in MODELS.names():
+                raise UsageError(f"experiment {self.name!r}: unknown model {m['model']!r}; allowed: "
+                                 f"{', '.join(MODELS.names())} (testbed model list)")
         for f in self.factors():
             if self.check != "none" and check_for(f) is None:
                 raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
@@ -377,14 +423,20 @@ class Experiment:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "") -> "Experiment":
-        names = {f.name for f in dataclasses.fields(cls)} - {"source"}
-        unknown = sorted(set(d) - names)
+        """The experiment of a definition's keys (a TOML file's, a manifest's): an unknown key, a
+        missing one or a value of another type than :data:`KEYS` allows is refused."""
+        who = d["name"] if isinstance(d.get("name"), str) else source
+        unknown = sorted(set(d) - set(KEYS))
         if unknown:
-            raise UsageError(f"experiment {d.get('name', source)!r}: unknown key(s) "
-                             f"{', '.join(unknown)}; allowed: {', '.join(sorted(names))}")
+            raise UsageError(f"experiment {who!r}: unknown key(s) "
+                             f"{', '.join(unknown)}; allowed: {', '.join(sorted(KEYS))}")
         missing = [k for k in ("name", "factor", "levels", "base", "metrics") if k not in d]
         if missing:
-            raise UsageError(f"experiment {d.get('name', source)!r}: missing {', '.join(missing)}")
+            raise UsageError(f"experiment {who!r}: missing {', '.join(missing)}")
+        for key, value in d.items():
+            types, allowed = KEYS[key]
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise UsageError(f"experiment {who!r}: {key} {value!r}; allowed: {allowed}")
         d = dict(d)
         d["levels"], d["metrics"] = parse_levels(d["levels"]), tuple(d["metrics"])
         if d.get("cross") is not None:

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from analysis.page import Page
-from testbed.spec.runresult import load_run
+from testbed.spec.runresult import load_run, read_manifest
 
+from experiments.runner import experiment_manifest
 from experiments.summary import summarize
 
 REPORT = "report.md"
@@ -301,7 +302,7 @@ def experiment_setup(out: Path, summary: dict | None = None) -> list[tuple[str, 
     link's spec, workload, backend and engine, revision) of its first completed run, and the
     machine's load at its start (and over the experiment when ``host.json`` has it)."""
     from analysis.runpage import run_setup
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = experiment_manifest(out)
     d = manifest["definition"]
     rows = [("description", d.get("description") or "–"),
             ("factor", f"{d['factor']}: {', '.join(map(str, d['levels']))}"
@@ -313,7 +314,7 @@ def experiment_setup(out: Path, summary: dict | None = None) -> list[tuple[str, 
         rows += [("manipulation check", summary["check_rule"]), ("fidelity rule", summary["fidelity_rule"])]
     first = next((r for r in (summary or {}).get("runs", ()) if r["status"] == "complete"), None)
     if first and (out / first["dir"] / "manifest.json").is_file():
-        run = json.loads((out / first["dir"] / "manifest.json").read_text())
+        run = read_manifest(out / first["dir"] / "manifest.json")
         rows += [(k, v) for k, v in run_setup(run) if k not in ("link seed", "started")]
         rows.append(("spec of the arms", f"as {first['dir']}'s with {d['factor']} set to each level"))
     env = manifest.get("environment") or {}
@@ -421,7 +422,7 @@ def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:
     html(out, summary, written, drawn=plots).write(out / HTML)
     from experiments.results import tidy, write_tidy
     write_tidy(out, tidy(out))
-    keep = json.loads((out / "manifest.json").read_text())["definition"]["keep_pcaps"]
+    keep = experiment_manifest(out)["definition"]["keep_pcaps"]
     if prune and summary["complete"]:
         prune_pcaps(out, summary, keep)
     return summary

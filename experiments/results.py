@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.spec.errors import UsageError
+from testbed.spec.runresult import MANIFEST, read_manifest
+
+from experiments.runner import experiment_manifest
 from experiments.summary import run_value
+
+log = logging.getLogger(__name__)
 
 TIDY_COLUMNS = ("experiment", "arm", "level", "cross", "rep", "warmup", "run", "valid", "metric", "value")
 
@@ -45,10 +52,13 @@ class Entry:
 
 
 def _read(p: Path) -> dict | None:
+    """The JSON object in ``p``; None when there is none (a summary not written, or damaged: the
+    report rewrites it)."""
     try:
-        return json.loads(p.read_text())
+        data = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _stamp(text: str | None) -> float:
@@ -102,8 +112,9 @@ def _reproduction_entry(d: Path, s: dict) -> Entry:
 
 
 def entry(d: Path) -> Entry | None:
-    """The :class:`Entry` of one directory, None when it is none of the three."""
-    m = _read(d / "manifest.json")
+    """The :class:`Entry` of one directory, None when it is none of the three; a UsageError
+    naming its manifest when that is not a JSON object."""
+    m = read_manifest(d / MANIFEST) if (d / MANIFEST).is_file() else None
     if m and m.get("kind") == "experiment":
         return _experiment_entry(d, m)
     if m and "run_id" in m:
@@ -115,11 +126,21 @@ def entry(d: Path) -> Entry | None:
 
 
 def find(root: str | Path) -> list[Entry]:
-    """Every result directly under ``root``, newest first."""
+    """Every result directly under ``root``, newest first; a directory whose manifest cannot be
+    read is left out with a warning naming it; a UsageError when ``root`` is no directory."""
     root = Path(root)
     if not root.is_dir():
-        return []
-    found = [e for d in root.iterdir() if d.is_dir() and (e := entry(d)) is not None]
+        raise UsageError(f"{root}: no such directory; give --results DIR, where runs and experiments "
+                         "were written")
+    found = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            e = entry(d)
+        except UsageError as exc:
+            log.warning("%s; left out", exc)
+            continue
+        if e is not None:
+            found.append(e)
     return sorted(found, key=lambda e: (-e.when, str(e.path)))
 
 
@@ -151,8 +172,8 @@ def compare(a: str | Path, b: str | Path) -> dict:
         raise ValueError(f"{a} is a {ea.kind} and {b} a {eb.kind}: compare two of a kind")
     out = {"kind": ea.kind, "a": str(a), "b": str(b), "differences": [], "metrics": []}
     if ea.kind == "experiment":
-        da = _flat(_read(Path(a) / "manifest.json")["definition"])
-        db = _flat(_read(Path(b) / "manifest.json")["definition"])
+        da = _flat(experiment_manifest(a)["definition"])
+        db = _flat(experiment_manifest(b)["definition"])
         sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
         if sa is None or sb is None:
             raise ValueError("both experiments need a summary.json (testbed experiment report DIR)")

@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Callable
 
 from testbed.spec.errors import TestbedError, UsageError
-from testbed.spec.runresult import MANIFEST, load_run
+from testbed.spec.runresult import MANIFEST, load_run, read_manifest
 
 from experiments import checks as ck
 from experiments.definition import Experiment, level_label
@@ -175,6 +175,23 @@ def _differences(old: dict, new: dict) -> list[str]:
     return out
 
 
+def experiment_manifest(out: Path | str) -> dict:
+    """The manifest of the experiment directory ``out``; a UsageError naming the directory when
+    it has none, the file when that is not a JSON object (``read_manifest``) or not an
+    experiment's (``kind = "experiment"`` with a definition and a schedule; a run's has a
+    ``run_id``)."""
+    path = Path(out) / MANIFEST
+    if not path.is_file():
+        raise UsageError(f"{out}: no {MANIFEST}; not an experiment directory")
+    manifest = read_manifest(path)
+    if (manifest.get("kind") != "experiment" or not isinstance(manifest.get("definition"), dict)
+            or not isinstance(manifest.get("schedule"), list)):
+        what = "a run's manifest" if "run_id" in manifest else "no experiment's manifest"
+        raise UsageError(f"{out}: not an experiment directory ({path} is {what}; an experiment's has "
+                         "kind \"experiment\", a definition and a schedule)")
+    return manifest
+
+
 def start(exp: Experiment, out: Path, resume: bool) -> dict:
     """Create ``out`` with its manifest, or (resume) check that it holds this experiment or one
     this one grows (more repetitions or levels; the manifest's definition and schedule are then
@@ -183,7 +200,7 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
     if resume:
         if not path.is_file():
             raise UsageError(f"--resume: {out} has no {MANIFEST}; nothing to resume")
-        manifest = json.loads(path.read_text())
+        manifest = experiment_manifest(out)
         new = exp.to_dict()
         old = manifest.get("definition") or {}
         try:                        # a manifest written before a key existed: its default

@@ -38,13 +38,14 @@ from pathlib import Path
 
 import numpy as np
 
+from testbed.spec.errors import UsageError
 from testbed.spec.factors import FACTORS
 from testbed.spec.runresult import MANIFEST, load_run
 
 from experiments import checks as ck
 from experiments import stats
 from experiments.definition import Experiment
-from experiments.runner import RUN_INFO
+from experiments.runner import RUN_INFO, experiment_manifest
 
 SCHEMA = 1
 SUMMARY = "summary.json"
@@ -193,8 +194,11 @@ def summarize(out: str | Path, accept_degraded: bool | None = None) -> dict:
     overrides the definition's (False: the runs the emulator rated degraded left out, as a
     sensitivity check of a summary that kept them)."""
     out = Path(out)
-    manifest = json.loads((out / MANIFEST).read_text())
-    exp = Experiment.from_dict(manifest["definition"])
+    manifest = experiment_manifest(out)
+    try:
+        exp = Experiment.from_dict(manifest["definition"])
+    except UsageError as exc:
+        raise UsageError(f"{out / MANIFEST}: {exc}") from None
     if accept_degraded is not None:
         exp = dataclasses.replace(exp, accept_degraded=accept_degraded)
     check = ck.check_for(exp.factor)

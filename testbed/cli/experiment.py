@@ -99,8 +99,8 @@ def _experiment(args):
         if v is not None and v < (1 if opt == "--reps" else 0):
             raise UsageError(f"{opt} {v}: give {'1' if opt == '--reps' else '0'} or more")
     return load_definition(args.experiment).with_overrides(
-        levels=cli_levels(args.levels) if args.levels else None,
-        cross_levels=cli_levels(args.cross_levels) if args.cross_levels else None,
+        levels=cli_levels(args.levels) if args.levels is not None else None,
+        cross_levels=cli_levels(args.cross_levels, "--cross-levels") if args.cross_levels is not None else None,
         reps=args.reps, seed=args.seed, sets=sets, warmup=args.warmup)
 
 
@@ -182,8 +182,8 @@ def run_run(args) -> int:
 def run_report(args) -> int:
     from experiments import write_all
     from experiments.report import text
-    if not (Path(args.dir) / "manifest.json").is_file():
-        raise UsageError(f"{args.dir}: no manifest.json; not an experiment directory")
+    from experiments.runner import experiment_manifest
+    experiment_manifest(args.dir)
     summary = write_all(args.dir)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))
     if not args.json:

@@ -1,0 +1,142 @@
+"""Bad experiment files, options and result directories: one line naming what is wrong and what
+is allowed, exit 2, never a traceback; a damaged manifest is named, never read silently."""
+import dataclasses
+import json
+import logging
+
+import pytest
+
+from experiments import run_experiment
+from experiments import definition
+from experiments.definition import Experiment, expand_range, load_definition
+from testbed.cli import main
+from testbed.spec.errors import UsageError
+from tests.fixtures.fake_execute import FakeExecutor
+
+KEYS_OF_REUSE = {"name": '"bad"', "factor": '"params.mode"', "levels": '["new", "reuse"]',
+                 "metrics": '["handshake_ms"]', "reps": "2", "warmup": "0"}
+BASE = '[base]\ntopology = "longhaul"\nworkload = "reqresp"\n'
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def _error(capsys, argv) -> str:
+    """The one line ``testbed ARGV`` printed to stderr, after checking it exited with 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_keys_has_every_field_of_an_experiment():
+    assert set(definition.KEYS) == {f.name for f in dataclasses.fields(Experiment)} - {"source"}
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("reps", '"two"', "reps 'two'; allowed: a whole number >= 1"),
+    ("warmup", '"x"', "warmup 'x'; allowed: a whole number >= 0"),
+    ("reps", "2.5", "reps 2.5; allowed: a whole number"),
+    ("reps", "true", "reps True; allowed: a whole number"),
+    ("factor", "5", "factor 5; allowed: a RunSpec path"),
+    ("name", "5", "name 5; allowed: a string"),
+    ("base", "5", "base 5; allowed: a table"),
+    ("accept_degraded", '"maybe"', "accept_degraded 'maybe'; allowed: true or false"),
+    ("log_x", '"yes"', "log_x 'yes'; allowed: true or false"),
+    ("description", "5", "description 5; allowed: a string"),
+    ("metrics", '"completion_ms_median"', "metrics 'completion_ms_median'; allowed: a list of metric names"),
+    ("seed", '"abc"', "seed 'abc'; allowed: a whole number >= 0"),
+    ("seed", "-1", "seed >= 0"),
+    ("models", "5", "models 5; allowed: an array of tables"),
+    ("models", '[{model = "nosuch", output = "y", x = "loss"}]', "unknown model 'nosuch'; allowed: "),
+    ("levels", '{ from = "1ms", to = "5ms", step = 5 }', "step must be > 0 and in the unit of from and to (ms)"),
+    ("levels", '{ from = "0ms", to = "100000ms", step = "1ms" }', "more than 1000 levels"),
+])
+def test_a_value_of_a_wrong_type_is_one_line(tmp_path, capsys, restore_logging, key, value, message):
+    keys = {**KEYS_OF_REUSE, key: value}
+    path = tmp_path / "bad.toml"
+    path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()) + ("" if key == "base" else BASE))
+    assert message in _error(capsys, ["experiment", "show", str(path)])
+
+
+def test_a_range_stops_at_its_end_and_its_step_has_the_unit(capsys, restore_logging):
+    assert expand_range({"from": "1ms", "to": "6ms", "step": "2ms"}) == ("1ms", "3ms", "5ms")
+    assert expand_range({"from": "0.1", "to": "0.5", "step": "0.1"}) == ("0.1", "0.2", "0.3", "0.4", "0.5")
+    assert "in the unit of from and to (ms)" in _error(capsys, ["experiment", "show", "reuse",
+                                                                "--levels", "1ms:5ms:5"])
+
+
+@pytest.mark.parametrize("option", ["--levels", "--cross-levels"])
+def test_an_empty_levels_option_is_refused(capsys, restore_logging, option):
+    assert f"{option} '': no level" in _error(capsys, ["experiment", "show", "reuse", option, ""])
+
+
+def test_the_runs_are_bounded_before_a_schedule_is_built(capsys, restore_logging):
+    """--reps 1000000000 hung building its schedule; 100000 shows the bound without hanging unfixed."""
+    err = _error(capsys, ["experiment", "show", "reuse", "--reps", "100000"])
+    assert "200002 runs" in err and "at most 1000 arms and 100000 runs" in err
+    with pytest.raises(UsageError, match="2000000002 runs"):
+        load_definition("reuse").with_overrides(reps=10**9)
+    with pytest.raises(UsageError, match="more than 1000 levels"):
+        expand_range({"from": 1, "to": 10, "n": 10**9, "log": True})
+
+
+def _run_dir(d, manifest) -> str:
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    return str(d)
+
+
+RUN = {"run_id": "tb-1", "status": "complete", "started": 1.0, "spec": {"workload": "bulk", "topology": "image"},
+       "metrics": {"goodput_mbps": 2.0}}
+
+
+def test_resume_into_a_run_directory_is_refused(tmp_path):
+    run = _run_dir(tmp_path / "run", RUN)
+    exp = load_definition("reuse").with_overrides(reps=1, warmup=0)
+    with pytest.raises(UsageError, match=r"run: not an experiment directory \(.*manifest.json is a run's manifest"):
+        run_experiment(exp, run, executor=FakeExecutor("params.mode", {"new": 100.0, "reuse": 50.0}),
+                       resume=True, quiet=True)
+
+
+@pytest.mark.parametrize("manifest, message", [
+    (RUN, "{d}: not an experiment directory ({d}/manifest.json is a run's manifest"),
+    ("[1]", "{d}/manifest.json: a JSON list, not a manifest's object"),
+    ('{"kind": "experiment",', "{d}/manifest.json: not valid JSON"),
+    ({"kind": "experiment", "definition": {}, "schedule": []}, "{d}/manifest.json: experiment '': missing name"),
+])
+def test_report_of_what_is_no_experiment_directory(tmp_path, capsys, restore_logging, manifest, message):
+    d = _run_dir(tmp_path / "d", manifest)
+    assert message.format(d=d) in _error(capsys, ["experiment", "report", d])
+
+
+def test_results_lists_the_good_runs_and_names_each_unreadable_manifest(tmp_path, capsys, restore_logging):
+    _run_dir(tmp_path / "good", RUN)
+    bad = {"list": "[1, 2]", "empty": "", "corrupt": '{"run_id": '}
+    for name, text in bad.items():
+        _run_dir(tmp_path / name, text)
+    assert main(["results", "--results", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "run: bulk on image" in out and str(tmp_path / "good") in out
+    lines = err.splitlines()
+    assert len(lines) == 3 and all(line.startswith("testbed: warning: ") for line in lines)
+    for name in bad:
+        assert sum(str(tmp_path / name / "manifest.json") in line for line in lines) == 1
+
+
+def test_results_of_a_missing_directory_is_an_error(tmp_path, capsys, restore_logging):
+    err = _error(capsys, ["results", "--results", str(tmp_path / "nonexist")])
+    assert f"{tmp_path / 'nonexist'}: no such directory" in err
+
+
+@pytest.mark.parametrize("manifest, message", [("[1, 2]", "a JSON list"), ('{"kind": ', "not valid JSON")])
+def test_compare_names_a_damaged_manifest(tmp_path, capsys, restore_logging, manifest, message):
+    a = _run_dir(tmp_path / "a", {"kind": "experiment", "definition": {"name": "x"}, "schedule": []})
+    b = _run_dir(tmp_path / "b", manifest)
+    assert f"{b}/manifest.json: {message}" in _error(capsys, ["results", "compare", a, b])
