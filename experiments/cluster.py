@@ -82,9 +82,13 @@ class Refused(RuntimeError):
     """A block reached a worker whose facts differ from the coordinator's."""
 
 
-def check_address(address: str, what: str = "--cluster") -> tuple[str, str | int]:
-    """``("local", N)`` or ``("remote", address)``; a usage error for anything else, and for a
-    ``tcp://`` scheduler whose host is not a loopback address (tasks run as root there)."""
+def check_address(address: str, what: str = "--cluster", local: bool = True) -> tuple[str, str | int]:
+    """``("local", N)`` (where ``local``) or ``("remote", address)``; a usage error for anything
+    else, and for a ``tcp://`` scheduler whose host is not a loopback address (tasks run as root
+    there)."""
+    remote = "tcp://HOST:PORT (loopback only) or tls://HOST:PORT"
+    if not local and not address.startswith(("tcp://", "tls://")):
+        raise UsageError(f"{what} {address}: give the scheduler's address, {remote}")
     if address.startswith("local:"):
         n = address.split(":", 1)[1]
         if not n.isdigit() or int(n) < 1:
@@ -93,8 +97,7 @@ def check_address(address: str, what: str = "--cluster") -> tuple[str, str | int
     scheme, sep, rest = address.partition("://")
     host, _, port = rest.rpartition(":")
     if not sep or scheme not in ("tcp", "tls") or not host or not port.isdigit():
-        raise UsageError(f"{what} {address}: give local:N, tcp://HOST:PORT (loopback only) or "
-                         "tls://HOST:PORT")
+        raise UsageError(f"{what} {address}: give {'local:N, ' if local else ''}{remote}")
     if scheme == "tcp" and not _loopback(host.strip("[]")):
         raise UsageError(f"{what} {address}: a scheduler on a non-loopback address needs TLS "
                          "(tls://…, certificates in Dask's configuration; docs/campaigns.md): the "
@@ -425,10 +428,7 @@ def serve_worker(address: str, name: str | None = None) -> None:
     """``testbed worker``: a Dask worker (under a nanny that restarts it if a run kills it) with
     one thread and the resource ``testbed=1``, until Ctrl-C or SIGTERM."""
     import asyncio
-    kind, target = check_address(address, "testbed worker")
-    if kind == "local":
-        raise UsageError(f"testbed worker {address}: give the scheduler's address, tcp://HOST:PORT "
-                         "(loopback) or tls://HOST:PORT")
+    _, target = check_address(address, "testbed worker", local=False)
     try:
         import dask
         from distributed import Nanny
@@ -454,5 +454,12 @@ def serve_worker(address: str, name: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="testbed-dask-") as scratch:
         try:
             asyncio.run(serve(scratch))
+        except RuntimeError as exc:         # Dask's "Nanny failed to start.": say why
+            cause = exc
+            while cause.__cause__ is not None:
+                cause = cause.__cause__
+            raise SetupError(f"testbed worker: no worker started for the scheduler {target}: "
+                             f"{cause or type(cause).__name__} (is `dask scheduler` running "
+                             "there? docs/campaigns.md)") from None
         finally:
             reap_blocks()                   # a run the stopped worker was in the middle of

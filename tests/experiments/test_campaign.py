@@ -96,6 +96,17 @@ def test_non_loopback_scheduler_without_tls_is_one_line(tmp_path):
         assert "needs TLS" in p.stderr and not (tmp_path / "e").exists()
 
 
+def test_worker_needs_a_scheduler_that_answers():
+    """local:N is --cluster's, not a scheduler; a scheduler nobody serves is one line, not
+    Dask's traceback (connect timeout shortened through Dask's configuration)."""
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+    for address, why in (("local:2", "give the scheduler's address, tcp://HOST:PORT"),
+                         ("tcp://127.0.0.1:1", "no worker started for the scheduler tcp://127.0.0.1:1")):
+        p = subprocess.run([sys.executable, "-m", "testbed", "worker", address], capture_output=True,
+                           text=True, cwd=REPO, env=env, timeout=120)
+        assert p.returncode in (1, 2) and p.stderr.count("\n") == 1 and why in p.stderr, p.stderr
+
+
 def test_default_path_imports_nothing_of_dask(tmp_path):
     script = textwrap.dedent(f"""
         import sys
