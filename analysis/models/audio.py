@@ -28,7 +28,7 @@ from analysis.models.base import Params, Q, param, register
 class AudioParams(Params):
     chunks: int = param(10, "count", "chunks in the stream", positive=True)
     tau: float = param(0.020, "s", "audio per chunk", positive=True)
-    sample_rate: int = param(24000, "count", "samples per second", positive=True)
+    sample_rate: int = param(24000, "count", "samples per second", positive=True, high=384_000)
     sample_bytes: int = param(2, "count", "bytes per sample (16-bit PCM: 2)", positive=True)
     process: float = param(0.012, "s", "processing per chunk m_i")
     send: float = param(0.001, "s", "sending per chunk s_i")
@@ -74,7 +74,7 @@ def audio(p: AudioParams) -> dict[str, Q]:
 
 @dataclass(frozen=True)
 class DeficitParams(Params):
-    sample_rate: int = param(16000, "count", "samples per second", positive=True)
+    sample_rate: int = param(16000, "count", "samples per second", positive=True, high=384_000)
     sample_bits: int = param(16, "count", "bits per sample", positive=True)
     channels: int = param(1, "count", "channels", positive=True)
     receive_rate: float = param(130e3, "bit/s", "rate the audio arrives at")

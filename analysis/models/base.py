@@ -21,11 +21,16 @@ from testbed.spec.registry import Registry
 
 #: parameter units -> what a value means; "choice" and "bool" are not numbers.
 PARAM_UNITS = ("B", "bit/s", "s", "1", "count", "choice", "bool", "B list", "s list", "bit/s list")
+#: the largest value of a number of each unit (of a list's items too) where :func:`param` gives
+#: no ``high``: generous (the chapter's values are at most thousands of rounds, chunks or packets
+#: and sizes of ~100 MB) and small enough that every model evaluates in about a second
+UNIT_HIGH = {"count": 100_000, "B": 1e12, "bit/s": 1e12, "s": 1e6, "1": 1e6}
 
 
 def param(default: Any, unit: str, help: str, *, low: float | None = 0, high: float | None = None,
           choices: tuple = (), positive: bool = False):
-    """A model parameter: default, unit (one of PARAM_UNITS), help, and its valid range."""
+    """A model parameter: default, unit (one of PARAM_UNITS), help, and its valid range (``high``
+    defaults to the unit's ``UNIT_HIGH``)."""
     if unit not in PARAM_UNITS:
         raise ValueError(f"unknown parameter unit {unit!r}; allowed: {PARAM_UNITS}")
     meta = {"unit": unit, "help": help, "low": low, "high": high, "choices": choices,
@@ -51,17 +56,16 @@ def _check(name: str, value: Any, meta: dict) -> None:
     values = value if unit.endswith("list") else (value,)
     if unit.endswith("list") and not values:
         raise ValueError(f"--{name.replace('_', '-')} needs at least one value")
+    low, high = meta["low"], meta["high"]
+    if high is None:
+        high = UNIT_HIGH[unit.removesuffix(" list")]
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"--{name.replace('_', '-')} {v!r} must be a finite number ({unit})")
-        if unit == "count" and v != int(v):
-            raise ValueError(f"--{name.replace('_', '-')} {v!r} must be a whole number")
-        low, high = meta["low"], meta["high"]
-        if (low is not None and v < low) or (high is not None and v > high) \
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or (unit == "count" and v != int(v)) or (low is not None and v < low) or v > high \
                 or (meta["positive"] and v <= 0):
-            rng = f"{'>' if meta['positive'] else '>='} {low}" if low is not None else ""
-            rng += f"{' and ' if rng else ''}<= {high}" if high is not None else ""
-            raise ValueError(f"--{name.replace('_', '-')} {v!r} out of range; must be {rng}"
+            rng = f"{'>' if meta['positive'] else '>='} {low} and " if low is not None else ""
+            raise ValueError(f"--{name.replace('_', '-')} {v!r} out of range; must be "
+                             f"{'a whole number ' if unit == 'count' else ''}{rng}<= {high:g}"
                              + (f" ({unit})" if unit != "1" else ""))
 
 

@@ -12,10 +12,11 @@ n = ceil(size/mss) packets, each lost independently with probability p.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
-from analysis.models.base import Params, Q, param, register
+from analysis.models.base import UNIT_HIGH, Params, Q, param, register
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -37,16 +38,21 @@ def arq_cdf(k: int, n: int, p: float) -> float:
 
 
 def fec_repair(n: int, p: float, target: float, limit: int = 100_000) -> int:
-    """Smallest r with P(Binomial(n + r, p) ≤ r) ≥ target."""
-    for r in range(limit + 1):
-        if binom_cdf(r, n + r, p) >= target:
-            return r
-    raise ValueError(f"no repair count up to {limit} reaches {target} at loss {p}")
+    """Smallest r with P(Binomial(n + r, p) ≤ r) ≥ target, by bisection: that probability grows
+    with r (n + r + 1 trials have at most one loss more than n + r)."""
+    if binom_cdf(limit, n + limit, p) < target:
+        raise ValueError(f"no repair count up to {limit} reaches {target} at loss {p} for {n} packets; "
+                         "lower the loss or the packets")
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if binom_cdf(mid, n + mid, p) >= target else (mid + 1, high)
+    return low
 
 
 @dataclass(frozen=True)
 class RecoveryParams(Params):
-    size: float = param(354640, "B", "request size")
+    size: float = param(354640, "B", "request size", positive=True)
     mss: int = param(1448, "count", "bytes per packet / symbol", positive=True)
     packets: int | None = param(None, "count", "packets n (default: ceil(size/mss))", positive=True)
     loss: float = param(0.14, "1", "independent loss probability p", high=0.999)
@@ -57,6 +63,12 @@ class RecoveryParams(Params):
                           high=0.999999, positive=True)
     quantile: float = param(0.99, "1", "ARQ completion quantile to report", high=0.999999,
                             positive=True)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if n_packets(self) > UNIT_HIGH["count"]:
+            raise ValueError(f"--size {self.size:g} B is {n_packets(self)} packets of --mss {self.mss} B; at "
+                             f"most {UNIT_HIGH['count']}: give a smaller --size, a larger --mss or --packets")
 
 
 def n_packets(p: RecoveryParams) -> int:
@@ -74,7 +86,7 @@ def recovery(p: RecoveryParams) -> dict[str, Q]:
             break
         mean_rounds += tail
         k += 1
-    q_rounds = next(k for k in range(1, 10_000) if arq_cdf(k, n, p.loss) >= p.quantile)
+    q_rounds = next(k for k in itertools.count(1) if arq_cdf(k, n, p.loss) >= p.quantile)
     r = fec_repair(n, p.loss, p.target)
     fec_send = (n + r) * p.mss * 8 / p.rate
     return {"packets": Q(n, "packets", "n"),

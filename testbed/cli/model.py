@@ -15,11 +15,13 @@ from testbed.cli.options import OneLineParser, add_json
 
 
 class _OneLineParser(OneLineParser):
-    """The CLI's one-line errors, naming the model's valid options too."""
+    """The CLI's one-line errors, naming the model's valid options for an unknown one."""
 
     def error(self, message):
         valid = [a.option_strings[-1] for a in self._actions
                  if a.option_strings and a.dest not in ("help",)]
+        if not message.startswith("unrecognized arguments"):
+            valid = []      # a bad value says what the option allows instead (``_named``)
         # not super(): register() binds this to the `model` command's parser too
         OneLineParser.error(self, message + (f"; valid: {', '.join(valid)}" if valid else ""))
 
@@ -31,9 +33,13 @@ class _OneLineParser(OneLineParser):
 
 
 def _named(name: str, fn):
+    """``fn`` for argparse: "invalid <name> value: 'x'" and why (what the unit allows); the
+    range of a value that parses is checked by the model's parameters (``analysis.models.base``)."""
     def parse(text):
-        return fn(text)
-    parse.__name__ = name    # argparse says "invalid <name> value"
+        try:
+            return fn(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid {name} value: {text!r} ({exc})") from None
     return parse
 
 
@@ -46,14 +52,15 @@ def _parser_for(unit: str):
     def boolean(text):
         low = text.lower()
         if low not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(text)
+            raise ValueError("give true/false, 1/0 or yes/no")
         return low in ("true", "1", "yes")
 
     def count(text):
-        value = float(text)
-        if value != int(value):
-            raise ValueError(text)
-        return int(value)
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError("give a whole number, e.g. 10") from None
+        return int(value) if value.is_integer() else value    # 1.5, inf: the range check says why
     def size(t):
         return float(units.parse_size(t))
     fn = {"B": size, "bit/s": units.parse_rate, "s": units.parse_time,

@@ -8,6 +8,9 @@ from __future__ import annotations
 from testbed.cli.options import add_json
 
 KINDS = ("constant", "alternating", "on-off", "markov")
+#: each kind's options of ``trace make``: (required, optional); another kind's option is refused
+OPTIONS = {"constant": (("rate",), ("duration",)), "alternating": (("rates", "interval"), ("cycles",)),
+           "on-off": (("rate", "on", "off"), ()), "markov": (("rates", "dwell", "duration"), ("seed",))}
 
 
 def register(sub) -> None:
@@ -33,11 +36,11 @@ def register(sub) -> None:
     make.add_argument("--rates", help="comma-separated rates (alternating, markov), e.g. 6mbit,24mbit")
     make.add_argument("--duration", help="one loop (constant: default 1s; markov)")
     make.add_argument("--interval", help="time at each rate (alternating)")
-    make.add_argument("--cycles", type=int, default=1, help="cycles per loop (alternating; default 1)")
+    make.add_argument("--cycles", type=int, help="cycles per loop (alternating; default 1)")
     make.add_argument("--on", help="time on (on-off)")
     make.add_argument("--off", help="time off (on-off)")
     make.add_argument("--dwell", help="mean time in a state (markov)")
-    make.add_argument("--seed", type=int, default=1, help="seed (markov; default 1)")
+    make.add_argument("--seed", type=int, help="seed (markov; default 1)")
     make.set_defaults(func=run_make)
 
 
@@ -79,28 +82,35 @@ def run_make(args) -> int:
     from testbed.spec import traces
     from testbed.spec.units import parse_rate, parse_time
 
-    def need(*names):
-        missing = [f"--{n}" for n in names if getattr(args, n) is None]
-        if missing:
-            raise ValueError(f"trace make {args.kind} needs {' and '.join(missing)}")
+    required, optional = OPTIONS[args.kind]
+    foreign = [n for n in dict.fromkeys(n for r, o in OPTIONS.values() for n in r + o)
+               if getattr(args, n) is not None and n not in required + optional]
+    if foreign:
+        raise ValueError(f"trace make {args.kind}: " + "; ".join(
+            f"--{n} is an option of {' and '.join(k for k, (r, o) in OPTIONS.items() if n in r + o)}"
+            for n in foreign) + f" (give {args.kind} {', '.join('--' + n for n in required + optional)})")
+    missing = [f"--{n}" for n in required if getattr(args, n) is None]
+    if missing:
+        raise ValueError(f"trace make {args.kind} needs {' and '.join(missing)}")
 
     def rates():
         return [parse_rate(r) for r in args.rates.split(",") if r.strip()]
 
     if args.kind == "constant":
-        need("rate")
         trace = traces.constant(parse_rate(args.rate), parse_time(args.duration or "1s"))
     elif args.kind == "alternating":
-        need("rates", "interval")
-        if args.cycles < 1:
-            raise ValueError(f"--cycles {args.cycles}: must be >= 1")
-        trace = traces.alternating(rates(), parse_time(args.interval), args.cycles)
+        cycles = 1 if args.cycles is None else args.cycles
+        if cycles < 1:
+            raise ValueError(f"--cycles {cycles}: must be >= 1")
+        trace = traces.alternating(rates(), parse_time(args.interval), cycles)
     elif args.kind == "on-off":
-        need("rate", "on", "off")
         trace = traces.on_off(parse_rate(args.rate), parse_time(args.on), parse_time(args.off))
     else:
-        need("rates", "dwell", "duration")
-        trace = traces.markov(rates(), parse_time(args.dwell), parse_time(args.duration), args.seed)
-    Path(args.out).write_text(trace.to_text())
+        trace = traces.markov(rates(), parse_time(args.dwell), parse_time(args.duration),
+                              1 if args.seed is None else args.seed)
+    try:
+        Path(args.out).write_text(trace.to_text())
+    except OSError as exc:
+        raise ValueError(f"--out {args.out}: cannot write the trace ({exc.strerror})") from None
     print(f"wrote {args.out}: {_stats_line(trace, traces.trace_stats(trace))}")
     return 0

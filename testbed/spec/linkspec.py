@@ -20,13 +20,20 @@ from typing import Any, Mapping
 from testbed.spec.lossmodel import (Bernoulli, DropList, GilbertElliott, LossModel, loss_from_dict,
                                     loss_to_dict, parse_loss)
 from testbed.spec.schedule import Schedule, parse_inline
-from testbed.spec.units import format_rate, format_time, parse_bool, parse_delay, parse_queue, parse_rate, parse_size
+from testbed.spec.units import (format_rate, format_time, parse_bool, parse_count, parse_delay, parse_queue,
+                                parse_rate, parse_size)
 
 __all__ = ["Bernoulli", "DropList", "ETH_HEADER", "GilbertElliott", "LinkSpec", "LossModel",
            "MIN_DEFAULT_QUEUE", "loss_from_dict", "loss_to_dict", "parse_loss"]
 
 ETH_HEADER = 14
 MIN_DEFAULT_QUEUE = 100
+#: the values a link takes (``LinkSpec`` refuses others): a rate from 1 kbit/s (below it is
+#: almost always a forgotten unit: a number is bit/s) to 100 Gbit/s, a delay and a jitter of at
+#: most an hour, a queue of at most 10^7 packets or 10 GB
+MIN_RATE, MAX_RATE = 1e3, 100e9
+MAX_DELAY = 3600.0
+MAX_QUEUE_PACKETS, MAX_QUEUE_BYTES = 10**7, 10**10
 
 
 @dataclass(frozen=True)
@@ -61,10 +68,14 @@ class LinkSpec:
     def __post_init__(self):
         if self.rate is not None and not (self.rate > 0):
             raise ValueError(f"rate {self.rate!r} must be > 0 bit/s (or None/'unshaped')")
-        if not (self.delay >= 0):
-            raise ValueError(f"delay {self.delay!r} must be >= 0 s")
-        if not (self.jitter >= 0):
-            raise ValueError(f"jitter {self.jitter!r} must be >= 0 s")
+        if self.rate is not None and not (MIN_RATE <= self.rate <= MAX_RATE):
+            raise ValueError(f"rate {self.rate:g} bit/s is out of range; a link's rate is 1kbit to 100gbit"
+                             + (f" (a number without a unit is bit/s: write {self.rate:g}mbit for Mbit/s)"
+                                if self.rate < MIN_RATE else ""))
+        for name in ("delay", "jitter"):
+            if not (0 <= getattr(self, name) <= MAX_DELAY):
+                raise ValueError(f"{name} {getattr(self, name):g} s must be >= 0 s and at most "
+                                 f"{MAX_DELAY:g} s (an hour)")
         if not isinstance(self.loss, (Bernoulli, GilbertElliott, DropList)):
             raise ValueError(f"loss must be Bernoulli, GilbertElliott or DropList, not {self.loss!r}")
         if self.overhead < 0:
@@ -77,11 +88,19 @@ class LinkSpec:
         if self.queue_bytes is not None and self.queue_bytes < self.frame_bytes:
             raise ValueError(f"queue limit {self.queue_bytes} B is smaller than one MTU-sized frame "
                              f"({self.frame_bytes} B)")
+        for value, most, unit in ((self.queue_packets, MAX_QUEUE_PACKETS, "packets"),
+                                  (self.queue_bytes, MAX_QUEUE_BYTES, "B")):
+            if value is not None and value > most:
+                raise ValueError(f"queue limit {value:g} {unit} is too large; a queue holds at most "
+                                 f"{MAX_QUEUE_PACKETS} packets or {MAX_QUEUE_BYTES // 10**9} GB")
         if self.schedule is not None:
             if not isinstance(self.schedule, Schedule):
                 raise ValueError(f"schedule must be a Schedule or None, not {self.schedule!r}")
             for step in self.schedule.steps:
-                dataclasses.replace(self, schedule=None, **dict(step.changes))
+                try:
+                    dataclasses.replace(self, schedule=None, **dict(step.changes))
+                except ValueError as exc:
+                    raise ValueError(f"schedule step at {step.at}: {exc}") from None
 
     # --- derived values -------------------------------------------------------------------
     @property
@@ -187,7 +206,7 @@ class LinkSpec:
         if fields.get("queue") is not None:
             kw["queue_packets"], kw["queue_bytes"] = parse_queue(fields["queue"])
         if fields.get("queue_packets") is not None:
-            kw["queue_packets"] = int(fields["queue_packets"])
+            kw["queue_packets"] = parse_count(fields["queue_packets"], "queue_packets")
         if fields.get("queue_bytes") is not None:
             kw["queue_bytes"] = parse_size(fields["queue_bytes"])
         if fields.get("overhead") is not None:

@@ -4,11 +4,10 @@ human units and their dict form.  Re-exported by ``linkspec``; the emulator's ge
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
-from testbed.spec.units import parse_probability
+from testbed.spec.units import parse_count, parse_probability
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ LossModel = Union[Bernoulli, GilbertElliott, DropList]
 
 
 def _check_prob(name: str, value: float) -> None:
-    if not (0.0 <= value <= 1.0) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value <= 1.0):
         raise ValueError(f"{name} {value!r} is outside [0, 1]; give a probability like 0.14 or '14%'")
 
 
@@ -76,15 +75,24 @@ def loss_to_dict(loss: LossModel) -> dict[str, Any]:
     return {"model": "bernoulli", "p": loss.p}
 
 
+#: the fields of each loss model's dict form (``loss_to_dict``)
+_DICT_FIELDS = {"bernoulli": ("p",), "gilbert-elliott": ("p", "r", "loss_bad", "loss_good"),
+                "droplist": ("indices",)}
+
+
 def loss_from_dict(d: Mapping[str, Any]) -> LossModel:
-    """The inverse of ``loss_to_dict``."""
+    """The inverse of ``loss_to_dict``; probabilities may be given as '14%'."""
     d = dict(d)
     model = d.pop("model", "bernoulli")
+    fields = _DICT_FIELDS.get(str(model), ())
+    if not fields or set(d) - set(fields) or (model == "gilbert-elliott" and not {"p", "r"} <= set(d)) \
+            or not isinstance(d.get("indices", []), list):
+        raise ValueError(f"loss {dict(d, model=model)!r}: give model = bernoulli (p), gilbert-elliott "
+                         "(p, r, loss_bad, loss_good) or droplist (indices: a list of frame numbers)")
     if model == "droplist":
-        return DropList(frozenset(d.get("indices", ())))
-    if model == "gilbert-elliott":
-        return GilbertElliott(**d)
-    return Bernoulli(**d)
+        return DropList(frozenset(parse_count(i, "droplist index") for i in d.get("indices", ())))
+    values = {k: parse_probability(v) for k, v in d.items()}
+    return GilbertElliott(**values) if model == "gilbert-elliott" else Bernoulli(**values)
 
 
 def parse_loss(value: Any) -> LossModel:

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from testbed.spec.lossmodel import Bernoulli, loss_from_dict, loss_to_dict, parse_loss
-from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, format_rate, format_time, parse_bool, parse_delay,
-                                parse_queue, parse_rate, parse_size, parse_time)
+from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, format_rate, format_time, parse_bool, parse_count,
+                                parse_delay, parse_queue, parse_rate, parse_size, parse_time)
 
 #: LinkSpec fields a step may set (overhead and mtu stay fixed for a run)
 STEP_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue_packets", "queue_bytes")
@@ -109,7 +109,7 @@ def _step_value(name: str, value: Any) -> Any:
         return loss_from_dict(value) if isinstance(value, Mapping) else parse_loss(value)
     if value is None:
         return None
-    number = int(value) if name == "queue_packets" else parse_size(value)
+    number = parse_count(value, name) if name == "queue_packets" else parse_size(value)
     if number < 1:
         raise ValueError(f"{name} {value!r} must be >= 1")
     return number
@@ -241,7 +241,7 @@ class Event:
         unknown = sorted(set(d) - set(known))
         if unknown:
             raise ValueError(f"event: unknown field(s) {unknown}; allowed: {', '.join(known)}")
-        kw: dict[str, Any] = {k: int(d[k]) for k in ("frame", "count") if k in d}
+        kw: dict[str, Any] = {k: parse_count(d[k], f"event {k}") for k in ("frame", "count") if k in d}
         if "min_bytes" in d:
             kw["min_bytes"] = parse_size(d["min_bytes"])
         for k in ("start", "end", "copies_until"):
@@ -367,8 +367,9 @@ class Trace:
     def from_dict(cls, d: Mapping[str, Any], base: Path | None = None) -> "Trace":
         """``{"ms": [...], "source": ...}`` or ``{"file": PATH}`` (relative to ``base``), and
         optionally ``exact`` (true/false) and ``resolution`` (e.g. "100ms")."""
-        unknown = sorted(set(d) - {"ms", "source", "file", "exact", "resolution"})
-        if unknown or not ("ms" in d or "file" in d):
+        unknown = sorted(set(d) - {"ms", "source", "file", "exact", "resolution"}) if isinstance(d, Mapping) else []
+        if not isinstance(d, Mapping) or unknown or not ("ms" in d or "file" in d) \
+                or not isinstance(d.get("file", ""), str) or not isinstance(d.get("ms", []), (list, tuple)):
             raise ValueError("trace takes file (a Mahimahi trace, relative to the schedule) or ms "
                              "(a list of whole ms), and exact (true/false) and resolution (e.g. "
                              f"100ms){'; unknown field(s) ' + str(unknown) if unknown else ''}")
@@ -473,6 +474,9 @@ class Schedule:
             raw = d.get(key, [])
             if isinstance(raw, Mapping):
                 raw = [raw]
+            if not isinstance(raw, list):
+                raise ValueError(f"{key} = {raw!r}: each {key} is a table of fields ([[{key}]] in TOML, "
+                                 "objects in a list in JSON)")
             items[key] = []
             for i, item in enumerate(raw):
                 try:

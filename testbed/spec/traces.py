@@ -6,7 +6,9 @@ opportunities whose cumulative count first reaches a whole number during it:
 ``floor(Σ_{j≤m} rate_j / (1504·8·1000))`` minus those emitted before, where rate_j is the rate
 of millisecond j (bit/s).  If the last millisecond carries none, one opportunity is added there,
 so that the loop's period (its last timestamp) is the duration: the loop then carries at most
-one opportunity (1504 B) more than the rates ask.  A rate of 12.032 Mbit/s is one opportunity
+one opportunity (1504 B) more than the rates ask.  A loop lasts at most ``MAX_LOOP_S`` and carries
+at least one opportunity (the least a trace can express: a lower mean rate is refused, not
+rounded up) and at most ``MAX_OPPORTUNITIES``.  A rate of 12.032 Mbit/s is one opportunity
 per millisecond; 1 opportunity/ms carries one full-size 1514 B Ethernet frame.
 
 Statistics (``rate_series``, ``trace_stats``): the rate of the window starting at t is
@@ -19,25 +21,41 @@ import random
 from dataclasses import dataclass
 
 from testbed.spec.schedule import OPPORTUNITY_BYTES, Trace
+from testbed.spec.units import format_rate
 
 _BITS_PER_MS = OPPORTUNITY_BYTES * 8 * 1000   # bit/s that give one opportunity per ms
+#: a generated loop lasts at most an hour and carries at most 10^7 opportunities (a file of
+#: about 80 MB; 1 s at 120 Gbit/s, an hour at 33 Mbit/s)
+MAX_LOOP_S = 3600
+MAX_OPPORTUNITIES = 10**7
 
 
 def _check(duration: float, *rates: float) -> int:
     ms = round(duration * 1000)
-    if ms < 1:
-        raise ValueError(f"trace duration {duration!r} s must be at least 1 ms")
     if any(not (r >= 0) for r in rates) or not any(r > 0 for r in rates):
         raise ValueError(f"trace rates {rates!r} must be >= 0 bit/s with one > 0")
+    if ms < 1:
+        raise ValueError(f"trace duration {duration!r} s must be at least 1 ms")
+    if ms > MAX_LOOP_S * 1000:
+        raise ValueError(f"trace loop of {duration:g} s is longer than {MAX_LOOP_S} s (an hour); a trace "
+                         "loops: give a shorter one")
     return ms
 
 
 def from_rates(pieces: list[tuple[float, float]], source: str) -> Trace:
     """A trace from (seconds, bit/s) pieces in order (see the module docstring)."""
+    piece_ms = [_check(seconds, rate if rate > 0 else 1.0) for seconds, rate in pieces]
+    loop, bits = sum(s for s, _ in pieces), sum(s * r for s, r in pieces)
+    if not OPPORTUNITY_BYTES * 8 <= bits <= MAX_OPPORTUNITIES * OPPORTUNITY_BYTES * 8:
+        raise ValueError(f"{source}: a {loop:g} s loop at {format_rate(bits / loop)} mean carries "
+                         f"{bits / (OPPORTUNITY_BYTES * 8):.3g} delivery opportunities of {OPPORTUNITY_BYTES} "
+                         f"B; it must carry from 1 to {MAX_OPPORTUNITIES:,}: a mean rate from "
+                         f"{format_rate(OPPORTUNITY_BYTES * 8 / loop)} to "
+                         f"{format_rate(MAX_OPPORTUNITIES * OPPORTUNITY_BYTES * 8 / loop)} (or another loop length)")
     ms: list[int] = []
     credit, emitted, m = 0.0, 0, 0
-    for seconds, rate in pieces:
-        for _ in range(_check(seconds, rate if rate > 0 else 1.0)):
+    for (_, rate), n in zip(pieces, piece_ms):
+        for _ in range(n):
             m += 1
             credit += rate / _BITS_PER_MS
             whole = int(credit + 1e-9)
@@ -56,7 +74,7 @@ def constant(rate: float, duration: float = 1.0) -> Trace:
 
 def alternating(rates: list[float], interval: float, cycles: int = 1) -> Trace:
     """Each rate of ``rates`` in turn for ``interval`` s, ``cycles`` times per loop."""
-    _check(interval, *rates)
+    _check(interval * len(rates) * cycles, *rates)
     return from_rates([(interval, r) for r in rates] * cycles,
                       f"alternating {'/'.join(f'{r:g}' for r in rates)} bit/s every {interval:g} s")
 
@@ -64,8 +82,7 @@ def alternating(rates: list[float], interval: float, cycles: int = 1) -> Trace:
 def on_off(rate: float, on: float, off: float) -> Trace:
     """An outage pattern: ``off`` s with no opportunity, then ``on`` s at ``rate`` (the loop
     ends with the on part, so its period is on + off)."""
-    _check(on, rate)
-    _check(off, rate)
+    _check(on + off, rate)
     return from_rates([(off, 0.0), (on, rate)], f"on/off {rate:g} bit/s {on:g} s on {off:g} s off")
 
 

@@ -1,12 +1,14 @@
 """Parsing of human units: rates, durations, probabilities and sizes.
 
 Every parser accepts a number (already in base units) or a string with a unit and
-raises ``ValueError`` naming what was wrong and what is allowed.  Decimal prefixes
+raises ``ValueError`` naming what was wrong and what is allowed; a bool, a list or a table is
+never a quantity (TOML's ``true`` is not a rate of 1 bit/s).  Decimal prefixes
 are decimal (1 Mbit = 10^6 bit, 1 MB = 10^6 B); binary ones are explicit (1 MiB = 2^20 B),
 as in CHAPTER12.md.
 """
 from __future__ import annotations
 
+import math
 import re
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
@@ -18,19 +20,33 @@ SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
               "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
 
+def _number(value) -> bool:
+    """An int or float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _split(text: str, what: str, allowed: str) -> tuple[float, str]:
-    match = _SPLIT.match(text)
+    match = _SPLIT.match(text) if isinstance(text, str) else None
     if not match:
         raise ValueError(f"cannot read {what} {text!r}: expected a non-negative number with a unit; "
                          f"{allowed}")
     return float(match.group(1)), match.group(2)
 
 
+#: a rate in a string without a unit below this many bit/s is refused (``parse_rate``):
+#: "rate=5" is 5 bit/s, almost always meant as 5 Mbit/s
+BARE_RATE_MIN_BPS = 1000.0
+
+
 def parse_rate(value: float | int | str) -> float:
-    """Rate in bit/s from 333e6, '333mbit', '333Mbit/s', '1gbit', '64kbit'."""
-    if isinstance(value, (int, float)):
+    """Rate in bit/s from 333e6, '333mbit', '333Mbit/s', '1gbit', '64kbit'.  A string without a
+    unit is bit/s, and refused below ``BARE_RATE_MIN_BPS`` (a number is bit/s whatever its size)."""
+    if _number(value):
         return float(value)
     number, unit = _split(value, "rate", f"units: {', '.join(RATE_UNITS)}, e.g. 333mbit")
+    if not unit and 0 < number < BARE_RATE_MIN_BPS:
+        raise ValueError(f"rate {value.strip()} has no unit, which is {number:g} bit/s; write "
+                         f"{number:g}mbit for Mbit/s (or {number:g}kbit for kbit/s)")
     key = unit.lower().removesuffix("/s").removesuffix("ps") if unit else "bit"
     if unit.lower().endswith("bps") and not unit.lower().endswith("bitps"):
         raise ValueError(f"ambiguous rate unit {unit!r} in {value!r}: tc reads 'mbps' as megabytes/s; "
@@ -43,7 +59,7 @@ def parse_rate(value: float | int | str) -> float:
 
 def parse_time(value: float | int | str) -> float:
     """Duration in seconds from 0.1, '100ms', '0.1s', '50us'. A bare number in a string is seconds."""
-    if isinstance(value, (int, float)):
+    if _number(value):
         return float(value)
     number, unit = _split(value, "duration", f"units: {', '.join(TIME_UNITS)}, e.g. 100ms")
     key = unit.lower() or "s"
@@ -72,7 +88,7 @@ def parse_delay(value: float | int | str, what: str = "delay") -> float:
 
 def parse_probability(value: float | int | str) -> float:
     """Probability in [0, 1] from 0.14 or '14%'. Range is checked by the caller."""
-    if isinstance(value, (int, float)):
+    if _number(value):
         return float(value)
     number, unit = _split(value, "probability", "write 0.14 or 14%")
     if unit == "%":
@@ -84,7 +100,7 @@ def parse_probability(value: float | int | str) -> float:
 
 def parse_size(value: float | int | str) -> int:
     """Size in bytes from 354640, '354640b', '64KB', '30MB', '64MiB'."""
-    if isinstance(value, (int, float)):
+    if _number(value) and math.isfinite(value):
         return int(value)
     number, unit = _split(value, "size", "units: B, KB, MB, GB, KiB, MiB, GiB, e.g. 64KB")
     key = unit.lower() or "b"
@@ -94,15 +110,24 @@ def parse_size(value: float | int | str) -> int:
 
 
 def parse_queue(value: int | str) -> tuple[int | None, int | None]:
-    """A queue limit: '1000' or '1000p' → (packets, None); '1.5MB' → (None, bytes)."""
-    if isinstance(value, int):
-        return value, None
-    number, unit = _split(value, "queue limit", "packets (1000 or 1000p) or a size (1.5MB)")
+    """A queue limit: 1000, '1000' or '1000p' → (packets, None); '1.5MB' → (None, bytes).  A
+    number is read as its text: 1.5 is no packet count."""
+    text = str(value) if _number(value) else value
+    number, unit = _split(text, "queue limit", "packets (1000 or 1000p) or a size (1.5MB)")
     if unit.lower() in ("", "p", "pkt", "packets"):
         if number != int(number):
             raise ValueError(f"queue limit {value!r}: a packet count must be whole")
         return int(number), None
-    return None, parse_size(value)
+    return None, parse_size(text)
+
+
+def parse_count(value: int | str, what: str = "count") -> int:
+    """A whole number >= 0 from 5, 5.0 or '5'."""
+    text = str(value) if _number(value) else value
+    match = _SPLIT.match(text) if isinstance(text, str) else None
+    if not match or match.group(2) or not float(match.group(1)).is_integer():
+        raise ValueError(f"{what} {value!r} must be a whole number >= 0, e.g. 5")
+    return int(float(match.group(1)))
 
 
 def parse_bool(value: bool | int | str) -> bool:

@@ -1,0 +1,68 @@
+"""Bad link values on the command line (``topo show --set/--link``, ``calibrate --schedule``,
+``trace make``): one line ``testbed: error: ...`` saying what is allowed, exit 2, no traceback."""
+import logging
+
+import pytest
+
+from testbed.cli import main
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLoggerClass(cls)
+
+
+def refused(capsys, argv: list[str], words: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: error: ") and words in err and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("option,words", [
+    (["--set", "queue=1.5"], "queue limit 1.5: a packet count must be whole"),
+    (["--set", "queue=1e30"], "queue limit 1e+30 packets is too large; a queue holds at most 10000000"),
+    (["--link", "bottleneck.up.queue=1.5"], "queue limit 1.5: a packet count must be whole"),
+    (["--set", "rate_up=5"], "rate 5 bit/s is out of range; a link's rate is 1kbit to 100gbit (a number "
+                             "without a unit is bit/s: write 5mbit for Mbit/s)"),
+    (["--set", "rate_up=true"], "cannot read rate True"),
+    (["--link", "bottleneck.up.rate=5@3s"], "rate 5 has no unit, which is 5 bit/s; write 5mbit"),
+    (["--set", "rate_up=1e30gbit"], "rate 1e+39 bit/s is out of range"),
+    (["--set", "delay=1e12s"], "delay 1e+12 s must be >= 0 s and at most 3600 s (an hour)"),
+])
+def test_topo_show_refuses_bad_link_values(capsys, restore_logging, option, words):
+    refused(capsys, ["topo", "show", "image", *option], words)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("step = 5", "step = 5: each step is a table of fields"),
+    ('event = "x"', "event = 'x': each event is a table of fields"),
+    ("trace = 5", "trace takes file"),
+])
+def test_a_schedule_file_of_wrong_types_is_one_line(tmp_path, capsys, restore_logging, text, words):
+    path = tmp_path / "s.toml"
+    path.write_text(text + "\n")
+    for argv in (["topo", "show", "image", "--link", f"bottleneck.up.schedule={path}"],
+                 ["calibrate", "--schedule", str(path)]):
+        assert f"{path}: " in refused(capsys, argv, words)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["constant", "--rate", "12mbit", "--out", "{tmp}"], "--out {tmp}: cannot write the trace (Is a directory)"),
+    (["constant", "--rate", "12mbit", "--out", "{tmp}/no/x.trace"], "cannot write the trace (No such file"),
+    (["constant", "--rate", "12mbit", "--duration", "4000s", "--out", "{tmp}/x"],
+     "trace loop of 4000 s is longer than 3600 s (an hour)"),
+    (["constant", "--rate", "200gbit", "--out", "{tmp}/x"], "it must carry from 1 to 10,000,000"),
+    (["constant", "--rate", "1bit", "--out", "{tmp}/x"], "a mean rate from 12.032kbit"),
+    (["constant", "--rate", "12mbit", "--rates", "1mbit,2mbit", "--dwell", "1s", "--on", "1s", "--out", "{tmp}/x"],
+     "trace make constant: --rates is an option of alternating and markov; --on is an option of on-off; "
+     "--dwell is an option of markov (give constant --rate, --duration)"),
+])
+def test_trace_make_refuses_what_it_cannot_write(tmp_path, capsys, restore_logging, args, words):
+    refused(capsys, ["trace", "make", *(a.format(tmp=tmp_path) for a in args)], words.format(tmp=tmp_path))
+    assert not (tmp_path / "x").exists()

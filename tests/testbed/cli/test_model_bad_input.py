@@ -1,0 +1,73 @@
+"""``testbed model``: a bad value is one line naming the option, the value and what is allowed, exit
+2 — no traceback, and nothing that runs for minutes."""
+import logging
+import time
+
+import pytest
+
+from testbed.cli import main
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLoggerClass(cls)
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["fec", "--size", "0"], "--size 0.0 out of range; must be > 0 and <= 1e+12 (B)"),
+    (["slowstart", "--iw=inf"], "--iw inf out of range; must be a whole number > 0 and <= 100000 (count)"),
+    (["audio", "--chunks=inf"], "--chunks inf out of range; must be a whole number > 0 and <= 100000"),
+    (["fec", "--loss", "0.999", "--packets", "1000"], "no repair count up to 100000 reaches 0.999 at loss 0.999"),
+    (["fec", "--rtt=-1"], "argument --rtt: invalid time value: '-1' (cannot read duration '-1': expected a "
+                          "non-negative number with a unit; units: s"),
+    (["fec", "--loss", "abc"], "invalid number value: 'abc' (cannot read probability 'abc'"),
+    (["audio", "--chunks", "abc"], "invalid whole number value: 'abc' (give a whole number, e.g. 10)"),
+])
+def test_a_bad_model_value_is_one_line_with_the_allowed_range(capsys, restore_logging, argv, words):
+    start = time.monotonic()
+    try:
+        code = main(["model", *argv])
+    except SystemExit as exc:      # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and err.count("\n") == 1, err
+    assert "; valid: --" not in err         # the allowed values, not the option names
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("model,value,words", [
+    ("audio", {"chunks": 10**12}, "--chunks 1000000000000 out of range; must be a whole number > 0 and <= 100000"),
+    ("deadlines", {"chunks": 10**12}, "--chunks 1000000000000 out of range"),
+    ("placement", {"rounds": 10**12}, "--rounds 1000000000000 out of range"),
+    ("fec", {"packets": 10**9}, "--packets 1000000000 out of range"),
+    ("fec", {"size": 1e12}, "--size 1e+12 B is 690607735 packets of --mss 1448 B; at most 100000"),
+])
+def test_a_count_or_size_beyond_the_bound_is_refused_before_the_model_runs(model, value, words):
+    from analysis.models import get
+    with pytest.raises(ValueError) as exc:
+        get(model).params(**value)
+    assert words in str(exc.value)
+
+
+def test_every_number_at_its_bound_evaluates_quickly():
+    import dataclasses
+
+    from analysis.models import MODELS
+    from analysis.models.base import UNIT_HIGH
+    for model in MODELS.values():
+        for f in dataclasses.fields(model.params):
+            unit = f.metadata["unit"]
+            if unit in ("choice", "bool") or unit.endswith("list"):
+                continue
+            high = UNIT_HIGH[unit] if f.metadata["high"] is None else f.metadata["high"]
+            start = time.monotonic()
+            try:
+                model.evaluate(**{f.name: int(high) if unit == "count" else high})
+            except ValueError:
+                pass                        # refused with a message (e.g. a DIFS of 10^6 s)
+            assert time.monotonic() - start < 3, (model.name, f.name)
