@@ -349,6 +349,9 @@ class Trace:
             text = Path(path).read_text()
         except OSError as exc:
             raise ValueError(f"trace {path}: cannot read it ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"trace {path}: not text; a trace is one delivery time in ms per line "
+                             "(Mahimahi's format)") from None
         return cls.parse(text, str(path))
 
     def to_text(self) -> str:
@@ -500,6 +503,8 @@ class Schedule:
             text = path.read_text()
         except OSError as exc:
             raise ValueError(f"schedule {path}: cannot read it ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"schedule {path}: not text; a schedule is a TOML or JSON file") from None
         fmt = path.suffix.lower().lstrip(".")
         try:
             if fmt == "toml":

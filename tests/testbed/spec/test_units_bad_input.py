@@ -86,3 +86,12 @@ def test_a_wrong_type_in_a_schedule_file_is_one_line_naming_the_file(tmp_path, t
 def test_a_generated_trace_is_bounded(make, words):
     with pytest.raises(ValueError, match=words.replace("+", r"\+")):
         make()
+
+
+def test_a_binary_trace_or_schedule_is_named(tmp_path):
+    from testbed.spec.schedule import Schedule, Trace
+    for name, load, says in (("x.trace", Trace.load, "not text; a trace is one delivery time"),
+                             ("x.toml", Schedule.load, "not text; a schedule is a TOML or JSON file")):
+        (tmp_path / name).write_bytes(b"\xd4\xc3\xb2\xa1\x02\x00")
+        with pytest.raises(ValueError, match=says):
+            load(tmp_path / name)
