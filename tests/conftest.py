@@ -1,3 +1,4 @@
+import logging
 import os
 import signal
 import sys
@@ -48,6 +49,18 @@ def isolated_state(tmp_path, monkeypatch):
 @pytest.fixture
 def results_root(tmp_path):
     return tmp_path / "results"
+
+
+@pytest.fixture
+def restore_logging():
+    """The root logger's handlers and level, and the logger class, as they were: ``testbed.cli.main``
+    sets up logging for the command it runs."""
+    root = logging.getLogger()
+    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLoggerClass(cls)
 
 
 def received_ip_ids(sock) -> list[int]:

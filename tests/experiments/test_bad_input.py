@@ -2,7 +2,6 @@
 is allowed, exit 2, never a traceback; a damaged manifest is named, never read silently."""
 import dataclasses
 import json
-import logging
 
 import pytest
 
@@ -16,15 +15,6 @@ from tests.fixtures.fake_execute import FakeExecutor
 KEYS_OF_REUSE = {"name": '"bad"', "factor": '"params.mode"', "levels": '["new", "reuse"]',
                  "metrics": '["handshake_ms"]', "reps": "2", "warmup": "0"}
 BASE = '[base]\ntopology = "longhaul"\nworkload = "reqresp"\n'
-
-
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def _error(capsys, argv) -> str:

@@ -1,20 +1,9 @@
 """Bad link values on the command line (``topo show --set/--link``, ``calibrate --schedule``,
 ``trace make``): one line ``testbed: error: ...`` saying what is allowed, exit 2, no traceback."""
-import logging
 
 import pytest
 
 from testbed.cli import main
-
-
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.setLoggerClass(cls)
 
 
 def refused(capsys, argv: list[str], words: str) -> str:

@@ -1,21 +1,10 @@
 """``testbed model``: a bad value is one line naming the option, the value and what is allowed, exit
 2 — no traceback, and nothing that runs for minutes."""
-import logging
 import time
 
 import pytest
 
 from testbed.cli import main
-
-
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.setLoggerClass(cls)
 
 
 @pytest.mark.parametrize("argv,words", [

@@ -7,16 +7,6 @@ import pytest
 from testbed.cli import setup_logging
 
 
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level, cls = root.handlers[:], root.level, logging.getLoggerClass()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.setLoggerClass(cls)
-
-
 def test_a_warning_prints_once_after_mininet_is_imported(capsys, restore_logging):
     mnlog = pytest.importorskip("mininet.log")   # it makes every later logger print by itself
     logging.setLoggerClass(mnlog.MininetLogger)
