@@ -115,7 +115,17 @@ SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes
 
 
 def _json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
+    """The JSON object in ``path``, {} when there is no such file; a ValueError naming it when it
+    holds no JSON object."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dict[str, Any]]:

@@ -459,7 +459,7 @@ def serve_worker(address: str, name: str | None = None) -> None:
             while cause.__cause__ is not None:
                 cause = cause.__cause__
             raise SetupError(f"testbed worker: no worker started for the scheduler {target}: "
-                             f"{cause or type(cause).__name__} (is `dask scheduler` running "
+                             f"{str(cause) or type(cause).__name__} (is `dask scheduler` running "
                              "there? docs/campaigns.md)") from None
         finally:
             reap_blocks()                   # a run the stopped worker was in the middle of

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import socket
@@ -67,6 +68,8 @@ from testbed.spec.runresult import MANIFEST, load_run, read_manifest
 from experiments import checks as ck
 from experiments.definition import Experiment, level_label
 from experiments.order import Slot, grow, schedule
+
+log = logging.getLogger(__name__)
 
 SCHEMA = 1
 RUN_INFO = "experiment.json"
@@ -343,8 +346,15 @@ def _recover_ledger(out: Path, done: list[Slot]) -> None:
     """Append the ledger line of each finished run that has none: the coordinator was killed
     between moving the run into ``runs/`` and writing its line."""
     path = out / LEDGER
-    lines = path.read_text().splitlines() if path.is_file() else []
-    listed = {json.loads(line)["dir"] for line in lines if line.strip()}
+    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+    listed = set()
+    for n, line in enumerate(lines, 1):
+        try:
+            listed.add(json.loads(line)["dir"])
+        except (ValueError, TypeError, KeyError):    # a line a crash cut short, or damage
+            if line.strip():
+                log.warning("%s:%d: not a ledger line, left as it is; the run it stood for gets "
+                            "its line again", path, n)
     for slot in done:
         if f"runs/{slot.dirname}" not in listed:
             append_ledger(out, slot, load_run(out / "runs" / slot.dirname), recovered=True)

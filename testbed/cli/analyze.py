@@ -72,6 +72,9 @@ def run(args) -> int:
             if not Path(f).is_file():
                 raise ValueError(f"{opt} {f}: no such file")
     notes = []                  # (what, message, counts for --strict)
+    if run_dir is not None and (args.app_log or args.link_log):
+        raise ValueError(f"--app-log and --link-log go with capture files: a run directory's own logs "
+                         f"are read ({run_dir}/*.jsonl, {run_dir}/emulator/*.frames)")
     if run_dir is not None:
         manifest = read_manifest(run_dir / MANIFEST)
         if manifest.get("schema") != MANIFEST_SCHEMA:
@@ -101,6 +104,7 @@ def run(args) -> int:
         from analysis.plotset import link_markers
         from testbed.emulator.linklog import read_log
         links = [read_log(f) for f in args.link_log]
+        notes += [(f, h["damage"], True) for f, (h, _) in zip(args.link_log, links) if h.get("damage")]
         markers = link_markers(args.link_log)
     results = []
     figures: dict = {}

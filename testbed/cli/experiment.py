@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 from testbed.cli.options import (add_backend, add_cluster, add_json, add_results, add_seed, add_set_link,
-                                 spec_sets)
+                                 directory_path, spec_sets)
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
 
@@ -50,7 +50,7 @@ def register(sub) -> None:
     r = esub.add_parser("run", help="run an experiment (alternated arms, verified, resumable)")
     r.add_argument("experiment", metavar="NAME|FILE")
     _add_definition_options(r)
-    r.add_argument("--out", help="experiment directory (default results/NAME-YYYYmmdd-HHMMSS)")
+    r.add_argument("--out", type=directory_path, help="experiment directory (default results/NAME-YYYYmmdd-HHMMSS)")
     add_results(r, "the default --out")
     r.add_argument("--resume", action="store_true", help="continue the experiment in --out")
     r.add_argument("--keep-topology", action="store_true",

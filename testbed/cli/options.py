@@ -89,9 +89,20 @@ def add_backend(p: argparse.ArgumentParser, default: str | None = "auto",
                            if "netem-vm" in choices else "") + f") (default: {shown})")
 
 
+def seed(text: str) -> int:
+    """An argparse type: a seed, a whole number >= 0 (as an experiment's seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0")
+    return value
+
+
 def add_seed(p: argparse.ArgumentParser, default: int | None = 1,
              help: str = "seed of the loss and jitter generators") -> None:
-    p.add_argument("--seed", type=int, default=default,
+    p.add_argument("--seed", type=seed, default=default,
                    help=help + ("" if default is None else f" (default: {default})"))
 
 

@@ -122,16 +122,26 @@ class LogWriter:
 
 
 def read_log(path: Path | str):
-    """(header dict, numpy structured array with ``FIELDS``) of one direction's frame log."""
+    """(header dict, numpy structured array with ``FIELDS``) of one direction's frame log; a
+    ValueError naming the file when its header cannot be read.  A log that ends inside a record
+    (cut short) gives the whole records, and the header's ``damage`` says what was left out."""
     import numpy as np
     with open(path, "rb") as f:
         head = f.read(len(MAGIC) + 4)
         if len(head) < len(MAGIC) + 4 or not head.startswith(MAGIC):
             raise ValueError(f"{path} is not an emulator frame log (bad magic)")
         hlen = struct.unpack_from("<I", head, len(MAGIC))[0]
-        header = json.loads(f.read(hlen))
+        try:
+            header = json.loads(f.read(hlen))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: the frame log's header is damaged ({exc})") from None
+        if not isinstance(header, dict):
+            raise ValueError(f"{path}: the frame log's header is not a JSON object")
         start = f.tell()
-        n = (os.fstat(f.fileno()).st_size - start) // RECORD.size
+        n, rest = divmod(os.fstat(f.fileno()).st_size - start, RECORD.size)
+        if rest:
+            header["damage"] = (f"cut short: {rest} bytes of a record after the {n} whole ones "
+                                "(the log's end is missing)")
         f.seek(start)
         return header, np.fromfile(f, dtype=dtype(), count=n)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -136,8 +137,8 @@ class RunSpec:
         object.__setattr__(self, "params", dict(sorted(params.items())))
         if self.backend not in BACKENDS:
             raise UsageError(f"unknown backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
-        if self.timeout <= 0:
-            raise UsageError(f"timeout {self.timeout:g} must be > 0 seconds")
+        if not 0 < self.timeout < math.inf:
+            raise UsageError(f"timeout {self.timeout:g} must be > 0 seconds and finite")
         if self.topology == LOOPBACK:
             if self.topology_params or self.links:
                 raise UsageError("topology 'loopback' has no parameters or links")

@@ -182,6 +182,21 @@ def test_resume_writes_the_ledger_line_a_killed_coordinator_never_wrote(tmp_path
     assert len(ledger.read_text().splitlines()) == 8
 
 
+def test_a_ledger_line_a_crash_cut_short_does_not_stop_resume(tmp_path, caplog):
+    """The coordinator killed while writing a line: resume warns about it, leaves it, and writes
+    the run's line again."""
+    exp, out = reuse(3), tmp_path / "e"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(exp, out, executor=FakeExecutor("params.mode", MEDIANS, crash_after=4), quiet=True)
+    ledger = out / "ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20] + "\n[1]\n")
+    run_experiment(exp, out, executor=FakeExecutor("params.mode", MEDIANS), resume=True, quiet=True)
+    assert f"{ledger}:4: not a ledger line" in caplog.text and f"{ledger}:5: not a ledger line" in caplog.text
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()[5:]]
+    assert sorted(r["dir"] for r in rows) == sorted(f"runs/{s.dirname}" for s in schedule(exp)[3:])
+
+
 def test_sigkill_mid_run_then_resume(tmp_path):
     """A real kill -9 of the process while a run is in progress."""
     out = tmp_path / "e"

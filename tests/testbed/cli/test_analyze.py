@@ -284,3 +284,34 @@ def test_non_text_logs_are_named(rr_pcap, capsys, tmp_path):
     q.write_text("not json")
     with pytest.raises(ValueError, match=f"{q}: not a qlog JSON file"):
         _run([str(q)], capsys)
+
+
+def test_damaged_run_metadata_and_frame_logs_are_named(rr_pcap, analyze, tmp_path):
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"})
+    for text, says in (("[1]", "a JSON list, not an object"), ("{", "not valid JSON")):
+        (d / "metadata.json").write_text(text)
+        with pytest.raises(ValueError, match=f"{d / 'metadata.json'}: {says}"):
+            analyze([str(d)])
+    with pytest.raises(ValueError, match="--app-log and --link-log go with capture files"):
+        analyze(["--app-log", str(f), str(d)])
+
+
+def test_a_frame_log_cut_short_is_named_and_strict_fails(rr_pcap, analyze, tmp_path):
+    import numpy as np
+
+    from testbed.emulator.linklog import LogWriter, dtype, read_log
+    path = tmp_path / "client-server.frames"
+    log = LogWriter(path, {"direction": "client-server"})
+    log.close()
+    header, records = read_log(path)
+    assert "damage" not in header and len(records) == 0
+    with open(path, "ab") as fh:                 # two whole records and part of a third
+        fh.write(np.zeros(2, dtype=dtype()).tobytes() + b"\0" * 7)
+    header, records = read_log(path)
+    assert len(records) == 2 and header["damage"].startswith("cut short: 7 bytes of a record after the 2")
+    code, out, err = analyze(["--link-log", str(path), "--strict", str(rr_pcap[0])])
+    assert code == 1 and f"{path}: cut short: 7 bytes" in err
+    path.write_bytes(path.read_bytes()[:12] + b"{abcd" + path.read_bytes()[17:])
+    with pytest.raises(ValueError, match=f"{path}: the frame log's header is damaged"):
+        read_log(path)

@@ -521,3 +521,28 @@ def test_calibrate_with_a_schedule_refuses_the_constant_links_options(tmp_path, 
     assert main(["calibrate", "--schedule", str(tmp_path / "s.toml"), "--overflow", "600mbit",
                  "--packets", "2000"]) == 2
     assert "so --packets, --overflow would do nothing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_timeout_must_be_finite(capsys, restore_logging, value):
+    """NaN once ran, and went into the manifest as invalid JSON."""
+    from testbed.cli import main
+    assert main(["run", "bulk", "--topo", "image", "--size", "1KB", "--timeout", value]) == 2
+    assert f"timeout {value} must be > 0 seconds and finite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["run", "bulk", "--topo", "image", "--size", "1KB", "--seed", "-1"],
+                                  ["calibrate", "--seed", "-1"]])
+def test_a_negative_seed_is_refused(capsys, restore_logging, argv):
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and "argument --seed: '-1': give a whole number >= 0" in capsys.readouterr().err
+
+
+def test_experiment_out_in_the_way_is_refused(tmp_path, capsys, restore_logging):
+    from testbed.cli import main
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "run", "buffer", "--reps", "1", "--out", str(tmp_path / "f")])
+    assert exc.value.code == 2 and f"argument --out: {tmp_path / 'f'} is not a directory" in capsys.readouterr().err
