@@ -58,7 +58,7 @@ def test_three_step_schedule_passes_in_every_interval(results_root, tmp_path, ca
                      '[[step]]\nat = "12s"\nrate = "5mbit"\ndelay = "30ms"\nloss = "0%"\n\n'
                      '[[step]]\nat = "18s"\nrate = "12mbit"\n')
     args = argparse.Namespace(rate="10mbit", delay="20ms", loss_up="0%", loss_down="0%",
-                              backend="userspace", packets=10000, seed=1, results=str(results_root),
+                              backend="userspace", packets=None, overflow=None, seed=1, results=str(results_root),
                               json=True, schedule=str(sched))
     code = calibrate_cli.run(args)
     out = json.loads(capsys.readouterr().out)
