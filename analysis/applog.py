@@ -32,6 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def read_object(path: str | Path) -> dict | None:
+    """The JSON object of one of a run's JSON files (metadata, a capture's sidecar), None when
+    there is no such file; a ValueError naming it when it holds no JSON object."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an object")
+    return data
+
+
 def load(path: str | Path) -> list[dict]:
     events = []
     try:

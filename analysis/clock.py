@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import json
-
 import numpy as np
+
+from analysis.applog import read_object
 
 
 def meta_path(pcap: str | Path) -> Path:
@@ -21,17 +21,7 @@ def meta_path(pcap: str | Path) -> Path:
 def load_meta(pcap: str | Path) -> dict | None:
     """The sidecar written by ``testbed.host.capture.Capture.stop``, or None when there is none;
     a ValueError naming it when it is not a JSON object."""
-    p = meta_path(pcap)
-    if not p.exists():
-        return None
-    try:
-        meta = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: not valid JSON ({exc}); the capture's sidecar, written by the "
-                         "run: remove it to read the capture on its own realtime clock") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"{p}: a JSON {type(meta).__name__}, not the capture sidecar's object")
-    return meta
+    return read_object(meta_path(pcap))
 
 
 def monotonic(ts_ns: np.ndarray, pcap: str | Path,

@@ -100,7 +100,6 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -114,24 +113,10 @@ SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes
                   "flights", "flight_period_ms", "flight_bytes", "cumulative_5")
 
 
-def _json(path: Path) -> dict:
-    """The JSON object in ``path``, {} when there is no such file; a ValueError naming it when it
-    holds no JSON object."""
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an object")
-    return data
-
-
 def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dict[str, Any]]:
     """``{"metrics": {...}, "checks": {...}}`` of a run directory (see the module docstring)."""
     run_dir = Path(run_dir)
-    manifest, metadata = _json(run_dir / "manifest.json"), _json(run_dir / "metadata.json")
+    manifest, metadata = (applog.read_object(run_dir / name) or {} for name in ("manifest.json", "metadata.json"))
     client = client or manifest.get("roles", {}).get("client") or "client"
     log = run_dir / CLIENT_LOG
     events = applog.load(log) if log.is_file() else []
