@@ -51,14 +51,18 @@ class Entry:
                 "headline": self.headline, "verdict": self.verdict}
 
 
-def _read(p: Path) -> dict | None:
-    """The JSON object in ``p``; None when there is none (a summary not written, or damaged: the
-    report rewrites it)."""
+#: What an experiment's summary.json holds (``experiments.summary``) that this module reads.
+EXPERIMENT_SUMMARY_KEYS = ("primary", "levels", "metrics", "by_level", "runs", "complete")
+
+
+def _read(p: Path, keys: tuple[str, ...] = ()) -> dict | None:
+    """The JSON object in ``p`` when it has ``keys``; None when there is none: missing or damaged
+    (the report writes it anew)."""
     try:
         data = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return data if isinstance(data, dict) and all(k in data for k in keys) else None
 
 
 def _stamp(text: str | None) -> float:
@@ -88,11 +92,12 @@ def _run_entry(d: Path, m: dict) -> Entry:
 
 def _experiment_entry(d: Path, m: dict) -> Entry:
     de = m.get("definition") or {}
-    s = _read(d / "summary.json")
+    s = _read(d / "summary.json", EXPERIMENT_SUMMARY_KEYS)
     what = f"experiment {de.get('name')}: {de.get('factor')} = {', '.join(map(str, de.get('levels', [])))}"
     if not s:
+        state = "summary damaged" if (d / "summary.json").is_file() else "not summarised"
         return Entry(d, "experiment", _stamp((m.get("environment") or {}).get("created")), what, "–",
-                     "not summarised (testbed experiment report DIR)")
+                     f"{state} (testbed experiment report DIR writes it)")
     p = s["primary"]
     head = f"{p}: " + ", ".join(f"{lab} {_num(lv['metrics'][p]['median'])}" for lab, lv in s["by_level"].items())
     n_valid = sum(lv["n_valid"] for lv in s["by_level"].values())
@@ -113,16 +118,19 @@ def _reproduction_entry(d: Path, s: dict) -> Entry:
 
 def entry(d: Path) -> Entry | None:
     """The :class:`Entry` of one directory, None when it is none of the three; a UsageError
-    naming its manifest when that is not a JSON object."""
+    naming its manifest, or a summary.json beside no manifest, when that is not a JSON object."""
     m = read_manifest(d / MANIFEST) if (d / MANIFEST).is_file() else None
     if m and m.get("kind") == "experiment":
         return _experiment_entry(d, m)
     if m and "run_id" in m:
         return _run_entry(d, m)
-    s = _read(d / "summary.json")
-    if s and "meta" in s and "rows" in s:
-        return _reproduction_entry(d, s)
-    return None
+    summary = d / "summary.json"
+    if not summary.is_file():
+        return None
+    s = _read(summary)
+    if s is None:
+        raise UsageError(f"{summary}: damaged (not a JSON object)")
+    return _reproduction_entry(d, s) if "meta" in s and "rows" in s else None
 
 
 def find(root: str | Path) -> list[Entry]:
@@ -174,9 +182,11 @@ def compare(a: str | Path, b: str | Path) -> dict:
     if ea.kind == "experiment":
         da = _flat(experiment_manifest(a)["definition"])
         db = _flat(experiment_manifest(b)["definition"])
-        sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
-        if sa is None or sb is None:
-            raise ValueError("both experiments need a summary.json (testbed experiment report DIR)")
+        sa, sb = (_read(Path(d) / "summary.json", EXPERIMENT_SUMMARY_KEYS) for d in (a, b))
+        for d, s in ((a, sa), (b, sb)):
+            if s is None:
+                raise ValueError(f"{d}: no sound summary.json to compare (write it with testbed "
+                                 f"experiment report {d})")
         from experiments.stats import compare as stat_compare
         for lab in [x for x in sa["levels"] if x in sb["levels"]]:
             for m in [x for x in sa["metrics"] if x in sb["metrics"]]:
@@ -205,7 +215,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
 
 def tidy(exp_dir: str | Path, experiment: str | None = None) -> list[dict]:
     """One row per run × metric of an experiment's ``summary.json`` (columns ``TIDY_COLUMNS``)."""
-    s = _read(Path(exp_dir) / "summary.json")
+    s = _read(Path(exp_dir) / "summary.json", EXPERIMENT_SUMMARY_KEYS)
     if s is None:
         return []
     rows = []

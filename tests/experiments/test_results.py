@@ -49,3 +49,27 @@ def test_the_cli_lists_and_compares(tmp_path, capsys):
     args = p.parse_args(["results", "compare", str(a), str(a)])
     assert args.func(args) == 0
     assert "differences: none" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ['{"primary": "completion_ms_median", "by_', '{"x": 1}', "[]"])
+def test_a_damaged_summary_is_named_never_read(tmp_path, text):
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0}, reps=2)
+    b = _exp(tmp_path / "b", {"new": 600.0, "reuse": 250.0}, reps=2)
+    (b / "summary.json").write_text(text)
+    listed = {e.path.name: e for e in find(tmp_path)}
+    assert listed["a"].verdict.startswith("complete")
+    assert listed["b"].verdict.startswith("summary damaged") and listed["b"].headline == "–"
+    with pytest.raises(ValueError, match=f"{b}: no sound summary.json"):
+        compare(a, b)
+    write_all(b)                                    # the report writes it anew from the runs
+    assert compare(a, b)["metrics"]
+
+
+def test_a_damaged_reproduction_summary_is_left_out_with_its_name(tmp_path, caplog):
+    (tmp_path / "reproduce-x").mkdir()
+    (tmp_path / "reproduce-x" / "summary.json").write_text('{"meta": {"title"')
+    (tmp_path / "calibration").mkdir()
+    (tmp_path / "calibration" / "summary.json").write_text('{"link": {}}')   # sound, not a reproduction
+    with caplog.at_level("WARNING", logger="experiments.results"):
+        assert find(tmp_path) == []
+    assert "reproduce-x/summary.json: damaged" in caplog.text and "calibration" not in caplog.text
