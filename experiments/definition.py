@@ -68,6 +68,7 @@ else:  # pragma: no cover
 from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
+from testbed.spec.units import delay_as_written
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 ORDERS = ("alternate", "abba", "random")
@@ -450,12 +451,15 @@ class Experiment:
         return cls(**d, source=source)
 
 
-def schedule_file(path: str, value: Any, source: str | Path) -> Any:
-    """``value`` of the RunSpec ``path``, with a schedule or trace file (``links.*.*.schedule``,
-    ``links.*.*.trace``; a value without ``=`` other than ``none``) that exists relative to the
-    directory of the definition file ``source`` made that file's absolute path; else as given
-    (an inline schedule, ``none``, a path relative to the working directory)."""
+def file_value(path: str, value: Any, source: str | Path) -> Any:
+    """``value`` of the RunSpec ``path`` as the definition file ``source`` wrote it: a schedule or
+    trace file (``links.*.*.schedule``, ``links.*.*.trace``; a value without ``=`` other than
+    ``none``) that exists relative to the file's directory made that file's absolute path; a
+    number for a topology's or link's delay or jitter as its text (``units.delay_as_written``: a
+    bare number above 1 s is refused, as on the command line); else as given."""
     parts = path.split(".")
+    if parts[0] in ("topology_params", "links"):
+        value = delay_as_written(path, value)
     if (len(parts) != 4 or parts[0] != "links" or parts[3] not in ("schedule", "trace") or not source
             or not isinstance(value, str) or "=" in value or value.lower() == "none"):
         return value
@@ -476,14 +480,15 @@ def read_definition(path: Path | str) -> Experiment:
     base = data.get("base")
     if isinstance(base, dict) and isinstance(base.get("topology"), str) and plugins.is_path(base["topology"]):
         data["base"] = {**base, "topology": str((p.parent / base["topology"]).resolve())}
-    if isinstance(base, dict) and isinstance(base.get("links"), dict):
-        data["base"] = {**data["base"], "links": {k: schedule_file(f"links.{k}", v, p)
-                                                  for k, v in base["links"].items()}}
+    for table in ("topology_params", "links"):
+        if isinstance(base, dict) and isinstance(base.get(table), dict):
+            data["base"] = {**data["base"], table: {k: file_value(f"{table}.{k}", v, p)
+                                                    for k, v in base[table].items()}}
     if isinstance(data.get("factor"), str) and isinstance(data.get("levels"), list):
-        data["levels"] = [schedule_file(data["factor"], v, p) for v in data["levels"]]
+        data["levels"] = [file_value(data["factor"], v, p) for v in data["levels"]]
     cross = data.get("cross")
     if isinstance(cross, dict) and isinstance(cross.get("factor"), str) and isinstance(cross.get("levels"), list):
-        data["cross"] = {**cross, "levels": [schedule_file(cross["factor"], v, p) for v in cross["levels"]]}
+        data["cross"] = {**cross, "levels": [file_value(cross["factor"], v, p) for v in cross["levels"]]}
     exp = Experiment.from_dict(data, source=str(p))
     if len(exp.levels) < 2:     # a definition compares; --levels may narrow a run to one arm
         raise UsageError(f"experiment {exp.name!r}: factor {exp.factor!r} has {len(exp.levels)} level(s); "

@@ -20,7 +20,7 @@ A VALUE is read as a TOML literal when it is one (``5``, ``0.5``, ``true``, ``"x
 string given (``50mbit``, ``3%``); an empty VALUE is refused (an empty rate once meant
 "unshaped": give ``unshaped``).  A delay or jitter (a KEY or FIELD naming one) stays text, so
 that a bare number above 1 s is refused where links are built (``delay=10`` is 10 s: write
-``10ms``; ``units.parse_delay``), after the topology's name is checked.
+``10ms``; ``units.parse_delay``, ``units.names_a_delay``), after the topology's name is checked.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from testbed.backends import BACKEND_CHOICES
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
 from testbed.spec.runspec import SCALARS
+from testbed.spec.units import names_a_delay
 
 TOPOLOGY_PATHS = ("topology_params.", "links.")
 
@@ -182,13 +183,6 @@ def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: st
         # topology's name is checked, not read by TOML as the number 10 (seconds)
         out[key.strip()] = text.strip() if names_a_delay(key) else value(text.strip())
     return out
-
-
-def names_a_delay(key: str) -> bool:
-    """``key`` (a KEY, PATH or LINK.DIR.FIELD) names a delay or jitter: ``delay``, ``delay1``,
-    ``edge_delay``, ``bottleneck.down.jitter`` (not ``nodelay``)."""
-    import re
-    return re.search(r"(^|_)(delay|jitter)\d*($|_)", key.strip().rsplit(".", 1)[-1]) is not None
 
 
 def spec_sets(sets: list[str], links: list[str]) -> dict[str, Any]:

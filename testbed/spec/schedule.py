@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from testbed.spec.lossmodel import Bernoulli, loss_from_dict, loss_to_dict, parse_loss
-from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, format_rate, format_time, parse_bool, parse_count,
-                                parse_delay, parse_queue, parse_rate, parse_size, parse_time)
+from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, delay_as_written, format_rate, format_time, parse_bool,
+                                parse_count, parse_delay, parse_queue, parse_rate, parse_size, parse_time)
 
 #: LinkSpec fields a step may set (overhead and mtu stay fixed for a run)
 STEP_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue_packets", "queue_bytes")
@@ -508,7 +508,7 @@ class Schedule:
         fmt = path.suffix.lower().lstrip(".")
         try:
             if fmt == "toml":
-                data = tomllib.loads(text)
+                data = _as_written(tomllib.loads(text))
             elif fmt == "json":
                 data = json.loads(text)
             else:
@@ -524,6 +524,20 @@ class Schedule:
             raise ValueError(f"{path}:{line}: {exc.message}" if line else f"{path}: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
+
+
+def _as_written(data: Any) -> Any:
+    """A TOML schedule's steps and events with their delays and jitters as written
+    (``units.delay_as_written``); JSON, ``to_dict``'s format, keeps numbers in seconds."""
+    if not isinstance(data, dict):
+        return data
+    def written(item):
+        return {k: delay_as_written(k, v) for k, v in item.items()} if isinstance(item, dict) else item
+    out = dict(data)
+    for key in ("step", "event"):
+        raw = out.get(key)
+        out[key] = [written(i) for i in raw] if isinstance(raw, list) else written(raw)
+    return {k: v for k, v in out.items() if v is not None or k in data}
 
 
 class _ItemError(ValueError):

@@ -76,7 +76,8 @@ BARE_DELAY_MAX_S = 1.0
 def parse_delay(value: float | int | str, what: str = "delay") -> float:
     """``parse_time`` for a delay or jitter, refusing a string without a unit above
     ``BARE_DELAY_MAX_S`` (a number is seconds; "10" would silently be 10 s, a queue of
-    hundreds of thousands of packets): the message names the unit and the likely meaning."""
+    hundreds of thousands of packets): the message names the unit and the likely meaning.
+    What a person typed reaches it as text (``delay_as_written``)."""
     seconds = parse_time(value)
     if isinstance(value, str) and seconds > BARE_DELAY_MAX_S:
         number, unit = _split(value, what, "")
@@ -84,6 +85,19 @@ def parse_delay(value: float | int | str, what: str = "delay") -> float:
             raise ValueError(f"{what}={value.strip()} has no unit, which is {seconds:g} s; write "
                              f"{number:g}ms for milliseconds (or {number:g}s if you mean seconds)")
     return seconds
+
+
+def names_a_delay(key: str) -> bool:
+    """``key`` (a KEY, PATH or LINK.DIR.FIELD) names a delay or jitter: ``delay``, ``delay1``,
+    ``edge_delay``, ``bottleneck.down.jitter`` (not ``nodelay``)."""
+    return re.search(r"(^|_)(delay|jitter)\d*($|_)", key.strip().rsplit(".", 1)[-1]) is not None
+
+
+def delay_as_written(key: str, value):
+    """``value`` of ``key`` in a file a person wrote (TOML): a number given for a delay or jitter
+    as its text, so that ``parse_delay`` refuses ``delay = 100`` (100 s) as it refuses
+    ``--set delay=100``; any other value as it is."""
+    return str(value) if _number(value) and names_a_delay(key) else value
 
 
 def parse_probability(value: float | int | str) -> float:

@@ -546,3 +546,43 @@ def test_experiment_out_in_the_way_is_refused(tmp_path, capsys, restore_logging)
     with pytest.raises(SystemExit) as exc:
         main(["experiment", "run", "buffer", "--reps", "1", "--out", str(tmp_path / "f")])
     assert exc.value.code == 2 and f"argument --out: {tmp_path / 'f'} is not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,words", [
+    ('[[step]]\nat = "1s"\ndelay = 100\n', "s.toml:1: delay=100 has no unit, which is 100 s; write 100ms"),
+    ('[step]\nat = "1s"\njitter = 3\n', "s.toml:1: jitter=3 has no unit, which is 3 s"),
+    ('[[event]]\nframe = 2\ndelay = 45\n', "s.toml:1: delay=45 has no unit, which is 45 s"),
+])
+def test_a_bare_delay_in_a_toml_schedule_is_refused_as_on_the_command_line(tmp_path, text, words):
+    """`delay = 100` in a schedule file was 100 s, where `--link ...delay=100` is refused."""
+    from testbed.spec.schedule import Schedule
+    (tmp_path / "s.toml").write_text(text)
+    with pytest.raises(ValueError, match=words):
+        Schedule.load(tmp_path / "s.toml")
+    (tmp_path / "s.toml").write_text('[[step]]\nat = "1s"\ndelay = 0.5\njitter = "2ms"\n')
+    assert dict(Schedule.load(tmp_path / "s.toml").steps[0].changes) == {"delay": 0.5, "jitter": 0.002}
+    (tmp_path / "s.json").write_text('{"step": [{"at": "1s", "delay": 2.0}]}')   # to_dict's seconds
+    assert dict(Schedule.load(tmp_path / "s.json").steps[0].changes) == {"delay": 2.0}
+
+
+@pytest.mark.parametrize("lines,words", [
+    (['factor = "topology_params.delay"', 'levels = [100, "10ms"]'], "level '100': delay=100 has no unit"),
+    (['factor = "socket.cc"', 'levels = ["cubic", "bbr"]', "[base.topology_params]", "delay = 50"],
+     "delay=50 has no unit, which is 50 s"),
+    (['factor = "socket.cc"', 'levels = ["cubic", "bbr"]', "[base.links]", '"bottleneck.up.jitter" = 2'],
+     "jitter=2 has no unit"),
+])
+def test_a_bare_delay_number_in_a_definition_is_refused(tmp_path, lines, words):
+    """`delay = 100` in a definition planned a 110-minute experiment of 100 s one-way delays."""
+    from experiments.definition import read_definition
+    from testbed.spec.errors import UsageError
+    head = ['name = "x"', 'metrics = ["goodput_mbps"]']
+    base = ["[base]", 'topology = "longhaul"', 'workload = "bulk"', 'params = {size = "1MB"}']
+    tables = [i for i, line in enumerate(lines) if line.startswith("[")]
+    top, rest = (lines[:tables[0]], lines[tables[0]:]) if tables else (lines, [])
+    (tmp_path / "x.toml").write_text("\n".join(head + top + base + rest) + "\n")
+    with pytest.raises((UsageError, ValueError), match=words):
+        read_definition(tmp_path / "x.toml").validate()
+    (tmp_path / "x.toml").write_text("\n".join(head + top + base + rest).replace("100", "0.1")
+                                     .replace("= 50", '= "50ms"').replace("= 2", "= 0.002") + "\n")
+    read_definition(tmp_path / "x.toml").validate()
