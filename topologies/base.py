@@ -37,6 +37,7 @@ from testbed.spec import plugins
 from testbed.spec.linkspec import LinkSpec
 from testbed.spec.schedule import Schedule, parse_inline
 from testbed.spec.registry import Registry
+from testbed.spec.units import written
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
 # LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB'), and
@@ -122,7 +123,7 @@ class TestbedTopo(Topo):
             info[slot] = current.replace(schedule=(current.schedule or Schedule()).merge(extra))
             self.schedule_from[f"{link}.{direction}"] = "links"
         except ValueError as exc:
-            raise ValueError(f"link override {key}={value!r}: {exc}") from None
+            raise ValueError(f"link override {key}={written(value)}: {exc}") from None
 
     def link_table(self) -> list[dict[str, Any]]:
         """Every named link: its ends, and per direction (``up``: client side → server side,

@@ -25,11 +25,17 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def written(value) -> str:
+    """``value`` in a message as a person wrote it: a bool as TOML's ``true``/``false`` (not
+    Python's ``True``), anything else as its repr."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
 def _split(text: str, what: str, allowed: str) -> tuple[float, str]:
     match = _SPLIT.match(text) if isinstance(text, str) else None
     if not match:
-        raise ValueError(f"cannot read {what} {text!r}: expected a non-negative number with a unit; "
-                         f"{allowed}")
+        raise ValueError(f"cannot read {what} {written(text)}: expected a non-negative number with a "
+                         f"unit; {allowed}")
     return float(match.group(1)), match.group(2)
 
 

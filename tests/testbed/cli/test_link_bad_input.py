@@ -19,7 +19,7 @@ def refused(capsys, argv: list[str], words: str) -> str:
     (["--link", "bottleneck.up.queue=1.5"], "queue limit 1.5: a packet count must be whole"),
     (["--set", "rate_up=5"], "rate 5 bit/s is out of range; a link's rate is 1kbit to 100gbit (a number "
                              "without a unit is bit/s: write 5mbit for Mbit/s)"),
-    (["--set", "rate_up=true"], "cannot read rate True"),
+    (["--set", "rate_up=true"], "cannot read rate true"),
     (["--link", "bottleneck.up.rate=5@3s"], "rate 5 has no unit, which is 5 bit/s; write 5mbit"),
     (["--set", "rate_up=1e30gbit"], "rate 1e+39 bit/s is out of range"),
     (["--set", "delay=1e12s"], "delay 1e+12 s must be >= 0 s and at most 3600 s (an hour)"),

@@ -19,7 +19,7 @@ def test_a_queue_given_as_a_number_reads_as_its_text(value, words):
 
 
 def test_a_bool_is_never_a_quantity_and_a_bare_small_rate_string_is_refused():
-    with pytest.raises(ValueError, match="cannot read rate True"):
+    with pytest.raises(ValueError, match="cannot read rate true"):
         parse_rate(True)
     with pytest.raises(ValueError, match="rate 5 has no unit, which is 5 bit/s; write 5mbit"):
         parse_rate("5")
@@ -33,7 +33,7 @@ def test_a_bool_is_never_a_quantity_and_a_bare_small_rate_string_is_refused():
 @pytest.mark.parametrize("fields,words", [
     (dict(rate=5), "rate 5 bit/s is out of range; a link's rate is 1kbit to 100gbit .*write 5mbit"),
     (dict(rate="1e30gbit"), "out of range; a link's rate is 1kbit to 100gbit"),
-    (dict(rate=True), "cannot read rate True"),
+    (dict(rate=True), "cannot read rate true"),
     (dict(delay="1e12s"), r"delay 1e\+12 s must be >= 0 s and at most 3600 s"),
     (dict(jitter="7200s"), "jitter 7200 s must be >= 0 s and at most 3600 s"),
     (dict(queue=1e30), r"queue limit 1e\+30 packets is too large; a queue holds at most 10000000 packets"),
