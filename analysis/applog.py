@@ -24,12 +24,17 @@ Timed steps (``step`` events: computation the workload stands in for, see
 :mod:`testbed.apps.eventlog`) are not joined to flows: :func:`steps` reads them as
 :class:`Step` spans on the logs' clock (CLOCK_MONOTONIC, the clock captures are put on by
 :mod:`analysis.clock`), :func:`step_totals` sums them per name.
+
+A run's JSON files are read here too: :func:`read_object` (metadata, capture sidecars),
+:func:`run_manifest` and :func:`role_host` (which host played client or server).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from testbed.spec.runresult import MANIFEST, read_manifest
 
 
 def read_object(path: str | Path) -> dict | None:
@@ -45,6 +50,19 @@ def read_object(path: str | Path) -> dict | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a JSON {type(data).__name__}, not an object")
     return data
+
+
+def run_manifest(run_dir: str | Path) -> dict:
+    """The run's manifest (``runresult.read_manifest``: a UsageError naming it when damaged);
+    {} when the directory has none (captures analysed on their own)."""
+    path = Path(run_dir) / MANIFEST
+    return read_manifest(path) if path.is_file() else {}
+
+
+def role_host(run_dir: str | Path, role: str) -> str:
+    """The host that played ``role`` (client, server) in the run, by its manifest's ``roles``;
+    the role's own name when the run recorded none (the two-host topologies' names)."""
+    return run_manifest(run_dir).get("roles", {}).get(role) or role
 
 
 def load(path: str | Path) -> list[dict]:

@@ -100,9 +100,7 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
     run_dir = Path(run_dir)
     out = base(run_dir, client)
     m, c = out["metrics"], out["checks"]
-    manifest = run_dir / "manifest.json"
-    roles = json.loads(manifest.read_text()).get("roles", {}) if manifest.is_file() else {}
-    client = client or roles.get("client") or "client"
+    client = client or applog.role_host(run_dir, "client")
     conns, request, acks = [], None, 0         # request: (first_ns, symbol times) of the first
     for f in sorted((run_dir / "pcap").glob(f"{client}-*.pcap")):
         pk = pcap.read(f)

@@ -31,17 +31,10 @@ PORT = 5005
 SHARE = 0.01
 
 
-def _client_host(run_dir: Path) -> str:
-    manifest = run_dir / "manifest.json"
-    if manifest.exists():
-        return json.loads(manifest.read_text()).get("roles", {}).get("client", "client")
-    return "client"
-
-
 def path_bytes(run_dir: Path, port: int = PORT) -> dict[str, int]:
     """{interface: TCP payload bytes the client sent to ``port``} from the client's captures."""
     from analysis import pcap
-    host = _client_host(run_dir)
+    host = applog.role_host(run_dir, "client")
     out = {}
     for f in sorted((run_dir / "pcap").glob(f"{host}-*.pcap")):
         p = pcap.read(f)
@@ -104,7 +97,7 @@ def subflow_in_flight(run_dir: str | Path, port: int = PORT) -> dict[str, tuple[
     ``"all"``: the sum of the subflows on the merged timeline — the MPTCP connection as one."""
     from analysis import clock, pcap
     run_dir = Path(run_dir)
-    host = _client_host(run_dir)
+    host = applog.role_host(run_dir, "client")
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for f in sorted((run_dir / "pcap").glob(f"{host}-*.pcap")):
         p = pcap.read(f)

@@ -116,7 +116,7 @@ SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes
 def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dict[str, Any]]:
     """``{"metrics": {...}, "checks": {...}}`` of a run directory (see the module docstring)."""
     run_dir = Path(run_dir)
-    manifest, metadata = (applog.read_object(run_dir / name) or {} for name in ("manifest.json", "metadata.json"))
+    manifest, metadata = applog.run_manifest(run_dir), applog.read_object(run_dir / "metadata.json") or {}
     client = client or manifest.get("roles", {}).get("client") or "client"
     log = run_dir / CLIENT_LOG
     events = applog.load(log) if log.is_file() else []

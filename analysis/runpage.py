@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from analysis import applog
 from analysis.page import Page
 
 
@@ -96,7 +97,7 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
     file, [(caption, png)]; ``notes``: sentences about missing or damaged captures.  A run with
     a link schedule also gets the table of its changes (the manifest's ``link_changes``)."""
     run_dir = Path(run_dir)
-    manifest = json.loads((run_dir / "manifest.json").read_text() or "{}")
+    manifest = applog.run_manifest(run_dir)
     page = Page(f"run {run_dir.name}")
     page.heading("Setup").setup(run_setup(manifest))
     page.heading("Result")

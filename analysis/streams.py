@@ -162,7 +162,7 @@ def frames(run_dir: Path, port: int) -> tuple[list[dict], dict]:
     conn = next((e for e in client if e["event"] == "conn"), None)
     arrivals: dict = {}
     if session["transport"] == "tcp":
-        role = _client_host(run_dir)
+        role = applog.role_host(run_dir, "client")
         for pcap in sorted((run_dir / "pcap").glob(f"{role}-*.pcap")) if conn else ():
             got = tcp_arrivals(pcap, conn, offset)
             if got is not None:
@@ -207,14 +207,6 @@ def _image_gaps(recs, arrivals, transport) -> list:
         return []
     ranges = [(r["start"], r["end"]) for r in image] if transport == "tcp" else None
     return gaps(*arrivals[sid], ranges)
-
-
-def _client_host(run_dir: Path) -> str:
-    import json
-    manifest = run_dir / "manifest.json"
-    if manifest.exists():
-        return json.loads(manifest.read_text()).get("roles", {}).get("client", "client")
-    return "client"
 
 
 def run_metrics(run_dir: Path, port: int) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,14 +101,35 @@ def _json_default(obj: Any) -> Any:
 
 def read_manifest(path: Path | str) -> dict[str, Any]:
     """The JSON object of a manifest file (a run's or an experiment's); a UsageError naming the
-    file when it is not valid JSON or not a JSON object."""
+    file when it is not valid JSON, not a JSON object, or a run's whose fields of objects and
+    arrays (``RunResult``'s) hold something else."""
     try:
         data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a JSON {type(data).__name__}, not a manifest's object")
+    if data.get("kind") != "experiment":
+        for name, kind in _run_fields().items():
+            if name in data and not isinstance(data[name], kind):
+                raise UsageError(f"{path}: {name} is a JSON {_json_name(type(data[name]))}, where a "
+                                 f"run's manifest has an {_json_name(kind)}")
+        if not all(isinstance(f, dict) and "path" in f and "kind" in f for f in data.get("files", [])):
+            raise UsageError(f"{path}: files holds an entry that is no object with a path and a kind")
     return data
+
+
+def _run_fields() -> dict[str, type]:
+    """The run manifest's fields that hold a JSON object or array, from ``RunResult``'s
+    annotations (``spec`` is written as its dict)."""
+    hints = typing.get_type_hints(RunResult)
+    kinds = {name: typing.get_origin(t) for name, t in hints.items()}
+    return {"spec": dict, **{name: k for name, k in kinds.items() if k in (dict, list)}}
+
+
+def _json_name(kind: type) -> str:
+    return {dict: "object", list: "array", str: "string", int: "number", float: "number",
+            bool: "boolean", type(None): "null"}.get(kind, kind.__name__)
 
 
 def load_run(dir: Path | str) -> RunResult:

@@ -24,7 +24,6 @@ flight, so nothing overflows it) and the uplink must not lose frames — the che
 step landed elsewhere."""
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -183,7 +182,7 @@ def agent_metrics(run_dir: Path) -> dict:
     from analysis import applog
     from analysis.runmetrics import run_metrics
     out = run_metrics(run_dir)
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    manifest = applog.run_manifest(run_dir)
     spec = manifest.get("spec", {})
     p = AGENT.make_params(spec.get("params", {}))
     if p.uplinks != "none":

@@ -315,3 +315,18 @@ def test_a_frame_log_cut_short_is_named_and_strict_fails(rr_pcap, analyze, tmp_p
     path.write_bytes(path.read_bytes()[:12] + b"{abcd" + path.read_bytes()[17:])
     with pytest.raises(ValueError, match=f"{path}: the frame log's header is damaged"):
         read_log(path)
+
+
+@pytest.mark.parametrize("field,value,says", [
+    ("spec", "x", "spec is a JSON string, where a run's manifest has an object"),
+    ("files", 5, "files is a JSON number, where a run's manifest has an array"),
+    ("files", [1], "files holds an entry that is no object with a path and a kind"),
+    ("roles", [1], "roles is a JSON array, where a run's manifest has an object"),
+    ("link_changes", 7, "link_changes is a JSON number"),
+])
+def test_a_manifest_field_of_the_wrong_type_is_named(rr_pcap, analyze, tmp_path, field, value, says):
+    """Valid JSON with a field of another type than a run writes was a traceback."""
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, run_id="tb-x", **{"spec": {"topology": "image"}, field: value})
+    with pytest.raises(ValueError, match=f"{d / 'manifest.json'}: {says}"):
+        analyze([str(d)])
