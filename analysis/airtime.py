@@ -31,10 +31,11 @@ sizes of this run.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
+
+from analysis import applog
 
 ETH_HEADER = 14
 #: IP packets up to this size are feedback: 20 B IPv4 header + a TCP header of at most 60 B
@@ -66,7 +67,7 @@ def medium_busy(run_dir: str | Path) -> dict:
     from testbed.emulator.airtime import AirtimeSpec
     from testbed.emulator.linklog import DELIVERED, read_log
     emu = Path(run_dir) / "emulator"
-    config = json.loads((emu / "config.json").read_text())
+    config = applog.read_object(emu / "config.json") or {}
     media = config.get("media") or {}
     if len(media) != 1:
         raise ValueError(f"{run_dir}: {len(media)} shared media; busy intervals need exactly one")
@@ -114,13 +115,13 @@ def run_airtime(run_dir: str | Path) -> dict:
     emu = Path(run_dir) / "emulator"
     if not (emu / "config.json").exists():
         raise ValueError(f"{run_dir}: no emulator/config.json (airtime needs the userspace backend)")
-    config = json.loads((emu / "config.json").read_text())
+    config = applog.read_object(emu / "config.json")
     media = config.get("media") or {}
     if not media:
         raise ValueError(f"{run_dir}: the emulated links have no shared medium (topology wifi has one)")
     name, spec_d = next(iter(media.items()))
     spec = AirtimeSpec.from_dict(spec_d)
-    summary = json.loads((emu / "summary.json").read_text()) if (emu / "summary.json").exists() else {}
+    summary = applog.read_object(emu / "summary.json") or {}
     busy = summary.get("media", {}).get(name, {}).get("busy_ns_by_direction", {})
     dirs = {d["name"]: direction_airtime(emu / f"{d['name']}.frames", spec)
             for d in config["directions"] if d.get("medium") == name}

@@ -80,3 +80,18 @@ def test_medium_busy_splits_data_and_feedback_frames_by_size(tmp_path):
     assert m["air_data_busy_ms"] == pytest.approx(3 * 0.342)
     assert m["air_feedback_busy_ms"] == pytest.approx(0.130)
     assert m["air_busy_ms"] == pytest.approx(3 * 0.342 + 0.130)
+
+
+@pytest.mark.parametrize("name", ["config.json", "summary.json"])
+def test_a_damaged_emulator_file_is_named(tmp_path, name):
+    from analysis.airtime import medium_busy
+    emu = tmp_path / "emulator"
+    emu.mkdir()
+    spec = AirtimeSpec().to_dict()
+    (emu / "config.json").write_text(json.dumps({"media": {"air": spec}, "directions": []}))
+    (emu / name).write_text('{"media": {')
+    with pytest.raises(ValueError, match=f"{emu / name}: not valid JSON"):
+        run_airtime(tmp_path)
+    if name == "config.json":
+        with pytest.raises(ValueError, match=f"{emu / name}: not valid JSON"):
+            medium_busy(tmp_path)
