@@ -36,13 +36,19 @@ def namespace_default() -> str | None:
         return None
 
 
+#: how an app's output line that is a diagnostic, not a result, begins (``testbed run`` shows it
+#: on stderr, as a warning that ``-q`` silences)
+NOTE = "note: "
+
+
 def note(used: str | None) -> str | None:
     """One line for the app's output when its sockets run ``used`` but outside programs in the
-    same namespace (iperf3, curl) would run the namespace default."""
+    same network namespace (iperf3, curl) would run the namespace default."""
     default = namespace_default()
     if used and default and used != default:
-        return (f"note: congestion control {used} on the testbed's sockets; programs that do not "
-                f"choose one (iperf3, curl) use this namespace's default, {default}")
+        return (f"{NOTE}congestion control {used} on the testbed's sockets; programs that do not "
+                f"choose one (iperf3, curl) use this network namespace's default, {default} "
+                "(net.ipv4.tcp_congestion_control)")
     return None
 
 

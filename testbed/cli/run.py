@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 
 import json
+import logging
 import sys
 from pathlib import Path
 
 from testbed import workloads
+from testbed.apps import ccusage
 from testbed.cli.options import add_json, add_topo, add_topology_args, spec_sets
 from testbed.spec import factors
 from testbed.spec.errors import RunError, UsageError
@@ -121,8 +123,18 @@ def run(args) -> int:
     if args.json:
         _print_json(result)
         return 0
-    out = result.dir / "client.stdout"
-    if out.exists():
-        sys.stdout.write(out.read_text(errors="replace"))
+    print_client_output(result.dir / "client.stdout")
     print(f"results in {result.dir}")
     return 0
+
+
+def print_client_output(path: Path) -> None:
+    """The client's result lines on stdout; its notes (``ccusage.NOTE``), diagnostics, as
+    warnings on stderr, which ``-q`` silences."""
+    if not path.exists():
+        return
+    for line in path.read_text(errors="replace").splitlines(keepends=True):
+        if line.startswith(ccusage.NOTE):
+            logging.getLogger(__name__).warning("%s", line.removeprefix(ccusage.NOTE).strip())
+        else:
+            sys.stdout.write(line)

@@ -586,3 +586,18 @@ def test_a_bare_delay_number_in_a_definition_is_refused(tmp_path, lines, words):
     (tmp_path / "x.toml").write_text("\n".join(head + top + base + rest).replace("100", "0.1")
                                      .replace("= 50", '= "50ms"').replace("= 2", "= 0.002") + "\n")
     read_definition(tmp_path / "x.toml").validate()
+
+
+def test_the_clients_note_is_a_warning_that_quiet_silences(tmp_path, capsys, restore_logging):
+    """`testbed -q run` printed the client's congestion-control note with its result lines."""
+    from testbed.cli import setup_logging
+    from testbed.cli.run import print_client_output
+    out = tmp_path / "client.stdout"
+    out.write_text("new: median 36.9 ms over 2 requests\nnote: congestion control cubic on the "
+                   "testbed's sockets; ...\n")
+    for quiet, shown in ((False, True), (True, False)):
+        setup_logging(quiet=quiet)
+        print_client_output(out)
+        o, e = capsys.readouterr()
+        assert o == "new: median 36.9 ms over 2 requests\n"
+        assert ("warning: congestion control cubic" in e) is shown
