@@ -101,6 +101,7 @@ def test_the_guides_commands_that_need_no_root(guide, tmp_path):
     assert "chain: client — router — server" in printed("topo", "list")
     assert "down server → router: 20mbit, delay 10ms" in printed("topo", "show", "chain")
     assert "--count COUNT" in printed("run", "pingpong", "--help")
+    assert "--cc" not in printed("run", "pingpong", "--help")      # socket_factors=False
     assert "20 of 20 messages echoed" in printed("run", "pingpong", "--topo", "loopback")
     [run] = manifests(tmp_path)                        # the loopback run of the toy workload
     assert run["status"] == "complete" and run["spec"]["workload"] == "pingpong"

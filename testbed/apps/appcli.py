@@ -4,17 +4,18 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from testbed.workloads import add_params
+from testbed.workloads import Workload, add_params
 from testbed.apps.tcpopts import add_socket_arguments
 
 
-def app_parser(module: str, doc: str, params: type, port: int, run_server: Callable,
-               run_client: Callable, socket_factors: bool = True, transport: str = "tcp"):
-    """The in-host program's command line, derived from its workload record's ``params``
-    (``testbed.workloads``): ``server --listen`` and ``client --server``, each with ``--log``,
-    its side's parameter fields that apply to its ``transport`` and, for TCP programs, the
-    socket factors.  Returns ``(parser, server, client)`` so a program can add options of its own."""
-    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
+def app_parser(workload: Workload, doc: str, run_server: Callable, run_client: Callable):
+    """The in-host program's command line, derived from its workload record (``testbed.workloads``):
+    ``python -m`` its ``module``, ``server --listen`` (default: its ``port``) and ``client
+    --server``, each with ``--log``, its side's ``params`` fields that apply to its transport and,
+    for a TCP program that takes them (``socket_factors``), the socket factors.  Returns
+    ``(parser, server, client)`` so a program can add options of its own."""
+    port, transport = workload.port, workload.transport or "tcp"
+    p = argparse.ArgumentParser(prog=f"python -m {workload.module}", description=doc.split("\n\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     s = sub.add_parser("server")
     s.add_argument("--listen", default=f":{port}", help=f"HOST:PORT to listen on (default: :{port})")
@@ -23,9 +24,9 @@ def app_parser(module: str, doc: str, params: type, port: int, run_server: Calla
     c.add_argument("--server", required=True, help="HOST:PORT of the server")
     c.set_defaults(func=run_client)
     for q, side in ((s, "server"), (c, "client")):
-        add_params(q, params, (side, "both"), transport=transport)
+        add_params(q, workload.params, (side, "both"), transport=transport)
         q.add_argument("--log", default="-", help="JSONL event log path ('-' = stdout) (default: -)")
-        if socket_factors and transport == "tcp":
+        if workload.socket_factors and transport == "tcp":
             add_socket_arguments(q)
     return p, s, c
 

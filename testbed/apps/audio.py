@@ -31,7 +31,7 @@ from testbed.apps.appcli import app_main, app_parser
 from testbed.apps.appmain import guarded, parse_hostport
 from testbed.protocols.playback import Playback, chunk_bytes
 from testbed.spec.units import parse_time
-from testbed.workloads import AudioParams
+from testbed.workloads.audio import AUDIO
 
 REQUEST = struct.Struct("!4sIIII")
 MAGIC = b"AU01"
@@ -183,7 +183,7 @@ def run_client(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of each side from ``testbed.workloads.AudioParams`` (one default each)."""
-    p, _, c = app_parser("testbed.apps.audio", __doc__, AudioParams, 5002, run_server, run_client)
+    p, _, c = app_parser(AUDIO, __doc__, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     return p
 

@@ -32,7 +32,7 @@ from testbed.apps import ccusage, sockets, tcpinfo, tcpopts
 from testbed.apps.appcli import app_main, app_parser
 from testbed.apps.appmain import AppError, guarded, parse_hostport
 from testbed.spec.units import parse_size, parse_time
-from testbed.workloads import BulkParams
+from testbed.workloads.bulk import BULK
 
 HEADER = struct.Struct("!4sBQI")
 COUNTS = struct.Struct("!QQ")
@@ -178,7 +178,7 @@ def run_client(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of each side from ``testbed.workloads.BulkParams`` (one default each)."""
-    p, _, c = app_parser("testbed.apps.bulk", __doc__, BulkParams, 5001, run_server, run_client)
+    p, _, c = app_parser(BULK, __doc__, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     return p
 

@@ -18,8 +18,8 @@ from testbed.apps import eventlog as ev
 from testbed.apps import sockets
 from testbed.apps.appcli import app_main, app_parser
 from testbed.apps.appmain import guarded, parse_hostport
-from testbed.workloads.streams import DuplicateParams
 from testbed.spec.units import parse_size, parse_time
+from testbed.workloads.streams import DUPLICATE
 
 DGRAM = struct.Struct("!4sIQ")
 DUP_MAGIC = b"DU01"
@@ -99,8 +99,7 @@ def run_client(args) -> int:
 
 
 def build_parser():
-    return app_parser("testbed.apps.duplicate", __doc__, DuplicateParams, 5006, run_server, run_client,
-                      socket_factors=False)[0]
+    return app_parser(DUPLICATE, __doc__, run_server, run_client)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,8 +31,8 @@ from testbed.apps import eventlog as ev
 from testbed.apps import sockets, tcpopts
 from testbed.apps.appcli import app_main, app_parser
 from testbed.apps.appmain import AppError, guarded, parse_hostport
-from testbed.workloads.streams import MultipathParams
 from testbed.spec.units import parse_rate, parse_size, parse_time
+from testbed.workloads.streams import MULTIPATH
 
 IPPROTO_MPTCP = 262
 HEAD, DONE = struct.Struct("!4sQ"), struct.Struct("!Q")
@@ -189,7 +189,7 @@ def run_client(args) -> int:
 
 
 def build_parser():
-    p, _, c = app_parser("testbed.apps.multipath", __doc__, MultipathParams, 5005, run_server, run_client)
+    p, _, c = app_parser(MULTIPATH, __doc__, run_server, run_client)
     c.add_argument("--timeout", default="120s", help="give up on a path after this long (default: 120s)")
     return p
 

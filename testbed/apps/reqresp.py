@@ -510,8 +510,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of each side from ``testbed.workloads.ReqRespParams`` (one default each)."""
-    from testbed.workloads import ReqRespParams
-    p, _, c = app_parser("testbed.apps.reqresp", __doc__, ReqRespParams, 5000, run_server, run_client)
+    from testbed.workloads.reqresp import REQRESP
+    p, _, c = app_parser(REQRESP, __doc__, run_server, run_client)
     c.add_argument("--timeout", default="10s", help="connect timeout (default: 10s)")
     c.add_argument("--socks", help="connect through this SOCKS5 proxy HOST:PORT (path = relay)")
     return p

@@ -45,8 +45,8 @@ from testbed.apps import sockets, tcpopts
 from testbed.apps.appcli import app_main, app_parser
 from testbed.apps.appmain import AppError, guarded, parse_hostport
 from testbed.protocols.streammux import AUDIO, HEADER, IMAGE, KINDS, REQUEST, Decoder, Plan, ProtocolError, Scheduler
-from testbed.workloads.streams import StreamsParams
 from testbed.spec.units import parse_size, parse_time
+from testbed.workloads.streams import STREAMS
 
 SESSION, FRAME_SENT, PEER_ERROR = "streams_session", "frame_sent", "peer_error"
 STREAMS_REQUEST, STREAM_CHUNK = "streams_request", "stream_chunk"
@@ -363,7 +363,7 @@ def run_client(args) -> int:
 
 
 def build_parser():
-    p, _, c = app_parser("testbed.apps.streams", __doc__, StreamsParams, 5004, run_server, run_client)
+    p, _, c = app_parser(STREAMS, __doc__, run_server, run_client)
     c.add_argument("--timeout", default="60s", help="give up after this long (default: 60s)")
     c.set_defaults(schedule=None)
     return p

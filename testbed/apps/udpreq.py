@@ -38,6 +38,7 @@ from testbed.apps.reqresp import completion_line, summarize
 from testbed.apps.sockets import announce_ready
 from testbed.workloads import ReqRespParams
 from testbed.spec.units import parse_size, parse_time
+from testbed.workloads.udpreq import UDP_REQRESP
 
 REQUEST = struct.Struct("!4sQII")
 RESPONSE = struct.Struct("!4sI")
@@ -232,8 +233,7 @@ def run_client(args: argparse.Namespace) -> int:
 
 
 def build_parser():
-    return app_parser("testbed.apps.udpreq", __doc__, ReqRespParams, 5003, run_server, run_client,
-                      transport="udp")[0]
+    return app_parser(UDP_REQRESP, __doc__, run_server, run_client)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

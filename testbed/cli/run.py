@@ -46,7 +46,8 @@ def register(sub) -> None:
         wp = wsub.add_parser(name, help=w.help, description=f"{name}: {w.help}", aliases=aliases)
         _add_common(wp)
         workloads.add_params(wp.add_argument_group(f"{name} parameters"), w.params, defaults=False)
-        factors.add_arguments(wp, "socket", "socket factors (both ends, before listen/connect)")
+        if w.socket_factors:
+            factors.add_arguments(wp, "socket", "socket factors (both ends, before listen/connect)")
         factors.add_arguments(wp, "host", "host factors (both end hosts' namespaces)")
         wp.set_defaults(func=run, check_in_guest=check_in_guest)
 

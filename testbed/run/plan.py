@@ -156,6 +156,9 @@ def resolve(spec: RunSpec) -> Plan:
             raise UsageError(f"client and server are both on host {client!r}: no link of topology "
                              f"{spec.topology!r} between them; give two of its hosts: "
                              f"{', '.join(sorted(hosts))}")
+    if spec.socket and not record.socket_factors:
+        raise UsageError(f"workload {spec.workload}: its programs set no socket factors; "
+                         f"{', '.join(sorted(spec.socket))} cannot apply")
     if record.check is not None:
         record.check(params, spec, topo)
     return Plan(spec, record, params, topo, socket, host, client, server)

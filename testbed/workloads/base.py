@@ -107,6 +107,7 @@ class Workload:
     check: Callable[[Any, Any, Any], None] | None = None   # (params, spec, topology) → UsageError
     links: Callable[[Any, Any, Any], dict[str, str]] | None = None  # (params, spec, topology) → implied
     transport: str | None = None     # set: this record runs workload ``name`` over that transport
+    socket_factors: bool = True      # False: its programs set no TCP socket factors (--cc, ...)
 
     def make_params(self, values: Mapping[str, Any] = {}) -> Any:
         """The params dataclass from ``values`` (field → value as given); UsageError names the
@@ -144,14 +145,6 @@ class Workload:
     def for_params(self, p: Any) -> "Workload":
         """The record that runs ``p``: the one registered for its transport, else this one."""
         return WORKLOADS.for_transport(self.name, transport_of(p)) or self
-
-    def validate_spec(self, spec: Any, topo: Any) -> None:
-        """Checks that need the spec and the topology (None: loopback), by the record that runs
-        the spec's params (e.g. path relay needs the gateways, udp takes no TCP factors)."""
-        p = self.make_params(spec.params)
-        check = self.for_params(p).check
-        if check is not None:
-            check(p, spec, topo)
 
     def client_argv(self, p: Any, server: str, log: Path | str, socks: str | None = None) -> list[str]:
         """Module and arguments of the client (``python -m`` + this)."""

@@ -161,4 +161,5 @@ MULTIPATH = WORKLOADS.register(Workload(
     "testbed.apps.multipath", MultipathParams, 5005, metrics=_multipath_metrics, check=_needs_paths))
 DUPLICATE = WORKLOADS.register(Workload(
     "duplicate", "audio chunks on one path or duplicated on both, first copy wins (C11, dualpath)",
-    "testbed.apps.duplicate", DuplicateParams, 5006, metrics=_duplicate_metrics, check=_needs_paths))
+    "testbed.apps.duplicate", DuplicateParams, 5006, metrics=_duplicate_metrics, check=_needs_paths,
+    socket_factors=False))

@@ -73,6 +73,13 @@ def test_resolve_names_what_is_wrong(change, message):
     assert message in str(err.value)
 
 
+def test_a_workload_whose_programs_set_no_socket_factors_refuses_them():
+    """duplicate's program has no --cc: the run used to start and its server die unseen."""
+    with pytest.raises(UsageError, match="workload duplicate: its programs set no socket factors; cc"):
+        resolve(RunSpec(topology="dualpath", workload="duplicate", socket={"cc": "bbr"}))
+    resolve(RunSpec(topology="dualpath", workload="duplicate"))
+
+
 def test_loopback_refuses_host_factors_that_need_a_namespace():
     with pytest.raises(UsageError, match="no namespaces"):
         resolve(RunSpec(topology="loopback", capture=CaptureSpec("none"), host={"initcwnd": 40}))
