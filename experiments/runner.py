@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Callable
 
 from testbed.spec.errors import TestbedError, UsageError
-from testbed.spec.runresult import MANIFEST, load_run, read_manifest
+from testbed.spec.runresult import MANIFEST, RunResult, load_run, read_manifest
 
 from experiments import checks as ck
 from experiments.definition import Experiment, level_label
@@ -84,6 +84,15 @@ def _write_json(path: Path, obj) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
     tmp.replace(path)
+
+
+def promote(tmp: Path, final: Path) -> RunResult:
+    """A finished run's directory ``runs/.partial-NNN-LEVEL`` renamed to ``final``, its manifest's
+    ``dir`` made the final one (paths inside it are relative to it); its RunResult."""
+    tmp.rename(final)
+    result = load_run(final)
+    result.write()
+    return result
 
 
 def _loadavg() -> list[float] | None:
@@ -292,8 +301,7 @@ def _run_one(out: Path, slot: Slot, plan, executor: Callable, kw: dict, tb, setu
             "disk_mb": round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 3),
             "machine": socket.gethostname(), "attempts": 1, "lost_on": [], **where}
     _write_json(tmp / RUN_INFO, info)
-    tmp.rename(final)
-    return load_run(final)
+    return promote(tmp, final)
 
 
 def run_block(exp: Experiment, plans: dict, block: list[Slot], out: Path, executor: Callable, kw: dict,

@@ -162,12 +162,7 @@ def session(spec: RunSpec, topology: Any = None, *,
                         phases["session_s"] = time.monotonic() - t1
                         cpu = [_cpu_seconds(c.proc.pid) for c in caps]
             finally:
-                records = [_capture_record(c, x) for c, x in zip(caps, cpu) if c.result]
-                if records:
-                    result.capture = {
-                        "cpu_s": sum(c["cpu_s"] or 0 for c in records),
-                        "dropped_by_kernel": sum(c["dropped_by_kernel"] or 0 for c in records),
-                        "interfaces": records}
+                result.capture = _capture_summary(caps, cpu, bed.dir)
                 t_down = time.monotonic()
         phases["teardown_s"] = time.monotonic() - t_down
     except BaseException as exc:
@@ -269,11 +264,7 @@ def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:
     finally:
         for role, proc in reversed(started):
             _stop(proc, out / role)
-    cap_records = [_capture_record(c, s) for c, s in zip(caps, cpu)]
-    if cap_records:
-        result.capture = {"cpu_s": sum(c["cpu_s"] or 0 for c in cap_records),
-                          "dropped_by_kernel": sum(c["dropped_by_kernel"] or 0 for c in cap_records),
-                          "interfaces": cap_records}
+    result.capture = _capture_summary(caps, cpu, out)
     rc = started[-1][1].returncode if started and started[-1][0] == "client" else None
     if rc:
         err = _last_line(out / "client.stderr")
@@ -390,10 +381,17 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _capture_record(cap, cpu_s: float | None) -> dict:
-    r = cap.result
-    return {"pcap": r.pcap, "interface": r.interface, "captured": r.captured,
-            "dropped_by_kernel": r.dropped_by_kernel, "cpu_s": cpu_s, "warnings": r.warnings}
+def _capture_summary(caps: list, cpu: list, run_dir: Path) -> dict:
+    """The manifest's ``capture``: the tcpdumps' CPU seconds and kernel drops in all, and per
+    interface that has a result its pcap (relative to the run directory, which an experiment
+    renames), packets captured and dropped, CPU seconds and warnings; {} without captures."""
+    records = [{"pcap": os.path.relpath(c.result.pcap, run_dir), "interface": c.result.interface,
+                "captured": c.result.captured, "dropped_by_kernel": c.result.dropped_by_kernel,
+                "cpu_s": x, "warnings": c.result.warnings} for c, x in zip(caps, cpu) if c.result]
+    if not records:
+        return {}
+    return {"cpu_s": sum(r["cpu_s"] or 0 for r in records),
+            "dropped_by_kernel": sum(r["dropped_by_kernel"] or 0 for r in records), "interfaces": records}
 
 
 def _stop(proc: subprocess.Popen, stem: Path) -> None:

@@ -54,6 +54,8 @@ def test_full_run_layout_and_numbers(tmp_path):
     s = write_all(out)
     runs = sorted(p.name for p in (out / "runs").iterdir())
     assert runs == [x.dirname for x in schedule(reuse(5))]
+    for name in runs:                       # made in runs/.partial-NAME, each names where it is now
+        assert json.loads((out / "runs" / name / "manifest.json").read_text())["dir"] == str(out / "runs" / name)
     assert {"manifest.json", "summary.json", "report.md", "plots"} <= {p.name for p in out.iterdir()}
     m = json.loads((out / "manifest.json").read_text())
     assert m["schema"] == 1 and m["definition"]["name"] == "reuse" and "kernel" in m["environment"]
@@ -312,7 +314,8 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
     with pytest.raises(UsageError, match="two or more levels.*narrow a run to one with --levels"):
         load_definition(bad)
     bad.write_text('name = "x"\nfactor = "params.mode"\nlevels = ["new", "reuse"]\nmetrics = ["speed"]\n[base]\n')
-    with pytest.raises(UsageError, match="unknown metric 'speed'.*completion_ms"):
+    with pytest.raises(UsageError, match="unknown metric 'speed'; allowed: one of the .* metrics "
+                                         "`testbed experiment metrics` lists"):
         load_definition(bad)
     bad.write_text('name = "x"\nfactor = "params.mode"\nlevels = ["new", "reuse"]\nmetrics = ["completion_ms"]\n'
                    'colour = 1\n[base]\n')
@@ -322,8 +325,8 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
         load_definition("nope")
     with pytest.raises(UsageError, match="level 'x': reqresp: mode 'x'; allowed: new, reuse"):
         reuse().with_overrides(levels=["new", "x"]).validate()     # a new value, checked as a run's
-    with pytest.raises(UsageError, match="no manipulation check for factor 'socket.delack_max'.*params.mode"
-                                         '.*set check = "none"'):
+    with pytest.raises(UsageError, match="no manipulation check for factor 'socket.delack_max'.*"
+                                         'testbed experiment factors.*set check = "none"'):
         reuse().replace(factor="socket.delack_max", levels=("10ms", "20ms")).validate()
     reuse().replace(factor="socket.delack_max", levels=("10ms", "20ms"), check="none").validate()
 

@@ -166,6 +166,7 @@ def test_a_session_is_a_run_directory_also_when_interrupted(tmp_path):
     assert run.status == "failed" and run.error == "interrupted" and run.spec == spec
     assert [str(p.relative_to(run.dir)) for p in run.files_of("pcap")] == ["pcap/server-server-eth0.pcap"]
     assert run.capture["interfaces"][0]["captured"] >= 2 and run.roles["client"] == "client"
+    assert run.capture["interfaces"][0]["pcap"] == "pcap/server-server-eth0.pcap"   # relative: dirs move
     with pytest.raises(ValueError, match="workload 'exec'"):
         with session(RunSpec(topology="image"), results_root=tmp_path):
             pass
