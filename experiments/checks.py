@@ -34,9 +34,9 @@ A factor without a hand-written check gets a *derived* one (:func:`derived_check
   socket as twice the level (Linux doubles what it is given); a route or sysctl option
   (``initrwnd``, ``advmss``) or a boolean socket option (``nodelay``) read back as given.
 
-Factors of no kind above (``delack_max`` reads back rounded to the kernel tick,
-``window_clamp`` recomputed, ``keep_metrics`` what it did) have none: an experiment over them
-needs ``check = "none"`` and its runs are marked unverified.
+Factors of no kind above (:func:`unchecked_factors`; ``delack_max`` reads back rounded to the
+kernel tick, ``window_clamp`` recomputed, ``keep_metrics`` what it did) have none: an experiment
+over them needs ``check = "none"`` and its runs are marked unverified.
 
 Fidelity rule (:func:`fidelity_reason`, :data:`FIDELITY_RULE`), applied to every run.
 """
@@ -45,6 +45,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -107,6 +108,12 @@ def checked_factors() -> list[str]:
     return ([f"{f.where}.{f.name}" for f in factors.FACTORS.values() if check_for(f"{f.where}.{f.name}")]
             + list(CHECKS) + [f"links.*.*.{x}" for x in LINK_FIELDS if x != "queue"]
             + ["topology_params.*", "params.*"])
+
+
+def unchecked_factors() -> list[str]:
+    """The socket and host factors with no manipulation check: an experiment over one needs
+    ``check = "none"``."""
+    return [f"{f.where}.{f.name}" for f in factors.FACTORS.values() if not check_for(f"{f.where}.{f.name}")]
 
 
 def _mode(level, ch):
@@ -329,7 +336,8 @@ def link_readback(run_dir: Path | str, name: str) -> dict | None:
         except (OSError, ValueError):
             continue
         if built is None or len(logs) == 1 or header.get("spec") == built:
-            return {**out, "source": f"frame log {path.relative_to(run_dir)}",
+            return {**out, "direction": path.name.removesuffix(".frames"),
+                    "source": f"frame log {path.relative_to(run_dir)}",
                     "configured": header.get("spec"), **frame_stats(header, records)}
     if built is None:
         return {**out, "source": "metadata.json (the link is unimpaired)",
@@ -406,30 +414,63 @@ def _doubled(name: str):
 
 def _schedule_check(fld: str):
     """The link direction ran the level's schedule (``schedule``: a file, inline items or none;
-    ``trace``: a trace file) — the configured spec's ``schedule`` equals the level's."""
+    ``trace``: a trace file) — the configured spec's ``schedule`` equals the level's — and every
+    item of it took effect (read-back ``schedule_took_effect``, :func:`schedule_readback`)."""
     def fn(level, ch):
         from testbed.spec.linkspec import LinkSpec
-        rb = ch["link"]
+        rb = ch.get("link") or {}
         try:
             none = fld == "schedule" and str(level).strip().lower() == "none"
-            want = None if none else LinkSpec().with_override(fld, level).schedule.to_dict()
+            want = None if none else LinkSpec().with_override(fld, level).schedule
         except ValueError as exc:
             return f"{fld} {level}: {exc}"
         got = (rb.get("configured") or {}).get("schedule")
-        if got != want:
+        if got != (want.to_dict() if want else None):
             what = "no schedule" if got is None else f"a schedule of {len(got.get('step', []))} steps, " \
                 f"{len(got.get('outage', []))} outages, {len(got.get('event', []))} events" + \
                 (", a trace" if got.get("trace") else "")
-            return f"{fld} {level} but {rb['link']} ran with {what} ({rb.get('source')})"
+            return f"{fld} {level} but {rb.get('link')} ran with {what} ({rb.get('source')})"
+        never = list((Counter(want.describe_items() if want else []) -
+                      Counter(ch.get("schedule_took_effect") or [])).elements())
+        if never:
+            return (f"{fld} {level} but on {rb.get('link')} never took effect: {'; '.join(never)} "
+                    "(the manifest's link_changes)")
         return None
     return fn
 
 
 for _fld in ("schedule", "trace"):
-    register_check(Check(f"links.*.*.{_fld}", ("link",), f"the link direction ran with the level's "
-                         f"{_fld} (frame-log header, else metadata.json: its schedule equals the "
-                         "level's, item for item); the changes that took effect are in the manifest's "
-                         "link_changes", _schedule_check(_fld)))
+    register_check(Check(f"links.*.*.{_fld}", ("schedule_took_effect",), f"the link direction ran "
+                         f"with the level's {_fld} (frame-log header, else metadata.json: its schedule "
+                         "equals the level's, item for item) and every item of it took effect (the "
+                         "manifest's link_changes; an outage: its down and its up)", _schedule_check(_fld)))
+
+
+def _item_changes(schedule) -> list[set[tuple[str, int]]]:
+    """Per item of ``schedule``, in ``Schedule.describe_items``' order, the (kind, item) of the
+    ``ScheduleChange`` records that say it took effect (a trace's: kind "trace", any item)."""
+    return ([{("step", i)} for i in range(len(schedule.steps))]
+            + [{("down", i), ("up", i)} for i in range(len(schedule.outages))]
+            + [{("event", i)} for i in range(len(schedule.events))]
+            + ([{("trace", 0)}] if schedule.trace is not None else []))
+
+
+def schedule_readback(run_dir: Path | str, link: dict) -> list[str] | None:
+    """What a link direction's schedule did in a run, given the direction's
+    :func:`link_readback`: the items of the schedule it ran (``configured``), described as
+    ``Schedule.describe_items`` does, that took effect by the manifest's ``link_changes``; []
+    when it ran without a schedule; None (no read-back) when it ran with one but the run
+    recorded none of the direction's changes."""
+    from testbed.spec.schedule import Schedule
+    recorded = (link.get("configured") or {}).get("schedule")
+    if recorded is None:
+        return []
+    changes = (_json(Path(run_dir) / "manifest.json").get("link_changes") or {}).get("changes") or {}
+    if link["direction"] not in changes:
+        return None
+    took = {(c["kind"], 0 if c["kind"] == "trace" else c["item"]) for c in changes[link["direction"]]}
+    schedule = Schedule.from_dict(recorded)
+    return [item for item, needs in zip(schedule.describe_items(), _item_changes(schedule)) if needs <= took]
 
 
 def _socket_host_check(where: str, name: str) -> Check | None:
@@ -475,7 +516,10 @@ def derived_readbacks(factor: str, run_dir: Path | str) -> dict:
     parts = factor.split(".")
     if parts[0] == "links" and len(parts) == 4:
         rb = link_readback(run_dir, f"{parts[1]}.{parts[2]}")
-        return {"link": rb} if rb else {}
+        if not rb:
+            return {}
+        took = schedule_readback(run_dir, rb) if parts[3] in ("schedule", "trace") else None
+        return {"link": rb, **({"schedule_took_effect": took} if took is not None else {})}
     if parts[0] == "topology_params" and len(parts) == 2:
         topo = (_json(run_dir / "metadata.json").get("topology") or
                 (_json(run_dir / "manifest.json").get("environment") or {}).get("topology") or {})

@@ -54,6 +54,7 @@ and the ``*.toml`` files in the directories on ``TESTBED_PATH`` (``testbed.spec.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -98,6 +99,9 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
            "audio_lasts_ms",
            # duplicate (analysis/multipath.py)
            "failed_fraction", "attempt_failed", "received_bytes")
+#: What a definition's metrics may be, as an error message says it (the names are too many for
+#: its one line; ``testbed experiment metrics`` prints them).
+ALLOWED_METRICS = f"one of the {len(METRICS)} metrics `testbed experiment metrics` lists"
 #: RunSpec paths whose change needs a topology rebuilt between runs.
 CHECK_MODES = ("auto", "none")
 REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "client_host",
@@ -264,10 +268,11 @@ class Experiment:
                     or set(m) - {"model", "output", "x", "params", "label", "scale"}:
                 bad(f"models entry {m!r}", "tables with model, output, x and optional params, label, scale")
         if not self.metrics:
-            bad("no metrics", ", ".join(METRICS))
+            bad("no metrics", ALLOWED_METRICS)
         for m in self.metrics:
             if m not in METRICS:
-                bad(f"unknown metric {m!r}", ", ".join(METRICS))
+                close = difflib.get_close_matches(m, METRICS, n=3)
+                bad(f"unknown metric {m!r}", ALLOWED_METRICS + (f" (closest: {', '.join(close)})" if close else ""))
         if self.order not in ORDERS:
             bad(f"unknown order {self.order!r}", ", ".join(ORDERS))
         if self.keep_pcaps not in KEEP_PCAPS:
@@ -301,11 +306,16 @@ class Experiment:
     def factors(self) -> tuple[str, ...]:
         return (self.factor, self.cross["factor"]) if self.cross else (self.factor,)
 
+    def structural_factors(self) -> tuple[str, ...]:
+        """The factors that change what the topology is built with — the topology, its
+        parameters, a link, the backend or the link seed (:data:`REBUILD_PREFIXES`) — so that it
+        is rebuilt for every run."""
+        return tuple(f for f in self.factors() if f.split(".")[0] in REBUILD_PREFIXES)
+
     def topology_may_stay_up(self) -> bool:
         """The topology may stay up across runs (with ``--keep-topology``; by default it is
-        rebuilt for every run) iff the factor is not structural: neither the topology, its
-        parameters, a link, the backend nor the link seed."""
-        return all(f.split(".")[0] not in REBUILD_PREFIXES for f in self.factors())
+        rebuilt for every run) iff no factor is structural (:meth:`structural_factors`)."""
+        return not self.structural_factors()
 
     def base_spec(self):
         from testbed.spec.runspec import RunSpec
@@ -345,7 +355,7 @@ class Experiment:
         "none"``), a model the registry does not know and a spec the registries cannot take;
         return each arm's Plan (``testbed.run.plan``) by label."""
         from analysis.models.base import MODELS
-        from experiments.checks import check_for, checked_factors
+        from experiments.checks import check_for
         from testbed.run.plan import resolve
         for m in self.models:
             if m["model"] not in MODELS.names():
@@ -353,9 +363,10 @@ class Experiment:
                                  f"{', '.join(MODELS.names())} (testbed model list)")
         for f in self.factors():
             if self.check != "none" and check_for(f) is None:
-                raise UsageError(f"experiment {self.name!r}: no manipulation check for factor "
-                                 f"{f!r}; checked: {', '.join(checked_factors())}; to run it "
-                                 "unverified (its runs marked so in the report) set check = \"none\"")
+                raise UsageError(f"experiment {self.name!r}: no manipulation check for factor {f!r}; "
+                                 "allowed: a factor with one (`testbed experiment factors` lists them), "
+                                 "or this one unverified, its runs marked so in the report: set "
+                                 "check = \"none\" in the definition")
         plans = {}
         for lab, v, c in self.cells:
             try:

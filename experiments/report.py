@@ -58,6 +58,11 @@ def _spread(s: dict, n_min: int) -> str:
     return ci + pct
 
 
+def _counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1: "1 level", "2 levels"."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _p(mw: dict | None) -> str:
     """Mann-Whitney p with the smallest p the sample sizes allow when that is not small."""
     if mw is None:
@@ -96,7 +101,7 @@ def _workload_seconds(plan) -> tuple[float | None, str]:
         slowest = min(rates)
         per += nbytes * 8 / slowest
         parts.insert(1, f"{nbytes / 1e6:.3g} MB at {slowest / 1e6:g} Mbit/s")
-    return n * per, f"{n} exchange{'s' * (n != 1)} x ({' + '.join(parts)})"
+    return n * per, f"{_counted(n, 'exchange')} x ({' + '.join(parts)})"
 
 
 def describe(exp, plans: dict) -> str:
@@ -108,10 +113,10 @@ def describe(exp, plans: dict) -> str:
     n_arms = len(exp.labels)
     slots = schedule(exp)
     lines = [f"experiment {exp.name}: {exp.description}", f"  source    {exp.source or '(built in)'}"]
-    lines.append(f"  factor    {exp.factor}: {', '.join(map(str, exp.levels))} ({len(exp.levels)} levels)")
+    lines.append(f"  factor    {exp.factor}: {', '.join(map(str, exp.levels))} ({_counted(len(exp.levels), 'level')})")
     if exp.cross:
         lines.append(f"  crossed   {exp.cross['factor']}: {', '.join(map(str, exp.cross_levels))} "
-                     f"-> {n_arms} arms (every level with every crossed level)")
+                     f"-> {_counted(n_arms, 'arm')} (every level with every crossed level)")
     lines.append(f"  metrics   {exp.metrics[0]} (primary)" + "".join(f", {m}" for m in exp.metrics[1:]))
     for f in exp.factors():
         c = ck.check_for(f)
@@ -119,18 +124,18 @@ def describe(exp, plans: dict) -> str:
                                              else c.rule if c else "–"))
     flat = RunSpec.from_dict(dict(exp.base)).flat()
     lines.append("  base      " + "; ".join(f"{k}={v}" for k, v in flat.items() if v is not None))
-    lines.append(f"  runs      {len(slots)} = ({exp.warmup} warm-up + {exp.reps} repetitions) x {n_arms} "
-                 f"arms; order {exp.order}, seed {exp.seed}, keep_pcaps {exp.keep_pcaps}")
+    lines.append(f"  runs      {len(slots)} = ({exp.warmup} warm-up + {_counted(exp.reps, 'repetition')}) x "
+                 f"{_counted(n_arms, 'arm')}; order {exp.order}, seed {exp.seed}, keep_pcaps {exp.keep_pcaps}")
     per_arm = {lab: _workload_seconds(plan) for lab, plan in plans.items()}
     how = next(iter(per_arm.values()))[1]
     if any(sec is None for sec, _ in per_arm.values()):
-        lines.append(f"  time      >= {len(slots) * RUN_OVERHEAD_S / 60:.0f} min ({len(slots)} runs x "
+        lines.append(f"  time      >= {len(slots) * RUN_OVERHEAD_S / 60:.0f} min ({_counted(len(slots), 'run')} x "
                      f"{RUN_OVERHEAD_S:g} s per-run overhead; {how})")
     else:
         work = sum(per_arm[s.level][0] for s in slots)
         total = len(slots) * RUN_OVERHEAD_S + work
-        lines.append(f"  time      ~ {total / 60:.0f} min ({len(slots)} runs x {RUN_OVERHEAD_S:g} s per-run "
-                     f"overhead + {work / 60:.1f} min of workload, e.g. {how}); a rough estimate")
+        lines.append(f"  time      ~ {total / 60:.0f} min ({_counted(len(slots), 'run')} x {RUN_OVERHEAD_S:g} s "
+                     f"per-run overhead + {work / 60:.1f} min of workload, e.g. {how}); a rough estimate")
     for m in exp.models:
         lines.append(f"  model     {m.get('label') or m['model'] + '.' + m['output']} "
                      f"(testbed model {m['model']}, output {m['output']}, {m['x']} = the level)")
@@ -210,7 +215,8 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
              f"`{summary['cross']}` ({', '.join(f'`{x}`' for x in summary['cross_levels'])}): "
              f"{len(summary['levels'])} arms; " if summary.get("cross")
              else f"{', '.join(f'`{x}`' for x in summary['levels'])}; ")
-          + f"{summary['reps']} repetitions per arm after {summary['warmup']} warm-up run(s) per arm, "
+          + f"{_counted(summary['reps'], 'repetition')} per arm after {_counted(summary['warmup'], 'warm-up run')} "
+          "per arm, "
           f"order `{summary['order']}`, experiment seed {summary['seed']} (each repetition's link seed "
           "derives from it; both arms of a repetition share it).", "",
           f"Manipulation check: {summary['check_rule']}."
@@ -283,6 +289,7 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
            "## Cost", "",
            f"- median wall-clock per run {_num(ov['wall_s_per_run_median'], 2)} s over {ov['runs']} runs; "
            f"topology kept up across the runs of a repetition: {'yes' if ov['kept_topology'] else 'no'}"
+           + _rebuilt_why(ov)
            + (f" ({ov['bringups']} bring-ups, median {_num(ov['bringup_s_median'], 2)} s each)"
               if ov['bringups'] else ""),
            f"- per run, the topology's own bring-up + teardown (median; 0 when kept up): "
@@ -294,6 +301,13 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
         md += ["## Plots", ""] + [f"![{Path(p).stem}]({Path(p).relative_to(out)})" for p in plots
                                   if p.endswith(".png")] + [""]
     return "\n".join(md)
+
+
+def _rebuilt_why(ov: dict) -> str:
+    """Why the topology was rebuilt for every run when a factor is structural (nothing else)."""
+    fs = ov.get("structural_factors")
+    return (" (rebuilt for every run, --keep-topology or not: the arms differ in what it is built with, "
+            f"{', '.join(f'`{f}`' for f in fs)})") if fs else ""
 
 
 def experiment_setup(out: Path, summary: dict | None = None) -> list[tuple[str, str]]:

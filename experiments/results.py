@@ -9,7 +9,8 @@ or a reproduction.
 * :func:`compare`: two experiments (or two reproductions) side by side: what differs in their
   definitions and base specs, and per arm and metric (per row) the medians and the ratio B / A
   of the medians with its 95 % bootstrap CI (``experiments.stats.compare`` over the valid runs'
-  values; a reproduction row's ratio is of the two measured values, without a CI).
+  values; a reproduction row's ratio is of the two measured values, without a CI); when they
+  share no arm or no metric (no row), ``not_compared`` says so with what each has.
 * :func:`tidy`: one row per run × metric (experiment, arm, repetition, run directory, valid,
   metric, value — a list metric's value is its median, as in the statistics), written by
   :func:`write_tidy` as ``results.csv`` and, when pyarrow can be imported, ``results.parquet``.
@@ -167,10 +168,19 @@ def _values(summary: dict, label: str, metric: str) -> list[float]:
             and r["metrics"].get(metric) is not None]
 
 
+def _shared(what: str, a: list, b: list) -> tuple[list, str | None]:
+    """The names of ``a`` also in ``b``, in ``a``'s order; and, when there are none, what each has
+    (``"no arm in common (A: new, reuse; B: 20, 1000)"``), else None."""
+    both = [x for x in a if x in b]
+    return both, None if both else (f"no {what} in common (A: {', '.join(map(str, a)) or 'none'}; "
+                                    f"B: {', '.join(map(str, b)) or 'none'})")
+
+
 def compare(a: str | Path, b: str | Path) -> dict:
     """The comparison of the module docstring: ``{"kind", "a", "b", "differences": [(key, value
-    in A, value in B)], "metrics": [{"arm" | "id", "metric", "a", "b", "ratio", "ratio_ci"}]}``;
-    a ValueError naming what is wrong when they are not two of a kind."""
+    in A, value in B)], "metrics": [{"arm" | "id", "metric", "a", "b", "ratio", "ratio_ci"}],
+    "not_compared": why "metrics" is empty, or None}``; a ValueError naming what is wrong when
+    they are not two of a kind."""
     ea, eb = entry(Path(a)), entry(Path(b))
     for p, e in ((a, ea), (b, eb)):
         if e is None or e.kind == "run":
@@ -178,7 +188,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
                              "two experiments or two reproductions)")
     if ea.kind != eb.kind:
         raise ValueError(f"{a} is a {ea.kind} and {b} a {eb.kind}: compare two of a kind")
-    out = {"kind": ea.kind, "a": str(a), "b": str(b), "differences": [], "metrics": []}
+    out = {"kind": ea.kind, "a": str(a), "b": str(b), "differences": [], "metrics": [], "not_compared": None}
     if ea.kind == "experiment":
         da = _flat(experiment_manifest(a)["definition"])
         db = _flat(experiment_manifest(b)["definition"])
@@ -188,8 +198,11 @@ def compare(a: str | Path, b: str | Path) -> dict:
                 raise ValueError(f"{d}: no sound summary.json to compare (write it with testbed "
                                  f"experiment report {d})")
         from experiments.stats import compare as stat_compare
-        for lab in [x for x in sa["levels"] if x in sb["levels"]]:
-            for m in [x for x in sa["metrics"] if x in sb["metrics"]]:
+        arms, no_arm = _shared("arm", sa["levels"], sb["levels"])
+        metrics, no_metric = _shared("metric", sa["metrics"], sb["metrics"])
+        out["not_compared"] = "; ".join(x for x in (no_arm, no_metric) if x) or None
+        for lab in arms:
+            for m in metrics:
                 va, vb = _values(sa, lab, m), _values(sb, lab, m)
                 c = stat_compare(vb, va) if va and vb else None
                 out["metrics"].append({"arm": lab, "metric": m, "a": sa["by_level"][lab]["metrics"][m]["median"],
@@ -199,10 +212,9 @@ def compare(a: str | Path, b: str | Path) -> dict:
         sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
         da, db = _flat(sa["meta"]), _flat(sb["meta"])
         rb = {r["id"]: r for r in sb["rows"]}
-        for r in sa["rows"]:
-            o = rb.get(r["id"])
-            if o is None:
-                continue
+        ids, out["not_compared"] = _shared("row", [r["id"] for r in sa["rows"]], list(rb))
+        for r in (r for r in sa["rows"] if r["id"] in ids):
+            o = rb[r["id"]]
             ratio = (o["measured"] / r["measured"] if isinstance(r["measured"], (int, float)) and r["measured"]
                      and isinstance(o["measured"], (int, float)) else None)
             out["metrics"].append({"id": r["id"], "metric": r["unit"], "a": r["measured"], "b": o["measured"],

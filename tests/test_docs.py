@@ -186,6 +186,48 @@ def test_readme_fits_one_screen():
     assert n <= README_MAX_LINES, f"README.md has {n} lines; at most {README_MAX_LINES}"
 
 
+def fenced_blocks(path, lang):
+    """(first line number, text) of every code block of ``path`` fenced as ``lang`` (```toml)."""
+    out, lines, start = [], [], None
+    for no, line in enumerate(path.read_text().splitlines(), 1):
+        if start is None and line.strip() == f"```{lang}":
+            start, lines = no + 1, []
+        elif start is not None and FENCE.match(line.strip()):
+            out.append((start, "\n".join(lines) + "\n"))
+            start = None
+        elif start is not None:
+            lines.append(line)
+    return out
+
+
+SCHEDULE_DOC = REPO / "docs" / "links-and-emulator.md"
+SCHEDULE_EXAMPLES = [(lang, no, text) for lang in ("toml", "json") for no, text in fenced_blocks(SCHEDULE_DOC, lang)]
+
+
+def test_the_schedule_doc_has_toml_and_json_examples():
+    assert {lang for lang, _, _ in SCHEDULE_EXAMPLES} == {"toml", "json"}
+
+
+@pytest.mark.parametrize("lang, no, text", SCHEDULE_EXAMPLES, ids=lambda x: str(x)[:12])
+def test_every_schedule_example_loads(tmp_path, lang, no, text):
+    """Every TOML and JSON block of docs/links-and-emulator.md is a schedule file that loads on
+    a link direction as ``--link LINK.DIR.schedule=FILE`` does, a trace it names written beside it."""
+    import json
+    import tomllib
+
+    from testbed.spec import traces
+    from testbed.spec.linkspec import LinkSpec
+    data = tomllib.loads(text) if lang == "toml" else json.loads(text)
+    if "file" in data.get("trace", {}):
+        (tmp_path / data["trace"]["file"]).write_text(traces.constant(12e6).to_text())
+    example = tmp_path / f"example.{lang}"
+    example.write_text(text)
+    try:
+        LinkSpec.parse(rate="333mbit", delay="100ms").with_override("schedule", str(example))
+    except ValueError as exc:
+        pytest.fail(f"{rel(SCHEDULE_DOC)}:{no}: the {lang} schedule example does not load: {exc}")
+
+
 @pytest.mark.parametrize("path", DOCS, ids=rel)
 def test_no_lab_notes(path):
     bad = [f"{rel(path)}:{no}: {m.group(0)!r}" for no, line in enumerate(path.read_text().splitlines(), 1)

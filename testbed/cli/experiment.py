@@ -1,6 +1,8 @@
 """``testbed experiment``: experiments over one factor (or two crossed) (``experiments/``).
 
     testbed experiment list [--json]
+    testbed experiment factors [--json]
+    testbed experiment metrics [--json]
     testbed experiment show NAME|FILE [--levels ...] [--reps N] [--json]
     testbed experiment run NAME|FILE [--levels A,B|FROM:TO:STEP] [--cross-levels A,B] [--reps N]
         [--warmup N] [--seed S] [--backend B]
@@ -17,11 +19,14 @@ links.bottleneck.down.queue=200``.  ``--levels`` names levels of the definition 
 ``--out``, and may add repetitions or levels to it.  ``--cluster`` sends the repetition blocks to
 Dask workers (docs/campaigns.md).  ``show`` prints the definition as a person
 reads it, validated as ``run`` validates.  Everything is validated before the first run;
-unknown names are refused with the valid ones.
+unknown names are refused with the valid ones, or, where those are too many for the error's line,
+with the command that lists them: ``factors`` (every factor with its manipulation check, and those
+without one) and ``metrics`` (every metric a definition may list).
 """
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import sys
 import textwrap
@@ -32,6 +37,8 @@ from testbed.cli.options import (add_backend, add_cluster, add_json, add_results
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
 
+log = logging.getLogger(__name__)
+
 
 def register(sub) -> None:
     p = sub.add_parser("experiment", help="single-factor A/B experiments: list, show, run, report",
@@ -41,6 +48,14 @@ def register(sub) -> None:
     ls = esub.add_parser("list", help="built-in experiments")
     add_json(ls)
     ls.set_defaults(func=run_list)
+    fa = esub.add_parser("factors", help="the factors an experiment can vary, each with its manipulation "
+                                         "check, and those without one (they need check = \"none\")")
+    add_json(fa)
+    fa.set_defaults(func=run_factors)
+    me = esub.add_parser("metrics", help="the metrics a definition may list (docs/reference/metrics.md "
+                                         "says what each is)")
+    add_json(me)
+    me.set_defaults(func=run_metrics)
     sh = esub.add_parser("show", help="print an experiment: factor, levels, metrics, base spec, runs, "
                                       "time estimate (validated as run validates)")
     sh.add_argument("experiment", metavar="NAME|FILE")
@@ -119,6 +134,25 @@ def run_list(args) -> int:
     return 0
 
 
+def run_factors(args) -> int:
+    from experiments.checks import check_for, checked_factors, unchecked_factors
+    checked = {f: check_for(f).rule for f in checked_factors()}
+    if args.json:
+        print(json.dumps({"checked": checked, "unchecked": unchecked_factors()}, indent=1))
+        return 0
+    width = max(map(len, checked))
+    for f, rule in checked.items():
+        print(f"{f:<{width}}  {rule}")
+    print(f"without a check (an experiment over one sets check = \"none\"): {', '.join(unchecked_factors())}")
+    return 0
+
+
+def run_metrics(args) -> int:
+    from experiments.definition import METRICS
+    print(json.dumps(list(METRICS)) if args.json else "\n".join(METRICS))
+    return 0
+
+
 LEVELS_WIDTH = 48
 """The widest levels cell of ``experiment list``; ``experiment show`` prints them all."""
 
@@ -163,6 +197,10 @@ def run_run(args) -> int:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
     out = Path(args.out) if args.out else default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
+    if args.keep_topology and not exp.topology_may_stay_up():
+        log.warning("--keep-topology ignored: the topology is rebuilt for every run, as what it is built "
+                    "with (the topology, its parameters, a link, the backend or the link seed) differs "
+                    "between the arms: %s", ", ".join(exp.structural_factors()))
     try:
         with place(args.cluster) as where:
             run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet,

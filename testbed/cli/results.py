@@ -2,7 +2,7 @@
 the results directory, newest first (when, what, headline metric, verdict);
 ``testbed results compare A B``: two experiments (or two reproductions) side by side — what
 differs in their definitions, and per arm and metric the medians and the ratio B / A with its
-95 % CI (``experiments.results``)."""
+95 % CI (``experiments.results``), or, when they share no arm or metric (no row), what each has."""
 from __future__ import annotations
 
 import time
@@ -52,6 +52,9 @@ def run(args) -> int:
         print("differences:" if c["differences"] else "differences: none in the definitions")
         for k, va, vb in c["differences"]:
             print(f"  {k}: {_show(va)} -> {_show(vb)}")
+        if c["not_compared"]:
+            print(f"nothing to compare: {c['not_compared']}")
+            return 0
         key = "arm" if c["kind"] == "experiment" else "id"
         table = [(key, "metric", "A", "B", "B / A", "95 % CI")] + [
             (str(m[key]), m["metric"], _show(m["a"]), _show(m["b"]), _show(m["ratio"]),

@@ -14,13 +14,18 @@ OPTIONS = {"constant": (("rate",), ("duration",)), "alternating": (("rates", "in
 
 
 def register(sub) -> None:
+    from testbed.spec.traces import MAX_WINDOWS, WINDOW_OPPORTUNITIES
     p = sub.add_parser("trace", help="show a link trace's rates, or make one from a generator",
                        description=__doc__)
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     show = actions.add_parser("show", help="mean/min/max rate, period, opportunities; --plot a figure")
     show.add_argument("file", metavar="FILE", help="a Mahimahi trace (one integer ms per line)")
-    show.add_argument("--window", default="1s", help="window of the min/max rate (default: 1s)")
+    show.add_argument("--window", help="window of the min/max rate and the plot (default: the "
+                      "trace's own, the shortest of 1, 2 or 5 x 10^k ms that holds "
+                      f"{WINDOW_OPPORTUNITIES} delivery opportunities at its mean rate and cuts a "
+                      f"loop into at most {MAX_WINDOWS} windows; e.g. 100ms for 6 and 24 Mbit/s "
+                      "alternating every 500 ms)")
     show.add_argument("--plot", metavar="FILE.png", help="draw the rate per window (PNG, with SVG "
                       "and PDF beside it)")
     add_json(show)
@@ -58,15 +63,15 @@ def run_show(args) -> int:
     from testbed.spec.schedule import Trace
     from testbed.spec.traces import trace_stats
     from testbed.spec.units import parse_time
-    window = parse_time(args.window)
-    if not window > 0:
+    window = None if args.window is None else parse_time(args.window)
+    if window is not None and not window > 0:
         raise ValueError(f"--window {args.window}: must be > 0 s")
     trace = Trace.load(args.file)
     stats = trace_stats(trace, window)
     written = []
     if args.plot:
         from analysis.plots import trace_rate
-        written = trace_rate(trace, Path(args.plot).with_suffix(""), window)
+        written = trace_rate(trace, Path(args.plot).with_suffix(""), stats.window)
     if args.json:
         print(json.dumps({"file": args.file, **dataclasses.asdict(stats), "plots": written}, indent=1))
         return 0

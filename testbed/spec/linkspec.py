@@ -216,7 +216,12 @@ class LinkSpec:
         return cls(**kw)
 
     def describe(self) -> str:
-        parts = [format_rate(self.rate), f"delay {format_time(self.delay)}"]
+        """One line: the rate (with a trace, the trace in its place: it gives the rate from the
+        origin on), delay, jitter, loss, queue and what the schedule holds besides."""
+        trace = self.schedule.trace if self.schedule is not None else None
+        parts = [f"trace {trace.source or '(inline)'} ({format_rate(trace.mean_rate)} mean; "
+                 f"{format_rate(self.rate)} until the origin)" if trace else format_rate(self.rate),
+                 f"delay {format_time(self.delay)}"]
         if self.jitter:
             parts.append(f"jitter {format_time(self.jitter)}{' (reorder)' if self.reorder else ''}")
         if isinstance(self.loss, Bernoulli):
@@ -229,8 +234,8 @@ class LinkSpec:
             parts.append(f"queue {self.queue_bytes}B")
         elif q is not None:
             parts.append(f"queue {q}p")
-        if self.schedule is not None:
-            sch = self.schedule
+        sch = self.schedule
+        if sch is not None and (sch.steps or sch.outages or sch.events):
             parts.append(f"schedule: {len(sch.steps)} steps, {len(sch.outages)} outages, "
-                         f"{len(sch.events)} events" + (f", trace {sch.trace.source}" if sch.trace else ""))
+                         f"{len(sch.events)} events")
         return ", ".join(parts)

@@ -317,9 +317,13 @@ class Trace:
         return len(self.ms) * OPPORTUNITY_BYTES * 8 / (self.period_ms / 1e3)
 
     def opportunities_before(self, t_ms: int) -> int:
-        """Opportunities at times < ``t_ms`` (looping), counted from the origin."""
-        loops, rest = divmod(t_ms, self.period_ms)
-        return loops * len(self.ms) + bisect_right(self.ms, rest - 1)
+        """Opportunities at times < ``t_ms`` (looping), counted from the origin: every one of the
+        whole loops that end before ``t_ms``, then those of the next loop up to ``t_ms`` - 1 (a
+        loop's last opportunities are at its period, so they belong to the loop before it)."""
+        if t_ms <= 0:
+            return 0
+        loops, rest = divmod(t_ms - 1, self.period_ms)
+        return loops * len(self.ms) + bisect_right(self.ms, rest)
 
     @classmethod
     def parse(cls, text: str, source: str = "trace") -> "Trace":

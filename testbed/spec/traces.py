@@ -13,10 +13,13 @@ per millisecond; 1 opportunity/ms carries one full-size 1514 B Ethernet frame.
 
 Statistics (``rate_series``, ``trace_stats``): the rate of the window starting at t is
 opportunities with timestamps in (t, t + w] ms × 1504 B × 8 / w; windows tile one period from 0; a last
-window shorter than w is dropped unless it is the only one.
+window shorter than w is dropped unless it is the only one.  Without a window given, w is the
+trace's own (``default_window``): short enough to resolve its shape, long enough that counting
+whole opportunities is not noise.
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -28,6 +31,10 @@ _BITS_PER_MS = OPPORTUNITY_BYTES * 8 * 1000   # bit/s that give one opportunity 
 #: about 80 MB; 1 s at 120 Gbit/s, an hour at 33 Mbit/s)
 MAX_LOOP_S = 3600
 MAX_OPPORTUNITIES = 10**7
+#: the default window holds this many opportunities at the trace's mean rate (one more or less
+#: moves the window's rate by 1 % of the mean) and cuts a loop into at most ``MAX_WINDOWS``
+WINDOW_OPPORTUNITIES = 100
+MAX_WINDOWS = 1000
 
 
 def _check(duration: float, *rates: float) -> int:
@@ -103,9 +110,20 @@ def markov(rates: list[float], mean_dwell: float, duration: float, seed: int) ->
     return from_rates(pieces, f"markov seed {seed} states {'/'.join(f'{r:g}' for r in rates)} bit/s")
 
 
-def rate_series(trace: Trace, window: float = 1.0) -> list[tuple[float, float]]:
-    """(window start s, bit/s) over one period (see the module docstring)."""
-    w = max(1, round(window * 1000))
+def default_window(trace: Trace) -> float:
+    """The window (s) that shows ``trace``'s shape: the shortest of 1, 2 or 5 × 10^k ms that
+    holds ``WINDOW_OPPORTUNITIES`` opportunities at the trace's mean rate and cuts one loop into
+    at most ``MAX_WINDOWS`` windows (a 1 s loop alternating 6 and 24 Mbit/s every 500 ms: 100 ms;
+    a window as long as the loop would show only its mean)."""
+    need = max(WINDOW_OPPORTUNITIES * trace.period_ms / len(trace.ms), trace.period_ms / MAX_WINDOWS, 1.0)
+    decade = 10 ** math.floor(math.log10(need))
+    return next(m * decade for m in (1, 2, 5, 10) if m * decade >= need) / 1000
+
+
+def rate_series(trace: Trace, window: float | None = None) -> list[tuple[float, float]]:
+    """(window start s, bit/s) over one period (see the module docstring); ``window`` s, by
+    default ``default_window(trace)``."""
+    w = max(1, round((window or default_window(trace)) * 1000))
     period = trace.period_ms
     starts = list(range(0, period - w + 1, w)) or [0]
     w = min(w, period)
@@ -125,7 +143,9 @@ class TraceStats:
     opportunities: int
 
 
-def trace_stats(trace: Trace, window: float = 1.0) -> TraceStats:
+def trace_stats(trace: Trace, window: float | None = None) -> TraceStats:
+    """``trace``'s statistics over windows of ``window`` s, by default ``default_window(trace)``."""
+    window = window or default_window(trace)
     rates = [r for _, r in rate_series(trace, window)]
     return TraceStats(trace.mean_rate, min(rates), max(rates), min(window, trace.period_ms / 1000),
                       trace.period_ms / 1000, len(trace.ms))

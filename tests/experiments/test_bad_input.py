@@ -130,3 +130,20 @@ def test_compare_names_a_damaged_manifest(tmp_path, capsys, restore_logging, man
     a = _run_dir(tmp_path / "a", {"kind": "experiment", "definition": {"name": "x"}, "schedule": []})
     b = _run_dir(tmp_path / "b", manifest)
     assert f"{b}/manifest.json: {message}" in _error(capsys, ["results", "compare", a, b])
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("factor", '"socket.delack_max"', "no manipulation check for factor 'socket.delack_max'; allowed: a factor "
+     "with one (`testbed experiment factors` lists them), or this one unverified, its runs marked so in the "
+     'report: set check = "none" in the definition'),
+    ("metrics", '["goodput"]', "unknown metric 'goodput'; allowed: one of the 59 metrics `testbed experiment "
+     "metrics` lists (closest: goodput_mbps)"),
+])
+def test_an_error_whose_allowed_list_is_long_is_not_cut(tmp_path, capsys, restore_logging, key, value, message):
+    """The lists of checked factors and metrics ran past the error line's 600 characters: cut
+    mid-name, the check = "none" way out cut with them."""
+    keys = {**KEYS_OF_REUSE, key: value}
+    path = tmp_path / "bad.toml"
+    path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()) + BASE)
+    err = _error(capsys, ["experiment", "show", str(path)])
+    assert err.rstrip().endswith(message) and "…" not in err

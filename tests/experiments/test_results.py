@@ -73,3 +73,23 @@ def test_a_damaged_reproduction_summary_is_left_out_with_its_name(tmp_path, capl
     with caplog.at_level("WARNING", logger="experiments.results"):
         assert find(tmp_path) == []
     assert "reproduce-x/summary.json: damaged" in caplog.text and "calibration" not in caplog.text
+
+
+def test_compare_of_experiments_that_share_no_arm_says_what_each_has(tmp_path, capsys):
+    """reuse against buffer: the differences, then an empty table and no word on why."""
+    from testbed.cli import results as cli
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0}, reps=1)
+    buffer = load_definition("buffer").with_overrides(reps=1).replace(warmup=0)
+    b = tmp_path / "b"
+    write_all(run_experiment(buffer, b, executor=FakeExecutor("links.bottleneck.up.queue", {"20": 5.0, "1000": 14.0},
+                                                              metric="goodput_mbps"), quiet=True))
+    c = compare(a, b)
+    assert c["metrics"] == []
+    assert c["not_compared"] == "no arm in common (A: new, reuse; B: 20, 1000)"
+    assert compare(a, a)["not_compared"] is None
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    args = p.parse_args(["results", "compare", str(a), str(b)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert f"nothing to compare: {c['not_compared']}" in out and "B / A" not in out

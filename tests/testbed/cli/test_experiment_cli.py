@@ -93,3 +93,41 @@ def test_interrupt_prints_the_command_that_continues(monkeypatch, capsys, tmp_pa
     line = err.split("continue with:\n", 1)[1].strip().splitlines()[0]
     want = f"testbed experiment run reuse --reps 3 --results {tmp_path} --resume --out {tmp_path}/reuse-"
     assert line.startswith(want)
+
+
+def test_show_of_one_level_counts_in_the_singular():
+    r = tb("show", "initcwnd", "--levels", "40", "--reps", "1")
+    assert r.returncode == 0, r.stderr
+    assert "host.initcwnd: 40 (1 level)\n" in r.stdout
+    assert "runs      2 = (1 warm-up + 1 repetition) x 1 arm;" in r.stdout
+
+
+def test_keep_topology_for_a_structural_factor_says_it_is_ignored(monkeypatch, capsys, tmp_path,
+                                                                  restore_logging):
+    """buffer's factor is a link's queue: --keep-topology cannot apply, and said nothing."""
+    import experiments
+    from testbed.cli import main
+    real = experiments.run_experiment
+    fake = FakeExecutor("links.bottleneck.up.queue", {"20": 5.0, "1000": 14.0}, metric="goodput_mbps")
+    monkeypatch.setattr(experiments, "run_experiment",
+                        lambda exp, out, **kw: real(exp, out, executor=fake, keep_up=kw["keep_up"], quiet=True))
+    assert main(["experiment", "run", "buffer", "--reps", "1", "--warmup", "0", "--keep-topology",
+                 "--out", str(tmp_path / "e")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --keep-topology ignored: the topology is rebuilt for every run" in err
+    assert err.count("--keep-topology") == 1 and "links.bottleneck.up.queue" in err
+    report = (tmp_path / "e" / "report.md").read_text()
+    assert ("topology kept up across the runs of a repetition: no (rebuilt for every run, --keep-topology "
+            "or not: the arms differ in what it is built with, `links.bottleneck.up.queue`)") in report
+    assert [c[2] for c in fake.calls] == [None, None]                  # no topology was handed over
+    assert load_definition("reuse").structural_factors() == ()
+
+
+def test_factors_and_metrics_list_what_an_error_can_only_point_to():
+    r = tb("factors")
+    assert r.returncode == 0, r.stderr
+    assert "socket.cc " in r.stdout and "links.*.*.loss " in r.stdout
+    assert 'check = "none"): socket.window_clamp, socket.delack_max, host.keep_metrics' in r.stdout
+    from experiments.definition import METRICS
+    assert json.loads(tb("metrics", "--json").stdout) == list(METRICS)
+    assert tb("metrics").stdout.split() == list(METRICS)

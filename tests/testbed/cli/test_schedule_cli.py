@@ -35,3 +35,19 @@ def test_a_backwards_trace_and_an_unknown_field_are_one_line(tmp_path, capsys):
     assert main(["topo", "show", "longhaul", "--link", f"bottleneck.up.schedule={sched}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown field(s) ['rat']; allowed: at, rate" in err
+
+
+def test_topo_show_prints_a_trace_in_the_rate_s_place(tmp_path, capsys):
+    """A trace replaces the rate from the origin on: the direction shows the trace and its mean,
+    the rate only as what holds until the origin; the other direction keeps its rate."""
+    trace = tmp_path / "cell.up"
+    assert main(["trace", "make", "alternating", "--rates", "6mbit,24mbit", "--interval", "500ms",
+                 "--out", str(trace)]) == 0
+    capsys.readouterr()
+    assert main(["topo", "show", "longhaul", "--link", f"bottleneck.down.trace={trace}",
+                 "--link", "bottleneck.down.down=2s+1s"]) == 0
+    lines = {line.split(":", 1)[0].split()[0]: line.split(": ", 1)[1]
+             for line in capsys.readouterr().out.splitlines() if "→" in line}
+    assert lines["down"] == (f"trace {trace} (14.9919mbit mean; 333mbit until the origin), delay 100ms, "
+                             "loss 0.14, queue 5499p, schedule: 0 steps, 1 outages, 0 events")
+    assert lines["up"] == "333mbit, delay 100ms, queue 5499p"

@@ -30,3 +30,18 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["trace", "make", "on-off", "--rate", "12mbit", "-o", str(tmp_path / "x")]) == 2
     assert capsys.readouterr().err.strip() == "testbed: error: trace make on-off needs --on and --off"
     assert not (tmp_path / "x").exists()
+
+
+def test_show_resolves_the_trace_by_default(tmp_path, capsys):
+    """A trace alternating every 500 ms over a 1 s loop: the default window is the trace's own
+    (100 ms), not one as long as the loop, which would show only the mean."""
+    out = tmp_path / "cell.up"
+    assert main(["trace", "make", "alternating", "--rates", "6mbit,24mbit", "--interval", "500ms",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["trace", "show", str(out), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["window"] == 0.1
+    assert abs(shown["min_bps"] - 6e6) < 0.02 * 6e6 and abs(shown["max_bps"] - 24e6) < 0.01 * 24e6
+    assert main(["trace", "show", str(out), "--window", "1s"]) == 0
+    assert "min 14.992 and max 14.992 Mbit/s per 1 s window" in capsys.readouterr().out

@@ -165,6 +165,28 @@ def test_generators_and_stats():
     assert a.period_ms == 5000 and 1e6 * 0.9 <= st.min_bps < st.mean_bps < st.max_bps <= 30e6 * 1.1
 
 
+def test_opportunities_at_a_loop_s_period_belong_to_that_loop():
+    """Opportunity n is at (n // len) * period + ms[n % len]: those at the period are the loop's
+    last, counted before any time past it and not before the period itself."""
+    t = Trace((1, 1000, 1000))
+    assert [t.opportunities_before(x) for x in (0, 1, 2, 1000, 1001, 1002, 2000, 2001)] == [0, 0, 1, 1, 3, 4, 4, 6]
+    fast = traces.constant(10e9, 1.0)                            # 831 opportunities in every ms
+    rates = [r for _, r in traces.rate_series(fast, 0.001)]
+    assert len(rates) == 1000 and min(rates) > 0.99 * 10e9        # the loop's last ms too
+
+
+def test_the_default_window_resolves_the_trace():
+    """The shortest 1-2-5 window holding WINDOW_OPPORTUNITIES at the mean rate, and at least
+    1/MAX_WINDOWS of the loop and 1 ms."""
+    alt = traces.alternating([6e6, 24e6], 0.5)                  # 1.25 opportunities per ms
+    assert traces.default_window(alt) == 0.1
+    st = traces.trace_stats(alt)
+    assert st.window == 0.1 and st.min_bps < 6.1e6 and st.max_bps > 23.9e6
+    assert traces.default_window(traces.constant(10e9, 1.0)) == 0.001
+    assert traces.default_window(traces.constant(33e6, 3600)) == 5.0   # 3.6 s: 1/1000 of the loop
+    assert traces.default_window(traces.on_off(12.032e6, on=0.3, off=0.2)) == 0.2
+
+
 def test_event_copies_until_round_trip_and_text():
     ev = Event.from_dict({"frame": 1290, "min_bytes": 1000, "drop": True, "copies_until": "7s"})
     assert ev.copies_until == 7.0 and Event.from_dict(ev.to_dict()) == ev
