@@ -11,13 +11,14 @@
   (``snd_cwnd`` x ``snd_mss`` bytes) or a qlog has ``cwnd``.
 - :func:`swimlane`: handshake, completion and application events on one lane
   per host (and one per application log role), one marker per kind of event.
-- :func:`delivery`: cumulative bytes delivered per stream (per request's
+- :func:`delivery`: cumulative bytes delivered per stream (per request and
   response for TCP, per QUIC stream for qlog) over time.
 - :func:`steps`: any step series (QUIC bytes_in_flight and cwnd from qlog).
 - :func:`trace_rate`: a Mahimahi link trace's rate over one loop, per window.
 
 Every one takes ``markers``: [(seconds from ``t0``, text)], drawn by :func:`mark` as dashed
-vertical lines with their text (a link's changes during the run: ``plotset.link_markers``), and
+vertical lines with their text (a link's changes during the run: ``plotset.link_markers``; the
+texts of changes at the same moment joined into one label), and
 ``steps`` (``spans`` for :func:`steps`): the run's timed steps (``analysis.applog.Step``, on
 the capture's clock), drawn by :func:`shade_steps` as shaded spans labelled with their name
 where the label fits.
@@ -47,8 +48,10 @@ DPI = 150
 
 def layout_problems(fig) -> list[str]:
     """What a reviewer would reject in ``fig``'s layout, as drawn: a text (title, axis label,
-    tick label, legend, annotation) that reaches outside the canvas, and tick labels of one axis
-    that overlap each other.  [] when there is none."""
+    tick label, legend, annotation) that reaches outside the canvas, tick labels of one axis
+    that overlap each other, a figure text (the figure's title) or legend over an axes' title,
+    axis label or tick label, and annotations of one axes that overlap each other.  [] when there
+    is none."""
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     W, H = fig.bbox.width, fig.bbox.height
@@ -60,11 +63,16 @@ def layout_problems(fig) -> list[str]:
         b = t.get_window_extent(r)
         if b.x0 < -1 or b.y0 < -1 or b.x1 > W + 1 or b.y1 > H + 1:
             out.append(f"{what} {t.get_text()[:40]!r} outside the canvas")
+    labels = [t for ax in fig.axes if ax.get_visible() and ax.axison
+              for t in (ax.xaxis.label, ax.yaxis.label, ax.title, ax._left_title, ax._right_title,
+                        *_tick_labels(ax, "x"), *_tick_labels(ax, "y"))
+              if t.get_visible() and t.get_text().strip()]
     for t in fig.texts:
         outside(t, "figure text")
-    labels = [t for ax in fig.axes if ax.get_visible() and ax.axison
-              for t in (ax.xaxis.label, ax.yaxis.label, ax.title, *ax.get_xticklabels())
-              if t.get_visible() and t.get_text().strip()]
+        if t.get_visible() and t.get_text().strip():
+            box = t.get_window_extent(r)
+            out += [f"figure text {t.get_text()[:30]!r} over {u.get_text()[:40]!r}" for u in labels
+                    if _overlap(box, u.get_window_extent(r))]
     for leg in fig.legends:
         box = leg.get_window_extent(r)
         for t in leg.get_texts():
@@ -77,25 +85,41 @@ def layout_problems(fig) -> list[str]:
             continue
         for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label):
             outside(t, "label")
-        for t in ax.texts:
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        for t in texts:
             outside(t, "annotation")
+        boxes = [(t, t.get_window_extent(r)) for t in texts]
+        out += [f"annotations overlap ({a.get_text()[:30]!r}, {b.get_text()[:30]!r})"
+                for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if _overlap(ba, bb)]
         if ax.get_legend() is not None:
             for t in ax.get_legend().get_texts():
                 outside(t, "legend entry")
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-            labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
-            lo, hi = (ax.viewLim.x0, ax.viewLim.x1) if name == "x" else (ax.viewLim.y0, ax.viewLim.y1)
-            lo, hi = min(lo, hi), max(lo, hi)
-            shown = [t for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
-                     if t in labels and lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo)]
+        for name in ("x", "y"):
+            shown = _tick_labels(ax, name)
             boxes = sorted((t.get_window_extent(r) for t in shown), key=lambda b: (b.x0, b.y0))
             for t in shown:
                 outside(t, f"{name} tick label")
             for a, b in zip(boxes, boxes[1:]):
-                if a.overlaps(b) and a.intersection(a, b).width > 1 and a.intersection(a, b).height > 1:
+                if _overlap(a, b):
                     out.append(f"{name} tick labels overlap ({ax.get_title()[:30] or 'axes'})")
                     break
     return out
+
+
+def _tick_labels(ax, name: str) -> list:
+    """The tick labels of ``ax``'s ``name`` ("x"/"y") axis that are drawn: visible, not empty,
+    at a tick inside the view (matplotlib keeps labels of ticks just outside it, undrawn)."""
+    axis = ax.xaxis if name == "x" else ax.yaxis
+    lo, hi = sorted((ax.viewLim.x0, ax.viewLim.x1) if name == "x" else (ax.viewLim.y0, ax.viewLim.y1))
+    slack = 1e-9 * abs(hi - lo)
+    return [t for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
+            if t.get_visible() and t.get_text().strip() and lo - slack <= loc <= hi + slack]
+
+
+def _overlap(a, b) -> bool:
+    """Whether two window extents share more than a pixel each way (touching is no overlap)."""
+    both = a.intersection(a, b)
+    return both is not None and both.width > 1 and both.height > 1
 
 
 def figure_legend(fig, axes=None, max_cols: int = 7, **kwargs):
@@ -119,8 +143,11 @@ def figure_legend(fig, axes=None, max_cols: int = 7, **kwargs):
         ncol -= 1
 
 
-def _wrap_suptitle(fig) -> None:
-    """Wrap the figure's suptitle onto as many lines as it needs to fit the figure's width."""
+def _place_suptitle(fig) -> None:
+    """Wrap the figure's suptitle onto as many lines as it needs to fit the figure's width and
+    put its top a few points below the canvas' top edge, where ``tight_layout`` reserves its
+    room (matplotlib's default, 2 % of the height below the edge, reaches into the axes' titles
+    on a tall figure)."""
     import textwrap
     title = fig._suptitle
     if title is None or not title.get_text():
@@ -131,19 +158,22 @@ def _wrap_suptitle(fig) -> None:
     while title.get_window_extent(renderer).width > fig.bbox.width - 8 and chars > 20:
         chars = int(chars * 0.9)
         title.set_text(textwrap.fill(text, chars))
+    title.set_verticalalignment("top")
+    title.set_y(1 - 4 / 72 / fig.get_figheight())
 
 
 def _save(fig, base: Path) -> list[str]:
-    """Lay out ``fig`` (its suptitle wrapped to the width, a :func:`figure_legend`'s height kept
-    free below the axes), write it as PNG (``DPI``), SVG and PDF (text as text) next to
-    ``base``, close it; a layout :func:`layout_problems` faults is logged and kept in
-    ``LAYOUT_PROBLEMS``."""
+    """Lay out ``fig`` (its suptitle placed by :func:`_place_suptitle`, a :func:`figure_legend`'s
+    height kept free below the axes, :func:`mark_label` labels that would overlap joined), write
+    it as PNG (``DPI``), SVG and PDF (text as text) next to ``base``, close it; a layout
+    :func:`layout_problems` faults is logged and kept in ``LAYOUT_PROBLEMS``."""
     import logging
-    _wrap_suptitle(fig)
+    _place_suptitle(fig)
     renderer = fig.canvas.get_renderer()
     legends = [leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends]
     fig.tight_layout(**({"rect": (0, max(legends) + 0.01, 1, 1)} if legends else {}))
     for ax in fig.axes:
+        _join_marks(ax)
         _label_steps(ax)
     base.parent.mkdir(parents=True, exist_ok=True)
     problems = layout_problems(fig)
@@ -161,15 +191,42 @@ def _save(fig, base: Path) -> list[str]:
 
 def mark(ax, markers) -> None:
     """``markers`` [(x in the axes' data units, text)] as dashed purple vertical lines, each
-    text written upwards along its line inside the axes; those outside the x range the data
-    span are left out (the range stays the data's)."""
+    text a :func:`mark_label`; those outside the x range the data span are left out (the range
+    stays the data's)."""
     lo, hi = ax.get_xlim()
     for x, text in markers:
         if lo <= x <= hi:
             ax.axvline(x, color="tab:purple", lw=0.9, ls="--", zorder=1)
-            ax.annotate(text, (x, 0.98), xycoords=("data", "axes fraction"), rotation=90,
-                        fontsize=7, va="top", ha="right", color="tab:purple")
+            mark_label(ax, x, text)
     ax.set_xlim(lo, hi)
+
+
+def mark_label(ax, x, text) -> None:
+    """``text`` written upwards along the vertical line at ``x`` (data units), inside the top of
+    ``ax`` and left of the line; labels that would overlap once the layout is final (changes at
+    the same moment) are joined by :func:`_join_marks`."""
+    t = ax.annotate(text, (x, 0.98), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+                    va="top", ha="right", multialignment="right", color="tab:purple")
+    ax.__dict__.setdefault("_mark_labels", []).append(t)
+
+
+def _join_marks(ax) -> None:
+    """Join the :func:`mark_label` labels of ``ax`` that overlap as laid out into one label, a
+    line each in time order, at the latest of their lines: each line then sits beside its own
+    marker or one closer than a line of text."""
+    labels = sorted(getattr(ax, "_mark_labels", ()), key=lambda t: t.xy[0])
+    r = ax.figure.canvas.get_renderer()
+    joined = True
+    while joined:
+        joined = False
+        for a, b in zip(labels, labels[1:]):
+            if _overlap(a.get_window_extent(r), b.get_window_extent(r)):
+                b.set_text(f"{a.get_text()}\n{b.get_text()}")
+                a.remove()
+                labels.remove(a)
+                joined = True
+                break
+    ax._mark_labels = labels
 
 
 #: fill colours of the step spans, one per (step name, log), light so that data drawn over stays

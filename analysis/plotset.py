@@ -1,15 +1,16 @@
 """Write every figure and step series of an analysed capture into a directory.
 
-Per TCP flow and data direction: ``<flow>-<dir>-tseq``, ``<flow>-<dir>-inflight``
-(PNG + SVG), ``<flow>-<dir>-inflight.csv`` (t_ns, outstanding, pipe, sacked, wireshark;
-one row per event, each value holding until the next row) and ``<flow>-<dir>-rates.csv``
-(throughput and goodput per bin, bin start relative to the flow's first packet); per flow
-``<flow>-delivery`` (per request); per capture ``timeline`` (swimlane).  ``markers``
-[(CLOCK_MONOTONIC ns, text)] — a link's changes during the run, :func:`link_markers` — are drawn
-on every figure, and so are ``steps`` (``analysis.applog.steps``: the timed steps of the run's
-event logs) as shaded spans, on the timeline in the lane of the log that ran them; steps are
-left out of a capture whose times could not be put on CLOCK_MONOTONIC (``clock`` realtime), where
-they would not line up.
+Per TCP flow and direction that sent payload: ``<flow>-<dir>-inflight.csv`` (t_ns, outstanding,
+pipe, sacked, wireshark; one row per event, each value holding until the next row) and
+``<flow>-<dir>-rates.csv`` (throughput and goodput per bin, bin start relative to the flow's first
+packet); per direction that carries data (:func:`carries_data`: not a status line or a short
+request beside the flow's data) ``<flow>-<dir>-tseq`` and ``<flow>-<dir>-inflight`` (PNG, SVG,
+PDF) and, per flow, ``<flow>-delivery``: every request and response in those directions; per
+capture ``timeline`` (swimlane).  ``markers`` [(CLOCK_MONOTONIC ns, text)] — a link's changes
+during the run, :func:`link_markers` — are drawn on every figure, and so are ``steps``
+(``analysis.applog.steps``: the timed steps of the run's event logs) as shaded spans, on the
+timeline in the lane of the log that ran them; steps are left out of a capture whose times could
+not be put on CLOCK_MONOTONIC (``clock`` realtime), where they would not line up.
 """
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ import numpy as np
 
 from analysis import plots
 from analysis.report import series_table
+
+#: the share of its flow's data direction's payload below which a direction carries no data worth
+#: a figure (:func:`carries_data`)
+MINOR_SHARE = 0.1
 
 
 def cwnd_samples(events: list[dict], host: str, port: int):
@@ -32,6 +37,16 @@ def cwnd_samples(events: list[dict], host: str, port: int):
         t.append(e["t"])
         b.append(e["snd_cwnd"] * e.get("snd_mss", 1))
     return np.asarray(t, np.int64), np.asarray(b, np.int64)
+
+
+def carries_data(obj: dict, d: str) -> bool:
+    """Whether direction ``d`` ("c2s"/"s2c") of an analysed flow carries data worth a figure:
+    it sent payload, at least :data:`MINOR_SHARE` of the flow's data direction's (the 16-byte
+    reply to a 3 MB upload, a short request before a large response carry none)."""
+    dirs = obj.get("directions", {})
+    if d not in dirs or not dirs[d].payload_bytes:
+        return False
+    return dirs[d].payload_bytes >= MINOR_SHARE * max(x.payload_bytes for x in dirs.values())
 
 
 def link_markers(frame_logs) -> list[tuple[int, str]]:
@@ -72,19 +87,8 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
             if not direction.payload_bytes or not len(direction.tracker.series_t):
                 continue            # no data this way: no figure, no series
             base = out / f"{name}-{d}"
-            view = ("\ncaptured near the data's receiver: what it saw, not the sender's own view"
-                    if (rec.get("vantage") or {}).get("sender_side") is False and d == rec.get("data_direction")
-                    else "")
-            marks = _rel(markers, rec["t0_ns"])
-            written += plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
-                                           title=f"{f.key.name} {d}{view}", markers=marks,
-                                           steps=steps)
-            sender = (f.key.client, f.key.client_port) if direction.sender == "client" else \
-                (f.key.server, f.key.server_port)
-            cw = cwnd_samples(obj["events"], *sender)
-            written += plots.in_flight(direction, rec["t0_ns"], base.with_name(base.name + "-inflight"),
-                                       cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}{view}",
-                                       markers=marks, steps=steps)
+            if carries_data(obj, d):
+                written += _direction_figures(rec, obj, d, base, _rel(markers, rec["t0_ns"]), steps)
             csv = Path(f"{base}-inflight.csv")
             np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
                        header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
@@ -99,9 +103,11 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
             if d == rec.get("data_direction"):
                 rec["in_flight"]["path"] = str(csv)
             rec["directions"][d]["in_flight"]["path"] = str(csv)
-        if "s2c" in obj.get("directions", {}) and obj.get("exchanges"):
-            written += plots.delivery(_response_streams(obj), rec["t0_ns"],
-                                      out / f"{name}-delivery", title=f"{f.key.name}: responses",
+        streams = _delivered(obj)
+        if streams:
+            parts = dict.fromkeys(k.split()[0] + "s" for k in streams)
+            written += plots.delivery(streams, rec["t0_ns"], out / f"{name}-delivery",
+                                      title=f"{f.key.name}: {' and '.join(parts)}",
                                       markers=_rel(markers, rec["t0_ns"]), steps=steps)
         _lanes(lanes, obj, skip=("step",) if steps else ())
     if lanes:
@@ -111,6 +117,25 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
                                   markers=_rel(markers, t_first), steps=steps,
                                   step_lanes={s.log: _app_lane(s.log) for s in steps})
     return written
+
+
+def _direction_figures(rec: dict, obj: dict, d: str, base: Path, marks, steps) -> list[str]:
+    """The time-sequence and in-flight figures of direction ``d`` of a flow (``rec``: its
+    summary, ``obj``: its analysis), titled with where the data's direction was captured when that
+    is near its receiver."""
+    f = obj["flow"]
+    direction = obj["directions"][d]
+    view = ("\ncaptured near the data's receiver: what it saw, not the sender's own view"
+            if (rec.get("vantage") or {}).get("sender_side") is False and d == rec.get("data_direction")
+            else "")
+    written = plots.time_sequence(direction, rec["t0_ns"], base.with_name(base.name + "-tseq"),
+                                  title=f"{f.key.name} {d}{view}", markers=marks, steps=steps)
+    sender = (f.key.client, f.key.client_port) if direction.sender == "client" else \
+        (f.key.server, f.key.server_port)
+    cw = cwnd_samples(obj["events"], *sender)
+    return written + plots.in_flight(direction, rec["t0_ns"], base.with_name(base.name + "-inflight"),
+                                     cwnd=cw if len(cw[0]) else None, title=f"{f.key.name} {d}{view}",
+                                     markers=marks, steps=steps)
 
 
 def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, str]] = (),
@@ -137,17 +162,24 @@ def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, s
     return written
 
 
-def _response_streams(obj) -> dict:
-    d = obj["directions"]["s2c"]
-    tr = d.trace
-    m = tr["has_ack"]
-    t, una = tr["t"][m], np.maximum.accumulate(tr["ack"][m]) - d.tracker.data_start
-    streams, start = {}, 0
-    for ex in obj["exchanges"]:
-        size = ex.get("response_bytes", 0)
-        if size:
-            streams[f"response {ex['request']}"] = (t, np.clip(una - start, 0, size))
-        start += size
+def _delivered(obj) -> dict:
+    """{"request K" / "response K": (t_ns, bytes of it delivered in order)} of a flow's exchanges,
+    in the directions that carry data (:func:`carries_data`): the receiver's cumulative ACK
+    from the part's first byte, each part's bytes following the ones before it."""
+    streams = {}
+    for d, part in (("c2s", "request"), ("s2c", "response")):
+        if not carries_data(obj, d):
+            continue
+        direction = obj["directions"][d]
+        tr = direction.trace
+        m = tr["has_ack"]
+        t, una = tr["t"][m], np.maximum.accumulate(tr["ack"][m]) - direction.tracker.data_start
+        start = 0
+        for ex in obj.get("exchanges", ()):
+            size = ex.get(f"{part}_bytes", 0)
+            if size:
+                streams[f"{part} {ex['request']}"] = (t, np.clip(una - start, 0, size))
+            start += size
     return streams
 
 

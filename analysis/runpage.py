@@ -162,7 +162,8 @@ def figures_for(res: dict, outdir: Path, markers: list[tuple[int, str]] = (),
                 "(computation) as shaded spans on the lane of the app that ran them" if stem == "timeline"
                 else "time-sequence graph" if stem.endswith("-tseq")
                 else "bytes in flight (outstanding, pipe, cwnd where logged)" if stem.endswith("-inflight")
-                else "bytes delivered per response" if stem.endswith("-delivery")
+                else "bytes of each request and response delivered in order, in the directions "
+                     "that carry data" if stem.endswith("-delivery")
                 else "symbols sent, repair, symbols sent again and ACKs" if stem.startswith("transport-")
                 else stem)
         out.append((f"{stem}: {what}", f))

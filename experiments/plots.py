@@ -14,11 +14,13 @@ titled with the factor's name and outside the data:
   on the same axes;
 * ``representative``: the valid run closest to each arm's median of the primary metric, the
   arms side by side on shared axes: bytes in flight (outstanding = SND.MAX − SND.UNA of every
-  connection's main data direction, from the capture on the client host) above a swimlane (one
-  lane per request, packet times at the client: handshake SYN → ACK, request first → last
-  payload byte, wait from the request's last to the response's first byte = server time +
-  propagation, response first → last byte), seconds from the run's first packet; for the UDP
-  transport its symbol, repair and ACK packets (:func:`analysis.fec.draw`);
+  connection's main data direction) above a swimlane (one lane per request: handshake SYN → ACK,
+  request first → last payload byte, wait from the request's last to the response's first byte,
+  response first → last byte), seconds from the run's first packet, all from the capture at the
+  data's sender when the run kept one, else the client's (:func:`_capture`; each panel says
+  which; at the client the wait is server time + propagation, at the server its time alone);
+  for the UDP transport its symbol, repair and ACK packets (:func:`analysis.fec.draw`); a panel
+  names its arm by :func:`arm_label`;
 * :func:`request_figure`: one representative request per cell, ms from its start (what
   ``testbed reproduce`` draws for C7).
 
@@ -38,11 +40,14 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.plots import _plt, _save, figure_legend, shade_steps
+from analysis.plots import _plt, _save, figure_legend, mark_label, shade_steps
 
 PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", "request_last", "tab:blue"),
-          ("wait (server + propagation)", "request_last", "response_first", "tab:orange"),
+          ("wait", "request_last", "response_first", "tab:orange"),
           ("response", "response_first", "response_last", "tab:green"))
+#: what the wait from the request's last to the response's first byte holds, by the run's role of
+#: the host whose capture times it
+WAIT = {"client": "wait (server + propagation)", "server": "wait (server)"}
 
 
 _QTY = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]*)\s*$")
@@ -252,9 +257,9 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
     for ax in (dots, ecdf):
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.grid(axis="x", alpha=0.3)
-    ecdf.legend(fontsize=8, title=summary["factor"], title_fontsize=8, loc="upper left",
+    ecdf.legend(fontsize=8, title=arms_title(summary), title_fontsize=8, loc="upper left",
                 bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.suptitle(f"{summary['experiment']}: {label} per arm of {summary['factor']}", fontsize=10)
+    fig.suptitle(f"{summary['experiment']}: {label} per arm of {arms_title(summary)}", fontsize=10)
     return _save(fig, base)
 
 
@@ -293,32 +298,96 @@ def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
     ax.set_xlabel("run index (execution order)")
     ax.set_ylabel(label)
     ax.set_title(f"{summary['experiment']}: {label} by run", fontsize=10)
-    ax.legend(fontsize=8, title=summary["factor"], title_fontsize=8, loc="upper left",
+    ax.legend(fontsize=8, title=arms_title(summary), title_fontsize=8, loc="upper left",
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, base)
 
 
-def _client_capture(run_dir: Path):
-    """The analysed capture nearest the client of a run (None if it kept no pcap)."""
-    from analysis.applog import clock_offset, load, steps
-    from analysis.report import analyze_file
+def _capture(run_dir: Path):
+    """The analysed capture a run's figures are drawn from: the one taken at the host that sent
+    its data (:func:`_data_sender`) when the run kept one holding the same connections, else the
+    client's own (for a download, the data's receiver); None if the run kept no pcap.  Its
+    ``_role`` says where it was taken (the run's role of that host: client, server, or None),
+    ``_at_sender`` whether that is the data's sender."""
     from testbed.spec.runresult import load_run
     r = load_run(run_dir)
-    client = r.roles.get("client")          # the host the run's client ran on (manifest)
     pcaps = [(f, run_dir / f["path"]) for f in r.files if f["kind"] == "pcap"]
     pcaps = [(f, p) for f, p in pcaps if p.exists()]
     if not pcaps:
         return None
-    f, p = next(((f, p) for f, p in pcaps if f.get("host") == client), pcaps[0])
-    logs = [run_dir / x["path"] for x in r.files if x["kind"] == "eventlog"]
-    mine = [p for x, p in zip((x for x in r.files if x["kind"] == "eventlog"), logs)
-            if x.get("host") == f.get("host") and p.exists()]
-    events = load(mine[0]) if mine else None
-    res = analyze_file(p, events=events, keep=True)
+    res = _analysed(r, *next(((f, p) for f, p in pcaps if f.get("host") == r.roles.get("client")), pcaps[0]))
+    sender = _data_sender(r, res)
+    if sender is not None and sender != res["_host"]:
+        ends = {_ends(obj["flow"].key) for obj in res["_objects"]["flows"]}
+        for f, p in pcaps:
+            if f.get("host") == sender:
+                theirs = _analysed(r, f, p)
+                if ends & {_ends(obj["flow"].key) for obj in theirs["_objects"]["flows"]}:
+                    res = theirs
+                    break
+    res["_at_sender"] = None if sender is None else sender == res["_host"]
+    return res
+
+
+def _analysed(r, f: dict, p: Path) -> dict:
+    """The capture ``p`` (inventory entry ``f`` of the run ``r``) analysed with its host's event
+    log, and the timed steps of all the run's logs where its clock is theirs."""
+    from analysis.applog import clock_offset, load, steps
+    from analysis.report import analyze_file
+    logs = [(x, r.dir / x["path"]) for x in r.files if x["kind"] == "eventlog"]
+    mine = [q for x, q in logs if x.get("host") == f.get("host") and q.exists()]
+    res = analyze_file(p, events=load(mine[0]) if mine else None, keep=True)
     res["_pcap"] = p
-    every = [e for log in logs if log.exists() for e in load(log)]
+    res["_host"] = f.get("host")
+    res["_role"] = next((role for role, host in r.roles.items() if host == f.get("host")), None)
+    every = [e for _, q in logs if q.exists() for e in load(q)]
     res["_steps"] = steps(every) if res["clock"] == "monotonic" and clock_offset(every) is not None else []
     return res
+
+
+def _data_sender(r, res: dict) -> str | None:
+    """The host that sent the most payload in the data directions of the capture's TCP
+    connections, each connection's sender found as ``analysis.runmetrics`` finds it (the host
+    holding the sending address, else the sending end's role); None without a data direction."""
+    from analysis.applog import read_object
+    from analysis.runmetrics import _Senders
+    senders = _Senders(r.dir, r.roles.get("client") or "client", r.roles.get("server") or "server",
+                       read_object(r.dir / "metadata.json") or {})
+    sent: dict[str, int] = {}
+    for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
+        main = rec.get("data_direction")
+        if rec["proto"] == "tcp" and main:
+            host = senders.host(obj["flow"].key, main)
+            sent[host] = sent.get(host, 0) + rec["directions"][main]["payload_bytes"]
+    return max(sent, key=sent.get) if sent else None
+
+
+def _ends(key) -> frozenset:
+    """A connection's two endpoints, whichever end opened it."""
+    return frozenset({(key.client, key.client_port), (key.server, key.server_port)})
+
+
+def _where(res: dict) -> str:
+    """Where a capture was taken, as a panel says it."""
+    where = f"captured at {res['_host'] or '?'}"
+    return {True: f"{where}, the data's sender", False: f"{where}: as the data's RECEIVER saw it"}.get(
+        res["_at_sender"], where)
+
+
+def arm_label(summary: dict, label: str) -> str:
+    """An arm as a panel names it: ``factor = label``; for an experiment with a crossed factor,
+    whose arm names (``reno@0pct``) are no level of the factor, both factors' levels
+    (``links.bottleneck.down.loss = 0%, socket.cc = reno``)."""
+    if not summary.get("cross"):
+        return f"{summary['factor']} = {label}"
+    lv = summary["by_level"][label]
+    return f"{summary['factor']} = {lv['level']}, {summary['cross']} = {lv['cross']}"
+
+
+def arms_title(summary: dict) -> str:
+    """What names the arms, as a legend's title: the factor, or for a crossed experiment
+    ``CROSS@FACTOR`` (an arm ``reno@0pct`` is socket.cc reno at 0 % loss)."""
+    return f"{summary['cross']}@{summary['factor']}" if summary.get("cross") else summary["factor"]
 
 
 def _shade(axes, res: dict, lo_ns: int, hi_ns: int, t0: int, scale: float = 1e9) -> None:
@@ -349,8 +418,12 @@ def _exchanges(res: dict):
             yield t0, obj, i, {**ex, **({"syn": hs.get("syn"), "ack": hs.get("ack")} if i == 0 else {})}
 
 
-def _phases(ax, lane: float, ev: dict, shift_ns: int, seen: set, scale: float = 1e9) -> None:
+def _phases(ax, lane: float, ev: dict, shift_ns: int, seen: set, role: str | None, scale: float = 1e9) -> None:
+    """One request's :data:`PHASES` as bars on ``lane``, times from a capture at the run's
+    ``role`` (the wait named by :data:`WAIT`)."""
     for name, a, b, color in PHASES:
+        if name == "wait":
+            name = WAIT.get(role, "wait (request's last to response's first byte)")
         if ev.get(a) is not None and ev.get(b) is not None:
             ax.barh(lane, (ev[b] - ev[a]) / scale, left=(ev[a] - shift_ns) / scale, color=color,
                     height=0.7, label=name if name not in seen else None)
@@ -363,10 +436,8 @@ def _markers(axes, marks) -> None:
     for ax in axes:
         for x, _text in marks:
             ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
-    for x, text in marks:      # upwards along the line: markers close in time do not overlap
-        axes[0].annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(-1, -2),
-                         textcoords="offset points", fontsize=7, va="top", ha="right", rotation=90,
-                         color="tab:purple")
+    for x, text in marks:
+        mark_label(axes[0], x, text)
 
 
 def _grid(n: int, ratios: tuple = (1.4, 1.0)):
@@ -407,7 +478,7 @@ def representative_figure(out: Path, summary: dict, base: Path,
     [(seconds, text)] drawn as vertical lines on that arm's axes.  [] when no arm kept a
     capture."""
     arms = [(lab, lv["representative"]) for lab, lv in summary["by_level"].items() if lv["representative"]]
-    analysed = [(lab, d, _client_capture(out / d)) for lab, d in arms]
+    analysed = [(lab, d, _capture(out / d)) for lab, d in arms]
     analysed = [a for a in analysed if a[2] is not None]
     if not analysed:
         return []
@@ -437,15 +508,12 @@ def representative_figure(out: Path, summary: dict, base: Path,
                             fl_ax.step((np.asarray(tr.series_t, np.int64) - t0) / 1e9,
                                        np.asarray(tr.series_outstanding) / 1e3, where="post", lw=0.8,
                                        color="tab:blue")
-                _phases(sw, lane, ev, t0, seen)
+                _phases(sw, lane, ev, t0, seen, res["_role"])
                 lane += 1
             t0 = min(fl["t0_ns"] for fl in res["flows"])
             _shade((ts_ax, fl_ax, sw), res, t0,
                    max(fl["t0_ns"] + int(fl["duration_s"] * 1e9) for fl in res["flows"]), t0)
-        at_receiver = any((fl.get("vantage") or {}).get("sender_side") is False for fl in res["flows"])
-        ts_ax.set_title(f"{summary['factor']} = {lab}\n{d}" + ("\nas the data's RECEIVER saw it "
-                                                               "(captured near the receiver)" if at_receiver else ""),
-                        fontsize=9)
+        ts_ax.set_title(f"{arm_label(summary, lab)}\n{d}\n{_where(res)}", fontsize=9)
         ts_ax.set_ylabel("sequence (kB)" if col == 0 else "")
         fl_ax.set_ylabel("in flight (kB)" if col == 0 else "")
         sw.set_ylabel("request" if col == 0 else "")
@@ -460,7 +528,8 @@ def representative_figure(out: Path, summary: dict, base: Path,
     first["t"].set_ylim(bottom=0)
     figure_legend(fig, fontsize=8, markerscale=4)
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm (closest to the "
-                 f"median of {summary['primary']}), captured at the client", fontsize=10)
+                 f"median of {summary['primary']}), from the capture at the data's sender where the run "
+                 "kept one", fontsize=10)
     return _save(fig, base)
 
 
@@ -476,14 +545,14 @@ def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]
         first.setdefault("y", ax)
         first.setdefault("c", cum)
         fec.draw(ax, cum, pcap.read(res["_pcap"]), fec.DEFAULT_PORT, legend=k == 0)
-        ax.set_title(f"{summary['factor']} = {lab}\n{d}", fontsize=9)
+        ax.set_title(f"{arm_label(summary, lab)}\n{d}\n{_where(res)}", fontsize=9)
         ax.tick_params(labelbottom=False)
         if col:
             ax.set_ylabel("")
             cum.set_ylabel("")
         _markers((ax, cum), markers.get(lab, []))
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm, UDP transport "
-                 "packets captured at the client", fontsize=10)
+                 "packets", fontsize=10)
     return _save(fig, base)
 
 
@@ -537,7 +606,7 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
     has a request to draw."""
     got, res_of = [], {}
     for label, d in cells:
-        res = _client_capture(Path(d))
+        res = _capture(Path(d))
         win = _request_window(res) if res and res["flows"] else None
         if win:
             got.append((label, d, win))
@@ -559,10 +628,11 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
                 fl_ax.step((t[keep] - start) / 1e6, np.asarray(tr.series_outstanding)[keep] / 1e3,
                            where="post", lw=0.9, color="tab:blue")
         fl_ax.set_ylabel("in flight\n(kB)", fontsize=8)
-        fl_ax.set_title(f"{label}: {(end - start) / 1e6:.0f} ms ({Path(d).name})", fontsize=9, loc="left")
+        fl_ax.set_title(f"{label}: {(end - start) / 1e6:.0f} ms ({Path(d).name}; {_where(res_of[label])})",
+                        fontsize=9, loc="left")
         if k:
             fl_ax.sharey(axes[0])
-        _phases(sw, 0, ev, start, seen, scale=1e6)
+        _phases(sw, 0, ev, start, seen, res_of[label]["_role"], scale=1e6)
         _shade((fl_ax, sw), res_of[label], start, end, start, scale=1e6)
         sw.set_yticks([])
         _markers((fl_ax, sw), (markers or {}).get(label, []))

@@ -1,0 +1,118 @@
+"""What the per-capture figures draw and how they are laid out: the directions that carry data
+(an upload's delivery, no figure for a 16-byte reply), link-change labels at the same moment
+joined, a figure title clear of the panel titles; crafted captures (scapy), no root."""
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scapy.all")
+from scapy.all import wrpcap  # noqa: E402
+from tests.analysis.test_steps import _pkt  # noqa: E402
+
+from analysis import plots, plotset, report  # noqa: E402
+
+DELAY = 25.0        # one way, ms
+SEGMENTS = 20       # of 1000 B
+
+
+def transfer(path: Path, upload: bool, at: str) -> Path:
+    """A connection as the capture at ``at`` ("client" or "server") saw it: the handshake, a
+    10-byte request, then 20 kB from the client (``upload``: a 3 MB upload in miniature, then a
+    16-byte reply) or from the server (a download), ACKed every second segment by the receiver;
+    one way takes :data:`DELAY`."""
+    sent = []            # (when sent, from the client, flags, seq, ack, payload)
+    sent += [(0.0, True, "S", 100, 0, 0), (DELAY, False, "SA", 900, 101, 0),
+             (2 * DELAY, True, "A", 101, 901, 0), (2 * DELAY + 0.01, True, "PA", 101, 901, 10)]
+    start = 3 * DELAY + 1 if not upload else 2 * DELAY + 0.02
+    base = 111 if upload else 901
+    for i in range(SEGMENTS):
+        t = start + 0.1 * i
+        seq = base + 1000 * i
+        sent.append((t, upload, "PA", seq, 901 if upload else 111, 1000))
+        if i % 2:        # the receiver's ACK when the segment arrives
+            sent.append((t + DELAY + 0.01, not upload, "A", 901 if upload else 111, seq + 1000, 0))
+    if upload:           # the server's reply once everything arrived
+        last = start + 0.1 * (SEGMENTS - 1) + DELAY + 0.02
+        sent.append((last, False, "PA", 901, base + 1000 * SEGMENTS, 16))
+        sent.append((last + DELAY + 0.01, True, "A", base + 1000 * SEGMENTS, 917, 0))
+    here = at == "client"
+    pk = [_pkt(t if frm == here else t + DELAY, frm, flags, seq, ack, n) for t, frm, flags, seq, ack, n in sent]
+    wrpcap(str(path), sorted(pk, key=lambda p: p.time))
+    return path
+
+
+def test_an_uploads_figures_draw_the_upload_not_the_reply(tmp_path, monkeypatch):
+    """The delivery figure of an upload draws the request's bytes (20,010 B here), not the 16-byte
+    reply; the reply's direction gets no time-sequence or in-flight figure of its own."""
+    res = report.analyze_file(transfer(tmp_path / "up.pcap", upload=True, at="client"), keep=True)
+    drawn = {}
+    real = plots.delivery
+    monkeypatch.setattr(plots, "delivery",
+                        lambda streams, *a, **kw: (drawn.update(streams), real(streams, *a, **kw))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    names = {Path(p).name for p in plotset.write(res, tmp_path / "p")}
+    assert plots.LAYOUT_PROBLEMS == []
+    flow = res["flows"][0]["flow"].replace(":", "_")
+    assert f"{flow}-c2s-tseq.png" in names and f"{flow}-c2s-inflight.png" in names
+    assert not {f"{flow}-s2c-tseq.png", f"{flow}-s2c-inflight.png"} & names
+    assert f"{flow}-s2c-inflight.csv" in names          # its series stay
+    assert list(drawn) == ["request 0"] and drawn["request 0"][1].max() == 10 + 1000 * SEGMENTS
+
+
+def test_a_download_still_draws_its_responses(tmp_path):
+    res = report.analyze_file(transfer(tmp_path / "down.pcap", upload=False, at="server"), keep=True)
+    obj = res["_objects"]["flows"][0]
+    assert plotset.carries_data(obj, "s2c") and not plotset.carries_data(obj, "c2s")
+    assert list(plotset._delivered(obj)) == ["response 0"]
+
+
+def test_link_changes_at_the_same_moment_get_one_label_a_line_each(tmp_path):
+    """Both directions down at 5 s, up and a rate step at 5.5 s: one label per moment (its lines
+    in time order), none over another; the layout check finds the overlap when they are not
+    joined."""
+    plt = plots._plt()
+    changes = [(2.0, "server-client: rate=4mbit"), (5.0, "client-server: down drop"),
+               (5.0, "server-client: down drop"), (5.5, "client-server: up"),
+               (5.5, "server-client: rate=30mbit"), (5.5, "server-client: up")]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    ax.plot([0, 8], [0, 1])
+    plots.mark(ax, changes)
+    fig.tight_layout()
+    assert any(p.startswith("annotations overlap") for p in plots.layout_problems(fig))
+    plots.LAYOUT_PROBLEMS.clear()
+    plots._save(fig, tmp_path / "marks")
+    assert plots.LAYOUT_PROBLEMS == []
+    assert sorted(t.get_text() for t in ax.texts) == [
+        "client-server: down drop\nserver-client: down drop",
+        "client-server: up\nserver-client: rate=30mbit\nserver-client: up",
+        "server-client: rate=4mbit"]
+    assert len(ax.lines) == 1 + len(changes)          # every change keeps its own line
+
+
+def _panels(plt, blocks: int):
+    """A tall figure of ``blocks`` rows of three panels, each titled on three lines (an
+    experiment's representative runs), under one figure title."""
+    fig, axes = plt.subplots(3 * blocks, 3, figsize=(17, 7.8 * blocks))
+    for ax in axes[::3].flat:
+        ax.set_title("links.bottleneck.down.loss = 0%, socket.cc = reno\nruns/000-reno@0pct\n"
+                     "captured at server, the data's sender", fontsize=9)
+    fig.suptitle("loss-cc: the representative run of each arm (closest to the median of goodput_mbps)",
+                 fontsize=10)
+    return fig
+
+
+def test_the_figure_title_stays_clear_of_the_panel_titles_of_a_tall_figure(tmp_path):
+    """matplotlib puts a figure title 2 % of the height below the top, which on a figure of
+    four blocks of panels reaches into the first row's titles; the layout check finds that, and
+    ``_save`` places the title where ``tight_layout`` keeps its room."""
+    plt = plots._plt()
+    fig = _panels(plt, 4)
+    fig.tight_layout()
+    assert any(p.startswith("figure text 'loss-cc") and "over 'links.bottleneck" in p
+               for p in plots.layout_problems(fig))
+    plt.close(fig)
+    for blocks in (1, 4):
+        fig = _panels(plt, blocks)
+        plots.LAYOUT_PROBLEMS.clear()
+        plots._save(fig, tmp_path / f"tall{blocks}")
+        assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS

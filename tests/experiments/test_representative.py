@@ -1,0 +1,69 @@
+"""An experiment's representative figure: drawn from the capture at the data's sender when the
+run kept one (a download's server), else from the client's, labelled as the receiver's view; a
+crossed experiment's panels named by both factors' levels.  Crafted captures, no root."""
+import json
+
+import pytest
+
+pytest.importorskip("scapy.all")
+from tests.analysis.test_figure_content import transfer  # noqa: E402
+
+from analysis import plots  # noqa: E402
+from experiments import plots as xplots  # noqa: E402
+from testbed.spec.runresult import RunResult  # noqa: E402
+from testbed.spec.runspec import RunSpec  # noqa: E402
+
+SUMMARY = {"experiment": "loss-cc", "factor": "links.bottleneck.down.loss", "cross": "socket.cc",
+           "primary": "goodput_mbps",
+           "by_level": {"reno@0pct": {"level": "0%", "cross": "reno", "representative": "run"}}}
+
+
+def _download(tmp_path, hosts=("client", "server")):
+    """A run directory of a download captured at ``hosts``."""
+    d = tmp_path / "run"
+    (d / "pcap").mkdir(parents=True)
+    for h in hosts:
+        transfer(d / "pcap" / f"{h}-{h}-eth0.pcap", upload=False, at=h)
+    (d / "metadata.json").write_text(json.dumps({"hosts": {h: {"ips": {f"{h}-eth0": ip}} for h, ip in
+                                                           (("client", "10.0.0.1"), ("server", "10.0.0.2"))}}))
+    RunResult(run_id="r", dir=d, spec=RunSpec(), status="complete", error=None, started=0.0, finished=0.0,
+              roles={"client": "client", "server": "server"},
+              files=[{"path": f"pcap/{h}-{h}-eth0.pcap", "kind": "pcap", "host": h} for h in hosts]).write()
+    return d
+
+
+def _figure(tmp_path, monkeypatch):
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    assert xplots.representative_figure(tmp_path, SUMMARY, tmp_path / "rep")
+    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+    (fig,) = figs
+    seq, in_flight = fig.axes[:2]
+    peak = max(max(line.get_ydata()) for line in in_flight.lines if len(line.get_ydata()))
+    return seq.get_title().split("\n"), peak
+
+
+def test_a_download_is_drawn_from_the_senders_capture(tmp_path, monkeypatch):
+    """The server sent 20 kB in 2 ms and heard the first ACK a round trip later: its capture
+    has them all in flight; the client's, where each segment is ACKed as it arrives, about
+    one.  The panel names both factors' levels, not the arm's name as the loss."""
+    _download(tmp_path)
+    title, peak = _figure(tmp_path, monkeypatch)
+    assert title[0] == "links.bottleneck.down.loss = 0%, socket.cc = reno"
+    assert title[2] == "captured at server, the data's sender"
+    assert peak >= 19                                   # kB
+
+
+def test_without_the_senders_capture_the_receivers_view_is_drawn_and_said(tmp_path, monkeypatch):
+    _download(tmp_path, hosts=("client",))
+    title, peak = _figure(tmp_path, monkeypatch)
+    assert title[2] == "captured at client: as the data's RECEIVER saw it"
+    assert peak <= 2
+
+
+def test_arms_are_named_by_both_factors_where_crossed():
+    assert xplots.arm_label(SUMMARY, "reno@0pct") == "links.bottleneck.down.loss = 0%, socket.cc = reno"
+    assert xplots.arm_label({"factor": "params.mode"}, "new") == "params.mode = new"
+    assert xplots.arms_title(SUMMARY) == "socket.cc@links.bottleneck.down.loss"
