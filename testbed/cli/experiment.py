@@ -7,7 +7,7 @@
     testbed experiment run NAME|FILE [--levels A,B|FROM:TO:STEP] [--cross-levels A,B] [--reps N]
         [--warmup N] [--seed S] [--backend B]
         [--set KEY|PATH=VALUE ...] [--link LINK.DIR.FIELD=VALUE ...] [--out DIR] [--resume]
-        [--keep-topology] [--cluster ADDRESS] [--json] [--quiet]
+        [--keep-topology] [--cluster ADDRESS] [--json] [--no-progress]
     testbed experiment report DIR [--json]
 
 ``--set`` and ``--link`` change the definition's base spec and mean what they mean in ``testbed
@@ -77,7 +77,8 @@ def register(sub) -> None:
                         "the host; default 0)")
     add_cluster(r)
     add_json(r, "print summary.json instead of the table")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (testbed -q: no progress bar and no warnings)")
     r.set_defaults(func=run_run)
     rp = esub.add_parser("report", help="recompute summary.json, report.md, report.html, results.csv and "
                                         "plots of a directory")
@@ -203,7 +204,8 @@ def run_run(args) -> int:
                     "between the arms: %s", ", ".join(exp.structural_factors()))
     try:
         with place(args.cluster) as where:
-            run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume, quiet=args.quiet,
+            run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume,
+                           quiet=args.quiet or args.no_progress,
                            where=where, replace=args.replace)
     except KeyboardInterrupt:
         print(f"testbed: experiment interrupted; its finished runs are kept in {out}; continue with:\n"

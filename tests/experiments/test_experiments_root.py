@@ -19,7 +19,7 @@ SCALED = ["--set", "topology_params.delay=20ms", "--set", "topology_params.rate_
 def test_real_reuse_study(tmp_path):
     out = tmp_path / "reuse"
     r = subprocess.run([sys.executable, "-m", "testbed", "experiment", "run", "reuse", "--reps", "3",
-                        *SCALED, "--out", str(out), "--quiet"], cwd=REPO, capture_output=True,
+                        *SCALED, "--out", str(out), "--no-progress"], cwd=REPO, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "new/reuse: ratio of medians" in r.stdout and "syn_per_request" in r.stdout
@@ -54,7 +54,7 @@ def test_real_interrupt_then_resume_redoes_no_finished_run(tmp_path):
     import time
     out = tmp_path / "reuse"
     argv = [sys.executable, "-m", "testbed", "experiment", "run", "reuse", "--reps", "2", "--warmup", "0",
-            *SCALED, "--out", str(out), "--quiet"]
+            *SCALED, "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=sigint_default)
     try:

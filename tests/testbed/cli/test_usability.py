@@ -601,3 +601,21 @@ def test_the_clients_note_is_a_warning_that_quiet_silences(tmp_path, capsys, res
         o, e = capsys.readouterr()
         assert o == "new: median 36.9 ms over 2 requests\n"
         assert ("warning: congestion control cubic" in e) is shown
+
+
+def test_no_command_redefines_the_global_loudness_options():
+    """`experiment run --quiet` had dest quiet: its default False overrode `testbed -q`, and its
+    --quiet silenced every warning, not only the progress bar."""
+    import argparse
+    from testbed.cli import build_parser
+
+    def parsers(p):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield sub
+                    yield from parsers(sub)
+    clashes = [(sub.prog, a.dest) for sub in parsers(build_parser()) for a in sub._actions
+               if a.dest in ("quiet", "verbose")]
+    assert clashes == []
+    assert build_parser().parse_args(["-q", "experiment", "run", "reuse"]).quiet is True
