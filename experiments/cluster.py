@@ -57,11 +57,11 @@ from pathlib import Path
 from typing import Callable
 
 from testbed.spec.errors import SetupError, UsageError
-from testbed.spec.runresult import RunResult, load_run
+from testbed.spec.runresult import RunResult
 
 from experiments.definition import Experiment
 from experiments.order import Slot
-from experiments.runner import RUN_INFO, InProcess, _write_json, run_block
+from experiments.runner import RUN_INFO, InProcess, _write_json, promote, run_block
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
                  key: str) -> list[dict]:
     """The task of one repetition block, on a worker: check the facts, take the machine lock,
     run the block into a temporary directory, pack every run directory, keep nothing."""
-    from distributed import get_worker
+    from distributed import get_client, get_worker
     worker = get_worker()
     mine = facts()
     if mine != want:
@@ -215,7 +215,9 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
     with machine_lock():
         for line in reap_blocks():          # a run of a worker that died here before
             log.warning("before block %s: %s", key, line)
-        worker.log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
+        # the start reaches the scheduler before the block runs: a call answered by the scheduler,
+        # not Worker.log_event, whose batched stream a worker killed at once never sends
+        get_client().log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
         tmp = Path(tempfile.mkdtemp(prefix="testbed-block-", dir=worker.local_directory))
         try:
             (tmp / "runs").mkdir()
@@ -394,8 +396,7 @@ class DaskCluster:
         unpack(p["data"], p["sha256"], tmp)
         info = json.loads((tmp / RUN_INFO).read_text())
         _write_json(tmp / RUN_INFO, {**info, "attempts": max(1, len(starts)), "lost_on": starts[:-1]})
-        tmp.rename(final)
-        return load_run(final)
+        return promote(tmp, final)
 
     def _killed(self, exp: Experiment, out: Path, block: list[Slot], starts: list[str], exc):
         """Record each run of a block that killed too many workers as failed, with the reason."""
@@ -413,8 +414,7 @@ class DaskCluster:
                                          "kept_topology": False, "topology_dir": None, "disk_mb": 0.0,
                                          "machine": None, "worker": None, "attempts": len(starts),
                                          "lost_on": starts})
-            tmp.rename(final)
-            yield slot, load_run(final), None
+            yield slot, promote(tmp, final), None
 
 
 def place(cluster: str | None):

@@ -151,9 +151,21 @@ def test_two_local_workers_give_the_local_report(tmp_path):
 
 
 def test_worker_killed_mid_run_has_its_block_redone(tmp_path):
-    exp, marks = reuse(2), tmp_path / "marks"
+    exp, marks, held = reuse(2), tmp_path / "marks", tmp_path / "held"
     marks.mkdir()
     killed = []
+
+    class HoldFirst(SlowFake):
+        """The first run started anywhere waits to be killed (at most 120 s), so the kill lands in
+        the middle of its block however late this process sees its mark (under load)."""
+        def __call__(self, plan, out_dir, **kw):
+            try:
+                os.close(os.open(held, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return super().__call__(plan, out_dir, **kw)
+            Path(self.mark_dir, f"started-{os.getpid()}-{time.monotonic_ns()}").write_text(str(plan.spec.seed))
+            time.sleep(120)
+            return super().__call__(plan, out_dir, **kw)
 
     def kill_first():
         deadline = time.monotonic() + 60
@@ -168,8 +180,8 @@ def test_worker_killed_mid_run_has_its_block_redone(tmp_path):
     with DaskCluster("local:2") as where:
         t = threading.Thread(target=kill_first)
         t.start()
-        out = run_experiment(exp, tmp_path / "e", executor=SlowFake("params.mode", MEDIANS, sleep_s=0.6,
-                                                                    mark_dir=str(marks)),
+        out = run_experiment(exp, tmp_path / "e", executor=HoldFirst("params.mode", MEDIANS, sleep_s=0.6,
+                                                                     mark_dir=str(marks)),
                              quiet=True, where=where)
         t.join()
     assert killed
