@@ -130,7 +130,7 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
         checks["socket_readback"] = {k: list(dict.fromkeys(r[k] for r in readbacks if k in r))
                                      for k in dict.fromkeys(k for r in readbacks for k in r)}
     pcaps = sorted((run_dir / "pcap").glob(f"{client}-*.pcap"))
-    senders = _Senders(run_dir, client, manifest.get("roles", {}).get("server") or "server",
+    senders = Senders(run_dir, client, manifest.get("roles", {}).get("server") or "server",
                        metadata)
     tcp = _from_captures(pcaps, events, metrics, checks, senders) if pcaps else None   # None: not captured
     sent = sum(e["event"] == "first_request_byte_sent" for e in events)
@@ -206,7 +206,7 @@ def _from_events(events: list[dict], metrics: dict) -> None:
             metrics.setdefault("stall_ms", {})[key] = e["stall_total"]
 
 
-class _Senders:
+class Senders:
     """Where a connection's data was sent from (module docstring, *sender metrics*): the
     sending host, and that host's view of the connection from its own captures."""
 
@@ -244,7 +244,7 @@ class _Senders:
 
 
 def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks: dict,
-                   senders: _Senders) -> bool:
+                   senders: Senders) -> bool:
     """The capture metrics and checks of the module docstring; False (and none of them) when
     the captures hold no TCP connection."""
     flows = 0

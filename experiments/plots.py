@@ -350,8 +350,8 @@ def _data_sender(r, res: dict) -> str | None:
     connections, each connection's sender found as ``analysis.runmetrics`` finds it (the host
     holding the sending address, else the sending end's role); None without a data direction."""
     from analysis.applog import read_object
-    from analysis.runmetrics import _Senders
-    senders = _Senders(r.dir, r.roles.get("client") or "client", r.roles.get("server") or "server",
+    from analysis.runmetrics import Senders
+    senders = Senders(r.dir, r.roles.get("client") or "client", r.roles.get("server") or "server",
                        read_object(r.dir / "metadata.json") or {})
     sent: dict[str, int] = {}
     for rec, obj in zip(res["flows"], res["_objects"]["flows"]):
