@@ -315,13 +315,16 @@ def _capture(run_dir: Path):
     pcaps = [(f, p) for f, p in pcaps if p.exists()]
     if not pcaps:
         return None
-    res = _analysed(r, *next(((f, p) for f, p in pcaps if f.get("host") == r.roles.get("client")), pcaps[0]))
+    from analysis.applog import load
+    logs = [(x.get("host"), load(r.dir / x["path"])) for x in r.files
+            if x["kind"] == "eventlog" and (r.dir / x["path"]).exists()]
+    res = _analysed(r, logs, *next(((f, p) for f, p in pcaps if f.get("host") == r.roles.get("client")), pcaps[0]))
     sender = _data_sender(r, res)
     if sender is not None and sender != res["_host"]:
         ends = {_ends(obj["flow"].key) for obj in res["_objects"]["flows"]}
         for f, p in pcaps:
             if f.get("host") == sender:
-                theirs = _analysed(r, f, p)
+                theirs = _analysed(r, logs, f, p)
                 if ends & {_ends(obj["flow"].key) for obj in theirs["_objects"]["flows"]}:
                     res = theirs
                     break
@@ -329,18 +332,17 @@ def _capture(run_dir: Path):
     return res
 
 
-def _analysed(r, f: dict, p: Path) -> dict:
-    """The capture ``p`` (inventory entry ``f`` of the run ``r``) analysed with its host's event
-    log, and the timed steps of all the run's logs where its clock is theirs."""
-    from analysis.applog import clock_offset, load, steps
+def _analysed(r, logs: list, f: dict, p: Path) -> dict:
+    """The capture ``p`` (inventory entry ``f`` of the run ``r``) analysed with its host's (first)
+    event log (``logs``: the run's event logs as (host, events), loaded once), and the timed steps
+    of all of them where its clock is theirs."""
+    from analysis.applog import clock_offset, steps
     from analysis.report import analyze_file
-    logs = [(x, r.dir / x["path"]) for x in r.files if x["kind"] == "eventlog"]
-    mine = [q for x, q in logs if x.get("host") == f.get("host") and q.exists()]
-    res = analyze_file(p, events=load(mine[0]) if mine else None, keep=True)
+    res = analyze_file(p, events=next((ev for host, ev in logs if host == f.get("host")), None), keep=True)
     res["_pcap"] = p
     res["_host"] = f.get("host")
     res["_role"] = next((role for role, host in r.roles.items() if host == f.get("host")), None)
-    every = [e for _, q in logs if q.exists() for e in load(q)]
+    every = [e for _, events in logs for e in events]
     res["_steps"] = steps(every) if res["clock"] == "monotonic" and clock_offset(every) is not None else []
     return res
 
