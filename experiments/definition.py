@@ -102,8 +102,8 @@ METRICS = ("completion_ms", "completion_ms_median", "handshake_ms", "first_byte_
 #: What a definition's metrics may be, as an error message says it (the names are too many for
 #: its one line; ``testbed experiment metrics`` prints them).
 ALLOWED_METRICS = f"one of the {len(METRICS)} metrics `testbed experiment metrics` lists"
-#: RunSpec paths whose change needs a topology rebuilt between runs.
 CHECK_MODES = ("auto", "none")
+#: RunSpec paths whose change needs a topology rebuilt between runs.
 REBUILD_PREFIXES = ("topology", "topology_params", "links", "backend", "seed", "client_host",
                     "server_host")
 #: At most this many arms (levels x cross levels) and runs ((warm-ups + repetitions) x arms): more
@@ -312,10 +312,24 @@ class Experiment:
         is rebuilt for every run."""
         return tuple(f for f in self.factors() if f.split(".")[0] in REBUILD_PREFIXES)
 
-    def topology_may_stay_up(self) -> bool:
+    def scheduled_links(self, plans: dict | None = None) -> tuple[str, ...]:
+        """The link directions (``LINK.DIR``) with a schedule or trace in some arm
+        (``TestbedTopo.scheduled_links``): it starts at each run's start, so the topology is
+        rebuilt for every run.  ``plans``: the arms' plans if resolved already (:meth:`validate`)."""
+        plans = self.validate() if plans is None else plans
+        return tuple(sorted({key for plan in plans.values() if plan.topology is not None
+                             for key in plan.topology.scheduled_links()}))
+
+    def rebuilt_why(self, plans: dict | None = None) -> str:
+        """Why the topology is rebuilt for every run, ``--keep-topology`` or not ("" when it may
+        stay up across the runs of a repetition): :func:`rebuilt_why` of
+        :meth:`structural_factors` and :meth:`scheduled_links`."""
+        return rebuilt_why(self.structural_factors(), self.scheduled_links(plans))
+
+    def topology_may_stay_up(self, plans: dict | None = None) -> bool:
         """The topology may stay up across runs (with ``--keep-topology``; by default it is
-        rebuilt for every run) iff no factor is structural (:meth:`structural_factors`)."""
-        return not self.structural_factors()
+        rebuilt for every run) iff nothing forces a rebuild (:meth:`rebuilt_why`)."""
+        return not self.rebuilt_why(plans)
 
     def base_spec(self):
         from testbed.spec.runspec import RunSpec
@@ -460,6 +474,20 @@ class Experiment:
         if "models" in d:
             d["models"] = tuple(d["models"])
         return cls(**d, source=source)
+
+
+def rebuilt_why(structural_factors, scheduled_links) -> str:
+    """Why a topology is rebuilt for every run, in words ("" for no reason): what it is built
+    with differs between the arms (``structural_factors``), or its links change during a run
+    (``scheduled_links``)."""
+    why = []
+    if structural_factors:
+        why.append("what it is built with (the topology, its parameters, a link, the backend or the "
+                   f"link seed) differs between the arms: {', '.join(structural_factors)}")
+    if scheduled_links:
+        why.append("its links change during a run, from the run's start (a schedule or trace): "
+                   f"{', '.join(scheduled_links)}")
+    return "; ".join(why)
 
 
 def file_value(path: str, value: Any, source: str | Path) -> Any:

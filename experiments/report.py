@@ -10,6 +10,7 @@ from pathlib import Path
 from analysis.page import Page
 from testbed.spec.runresult import load_run, read_manifest
 
+from experiments.definition import rebuilt_why
 from experiments.runner import experiment_manifest
 from experiments.summary import summarize
 
@@ -304,10 +305,10 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
 
 
 def _rebuilt_why(ov: dict) -> str:
-    """Why the topology was rebuilt for every run when a factor is structural (nothing else)."""
-    fs = ov.get("structural_factors")
-    return (" (rebuilt for every run, --keep-topology or not: the arms differ in what it is built with, "
-            f"{', '.join(f'`{f}`' for f in fs)})") if fs else ""
+    """Why the topology was rebuilt for every run, when something forced it (nothing else)."""
+    why = rebuilt_why([f"`{f}`" for f in ov.get("structural_factors") or ()],
+                      [f"`{k}`" for k in ov.get("scheduled_links") or ()])
+    return f" (rebuilt for every run, --keep-topology or not: {why})" if why else ""
 
 
 def experiment_setup(out: Path, summary: dict | None = None) -> list[tuple[str, str]]:

@@ -204,10 +204,10 @@ def experiment_manifest(out: Path | str) -> dict:
     return manifest
 
 
-def start(exp: Experiment, out: Path, resume: bool) -> dict:
+def start(exp: Experiment, out: Path, resume: bool, plans: dict) -> dict:
     """Create ``out`` with its manifest, or (resume) check that it holds this experiment or one
     this one grows (more repetitions or levels; the manifest's definition and schedule are then
-    extended)."""
+    extended); ``plans``: the arms' (``Experiment.validate``)."""
     path = out / MANIFEST
     if resume:
         if not path.is_file():
@@ -227,19 +227,25 @@ def start(exp: Experiment, out: Path, resume: bool) -> dict:
             manifest["growth"] = manifest.get("growth", []) + [
                 {"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                  **{k: {"was": old.get(k), "now": new[k]} for k in GROWABLE if old.get(k) != new[k]}}]
-            manifest["definition"] = new
-            manifest["schedule"] = [s.to_dict() for s in grow(manifest["schedule"], exp)]
+            manifest.update(definition=new, **_rebuild(exp, plans),
+                            schedule=[s.to_dict() for s in grow(manifest["schedule"], exp)])
             _write_json(path, manifest)
         return manifest
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose another --out or add --resume")
     (out / "runs").mkdir(parents=True, exist_ok=True)
     manifest = {"schema": SCHEMA, "kind": "experiment", "definition": exp.to_dict(),
-                "source": exp.source, "environment": _environment(),
-                "topology_may_stay_up": exp.topology_may_stay_up(),
+                "source": exp.source, "environment": _environment(), **_rebuild(exp, plans),
                 "schedule": [s.to_dict() for s in schedule(exp)]}
     _write_json(path, manifest)
     return manifest
+
+
+def _rebuild(exp: Experiment, plans: dict) -> dict:
+    """The manifest's record of whether the topology may stay up across runs, and the links
+    whose schedule forces a rebuild (``Experiment.scheduled_links``)."""
+    return {"topology_may_stay_up": exp.topology_may_stay_up(plans),
+            "scheduled_links": list(exp.scheduled_links(plans))}
 
 
 def topology_keeper(out: Path) -> Callable:
@@ -414,9 +420,9 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     if executor is None:
         from testbed.run.execute import execute as executor
         kw = {"checked": True}
-    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
+    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up(plans)) else None
     where.prepare(plans, bool(kw), keep)
-    manifest = start(exp, out, resume)
+    manifest = start(exp, out, resume, plans)
     slots = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in manifest["schedule"]]
     done = {s.index for s in slots if finished(out, s)}
     todo = [s for s in slots if s.index not in done]

@@ -16,8 +16,9 @@ p10, p90, p99}``, ``verification`` (per read-back min/median/max or the distinct
 ``{a, b, metric, ratio, ratio_ci, difference, difference_ci, paired_difference: {n_pairs,
 median, ci}, mann_whitney: {u, p}, cliffs_delta, machines, not_compared}`` (a = first level); ``excluded``: ``{dir,
 level, reason}``; ``fidelity_unverified`` (count), ``degraded_kept`` (dirs); ``overhead``: runs,
-wall_s_per_run_median, kept_topology, structural_factors (those that rebuild the topology for
-every run, ``--keep-topology`` or not), bringups, bringup_s_median, topology_s_per_run_median,
+wall_s_per_run_median, kept_topology, structural_factors and scheduled_links (the factors and
+the links with a schedule that rebuild the topology for every run, ``--keep-topology`` or not),
+bringups, bringup_s_median, topology_s_per_run_median,
 disk_mb_per_run_median, capture_cpu_s_total, capture_dropped_total; ``replacements``: the
 repetition blocks the runner added for runs excluded because the machine stalled (``rep``,
 ``replaces``: their dirs; ``experiments.runner``); ``runs``: one record per
@@ -267,6 +268,7 @@ def summarize(out: str | Path, accept_degraded: bool | None = None) -> dict:
         "overhead": {"runs": len(done), "wall_s_per_run_median": float(np.median(walls)) if walls else None,
                      "kept_topology": any(r.get("kept_topology") for r in done),
                      "structural_factors": list(exp.structural_factors()),
+                     "scheduled_links": manifest.get("scheduled_links", []),
                      "bringups": len(setups), "bringup_s_median": float(np.median(setups)) if setups else None,
                      "topology_s_per_run_median": _med([r.get("topology_s") for r in done]),
                      "disk_mb_per_run_median": float(np.median([r["disk_mb"] for r in done])) if done else None,

@@ -167,6 +167,13 @@ class TestbedTopo(Topo):
                    for _a, _b, *specs in self.link_specs() for spec in specs) or any(
             info.get("medium") is not None and info["medium"].draws_at_random for info in self.named.values())
 
+    def scheduled_links(self) -> list[str]:
+        """``LINK.DIR`` of every direction with a schedule (steps, outages, per-frame events or a
+        trace).  A schedule starts at a run's start, so such a topology cannot be kept up for
+        another run."""
+        return [f"{name}.{d}" for name, info in self.named.items() for d, slot in DIRECTIONS.items()
+                if info.get(slot) is not None and info[slot].schedule is not None]
+
     def link_records(self) -> list[dict[str, Any]]:
         """Every link as recorded in run metadata: ends, both specs, shared medium if any."""
         records = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -21,6 +22,8 @@ from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECO
                                          REPLACE_BLOCKS, REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
 from experiments.stats import MIN_N_CI
 from testbed.calibrate.link import RATE_TOL, delivered_at_rate
+
+log = logging.getLogger(__name__)
 
 
 def cpu_times() -> list[int]:
@@ -143,6 +146,9 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
         try:
             exp = experiment_for(m, levels, reps, quick, backend)   # run_experiment validates it
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
+            if keep_topology and not exp.topology_may_stay_up():
+                log.warning("%s: --keep-topology ignored: the topology is rebuilt for every run, as %s",
+                            exp.name, exp.rebuilt_why())
             resumed = (d / "manifest.json").is_file()
             h0 = host_sample()
             run_experiment(exp, d, executor=executor, quiet=True, where=where, replace=REPLACE_BLOCKS,

@@ -199,9 +199,7 @@ def run_run(args) -> int:
     out = Path(args.out) if args.out else default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
     if args.keep_topology and not exp.topology_may_stay_up():
-        log.warning("--keep-topology ignored: the topology is rebuilt for every run, as what it is built "
-                    "with (the topology, its parameters, a link, the backend or the link seed) differs "
-                    "between the arms: %s", ", ".join(exp.structural_factors()))
+        log.warning("--keep-topology ignored: the topology is rebuilt for every run, as %s", exp.rebuilt_why())
     try:
         with place(args.cluster) as where:
             run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume,

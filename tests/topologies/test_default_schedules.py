@@ -20,6 +20,8 @@ def test_handover_defaults_apply_and_are_marked_as_the_topologys():
     assert [(st.at.value, dict(st.changes)) for st in s["down"].steps] == [(3.0, {"rate": 4e6}), (5.5, {"rate": 30e6})]
     assert [(o.down.value, o.duration) for o in s["up"].outages] == [(5.0, 0.5)]
     assert topo.schedule_from == {"cell.down": "topology", "cell.up": "topology"}
+    assert topo.scheduled_links() == ["cell.up", "cell.down"]
+    assert build_topology("longhaul").scheduled_links() == []
     table = {link["name"]: link for link in topo.link_table()}["cell"]
     assert table["down"]["schedule"] == {"from": "topology", "items": [
         "at 3.0s: rate=4mbit", "at 5.5s: rate=30mbit", "down at 5.0s for 0.5s (drop)"]}
@@ -32,7 +34,7 @@ def test_a_link_schedule_item_replaces_the_default_later_ones_add_and_none_remov
     assert [(o.down.value, o.duration) for o in s["down"].outages] == [(2.0, 1.0)]
     assert [(st.at.value, dict(st.changes)) for st in s["down"].steps] == [(4.0, {"rate": 8e6})]
     assert s["up"] is None and topo.named["cell"]["spec_ab"].delay == 0.03
-    assert topo.schedule_from == {"cell.down": "links"}
+    assert topo.schedule_from == {"cell.down": "links"} and topo.scheduled_links() == ["cell.down"]
     # a plain field leaves the default in place
     kept = schedules(build_topology("handover", links={"cell.down.delay": "40ms"}))
     assert len(kept["down"].steps) == 2

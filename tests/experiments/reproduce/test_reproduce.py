@@ -504,3 +504,16 @@ def test_reproduce_model_only_refuses_options_that_would_do_nothing(tmp_path, ca
     with pytest.raises(UsageError, match="--model-only runs nothing, so --quick, --reps would do nothing"):
         _cli(["reproduce", "C7", "--model-only", "--quick", "--reps", "3", "--out", str(tmp_path)])
     assert not any(tmp_path.iterdir())
+
+
+def test_keep_topology_is_ignored_with_a_warning_where_a_link_has_a_schedule(tmp_path, caplog):
+    """C11's common failure is a link schedule on both access paths: kept up, the block's second
+    run could not start it again, so the topology is rebuilt for every run, said once."""
+    from tests.fixtures.fake_execute import FakeExecutor
+    fake = FakeExecutor("params.send", {"duplicate": 0.02}, metric="failed_fraction")
+    measured = measure_all(select(["C11.p_fail"]), tmp_path, quick=True, executor=fake, keep_topology=True)
+    assert all("error" not in v for v in measured.values()), measured
+    assert fake.calls and all(c[2] is None for c in fake.calls)          # no topology handed over
+    warned = [r.getMessage() for r in caplog.records if "--keep-topology ignored" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("c11-fail: --keep-topology ignored: the topology is "
+                                                     "rebuilt for every run, as its links change during a run")

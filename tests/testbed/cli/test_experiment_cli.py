@@ -118,9 +118,29 @@ def test_keep_topology_for_a_structural_factor_says_it_is_ignored(monkeypatch, c
     assert err.count("--keep-topology") == 1 and "links.bottleneck.up.queue" in err
     report = (tmp_path / "e" / "report.md").read_text()
     assert ("topology kept up across the runs of a repetition: no (rebuilt for every run, --keep-topology "
-            "or not: the arms differ in what it is built with, `links.bottleneck.up.queue`)") in report
+            "or not: what it is built with (the topology, its parameters, a link, the backend or the link "
+            "seed) differs between the arms: `links.bottleneck.up.queue`)") in report
     assert [c[2] for c in fake.calls] == [None, None]                  # no topology was handed over
     assert load_definition("reuse").structural_factors() == ()
+
+
+def test_keep_topology_with_a_scheduled_link_says_it_is_ignored(monkeypatch, capsys, tmp_path, restore_logging):
+    """A link schedule starts at a run's start: a topology kept up could not start it for the
+    block's second run (that run failed), so the topology is rebuilt and the warning names the link."""
+    import experiments
+    from testbed.cli import main
+    real = experiments.run_experiment
+    fake = FakeExecutor("params.mode", {"new": 5.0, "reuse": 1.0})
+    monkeypatch.setattr(experiments, "run_experiment",
+                        lambda exp, out, **kw: real(exp, out, executor=fake, keep_up=kw["keep_up"], quiet=True))
+    assert main(["experiment", "run", "reuse", "--reps", "1", "--warmup", "0", "--keep-topology",
+                 "--link", "bottleneck.down.down=1s+0.5s", "--out", str(tmp_path / "e")]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: --keep-topology ignored: the topology is rebuilt for every run, as its links change "
+            "during a run, from the run's start (a schedule or trace): bottleneck.down") in err
+    assert [c[2] for c in fake.calls] == [None, None]
+    report = (tmp_path / "e" / "report.md").read_text()
+    assert "no (rebuilt for every run, --keep-topology or not: its links change during a run" in report
 
 
 def test_factors_and_metrics_list_what_an_error_can_only_point_to():
