@@ -93,6 +93,9 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
 * ``capture_damage``: capture file → what was wrong with it (``analysis.pcap``: a record cut
   short, a bad record header, headers cut by the snap length), for every capture these metrics
   read that was damaged: the numbers then come from the part that could be read.
+* ``unanswered_requests``: present only when some timed request has a ``request_issued`` and no
+  ``last_response_byte`` in the client's log (a request that never completed, or a log cut short
+  after it): their ``req`` numbers; ``completion_ms`` and the timed window leave them out.
 * ``sender_metrics``: present only when the sender metrics are left out: why (the data sender
   whose capture is missing).
 * ``queue_limit``: the bottleneck buffer of each link direction whose queue the run's spec
@@ -122,7 +125,7 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
     events = applog.load(log) if log.is_file() else []
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
-    _from_events(events, metrics)
+    _from_events(events, metrics, checks)
     readbacks = [e["readback"] for f in sorted(run_dir.glob("*.jsonl"))
                  for e in applog.load(f) if e["event"] == "factors" and e.get("readback")]
     if readbacks:
@@ -176,12 +179,14 @@ def _queue(links: list[dict], name: str):
     return spec["queue_bytes"] if spec.get("queue_bytes") is not None else spec.get("queue_packets")
 
 
-def _from_events(events: list[dict], metrics: dict) -> None:
+def _from_events(events: list[dict], metrics: dict, checks: dict) -> None:
     issued = {e["req"]: e["t"] for e in events
               if e["event"] == "request_issued" and isinstance(e.get("req"), int)}
     firsts = {e["req"]: e["t"] for e in events if e["event"] == "first_response_byte" and e.get("req") in issued}
     lasts = {e["req"]: e["t"] for e in events if e["event"] == "last_response_byte" and e.get("req") in issued}
     done = sorted(r for r in issued if r in lasts)
+    if len(done) < len(issued):
+        checks["unanswered_requests"] = sorted(set(issued) - set(lasts))
     if done:
         metrics["completion_ms"] = [(lasts[r] - issued[r]) / 1e6 for r in done]
         metrics["completion_ms_median"] = statistics.median(metrics["completion_ms"])

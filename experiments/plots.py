@@ -34,6 +34,7 @@ logs, :func:`analysis.plots.shade_steps`) that overlap the drawn packets' time.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,8 @@ from typing import Callable
 import numpy as np
 
 from analysis.plots import _plt, _save, figure_legend, mark_label, shade_steps
+
+log = logging.getLogger(__name__)
 
 PHASES = (("handshake", "syn", "ack", "tab:gray"), ("request", "request_first", "request_last", "tab:blue"),
           ("wait", "request_last", "response_first", "tab:orange"),
@@ -329,6 +332,9 @@ def _capture(run_dir: Path):
                     res = theirs
                     break
     res["_at_sender"] = None if sender is None else sender == res["_host"]
+    if res["damage"]:
+        log.warning("%s: the capture is damaged (%s): its figures draw what could be read of it",
+                    res["_pcap"], res["damage"][0]["message"])
     return res
 
 
@@ -370,10 +376,12 @@ def _ends(key) -> frozenset:
 
 
 def _where(res: dict) -> str:
-    """Where a capture was taken, as a panel says it."""
+    """Where a capture was taken, as a panel says it, and whether the file is damaged."""
     where = f"captured at {res['_host'] or '?'}"
-    return {True: f"{where}, the data's sender", False: f"{where}: as the data's RECEIVER saw it"}.get(
+    where = {True: f"{where}, the data's sender", False: f"{where}: as the data's RECEIVER saw it"}.get(
         res["_at_sender"], where)
+    kinds = ", ".join(dict.fromkeys(d["kind"] for d in res["damage"]))
+    return f"{where}; capture DAMAGED ({kinds})" if kinds else where
 
 
 def arm_label(summary: dict, label: str) -> str:

@@ -185,3 +185,19 @@ def test_max_delivery_rate():
     assert max_delivery_rate(t, delivered, 40_000_000) == pytest.approx(7000 / 0.04)
     assert max_delivery_rate(t, delivered, 50_000_000) is None
     assert max_delivery_rate(t[:1], delivered[:1], 1) is None
+
+
+def test_a_request_issued_without_its_last_byte_is_named_not_silently_dropped(tmp_path):
+    """A client log cut after request 2 was issued (the app killed, the file copied short): the
+    completions of 0 and 1 are the metric, and the check says request 2 has no answer."""
+    d = tmp_path / "run"
+    d.mkdir()
+    events = [{"t": 1000 * r + dt, "event": ev, "req": r} for r in range(3)
+              for dt, ev in ((0, "request_issued"), (300, "last_response_byte"))
+              if (r, ev) != (2, "last_response_byte")]
+    (d / "client.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = run_metrics(d)
+    assert out["metrics"]["completion_ms"] == [0.0003, 0.0003]
+    assert out["checks"]["unanswered_requests"] == [2]
+    (d / "client.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:4]))
+    assert "unanswered_requests" not in run_metrics(d)["checks"]

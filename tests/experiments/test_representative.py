@@ -67,3 +67,14 @@ def test_arms_are_named_by_both_factors_where_crossed():
     assert xplots.arm_label(SUMMARY, "reno@0pct") == "links.bottleneck.down.loss = 0%, socket.cc = reno"
     assert xplots.arm_label({"factor": "params.mode"}, "new") == "params.mode = new"
     assert xplots.arms_title(SUMMARY) == "socket.cc@links.bottleneck.down.loss"
+
+
+def test_a_damaged_capture_is_drawn_marked_and_warned_about(tmp_path, monkeypatch, caplog):
+    """A capture cut mid-packet after the run (a copy, a full disk) is drawn up to where it could
+    be read, its panel says DAMAGED and a warning names the file — never a figure that looks whole."""
+    d = _download(tmp_path, hosts=("client",))
+    pcap = d / "pcap" / "client-client-eth0.pcap"
+    pcap.write_bytes(pcap.read_bytes()[:-7])
+    title, _peak = _figure(tmp_path, monkeypatch)
+    assert title[2] == "captured at client: as the data's RECEIVER saw it; capture DAMAGED (truncated)"
+    assert [r.getMessage().split(":")[0] for r in caplog.records if "is damaged" in r.getMessage()] == [str(pcap)]
