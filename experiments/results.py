@@ -118,20 +118,24 @@ def _reproduction_entry(d: Path, s: dict) -> Entry:
 
 
 def entry(d: Path) -> Entry | None:
-    """The :class:`Entry` of one directory, None when it is none of the three; a UsageError
-    naming its manifest, or a summary.json beside no manifest, when that is not a JSON object."""
+    """The :class:`Entry` of one directory, None when it has neither a manifest nor a
+    reproduction's summary; a UsageError naming its manifest when that is not a JSON object or
+    neither a run's nor an experiment's, or its summary.json when that is not a JSON object."""
     m = read_manifest(d / MANIFEST) if (d / MANIFEST).is_file() else None
-    if m and m.get("kind") == "experiment":
+    if m is not None and m.get("kind") == "experiment":
         return _experiment_entry(d, m)
-    if m and "run_id" in m:
+    if m is not None and "run_id" in m:
         return _run_entry(d, m)
     summary = d / "summary.json"
-    if not summary.is_file():
-        return None
-    s = _read(summary)
-    if s is None:
+    s = _read(summary) if summary.is_file() else None
+    if summary.is_file() and s is None:
         raise UsageError(f"{summary}: damaged (not a JSON object)")
-    return _reproduction_entry(d, s) if "meta" in s and "rows" in s else None
+    if s is not None and "meta" in s and "rows" in s:
+        return _reproduction_entry(d, s)
+    if m is not None:
+        raise UsageError(f"{d / MANIFEST}: neither a run's manifest (no run_id) nor an experiment's "
+                         "(no kind = \"experiment\")")
+    return None
 
 
 def find(root: str | Path) -> list[Entry]:

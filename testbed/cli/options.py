@@ -133,9 +133,18 @@ def file_path(text: str) -> str:
     return _writable_path(text, False)
 
 
-def add_results(p: argparse.ArgumentParser, what: str = "run results") -> None:
-    p.add_argument("--results", type=directory_path, default="results",
-                   help=f"directory for {what} (default: results)")
+def directory_to_read(text: str) -> str:
+    """An argparse type: a directory to read, which a command reports when it is missing."""
+    if not text or (Path(text).exists() and not Path(text).is_dir()):
+        raise argparse.ArgumentTypeError(f"{text or 'an empty path'} is not a directory; give the "
+                                         "directory the results were written to")
+    return text
+
+
+def add_results(p: argparse.ArgumentParser, what: str = "run results", read: bool = False) -> None:
+    """``--results DIR``: where ``what`` is written, or with ``read`` read from."""
+    p.add_argument("--results", type=directory_to_read if read else directory_path, default="results",
+                   help=f"directory {'of' if read else 'for'} {what} (default: results)")
 
 
 def add_cluster(p: argparse.ArgumentParser) -> None:

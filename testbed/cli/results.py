@@ -16,7 +16,7 @@ def register(sub) -> None:
                                    "under --results, newest first. 'compare A B': two experiment (or two "
                                    "reproduction) directories side by side.")
     p.add_argument("args", nargs="*", metavar="compare A B", help="compare two result directories")
-    add_results(p, "the results to list")
+    add_results(p, "the results to list", read=True)
     add_json(p)
     p.set_defaults(func=run)
 

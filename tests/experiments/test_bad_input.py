@@ -108,21 +108,28 @@ def test_report_of_what_is_no_experiment_directory(tmp_path, capsys, restore_log
 
 def test_results_lists_the_good_runs_and_names_each_unreadable_manifest(tmp_path, capsys, restore_logging):
     _run_dir(tmp_path / "good", RUN)
-    bad = {"list": "[1, 2]", "empty": "", "corrupt": '{"run_id": '}
+    bad = {"list": "[1, 2]", "empty": "", "corrupt": '{"run_id": ', "nothing": "{}"}
     for name, text in bad.items():
         _run_dir(tmp_path / name, text)
     assert main(["results", "--results", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "run: bulk on image" in out and str(tmp_path / "good") in out
     lines = err.splitlines()
-    assert len(lines) == 3 and all(line.startswith("testbed: warning: ") for line in lines)
+    assert len(lines) == 4 and all(line.startswith("testbed: warning: ") for line in lines)
     for name in bad:
         assert sum(str(tmp_path / name / "manifest.json") in line for line in lines) == 1
 
 
-def test_results_of_a_missing_directory_is_an_error(tmp_path, capsys, restore_logging):
+def test_results_of_a_missing_directory_or_a_file_is_an_error(tmp_path, capsys, restore_logging):
     err = _error(capsys, ["results", "--results", str(tmp_path / "nonexist")])
     assert f"{tmp_path / 'nonexist'}: no such directory" in err
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SystemExit) as exc:              # argparse's own exit
+        main(["results", "--results", str(tmp_path / "f")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert f"{tmp_path / 'f'} is not a directory; give the directory the results were written to" in err
+    assert "created if missing" not in err
 
 
 @pytest.mark.parametrize("manifest, message", [("[1, 2]", "a JSON list"), ('{"kind": ', "not valid JSON")])
