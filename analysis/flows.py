@@ -24,8 +24,10 @@ class FlowKey:
 
     @property
     def name(self) -> str:
+        """``tcp-10.0.0.1:1000-10.0.0.2:80``; an IPv6 address in brackets (RFC 3986:
+        ``tcp-[fd00::1]:1000-[fd00::2]:80``)."""
         p = {TCP: "tcp", UDP: "udp"}.get(self.proto, str(self.proto))
-        return f"{p}-{self.client}:{self.client_port}-{self.server}:{self.server_port}"
+        return f"{p}-{_endpoint(self.client, self.client_port)}-{_endpoint(self.server, self.server_port)}"
 
     def matches(self, src: str | None, sport: int | None, dst: str | None, dport: int | None) -> bool:
         """True when the given (possibly partial) endpoints name this flow in either direction."""
@@ -33,6 +35,10 @@ class FlowKey:
         b = (self.server, self.server_port, self.client, self.client_port)
         want = (src, sport, dst, dport)
         return any(all(w is None or w == x for w, x in zip(want, side)) for side in (a, b))
+
+
+def _endpoint(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
 @dataclass

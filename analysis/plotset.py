@@ -14,6 +14,7 @@ not be put on CLOCK_MONOTONIC (``clock`` realtime), where they would not line up
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,7 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
     t_first = min((r["t0_ns"] for r in result["flows"]), default=0)
     for rec, obj in zip(result["flows"], objs):
         f = obj["flow"]
-        name = f.key.name.replace(":", "_")
+        name = re.sub(r"[^\w.-]", "_", f.key.name)            # a file name: no ':' or brackets
         for d, direction in obj.get("directions", {}).items():
             if not direction.payload_bytes or not len(direction.tracker.series_t):
                 continue            # no data this way: no figure, no series

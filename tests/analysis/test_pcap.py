@@ -141,5 +141,6 @@ def test_flows_split_both_directions(tmp_path):
     assert [x.key.name for x in fl] == ["tcp-10.0.0.1:1000-10.0.0.2:80", "udp-10.0.0.3:53-10.0.0.1:999",
                                         "tcp-10.0.0.1:1001-10.0.0.2:80"]
     assert [list(x.index) for x in fl] == [[0, 1, 3], [2, 5], [4]]
+    assert flows.FlowKey(pcap.TCP, "fd00::1", 1000, "10.0.0.2", 80).name == "tcp-[fd00::1]:1000-10.0.0.2:80"
     assert [list(x.fwd) for x in fl] == [[False, True, False], [True, False], [True]]
     assert fl[0].key.matches("10.0.0.2", 80, None, None) and not fl[0].key.matches(None, 1001, None, None)
