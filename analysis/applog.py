@@ -7,7 +7,9 @@ fields, when present, are used for the join: ``src``, ``sport``, ``dst``,
 ``dport`` (either direction of the flow matches), or ``local``/``remote`` as
 ``"ip:port"`` strings.  Within one log file, an event without endpoints but
 with a ``conn`` id inherits the endpoints of that file's ``conn`` event with
-the same id (the vocabulary of :mod:`testbed.apps.eventlog`).
+the same id (the vocabulary of :mod:`testbed.apps.eventlog`).  A log whose last line was cut
+short (its app killed while writing it) is read up to its last whole line, with a warning and
+the result's ``damage`` (:func:`load`); a bad line before the last is an error.
 
 Join rule (:func:`assign`; ``clock`` events are metadata and not joined): an
 event naming endpoints goes to the flows those endpoints match; an event without endpoints goes to the one flow whose
@@ -31,6 +33,7 @@ A run's JSON files are read here too: :func:`read_object` (metadata, capture sid
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,24 +68,33 @@ def role_host(run_dir: str | Path, role: str) -> str:
     return run_manifest(run_dir).get("roles", {}).get(role) or role
 
 
-def load(path: str | Path) -> list[dict]:
-    events = []
+#: the (file, message) of every warning :func:`_warn_once` logged
+_WARNED: set[tuple[str, str]] = set()
+
+
+class EventLog(list):
+    """The events of one event log (a list of dicts, :func:`load`); ``damage``: what was wrong
+    with the file, as ``analysis.pcap.Packets.damage`` — [] or one ``{"kind": "truncated",
+    "line", "message"}`` for a last line cut short."""
+
+    def __init__(self, events=(), damage: list[dict] | None = None):
+        super().__init__(events)
+        self.damage = damage or []
+
+
+def load(path: str | Path) -> EventLog:
+    """The events of the event log ``path`` (module docstring), each with ``"log"`` and the
+    endpoints of its ``conn``.  A last line cut short (the app was killed while writing it: the
+    last non-empty line is not JSON) is left out, warned about once naming the file and the line,
+    and said in the result's ``damage``; a ValueError naming the file and line for any other line
+    that is not a JSON object with integer ``"t"`` and ``"event"``, or a file that is not text."""
     try:
         text = Path(path).read_text()
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not text; an event log is JSON lines (a run's *.jsonl)") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            e = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not JSON ({exc.msg}); each line must be one JSON object") from None
-        if not isinstance(e, dict) or not isinstance(e.get("t"), int) or "event" not in e:
-            raise ValueError(f"{path}:{n}: need an object with integer \"t\" (monotonic ns) and "
-                             "\"event\"")
-        e.setdefault("log", Path(path).name)
-        events.append(e)
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    damage = _cut_last_line(path, lines)
+    events = EventLog((_event(path, n, line) for n, line in lines), damage)
     conns = {e["conn"]: _endpoints(e) for e in events
              if e.get("conn") is not None and _endpoints(e) is not None}
     for e in events:
@@ -90,6 +102,47 @@ def load(path: str | Path) -> list[dict]:
         if ep is not None and _endpoints(e) is None:
             e.update(zip(("src", "sport", "dst", "dport"), ep))
     return events
+
+
+def _cut_last_line(path: str | Path, lines: list[tuple[int, str]]) -> list[dict]:
+    """When the last of the log's non-empty ``lines`` ((number, text)) is not JSON: drop it from
+    ``lines``, warn naming the file and the line, and return its damage entry; else []."""
+    if not lines:
+        return []
+    n, last = lines[-1]
+    try:
+        json.loads(last)
+    except json.JSONDecodeError:
+        del lines[-1]
+        message = (f"cut short: line {n} is {len(last)} characters of an event after the {len(lines)} "
+                   "whole ones (the log's end is missing)")
+        _warn_once(path, message)
+        return [{"kind": "truncated", "line": n, "message": message}]
+    return []
+
+
+def _warn_once(path: str | Path, message: str) -> None:
+    """Log the warning ``path: message`` unless this process logged it already (a run's log is
+    read by several of its metrics and figures: its damage is said once)."""
+    key = (str(Path(path).resolve()), message)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        logging.getLogger(__name__).warning("%s: %s", path, message)
+
+
+def _event(path: str | Path, n: int, line: str) -> dict:
+    """The event on line ``n`` of the log ``path``, with ``"log"`` (the file's name) set when
+    absent; a ValueError naming the file and line when it is not one JSON object with integer
+    ``"t"`` and ``"event"``."""
+    try:
+        e = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{n}: not JSON ({exc.msg}); each line must be one JSON object") from None
+    if not isinstance(e, dict) or not isinstance(e.get("t"), int) or "event" not in e:
+        raise ValueError(f"{path}:{n}: need an object with integer \"t\" (monotonic ns) and "
+                         "\"event\"")
+    e.setdefault("log", Path(path).name)
+    return e
 
 
 def first(events: list[dict], name: str, where: str | Path) -> dict:

@@ -319,8 +319,13 @@ def _capture(run_dir: Path):
     if not pcaps:
         return None
     from analysis.applog import load
-    logs = [(x.get("host"), load(r.dir / x["path"])) for x in r.files
-            if x["kind"] == "eventlog" and (r.dir / x["path"]).exists()]
+    logs = []
+    for x in r.files:
+        if x["kind"] == "eventlog" and (r.dir / x["path"]).exists():
+            try:
+                logs.append((x.get("host"), load(r.dir / x["path"])))
+            except ValueError as exc:            # damaged after the run, which read it whole
+                log.warning("%s: its figures are drawn without this log's events", exc)
     res = _analysed(r, logs, *next(((f, p) for f, p in pcaps if f.get("host") == r.roles.get("client")), pcaps[0]))
     sender = _data_sender(r, res)
     if sender is not None and sender != res["_host"]:

@@ -411,13 +411,14 @@ def html(out: Path, summary: dict, written: list[str], drawn: bool = True) -> "P
 
 
 def prune_pcaps(out: Path, summary: dict, keep: str) -> list[str]:
-    """keep_pcaps = representative: delete the pcaps of every run but each level's representative."""
+    """keep_pcaps = representative: delete the pcaps of every run but each level's representative
+    (and but a damaged run's: its manifest, which lists them, may be unreadable)."""
     if keep != "representative":
         return []
     reps = {lv["representative"] for lv in summary["by_level"].values()}
     gone = []
     for r in summary["runs"]:
-        if r["status"] == "missing" or r["dir"] in reps:
+        if r["status"] in ("missing", "damaged") or r["dir"] in reps:
             continue
         for p in load_run(out / r["dir"]).files_of("pcap"):
             if p.exists():

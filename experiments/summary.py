@@ -26,6 +26,11 @@ scheduled slot (index, level, rep, warmup, seed, dir, status, valid, reason, fid
 checks, wall_s, machine, attempts, lost_on, …); ``machines``: runs per machine; ``redone``: the runs
 started more than once because a worker died under them (``dir attempts lost_on``).
 
+A damaged run is excluded, never a reason to stop: one whose manifest or ``experiment.json`` cannot
+be read has status ``damaged`` (and is left out of ``overhead`` and ``machines``); the reason,
+``damaged: FILE…``, names the file.  (A run's metrics are its manifest's, computed when it ran:
+its event logs are not read again here.)
+
 The machine is a block (runs on many machines, experiments.cluster): a comparison uses only the
 runs on machines where both arms have valid runs, pairs a repetition's arms only on one machine,
 and when the arms never met on one machine it is not made (its numbers None, ``not_compared``
@@ -36,10 +41,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
+from analysis import applog
 from testbed.spec.errors import UsageError
 from testbed.spec.factors import FACTORS
 from testbed.spec.runresult import MANIFEST, load_run
@@ -71,8 +78,10 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
     rec = dict(slot)
     if not ((d / MANIFEST).is_file() and (d / RUN_INFO).is_file()):
         return {**rec, "status": "missing", "valid": False, "reason": "not run yet"}
-    r = load_run(d)
-    info = json.loads((d / RUN_INFO).read_text())
+    try:
+        r, info = load_run(d), applog.read_object(d / RUN_INFO)
+    except ValueError as exc:         # a manifest or run record cut short or overwritten
+        return {**rec, "status": "damaged", "valid": False, "reason": _damaged(out, exc)}
     level, cross = exp.cell(slot["level"])
     fidelity = _block_fidelity(out, info) or r.fidelity
     reason = ck.fidelity_reason(r.status, r.error, fidelity, exp.accept_degraded)
@@ -96,6 +105,12 @@ def _run_record(exp: Experiment, out: Path, slot: dict) -> dict:
             "lost_on": info.get("lost_on", []),
             "capture": r.capture,
             "disk_mb": info["disk_mb"] if "disk_mb" in info else round(_dir_mb(d), 3)}
+
+
+def _damaged(out: Path, exc: ValueError) -> str:
+    """The reason a run with a damaged file is left out: the reader's error, which names the file
+    and where it is damaged, with paths relative to the experiment directory ``out``."""
+    return f"damaged: {str(exc).replace(f'{out}{os.sep}', '')}"
 
 
 def _block_fidelity(out: Path, info: dict) -> dict | None:
@@ -238,7 +253,7 @@ def summarize(out: str | Path, accept_degraded: bool | None = None) -> dict:
                                 **stats.compare(vals(ref, on), vals(other, on), pairs, seed=exp.seed),
                                 "machines": sorted(map(str, shared)),
                                 "not_compared": None if shared else _apart(main, ref, other)})
-    done = [r for r in runs if r["status"] != "missing"]
+    done = [r for r in runs if r["status"] not in ("missing", "damaged")]     # the runs read
     walls = [r["wall_s"] for r in done if r.get("wall_s") is not None]
     setups = list({(r["warmup"], r["rep"]): r["setup_s"] for r in done if r.get("setup_s") is not None}.values())
     summary = {

@@ -78,3 +78,17 @@ def test_a_damaged_capture_is_drawn_marked_and_warned_about(tmp_path, monkeypatc
     title, _peak = _figure(tmp_path, monkeypatch)
     assert title[2] == "captured at client: as the data's RECEIVER saw it; capture DAMAGED (truncated)"
     assert [r.getMessage().split(":")[0] for r in caplog.records if "is damaged" in r.getMessage()] == [str(pcap)]
+
+
+def test_an_event_log_damaged_after_the_run_leaves_the_figure_drawn_without_it(tmp_path, monkeypatch, caplog):
+    """The run read its log whole; a bad line found later costs the figure that log's events (and
+    says so), not the report."""
+    d = _download(tmp_path)
+    (d / "client.jsonl").write_text('{"t": 1, "event": "clock"}\nnot json\n{"t": 2, "event": "clock"}\n')
+    m = json.loads((d / "manifest.json").read_text())
+    m["files"].append({"path": "client.jsonl", "kind": "eventlog", "host": "client"})
+    (d / "manifest.json").write_text(json.dumps(m))
+    title, _peak = _figure(tmp_path, monkeypatch)
+    assert title[2] == "captured at server, the data's sender"
+    assert any(r.getMessage().startswith(f"{d / 'client.jsonl'}:2: not JSON") and
+               r.getMessage().endswith("its figures are drawn without this log's events") for r in caplog.records)
