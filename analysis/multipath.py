@@ -10,7 +10,9 @@ the client's capture, and the delivery of duplicated audio chunks.
   payload bytes the client sent to the server's port, retransmissions included.  For MPTCP these
   are the subflows' bytes (one interface per path on ``dualpath``).
 * check ``paths_with_data``: interfaces that carried ≥ 1 % of those bytes; ``mptcp_fallback``
-  (scheme mptcp): true when fewer than two did — MPTCP fell back to one path.
+  (scheme mptcp): true when fewer than two did — MPTCP fell back to one path; ``capture_damage``:
+  capture file → what was wrong with it (``analysis.pcap``) for each damaged one, whose bytes
+  are then what could be read.
 
 ``duplicate`` run metrics: ``delivered`` (distinct chunk numbers that reached the server
 application), ``chunks`` (sent), ``delivered_fraction``, ``lost`` (chunk numbers never
@@ -31,16 +33,19 @@ PORT = 5005
 SHARE = 0.01
 
 
-def path_bytes(run_dir: Path, port: int = PORT) -> dict[str, int]:
-    """{interface: TCP payload bytes the client sent to ``port``} from the client's captures."""
+def path_bytes(run_dir: Path, port: int = PORT) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """({interface: TCP payload bytes the client sent to ``port``}, {capture file: what was
+    wrong with it} for each damaged one, ``analysis.pcap``) from the client's captures."""
     from analysis import pcap
     host = applog.role_host(run_dir, "client")
-    out = {}
+    out, damage = {}, {}
     for f in sorted((run_dir / "pcap").glob(f"{host}-*.pcap")):
         p = pcap.read(f)
+        if p.damage:
+            damage[f.name] = [d["message"] for d in p.damage]
         m = (p.proto == pcap.TCP) & (p.dport == port)
         out[f.name[len(host) + 1:].split(".pcap")[0]] = int(p.payload_len[m].astype(np.int64).sum())
-    return out
+    return out, damage
 
 
 def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
@@ -52,7 +57,9 @@ def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
                "path_done_ms": [(e["t"] - start["t"]) / 1e6 for e in events if e["event"] == "path_done"]}
     checks: dict = {"scheme": start["scheme"]}
     if (run_dir / "pcap").is_dir():
-        per = path_bytes(run_dir, port)
+        per, damage = path_bytes(run_dir, port)
+        if damage:
+            checks["capture_damage"] = damage
         total = sum(per.values())
         metrics["path_bytes"] = per
         checks["paths_with_data"] = sorted(i for i, b in per.items() if total and b >= SHARE * total)

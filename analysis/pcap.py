@@ -22,6 +22,10 @@ Damaged input is never read silently: :attr:`Packets.damage` lists what was wron
 dict per finding with ``kind``, ``message`` and, where reading stopped, ``offset`` (the
 byte where the bad or cut record starts) and ``packets_read``:
 
+* ``header``: the file has no readable file header — it is empty, ends inside the pcap file
+  header (24 bytes) or the pcapng section header block, that block is bad, or the file starts
+  with neither magic number (no pcap or pcapng file); no packets are read.  ``testbed analyze``
+  refuses such a file given on its own, and warns about it as one damaged capture of a run.
 * ``bad_record``: a record header no capture tool writes (pcap: a timestamp fraction of a
   second or more, a captured length above both the file's snap length and libpcap's
   largest, 262144, or above the packet's length on the wire; pcapng: a block length that is
@@ -126,7 +130,8 @@ ARRAYS = tuple(f.name for f in fields(Packets) if f.name != "damage")   # the pe
 
 def read(path: str | Path, engine: str | None = None) -> Packets:
     """Read a pcap or pcapng file (format detected from its magic number); what was wrong
-    with it is in the result's ``damage`` (module docstring).
+    with it is in the result's ``damage`` (module docstring), a file without a readable file
+    header included (no packets, ``header`` damage).
 
     ``engine`` (see :func:`analysis.native.engine`): ``native`` walks and decodes the
     records in C, a pcap file through a memory map, ``WINDOW`` bytes resident at a time
@@ -135,23 +140,22 @@ def read(path: str | Path, engine: str | None = None) -> Packets:
     fast = native.engine(engine) == "native"
     with open(path, "rb") as f:
         magic = f.read(4)
-        if len(magic) < 4:
-            raise ValueError(f"{path}: not a capture file (too short)")
-        if magic in _PCAP_MAGIC and os.fstat(f.fileno()).st_size < 24:
-            raise ValueError(f"{path}: pcap file header cut short (24 bytes needed)")
+        fault = _header_fault(magic, os.fstat(f.fileno()).st_size)
+        if fault:
+            return _unread(fault)
         if fast and magic in _PCAP_MAGIC:
             return _read_pcap_native(f, magic)
     data = Path(path).read_bytes()
     raw = np.frombuffer(data + bytes(_PAD), np.uint8)
     damage: list[dict] = []
-    if magic == b"\x0a\x0d\x0d\x0a":
+    if magic == PCAPNG_MAGIC:
         ts, iface, off, cap, wire, links = _walk_pcapng(data, raw, damage)
+        if damage and damage[0]["kind"] == "header":
+            return _unread(damage[0]["message"])
         snaplen = None
-    elif magic in _PCAP_MAGIC:
+    else:
         ts, iface, off, cap, wire, links = _walk_pcap(data, raw, damage)
         snaplen = _file_header(data)[2]
-    else:
-        raise ValueError(f"{path}: not a pcap or pcapng file (magic {magic.hex()})")
     if not fast:
         pk = decode(raw, ts, iface, off, cap, wire, links)
     else:
@@ -165,7 +169,31 @@ def read(path: str | Path, engine: str | None = None) -> Packets:
 
 
 _PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"      # a section header block's type
 WINDOW = 64 << 20     # bytes of the mapped file resident at a time (native reader)
+
+
+def _header_fault(magic: bytes, size: int) -> str | None:
+    """Why a file of ``size`` bytes starting with ``magic`` has no readable pcap file header or
+    is no pcap or pcapng file (``header`` damage, module docstring), or None."""
+    if size == 0:
+        return "an empty file (0 bytes), not a capture: no pcap or pcapng file header"
+    if size < 4:
+        return f"not a capture file: {size} bytes, too short for a file header (a capture cut short)"
+    if magic in _PCAP_MAGIC and size < 24:
+        return (f"the pcap file header is cut short: {size} of its 24 bytes (a capture cut short); "
+                "no packets read")
+    if magic not in _PCAP_MAGIC and magic != PCAPNG_MAGIC:
+        return f"not a pcap or pcapng file (magic {magic.hex()})"
+    return None
+
+
+def _unread(message: str) -> Packets:
+    """No packets, and ``header`` damage saying why (``message``): a file without a readable
+    file header."""
+    pk = Packets(**native.empty_fields(0))
+    pk.damage = [{"kind": "header", "offset": 0, "packets_read": 0, "message": message}]
+    return pk
 
 
 def _file_header(head: bytes) -> tuple[bool, bool, int, int]:
@@ -339,6 +367,11 @@ def _walk_pcapng(data: bytes, raw: np.ndarray, damage: list):
     epb_off, epb_if = [], []
 
     def stop(kind, what):
+        if pos == 0:                        # the section header block: the file's header
+            damage.append({"kind": "header", "offset": 0, "packets_read": 0, "message": (
+                f"the pcapng file header (section header block) is damaged: {what}; no packets "
+                "read")})
+            return
         damage.append({"kind": kind, "offset": pos, "packets_read": len(epb_off), "message": (
             f"{what}; reading stopped there after {len(epb_off)} packets, {n - pos} of {n} "
             "bytes unread" if kind == "bad_record" else

@@ -46,13 +46,15 @@ def _vantage(ev: dict) -> str:
     return "unknown"
 
 
-def _count_damage(packets: int, captured: int | None) -> list[dict]:
+def _count_damage(packets: int, captured: int | None, stopped: bool) -> list[dict]:
     """A ``count`` finding when the file holds another number of packets than its capture
-    wrote (the sidecar's ``captured``): a file cut on a record boundary reads as sound."""
+    wrote (the sidecar's ``captured``): a file cut on a record boundary reads as sound.
+    ``stopped``: the reader found where the file is damaged (the packets after it are lost)."""
     if captured is None or packets == captured:
         return []
-    how = "cut short on a record boundary, or records removed" if packets < captured else \
-        "records added after the capture"
+    how = "records added after the capture" if packets > captured else \
+        "the rest lost where reading stopped" if stopped else \
+        "cut short on a record boundary, or records removed"
     return [{"kind": "count", "packets_read": packets, "message": (
         f"the file holds {packets} packets, its capture wrote {captured} (.meta.json): {how}")}]
 
@@ -79,7 +81,8 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     spans = [(f.key, int(pk.ts_ns[f.index[0]]), int(pk.ts_ns[f.index[-1]])) for f in fl]
     joined, unmatched = applog.assign(events or [], spans) if events else ({}, [])
     out = {"file": str(path), "packets": len(pk), "engine": engine, **clk,
-           "damage": pk.damage + _count_damage(len(pk), clk.get("captured")),
+           "damage": pk.damage + _count_damage(len(pk), clk.get("captured"),
+                                               any("packets_read" in d for d in pk.damage)),
            "flows": [], "flows_not_analysed": []}
     joins = [(h.get("direction", f"log{k}"), linkjoin.join(pk, r, h.get("verdicts")))
              for k, (h, r) in enumerate(link_logs)]
@@ -117,6 +120,16 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     if keep:
         out["_objects"] = {"packets": pk, "flows": objects}
     return out
+
+
+def refuse_unreadable(res: dict) -> None:
+    """A ValueError ``<file>: <why>`` when the summary ``res`` is of a file without a readable
+    file header (``header`` damage, :mod:`analysis.pcap`: empty, cut inside it, or no pcap or
+    pcapng file); else nothing.  For a capture given on its own, where one of a run's captures
+    is a damaged capture among the others."""
+    for d in res["damage"]:
+        if d["kind"] == "header":
+            raise ValueError(f"{res['file']}: {d['message']}")
 
 
 def _link(j, pk, f, t0, limit: int = 200) -> dict:

@@ -1,14 +1,17 @@
 """``testbed analyze PCAP... [--app-log F] [--link-log F] [--json] [--plots DIR]`` and
-``testbed analyze RUN_DIR [--json] [--plots DIR]``: a run directory's captures (``pcap/*.pcap``)
-joined with all its event logs (``*.jsonl``) and emulator frame logs (``emulator/*.frames``),
-plus the run's named metrics and checks (``analysis.runmetrics``, the same code as
-``RunResult.metrics``) and its timed steps (``analysis.applog.step_totals``: count and total ms
-per step name; drawn as shaded spans on the figures).
+``testbed analyze RUN_DIR [--json] [--plots DIR]``: a run directory's captures (``pcap/*.pcap``
+and ``*.pcapng``) joined with all its event logs (``*.jsonl``) and emulator frame logs
+(``emulator/*.frames``), plus the run's named metrics and checks (``analysis.runmetrics``, the
+same code as ``RunResult.metrics``) held against its manifest's (``analysis.runcheck``: the
+manifest's value, marked, where the files no longer give one; a warning where they give another)
+and its timed steps (``analysis.applog.step_totals``: count and total ms per step name; drawn as
+shaded spans on the figures).
 
 Damaged captures (``analysis.pcap``: a record cut short, a bad record header, headers cut by
-the snap length) and a run's deleted captures are warned about (stderr, one line each) and
-listed in the JSON (``damage`` per capture, ``missing_captures`` of the run); ``--strict``
-makes either exit 1."""
+the snap length, no readable file header) and a run's pruned, deleted or missing captures are
+warned about (stderr, one line each) and listed in the JSON (``damage`` per capture,
+``missing_captures`` of the run); ``--strict`` makes either exit 1.  A capture without a readable
+file header given on its own is refused."""
 from __future__ import annotations
 
 from testbed.cli.options import add_json, directory_path, file_path
@@ -54,7 +57,7 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from analysis import applog, qlog, report
+    from analysis import applog, qlog, report, runcheck
     from testbed.spec.runresult import MANIFEST, MANIFEST_SCHEMA, read_manifest
 
     if not 0 < args.bin < math.inf:
@@ -72,6 +75,7 @@ def run(args) -> int:
             if not Path(f).is_file():
                 raise ValueError(f"{opt} {f}: no such file")
     notes = []                  # (what, message, counts for --strict)
+    compared = []               # the run's metrics against its manifest: warned after the damage
     if run_dir is not None and (args.app_log or args.link_log):
         raise ValueError(f"--app-log and --link-log go with capture files: a run directory's own logs "
                          f"are read ({run_dir}/*.jsonl, {run_dir}/emulator/*.frames)")
@@ -81,18 +85,21 @@ def run(args) -> int:
             notes.append((str(run_dir / MANIFEST), f"not a run manifest of schema {MANIFEST_SCHEMA} "
                           f"(schema {manifest.get('schema')!r}): the run's status, spec and file "
                           "list are unknown", True))
+        found = runcheck.captures(run_dir)
+        missing, why = runcheck.missing_captures(run_dir, manifest, found)
+        shown = runcheck.against_manifest(_workload_metrics(manifest)(run_dir), manifest, bool(missing))
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
-                    "error": manifest.get("error"), **_workload_metrics(manifest)(run_dir)}
+                    "error": manifest.get("error"), **shown}
         if manifest.get("link_changes"):
             run_info["link_changes"] = manifest["link_changes"]
-        args.files = [str(p) for p in sorted((run_dir / "pcap").glob("*.pcap"))]
+        args.files = [str(p) for p in found]
         args.app_log = [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
         args.link_log = [str(p) for p in sorted((run_dir / "emulator").glob("*.frames"))]
-        missing, why = _missing_captures(run_dir, manifest, args.files)
         if missing:
             run_info["missing_captures"] = {"files": missing, "reason": why}
         if why:
             notes.append((str(run_dir), why, bool(missing)))
+        compared = [(str(run_dir), m, True) for m in runcheck.comparison_notes(shown, missing)]
     events = []
     for f in args.app_log:
         events += applog.load(f)
@@ -127,6 +134,8 @@ def run(args) -> int:
             res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
                                       keep=bool(args.plots) or page_dir is not None, link_logs=links,
                                       samples=args.samples)
+            if run_dir is None:
+                report.refuse_unreadable(res)
             if args.plots:
                 from analysis import plotset
                 sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
@@ -140,6 +149,7 @@ def run(args) -> int:
         notes += [(res["file"], d["message"], True) for d in res.get("damage", ())]
         notes += [(res["file"], f"flow {n['flow']} not analysed: {n['reason']}", True)
                   for n in res.get("flows_not_analysed", ())]
+    notes += compared
     for what, message, _ in notes:
         logging.getLogger(__name__).warning("%s: %s", what, message)
     code = 1 if args.strict and any(counts for *_, counts in notes) else 0
@@ -161,7 +171,7 @@ def run(args) -> int:
             for kind in ("metrics", "checks"):
                 for k, v in run_info[kind].items():
                     if k != "host_factors":
-                        print(f"  {k:<24} {v}")
+                        print(f"  {k:<24} {v}{_provenance(run_info, kind, k)}")
             _print_link_changes(run_info.get("link_changes") or {})
             for name, t in (run_info.get("steps") or {}).items():
                 print(f"  step {name:<19} {t['count']} x, {t['total_ms']:.1f} ms in all "
@@ -216,27 +226,14 @@ def _run_dir(files: list[str]):
     return d
 
 
-def _missing_captures(run_dir, manifest: dict, found: list[str]) -> tuple[list[str], str | None]:
-    """The run's captures that are gone (listed in the manifest's inventory, or left a
-    ``.pcap.meta.json``, but not on disk) and why, else why there are none (or None)."""
-    listed = {f["path"] for f in manifest.get("files", ()) if f.get("kind") == "pcap"}
-    listed |= {p.relative_to(run_dir).as_posix()[:-len(".meta.json")]
-               for p in run_dir.glob("pcap/*.pcap.meta.json")}
-    gone = sorted(p for p in listed if not (run_dir / p).exists())
-    capture = manifest.get("spec", {}).get("capture", {})
-    lost = "no per-flow analysis, no plots" if not found else "the analysis covers the rest"
-    if gone and capture.get("keep") is False:
-        return gone, (f"{len(gone)} of the run's {len(listed)} captures were deleted after its "
-                      "metrics were computed (capture.keep = false: --discard-pcaps, or an "
-                      f"experiment with keep_pcaps = \"none\"): {lost}")
-    if gone:
-        return gone, (f"{len(gone)} of the run's {len(listed)} captures were pruned (an "
-                      "experiment with keep_pcaps = \"representative\" keeps only each level's "
-                      f"representative run's; keep_pcaps = \"all\" keeps every run's): {lost}")
-    if not found:
-        why = "capture.hosts = none" if capture.get("hosts") == "none" else "no pcap/*.pcap"
-        return [], f"the run has no captures ({why}): no per-flow analysis, no plots"
-    return [], None
+def _provenance(run_info: dict, kind: str, name: str) -> str:
+    """What follows a metric's or check's value in the table: `` (manifest)`` when the value is
+    the manifest's, `` (manifest: M)`` when the value recomputed from the files differs from the
+    manifest's M, else nothing (``analysis.runcheck.against_manifest``)."""
+    if name in run_info.get("from_manifest", {}).get(kind, ()):
+        return "  (manifest)"
+    differs = run_info.get("differs_from_manifest", {}).get(kind, {})
+    return f"  (manifest: {differs[name]['manifest']})" if name in differs else ""
 
 
 def _workload_metrics(manifest: dict):

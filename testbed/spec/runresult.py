@@ -72,7 +72,7 @@ class RunResult:
         """Write ``manifest.json`` atomically; return its path."""
         path = self.dir / MANIFEST
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_manifest(), indent=1, default=_json_default) + "\n")
+        tmp.write_text(json.dumps(self.to_manifest(), indent=1, default=json_default) + "\n")
         tmp.replace(path)
         return path
 
@@ -89,7 +89,7 @@ class RunResult:
         return cls(**kw)
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "item"):          # numpy scalars

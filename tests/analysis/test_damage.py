@@ -202,3 +202,48 @@ def test_analysing_a_flipped_capture_never_crashes(whole, tmp_path, engine):
         res = report.analyze_file(f, engine=engine)
         assert res["damage"]
         assert all("damaged" in n["reason"] for n in res["flows_not_analysed"])
+
+
+@pytest.mark.parametrize("cut,says", [
+    (0, "an empty file (0 bytes)"),
+    (3, "not a capture file: 3 bytes"),
+    (10, "the pcap file header is cut short: 10 of its 24 bytes"),
+])
+def test_a_pcap_without_its_file_header_is_damage_not_an_error(whole, tmp_path, cut, says):
+    """Empty or cut inside the file header: no packets and ``header`` damage (was a
+    ValueError, which stopped a whole run's analysis at one empty capture)."""
+    (tmp_path / "h.pcap").write_bytes(whole[1][:cut])
+    pk = _read_both(tmp_path / "h.pcap")
+    (d,) = pk.damage
+    assert len(pk) == 0 and d["kind"] == "header" and d["packets_read"] == 0
+    assert d["message"].startswith(says)
+
+
+def test_a_pcapng_cut_in_its_section_header_and_a_foreign_file_are_header_damage(tmp_path):
+    data = write_pcapng(tmp_path / "n.pcapng", random_trace(9, n=20)).read_bytes()
+    (tmp_path / "cut.pcapng").write_bytes(data[:20])
+    (d,) = _read_both(tmp_path / "cut.pcapng").damage
+    assert d["kind"] == "header" and "section header block" in d["message"]
+    (tmp_path / "idb.pcapng").write_bytes(data[:30])     # whole section header, cut interface block
+    (d,) = _read_both(tmp_path / "idb.pcapng").damage
+    assert d["kind"] == "truncated" and d["offset"] == 28 and d["packets_read"] == 0
+    (tmp_path / "text.pcap").write_text("not a capture at all")
+    (d,) = _read_both(tmp_path / "text.pcap").damage
+    assert d["kind"] == "header" and d["message"] == "not a pcap or pcapng file (magic 6e6f7420)"
+
+
+def test_refused_on_its_own(whole, tmp_path):
+    (tmp_path / "e.pcap").write_bytes(b"")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'e.pcap'}: an empty file"):
+        report.refuse_unreadable(report.analyze_file(tmp_path / "e.pcap"))
+    report.refuse_unreadable(report.analyze_file(whole[0]))
+
+
+def test_the_count_finding_says_the_rest_was_lost_where_reading_stopped(whole, tmp_path):
+    path, data = whole
+    cut = tmp_path / "c.pcap"
+    cut.write_bytes(data[:len(data) - 5])
+    (tmp_path / "c.pcap.meta.json").write_text(json.dumps(
+        {"offset_start_ns": 0, "offset_stop_ns": 0, "captured": len(_offsets(data))}))
+    kinds = {d["kind"]: d["message"] for d in report.analyze_file(cut)["damage"]}
+    assert kinds["count"].endswith("the rest lost where reading stopped")

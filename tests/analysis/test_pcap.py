@@ -118,11 +118,13 @@ def test_a_view_held_elsewhere_does_not_fail_the_read(tmp_path, monkeypatch):
     assert len(pcap.read(f)) == len(pkts) and held
 
 
-def test_rejects_non_capture(tmp_path):
+def test_a_non_capture_reads_as_header_damage(tmp_path):
+    """No packets, never a guess; ``testbed analyze`` refuses it given on its own."""
     f = tmp_path / "x.pcap"
     f.write_bytes(b"hello world")
-    with pytest.raises(ValueError, match="not a pcap"):
-        pcap.read(f)
+    pk = pcap.read(f)
+    assert len(pk) == 0 and [d["kind"] for d in pk.damage] == ["header"]
+    assert pk.damage[0]["message"].startswith("not a pcap or pcapng file")
 
 
 def test_flows_split_both_directions(tmp_path):

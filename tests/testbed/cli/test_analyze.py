@@ -1,11 +1,13 @@
 """``testbed analyze``: JSON layout, plots, app-log join, errors."""
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("scapy.all")
 from scapy.all import IP, TCP, Raw  # noqa: E402
+from tests.analysis.test_damage import _offsets  # noqa: E402
 from tests.analysis.test_tcp import ISN_A, ISN_B, Trace, eth  # noqa: E402
 
 from testbed.cli import analyze as cli  # noqa: E402
@@ -210,15 +212,30 @@ def test_run_dir_without_a_workload(rr_pcap, analyze, tmp_path):
     assert res["captures"][0]["flows"][0]["data_direction"] == "s2c"
 
 
+def _experiment(tmp_path, keep_pcaps="representative", representative="runs/001-b"):
+    """An experiment directory holding the run ``runs/000-a`` (its manifest made by the test)."""
+    exp = tmp_path / "exp"
+    (exp / "runs").mkdir(parents=True)
+    (exp / "manifest.json").write_text(json.dumps(
+        {"kind": "experiment", "definition": {"keep_pcaps": keep_pcaps}, "schedule": []}))
+    (exp / "summary.json").write_text(json.dumps({"by_level": {"a": {"representative": representative}}}))
+    return exp / "runs" / "000-a"
+
+
 def test_pruned_captures_named_as_the_reason(rr_pcap, analyze, tmp_path):
     f, _ = rr_pcap
     files = [{"path": "pcap/client-eth0.pcap", "kind": "pcap"},
              {"path": "pcap/server-eth0.pcap", "kind": "pcap"}]
-    d = _run_dir(tmp_path, None, spec={"workload": None, "capture": {"hosts": "all", "keep": True}},
-                 files=files)
+    run = _run_dir(tmp_path, None, spec={"workload": None, "capture": {"hosts": "all", "keep": True}},
+                   files=files)
+    d = _experiment(tmp_path)
+    run.rename(d)
+    (d / "experiment.json").write_text("{}")
     code, out, err = analyze([str(d), "--plots", str(tmp_path / "plots")])
     assert code == 0
-    assert "2 of the run's 2 captures were pruned" in err and 'keep_pcaps = "representative"' in err
+    assert ("2 of the run's 2 captures were pruned by its experiment" in err
+            and 'keep_pcaps = "representative"' in err
+            and "pcap/client-eth0.pcap, pcap/server-eth0.pcap" in err)
     assert "no per-flow analysis, no plots" in err
     assert f"--plots {tmp_path / 'plots'}: no figure written" in err
     code, out, err = analyze([str(d), "--html", str(tmp_path / "page.html")])
@@ -330,3 +347,98 @@ def test_a_manifest_field_of_the_wrong_type_is_named(rr_pcap, analyze, tmp_path,
     d = _run_dir(tmp_path, f, run_id="tb-x", **{"spec": {"topology": "image"}, field: value})
     with pytest.raises(ValueError, match=f"{d / 'manifest.json'}: {says}"):
         analyze([str(d)])
+
+
+def test_a_missing_capture_is_not_blamed_on_an_experiment(rr_pcap, analyze, tmp_path):
+    """Only an experiment's run with keep_pcaps = "representative" (and not its level's
+    representative) had its captures pruned; any other gone capture is missing, named."""
+    from tests.analysis.test_native import random_trace, write_pcapng
+    f, _ = rr_pcap
+    files = [{"path": "pcap/client-eth0.pcap", "kind": "pcap"},
+             {"path": "pcap/server-eth0.pcap", "kind": "pcap"}]
+    d = _run_dir(tmp_path, f, spec={"topology": "image"}, files=files)
+    code, out, err = analyze([str(d), "--strict"])
+    assert code == 1 and "pruned" not in err
+    assert "1 of the run's 2 captures are missing: pcap/server-eth0.pcap (deleted or moved" in err
+    write_pcapng(d / "pcap" / "server-eth0.pcapng", random_trace(3, n=50))
+    code, out, err = analyze([str(d), "--json"])
+    assert "found instead: pcap/server-eth0.pcapng" in err
+    assert [c["file"] for c in json.loads(out)["captures"]] == [
+        str(d / "pcap" / "client-eth0.pcap"), str(d / "pcap" / "server-eth0.pcapng")]
+    (d / "pcap" / "server-eth0.pcapng").unlink()
+    for keep, representative in (("all", "runs/001-b"), ("representative", "runs/000-a")):
+        run = _experiment(tmp_path / keep / representative.replace("/", "-"), keep, representative)
+        d = d.rename(run)
+        (d / "experiment.json").write_text("{}")
+        code, out, err = analyze([str(d)])
+        assert "pruned" not in err and "1 of the run's 2 captures are missing" in err
+    for p in (d / "pcap").iterdir():
+        p.unlink()
+    (d / "pcap").rmdir()
+    code, out, err = analyze([str(d)])
+    assert "2 of the run's 2 captures are missing: pcap/client-eth0.pcap, pcap/server-eth0.pcap" in err
+
+
+def test_metrics_held_against_the_manifest(rr_pcap, analyze, tmp_path):
+    """The run's metrics recomputed from damaged files that differ from its manifest's are
+    warned about, manifest beside now; those the files no longer give are the manifest's,
+    marked as such."""
+    from analysis.runmetrics import run_metrics
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"}, roles={"client": "client"},
+                 files=[{"path": "pcap/client-eth0.pcap", "kind": "pcap"}])
+    computed = run_metrics(d)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest.update(metrics=computed["metrics"], checks={**computed["checks"], "host_factors": {}})
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = analyze([str(d), "--json", "--strict"])
+    res = json.loads(out)
+    assert code == 0 and err == "" and "from_manifest" not in res and "differs_from_manifest" not in res
+    assert res["metrics"] == manifest["metrics"] and res["checks"] == manifest["checks"]
+
+    pcap = d / "pcap" / "client-eth0.pcap"
+    data = f.read_bytes()
+    pcap.write_bytes(data[:_offsets(data)[4] + 20])         # cut before the 100-byte responses
+    code, out, err = analyze([str(d), "--json", "--strict"])
+    res = json.loads(out)
+    assert code == 1 and res["from_manifest"] == {"checks": ["max_adv_window", "sender_metrics"]}
+    assert res["differs_from_manifest"] == {"checks": {"max_payload": {"manifest": 100, "recomputed": 10}}}
+    assert ("1 metrics and checks recomputed from the files differ from the run's manifest (a file "
+            "damaged or changed since the run, or other metrics code): max_payload 10 (manifest 100)") in err
+    code, out, err = analyze([str(d)])
+    assert "  max_payload              10  (manifest: 100)" in out.splitlines()
+
+    pcap.unlink()
+    code, out, err = analyze([str(d), "--json"])
+    res = json.loads(out)
+    assert res["from_manifest"] == {"metrics": ["handshake_ms"], "checks": [
+        "wscale", "syn_mss", "max_adv_window", "max_payload", "sender_metrics"]}
+    assert res["metrics"] == manifest["metrics"] and res["checks"] == manifest["checks"]
+    assert "6 metrics and checks are the manifest's, marked (manifest): the files no longer give " \
+           "them (captures gone: 1, named above): handshake_ms, wscale, syn_mss" in err
+    code, out, err = analyze([str(d)])
+    assert f"  handshake_ms             {manifest['metrics']['handshake_ms']}  (manifest)" in out.splitlines()
+
+
+def test_a_capture_without_its_file_header_is_one_damaged_capture_of_the_run(rr_pcap, analyze, tmp_path):
+    """Empty, a pcap cut inside its 24-byte header, a pcapng cut inside its section header:
+    in a run directory a warning each and the rest analysed; given on its own, refused."""
+    from tests.analysis.test_native import random_trace, write_pcapng
+    f, _ = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"})
+    ng = write_pcapng(tmp_path / "n.pcapng", random_trace(3, n=50)).read_bytes()
+    cut = {"empty.pcap": b"", "ten.pcap": f.read_bytes()[:10], "thirty.pcapng": ng[:20]}
+    for name, data in cut.items():
+        (d / "pcap" / name).write_bytes(data)
+    code, out, err = analyze([str(d), "--json"])
+    res = {Path(c["file"]).name: c for c in json.loads(out)["captures"]}
+    assert code == 0 and res["client-eth0.pcap"]["flows"] and res["client-eth0.pcap"]["damage"] == []
+    for name in cut:
+        assert [x["kind"] for x in res[name]["damage"]] == ["header"] and res[name]["packets"] == 0
+    assert f"{d / 'pcap' / 'empty.pcap'}: an empty file (0 bytes)" in err
+    assert f"{d / 'pcap' / 'ten.pcap'}: the pcap file header is cut short: 10 of its 24 bytes" in err
+    assert f"{d / 'pcap' / 'thirty.pcapng'}: the pcapng file header (section header block) is damaged" in err
+    assert analyze([str(d), "--strict"])[0] == 1
+    for name in cut:
+        with pytest.raises(ValueError, match=f"{d / 'pcap' / name}: (an empty file|the pcap)"):
+            analyze([str(d / "pcap" / name)])

@@ -1,0 +1,165 @@
+"""A run directory as ``testbed analyze RUN_DIR`` reads it again: its captures, those that are
+gone and why, and its metrics recomputed from the files held against its manifest's.
+
+:func:`captures`: the capture files (``pcap/*.pcap`` and ``pcap/*.pcapng``).
+:func:`missing_captures`: the captures the run made that are not there, and why: pruned by its
+experiment, deleted by design (``capture.keep = false``), or missing (anything else).
+:func:`against_manifest`: the values to show — the recomputed ones, the manifest's where the files
+no longer give a value — with which are the manifest's and which differ from it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from analysis.applog import read_object
+from testbed.spec.runresult import json_default
+
+KINDS = ("metrics", "checks")
+# read back from the hosts while the run ran (testbed.run.execute), never from its files
+RECORDED = {"checks": ("host_factors",)}
+NAMED = 3          # files named in a warning before "…"
+
+
+def captures(run_dir: Path) -> list[Path]:
+    """The run's capture files, ``pcap/*.pcap`` and ``pcap/*.pcapng``, sorted by path."""
+    return sorted(p for p in (run_dir / "pcap").glob("*.pcap*") if p.suffix in (".pcap", ".pcapng"))
+
+
+def missing_captures(run_dir: Path, manifest: dict, found: list[Path]) -> tuple[list[str], str | None]:
+    """(the run's captures that are gone, why) — else ([], why there are none, or None).
+
+    The run's captures are those its manifest's inventory lists and those that left a
+    ``.pcap.meta.json`` sidecar; one is gone when its file is not in ``found`` (paths relative to
+    the run directory).  Why: *deleted* when the run's spec says ``capture.keep = false``;
+    *pruned* when the run is an experiment's that keeps only its representative runs' captures
+    (:func:`pruned_by_experiment`); else *missing*, naming the files (and a ``.pcapng`` of the
+    same name found instead)."""
+    listed = {f["path"] for f in manifest.get("files", ()) if f.get("kind") == "pcap"}
+    listed |= {p.relative_to(run_dir).as_posix()[:-len(".meta.json")]
+               for p in run_dir.glob("pcap/*.pcap.meta.json")}
+    have = {p.relative_to(run_dir).as_posix() for p in found}
+    gone = sorted(p for p in listed if p not in have)
+    capture = manifest.get("spec", {}).get("capture", {})
+    lost = "no per-flow analysis, no plots" if not found else "the analysis covers the rest"
+    names = _names(gone)
+    if gone and capture.get("keep") is False:
+        return gone, (f"{len(gone)} of the run's {len(listed)} captures were deleted after its "
+                      "metrics were computed (capture.keep = false: --discard-pcaps, or an "
+                      f"experiment with keep_pcaps = \"none\"): {names}; {lost}")
+    if gone and pruned_by_experiment(run_dir):
+        return gone, (f"{len(gone)} of the run's {len(listed)} captures were pruned by its "
+                      "experiment (keep_pcaps = \"representative\" keeps only each level's "
+                      f"representative run's; keep_pcaps = \"all\" keeps every run's): {names}; {lost}")
+    if gone:
+        instead = sorted(f"{p}ng" for p in gone if f"{p}ng" in have)
+        also = (f"; found instead: {_names(instead)} (analysed per flow below; the run's metrics "
+                "read .pcap captures only)") if instead else ""
+        return gone, (f"{len(gone)} of the run's {len(listed)} captures are missing: {names} "
+                      f"(deleted or moved since the run){also}; {lost}")
+    if not found:
+        why = "capture.hosts = none" if capture.get("hosts") == "none" else "no pcap/*.pcap"
+        return [], f"the run has no captures ({why}): no per-flow analysis, no plots"
+    return [], None
+
+
+def pruned_by_experiment(run_dir: Path) -> bool:
+    """Whether the run is an experiment's (``experiment.json`` beside its manifest, the run in
+    ``<experiment>/runs/``) whose definition keeps only each level's representative run's captures
+    (``keep_pcaps = "representative"``), and not one of those representatives by the experiment's
+    ``summary.json`` (when it has one).  False when the experiment's files cannot be read."""
+    exp = run_dir.parent.parent
+    try:
+        if not (run_dir / "experiment.json").is_file() or run_dir.parent.name != "runs":
+            return False
+        manifest = read_object(exp / "manifest.json") or {}
+        summary = read_object(exp / "summary.json") or {}
+    except (ValueError, OSError):
+        return False
+    definition = manifest.get("definition")
+    if manifest.get("kind") != "experiment" or not isinstance(definition, dict) \
+            or definition.get("keep_pcaps") != "representative":
+        return False
+    levels = summary.get("by_level")
+    kept = {lv.get("representative") for lv in levels.values() if isinstance(lv, dict)} \
+        if isinstance(levels, dict) else set()
+    return f"runs/{run_dir.name}" not in kept
+
+
+def against_manifest(computed: dict, manifest: dict, captures_missing: bool) -> dict:
+    """The run's metrics and checks to show, ``{"metrics", "checks", "from_manifest",
+    "differs_from_manifest"}``, from ``computed`` (``{"metrics", "checks"}`` recomputed from the
+    run directory) and the manifest's.
+
+    Per name of either kind: the recomputed value; the manifest's where the files give none, or
+    give another while ``captures_missing`` (the value then covers only the captures left);
+    the manifest's as it is for the values of :data:`RECORDED`.  ``from_manifest``: kind → the
+    names shown with the manifest's value (those of ``RECORDED`` left out);
+    ``differs_from_manifest``: kind → name → ``{"manifest", "recomputed"}`` for every name both
+    have with other values (compared as JSON).  Each of the two is left out when it holds no
+    name (always when the manifest has no metrics or checks: another schema)."""
+    out: dict = {"from_manifest": {}, "differs_from_manifest": {}}
+    for kind in KINDS:
+        mine, theirs = dict(computed.get(kind) or {}), manifest.get(kind) or {}
+        taken, differ = [], {}
+        for name, value in theirs.items():
+            if name in RECORDED.get(kind, ()):
+                mine[name] = value
+            elif name not in mine:
+                mine[name] = value
+                taken.append(name)
+            elif _json(mine[name]) != _json(value):
+                differ[name] = {"manifest": value, "recomputed": mine[name]}
+                if captures_missing:
+                    mine[name] = value
+                    taken.append(name)
+        out[kind] = mine
+        if taken:
+            out["from_manifest"][kind] = taken
+        if differ:
+            out["differs_from_manifest"][kind] = differ
+    return {k: v for k, v in out.items() if v or k in KINDS}
+
+
+def comparison_notes(shown: dict, gone: list[str]) -> list[str]:
+    """One warning each (none when there is nothing to say): the values of ``shown``
+    (:func:`against_manifest`) that are the manifest's, and those recomputed from the files that
+    differ from it; ``gone``: the run's missing captures (:func:`missing_captures`)."""
+    notes = []
+    marked, differs = shown.get("from_manifest", {}), shown.get("differs_from_manifest", {})
+    taken = [n for kind in KINDS for n in marked.get(kind, ())]
+    if taken:
+        why = f"captures gone: {len(gone)}, named above" if gone else "a file missing or damaged"
+        notes.append(f"{len(taken)} metrics and checks are the manifest's, marked (manifest): the "
+                     f"files no longer give them ({why}): {', '.join(taken)}")
+    differ = [(n, d) for kind in KINDS for n, d in differs.get(kind, {}).items()
+              if n not in marked.get(kind, ())]
+    if differ:
+        notes.append(f"{len(differ)} metrics and checks recomputed from the files differ from the "
+                     "run's manifest (a file damaged or changed since the run, or other metrics "
+                     "code): " + ", ".join(f"{n} {_short(d['recomputed'])} (manifest "
+                                           f"{_short(d['manifest'])})" for n, d in differ))
+    return notes
+
+
+def _json(value) -> str:
+    """``value`` as JSON text, keys sorted, written as a manifest writes it."""
+    return json.dumps(value, sort_keys=True, default=json_default)
+
+
+def _short(value) -> str:
+    """``value`` in a one-line warning: its JSON when short, else a list's or object's size."""
+    text = json.dumps(value, default=json_default)
+    if len(text) <= 24:
+        return text
+    if isinstance(value, (list, tuple)):
+        return f"[{len(value)} values]"
+    if isinstance(value, dict):
+        return f"{{{len(value)} entries}}"
+    return text[:23] + "…"
+
+
+def _names(paths: list[str]) -> str:
+    """The first :data:`NAMED` of ``paths``, comma-separated, and how many more."""
+    more = f" and {len(paths) - NAMED} more" if len(paths) > NAMED else ""
+    return ", ".join(paths[:NAMED]) + more
