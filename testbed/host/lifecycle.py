@@ -10,8 +10,13 @@ directories.  ``Run.close()`` ends them on normal exit, exceptions, SIGINT, SIGT
 
 Namespaces: Mininet hosts are unnamed namespaces held by their shell processes; ending every
 process inside a namespace frees it, and the kernel then deletes its veths.  Processes inside a
-testbed namespace were all started by the testbed (nothing else enters it), so ``clean()`` also
-ends processes it finds there, identified by the namespace inode recorded for the run.
+testbed namespace were all started by the testbed (nothing else enters it), so teardown also
+ends processes it finds there, identified by the namespace inode recorded for the run.  The
+kernel reuses a freed namespace's inode at once, so an inode names the run's namespace only
+while something holds that namespace: a live run holds each one open (a file descriptor, from
+the moment it records a process there until its close), and ``clean()`` first opens the
+namespaces a recorded process of the crashed run still holds; processes in a recorded inode
+that nothing of the run holds any more are named and left alone.
 """
 from __future__ import annotations
 
@@ -107,6 +112,7 @@ class Run:
         self._cleanups: list[Callable[[], None]] = []
         self._old_handlers: dict[int, object] = {}
         self._closed = False
+        self._netns: dict[int, int] = {}        # inode -> an open descriptor of that namespace
 
     # --- recording ------------------------------------------------------------------------
     def _save(self) -> None:
@@ -119,10 +125,12 @@ class Run:
         start = proc_start_time(pid)
         if start is None:
             return
-        self.state.processes.append(ProcessRecord(pid, start, what, group))
+        rec = ProcessRecord(pid, start, what, group)
+        self.state.processes.append(rec)
         inode = netns_inode(pid)
         if inode is not None and inode != netns_inode(os.getpid()) and inode not in self.state.netns_inodes:
             self.state.netns_inodes.append(inode)
+            self._netns.update(hold_namespaces([rec], {inode}))
         self._save()
 
     def record_tmpdir(self, path: Path) -> None:
@@ -166,7 +174,8 @@ class Run:
                     fn()
                 except Exception as exc:  # keep tearing down: one failure must not leak the rest
                     log.warning("teardown step failed: %r", exc)
-            remove_state(self.state)
+            remove_state(self.state, self._netns)
+            self._netns = {}
             for sig, handler in self._old_handlers.items():
                 signal.signal(sig, handler)
 
@@ -222,20 +231,52 @@ def processes_in_netns(inodes: set[int]) -> list[int]:
     return found
 
 
-def remove_state(state: RunState) -> list[str]:
-    """End everything ``state`` records; return a line per thing removed."""
+def hold_namespaces(processes: list[ProcessRecord], inodes: set[int]) -> dict[int, int]:
+    """``{inode: open descriptor}`` of each namespace of ``inodes`` that one of ``processes``
+    (alive, by its start time) is in: while the descriptor is open the namespace cannot be freed,
+    so its inode cannot name another one (module docstring)."""
+    held: dict[int, int] = {}
+    for rec in processes:
+        inode = netns_inode(rec.pid)
+        if inode not in inodes or inode in held:
+            continue
+        try:
+            fd = os.open(f"/proc/{rec.pid}/ns/net", os.O_RDONLY)
+        except OSError:
+            continue
+        if rec.alive() and os.fstat(fd).st_ino == inode:    # still that process: not a reused PID
+            held[inode] = fd
+        else:
+            os.close(fd)
+    return held
+
+
+def remove_state(state: RunState, held: dict[int, int] | None = None) -> list[str]:
+    """End everything ``state`` records; return a line per thing removed.  The processes in the
+    recorded namespaces are ended only in those held (``held``: inode -> open descriptor, from
+    the live run; else opened here through the recorded processes still in them), and the
+    descriptors are closed (module docstring)."""
+    held = dict(held or {})
+    held.update(hold_namespaces(state.processes, set(state.netns_inodes) - set(held)))
     done = []
-    for rec in reversed(state.processes):
-        if rec.alive():
-            end_process(rec)
-            done.append(f"ended {rec.what} (pid {rec.pid})")
-    inodes = set(state.netns_inodes)
-    if inodes:
-        for pid in processes_in_netns(inodes):
+    try:
+        for rec in reversed(state.processes):
+            if rec.alive():
+                end_process(rec)
+                done.append(f"ended {rec.what} (pid {rec.pid})")
+        for pid in processes_in_netns(set(held)):
             start = proc_start_time(pid)
             if start is not None:
                 end_process(ProcessRecord(pid, start, "process in a testbed namespace"))
                 done.append(f"ended process {pid} left in a testbed namespace")
+    finally:
+        for fd in held.values():
+            os.close(fd)
+    unsure = processes_in_netns(set(state.netns_inodes) - set(held))
+    if unsure:
+        done.append(f"left alone: processes {', '.join(map(str, unsure))} in a namespace whose inode the run "
+                    "recorded but none of its processes holds any more (the kernel reuses inodes): end "
+                    "them by hand if they are the run's")
     for d in state.tmpdirs:
         if Path(d).exists():
             shutil.rmtree(d, ignore_errors=True)

@@ -1,5 +1,6 @@
 """Bring-up, traffic and teardown of a topology; nothing may remain after exit, SIGTERM or SIGKILL."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -112,3 +113,44 @@ def test_two_runs_coexist(results_root):
         assert not set(states[0].netns_inodes) & set(states[1].netns_inodes)
     for state in states:
         assert_nothing_left(state)
+
+
+def _in_own_netns(argv, processes: int = 1):
+    """A process in a network namespace of its own (``unshare -n``), once ``processes`` are in
+    that namespace, and its inode."""
+    from testbed.host.lifecycle import netns_inode
+    proc = subprocess.Popen(["unshare", "-n", *argv])
+    deadline = time.monotonic() + 10
+    while netns_inode(proc.pid) in (None, netns_inode(os.getpid())) or \
+            len(processes_in_netns({netns_inode(proc.pid)})) < processes:
+        assert time.monotonic() < deadline, "unshare -n did not take effect"
+        time.sleep(0.01)
+    return proc, netns_inode(proc.pid)
+
+
+def test_clean_ends_what_is_in_a_namespace_a_recorded_process_holds_and_nothing_in_a_reused_inode():
+    """The kernel reuses a freed namespace's inode at once: a crashed run's recorded inode may
+    name someone else's namespace.  Processes there are ended only while a process of the run
+    still holds it; otherwise they are named and left alone."""
+    from testbed.host.lifecycle import ProcessRecord, proc_start_time, remove_state
+    ours, inode = _in_own_netns(["sh", "-c", "sleep 60 & exec sleep 61"], 2)    # a child not recorded
+    theirs, other = _in_own_netns(["sleep", "60"])
+    try:
+        def state(rec, inodes):
+            return RunState("tb-test", 0, 0, "", processes=rec, netns_inodes=inodes)
+        dead = ProcessRecord(2 ** 22 + 1, 1, "gone")             # a recorded process that exited
+        lines = remove_state(state([dead], [other]))
+        assert theirs.poll() is None, "a process in a namespace the run no longer held was ended"
+        assert lines == [f"left alone: processes {theirs.pid} in a namespace whose inode the run recorded "
+                         "but none of its processes holds any more (the kernel reuses inodes): end them by "
+                         "hand if they are the run's"]
+        child = [pid for pid in processes_in_netns({inode}) if pid != ours.pid]
+        assert len(child) == 1
+        lines = remove_state(state([ProcessRecord(ours.pid, proc_start_time(ours.pid), "server")], [inode]))
+        ours.wait(5)
+        assert lines == [f"ended server (pid {ours.pid})", f"ended process {child[0]} left in a testbed namespace"]
+        assert not processes_in_netns({inode})
+    finally:
+        for p in (ours, theirs):
+            p.kill()
+            p.wait()
