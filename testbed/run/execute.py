@@ -444,6 +444,12 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
         except (ValueError, OSError) as exc:
             log.warning("metrics of %s could not be computed: %s", result.dir, exc)
             computed = {"metrics": {}, "checks": {"metrics_error": str(exc)}}
+        except BaseException:          # Ctrl-C, SIGTERM: the run is not complete without them
+            result.status = "failed"
+            result.error = ("interrupted while its metrics were computed (the run itself finished: "
+                            "testbed analyze RUN_DIR computes them)")
+            result.write()
+            raise
     result.metrics = computed.get("metrics", {})
     result.checks.update(computed.get("checks", {}))
     if not result.spec.capture.keep:

@@ -170,3 +170,21 @@ def test_a_session_is_a_run_directory_also_when_interrupted(tmp_path):
     with pytest.raises(ValueError, match="workload 'exec'"):
         with session(RunSpec(topology="image"), results_root=tmp_path):
             pass
+
+
+def test_a_run_interrupted_while_its_metrics_are_computed_is_not_complete(tmp_path):
+    """The manifest says complete before the metrics are computed (a crash then keeps the run);
+    Ctrl-C in them leaves it failed, saying so, not complete without metrics."""
+    import time
+
+    from testbed.run.execute import _finish
+    from testbed.spec.runresult import RunResult
+
+    def interrupted(run_dir):
+        assert load_run(run_dir).status == "complete"
+        raise KeyboardInterrupt
+    result = RunResult("tb-x", tmp_path, LOOP, "failed", None, time.time(), 0.0)
+    with pytest.raises(KeyboardInterrupt):
+        _finish(result, None, {}, interrupted, compute=True)
+    run = load_run(tmp_path)
+    assert run.status == "failed" and run.error.startswith("interrupted while its metrics were computed")
