@@ -14,6 +14,8 @@ warned about (stderr, one line each) and listed in the JSON (``damage`` per capt
 file header given on its own is refused."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from testbed.cli.options import add_json, directory_path, file_path
 
 
@@ -55,9 +57,8 @@ def run(args) -> int:
     import logging
     import math
     import sys
-    from pathlib import Path
-
     from analysis import applog, qlog, report, runcheck
+    from testbed.spec.errors import UsageError
     from testbed.spec.runresult import MANIFEST, MANIFEST_SCHEMA, read_manifest
 
     if not 0 < args.bin < math.inf:
@@ -73,14 +74,18 @@ def run(args) -> int:
     for opt, files in (("--app-log", args.app_log), ("--link-log", args.link_log)):
         for f in files:
             if not Path(f).is_file():
-                raise ValueError(f"{opt} {f}: no such file")
+                raise ValueError(f"{opt} {f}: {_not_a_file(f)}")
     notes = []                  # (what, message, counts for --strict)
     compared = []               # the run's metrics against its manifest: warned after the damage
     if run_dir is not None and (args.app_log or args.link_log):
         raise ValueError(f"--app-log and --link-log go with capture files: a run directory's own logs "
                          f"are read ({run_dir}/*.jsonl, {run_dir}/emulator/*.frames)")
     if run_dir is not None:
-        manifest = read_manifest(run_dir / MANIFEST)
+        try:
+            manifest = read_manifest(run_dir / MANIFEST)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; the run's captures can still be given as files "
+                             f"({run_dir}/pcap/*.pcap)") from None
         if manifest.get("schema") != MANIFEST_SCHEMA:
             notes.append((str(run_dir / MANIFEST), f"not a run manifest of schema {MANIFEST_SCHEMA} "
                           f"(schema {manifest.get('schema')!r}): the run's status, spec and file "
@@ -122,7 +127,7 @@ def run(args) -> int:
     for f in args.files:
         path = Path(f)
         if not path.is_file():
-            raise ValueError(f"{f}: no such file; give pcap, pcapng or qlog files")
+            raise ValueError(f"{f}: {_not_a_file(f)}; give pcap, pcapng or qlog files")
         if qlog.is_qlog(path):
             traces = qlog.load(path, applog.clock_offset(events) or 0)
             res = qlog.summary(traces)
@@ -201,7 +206,6 @@ def _print_link_changes(changes: dict) -> None:
 def _run_dir(files: list[str]):
     """The run directory among the arguments, None when they are all files; a ValueError
     that names what was given when they are neither one run directory nor only files."""
-    from pathlib import Path
     dirs = [f for f in files if Path(f).is_dir()]
     if not dirs:
         return None
@@ -224,6 +228,11 @@ def _run_dir(files: list[str]):
         raise ValueError(f"{d}: a directory without manifest.json, not a run directory; "
                          f"{allowed}{held}")
     return d
+
+
+def _not_a_file(f: str) -> str:
+    """Why ``f``, which is no regular file, cannot be read as one."""
+    return "not a regular file" if Path(f).exists() else "no such file"
 
 
 def _provenance(run_info: dict, kind: str, name: str) -> str:
@@ -257,6 +266,12 @@ def _fmt(v, scale=1.0, nd=1):
     return "-" if v is None else f"{v * scale:.{nd}f}"
 
 
+#: what the TCP table's terse columns are (docs/analysis.md)
+TABLE_KEY = ("  dir: the data direction; irtt: initial RTT (handshake); rtt: Karn samples; rtx f/r/p: "
+             "retransmissions fast / RTO / tail-loss probe; infl max: most bytes outstanding; Mbit/s: "
+             "goodput; exch: request/response exchanges (a turn of the data's direction)")
+
+
 def _table(res: dict) -> str:
     if "streams" in res:   # qlog
         return (f"{res['file']}: QUIC {res['vantage']}, sent {res['packets_sent']} received "
@@ -269,7 +284,7 @@ def _table(res: dict) -> str:
              + (f", DAMAGED ({', '.join(d['kind'] for d in res['damage'])}: see the warnings)"
                 if res.get("damage") else "")]
     head = f"{'flow':<48} {'dir':>5} {'irtt ms':>8} {'rtt min':>8} {'rtt med':>8} " \
-           f"{'rtx f/r/p':>10} {'infl max':>9} {'goodput':>9} {'data/ack':>8} {'req':>4}"
+           f"{'rtx f/r/p':>10} {'infl max':>9} {'Mbit/s':>9} {'data/ack':>8} {'exch':>4}"
     lines.append(head if res["flows"] else "  no TCP or UDP flow in this capture")
     at_receiver = False
     for r in res["flows"]:
@@ -287,6 +302,8 @@ def _table(res: dict) -> str:
             f"{'/'.join(str(x.get(k, '-')) for k in ('fast', 'rto', 'probe')):>10} "
             f"{(r.get('in_flight') or {}).get('max', '-'):>9} {_fmt(r.get('goodput_mbps'), 1, 2):>9} "
             f"{_fmt((r.get('acks') or {}).get('data_per_ack'), 1, 2):>8} {len(r['completion']):>4}")
+    if any(r["proto"] == "tcp" for r in res["flows"]):
+        lines.append(TABLE_KEY)
     if at_receiver:
         lines.append("* captured near the data's receiver: retransmissions, in flight, RTT and "
                      "data/ack are the receiver's view (the sender's capture gives the sender's)")

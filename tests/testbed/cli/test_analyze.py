@@ -129,6 +129,7 @@ def test_table_output(rr_pcap, capsys):
     code, out = _run([str(rr_pcap[0])], capsys)
     assert code == 0 and "tcp-10.0.0.1:1000-10.0.0.2:80" in out and " s2c* " in out
     assert out.rstrip().endswith("the receiver's view (the sender's capture gives the sender's)")
+    assert cli.TABLE_KEY in out and " Mbit/s " in out          # every terse column explained
 
 
 def test_bad_input(tmp_path, capsys):
@@ -138,6 +139,8 @@ def test_bad_input(tmp_path, capsys):
     bad.write_bytes(b"not a capture at all")
     with pytest.raises(ValueError, match="not a pcap"):
         _run([str(bad)], capsys)
+    with pytest.raises(ValueError, match="^/dev/null: not a regular file; give pcap"):
+        _run(["/dev/null"], capsys)
 
 
 @pytest.fixture
@@ -266,7 +269,8 @@ def test_a_damaged_manifest_is_named_not_read_as_a_run(rr_pcap, analyze, tmp_pat
     d = _run_dir(tmp_path, f, spec={"topology": "image"})
     for text, says in (("[1, 2]", "a JSON list, not a manifest's object"), ("{", "not valid JSON")):
         (d / "manifest.json").write_text(text)
-        with pytest.raises(ValueError, match=f"{d / 'manifest.json'}: {says}"):
+        with pytest.raises(ValueError, match=f"{d / 'manifest.json'}: {says}.*; the run's captures can still "
+                                             f"be given as files \\({d}/pcap/\\*.pcap\\)"):
             analyze([str(d)])
     (d / "manifest.json").write_text("{}")
     code, out, err = analyze([str(d), "--strict"])
