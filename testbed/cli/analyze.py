@@ -173,10 +173,12 @@ def run(args) -> int:
             failed = "" if run_info["status"] in ("complete", None) else \
                 f" {run_info['status']} ({run_info['error']}): the numbers cover only what ran"
             print(f"{run_info['run']}:{failed}")
-            for kind in ("metrics", "checks"):
-                for k, v in run_info[kind].items():
-                    if k != "host_factors":
-                        print(f"  {k:<24} {v}{_provenance(run_info, kind, k)}")
+            for kind, title in (("metrics", "metrics"), ("checks", "checks (read-backs of the factors, damage)")):
+                shown = {k: v for k, v in run_info[kind].items() if k != "host_factors"}
+                if shown:
+                    print(f" {title}:")
+                for k, v in shown.items():
+                    print(f"  {k:<24} {v}{_provenance(run_info, kind, k)}")
             _print_link_changes(run_info.get("link_changes") or {})
             for name, t in (run_info.get("steps") or {}).items():
                 print(f"  step {name:<19} {t['count']} x, {t['total_ms']:.1f} ms in all "
