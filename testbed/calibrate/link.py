@@ -210,9 +210,18 @@ BUSY = 0.9    # a CPU this busy during the train delays whatever else needs it
 WAITED = 0.1  # a guest that waited this share of the train for a host CPU was held back by the host
 
 
-def rate_shortfall(conf: float, meas: float | None, sides: dict) -> str:
+def netem_overflow(netem: dict, loss: float) -> int | None:
+    """Frames netem dropped at its queue limit during a train (``tc -s`` deltas ``netem``): its
+    ``drops`` when the direction has no configured ``loss`` — netem counts limit drops and its
+    random losses alike in ``drops`` and never raises ``overlimits`` — else None (the two cannot
+    be told apart)."""
+    return netem.get("drops", 0) if not loss else None
+
+
+def rate_shortfall(conf: float, meas: float | None, sides: dict, loss: float = 0.0) -> str:
     """Which side made a rate line fail, from what each side did during the train
-    (``pathprobe.rate``'s ``sides``), as one line: the sender (it did not offer 2% more than
+    (``pathprobe.rate``'s ``sides``; ``loss``: the direction's configured loss probability), as
+    one line: the sender (it did not offer 2% more than
     the rate), the probe (its train overflowed the queue; frames the qdisc sent did not reach
     the receiver; its fit disagrees with the plain mean), else the qdisc (it released the train
     at the mean rate shown, every frame it sent received); then what held that side back, when
@@ -226,12 +235,14 @@ def rate_shortfall(conf: float, meas: float | None, sides: dict) -> str:
     figures = (f"{where} {cpu['busy_share']:.0%} busy, {cpu['steal_share']:.0%} steal during the "
                f"{cpu['seconds']:g} s train; the sender used "
                + ("?" if snd.get("cpu_share") is None else f"{snd['cpu_share']:.0%}") + " of a CPU")
-    if qdisc.get("htb") or qdisc.get("netem"):
-        htb, netem = qdisc.get("htb") or {}, qdisc.get("netem") or {}
+    htb, netem = qdisc.get("htb") or {}, qdisc.get("netem") or {}
+    overflow = netem_overflow(netem, loss) if netem else None
+    if htb or netem:
         figures += (f"; tc -s: htb sent {htb.get('packets', '?')} (overlimits "
                     f"{htb.get('overlimits', '?')}), netem dropped {netem.get('drops', '?')} "
-                    f"(configured loss and overflow; overflow {netem.get('overlimits', '?')}), "
-                    f"backlog left {htb.get('backlog', '?')} B")
+                    + ("(no loss configured: all at its queue limit)" if overflow is not None else
+                       "(its configured loss and its queue limit alike: tc does not tell them apart)")
+                    + f", backlog left {htb.get('backlog', '?')} B")
     if host:
         figures += (f"; the host ran the guest {host['cpu_share']:.0%} of the train and kept it "
                     f"waiting for a CPU {host['wait_share']:.0%} (host load {host['load1']})")
@@ -246,9 +257,8 @@ def rate_shortfall(conf: float, meas: float | None, sides: dict) -> str:
     if offered < (1 + RATE_TOL) * conf:
         side = (f"the sender fell short: it offered {offered:.2f} Mbit/s, below the "
                 f"{(1 + RATE_TOL) * conf:.2f} needed to keep the bottleneck busy")
-    elif (qdisc.get("netem") or {}).get("overlimits", 0):
-        side = (f"the probe: its train overflowed the queue "
-                f"({qdisc['netem']['overlimits']} frames dropped at netem's limit)")
+    elif overflow:
+        side = f"the probe: its train overflowed the queue ({overflow} frames dropped at netem's limit)"
     elif sides.get("receive_path_drops", 0) or (
             (qdisc.get("htb") or {}).get("packets", 0) > rx["received"] + 2):
         side = (f"the probe's receive side: the qdisc sent "
@@ -292,7 +302,7 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
             check(f"rate {d} (Mbit/s)", conf, meas, ok,
                   "±2%" + ("" if driven else " (inconclusive: sender did not exceed the rate)"))
             if not ok and train.get("sides"):
-                checks[-1]["why"] = rate_shortfall(conf, meas, train["sides"])
+                checks[-1]["why"] = rate_shortfall(conf, meas, train["sides"], configured["loss"][d])
     for d in ("up", "down"):
         lo, hi = m["loss_ci99"][d]
         conf = configured["loss"][d]

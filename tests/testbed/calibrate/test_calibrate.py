@@ -131,7 +131,7 @@ def _sides(offered=21.0, busy=0.5, sender_cpu=0.3, host=None, qdisc=None, rx_dro
 @pytest.mark.parametrize("sides, side, cause", [
     (_sides(offered=19.0, busy=0.97, sender_cpu=0.95), "the sender fell short: it offered 19.00",
      "on a saturated CPU"),
-    (_sides(qdisc={"htb": {"packets": 700}, "netem": {"packets": 700, "overlimits": 125}}),
+    (_sides(qdisc={"htb": {"packets": 825}, "netem": {"packets": 700, "drops": 125, "overlimits": 0}}),
      "the probe: its train overflowed the queue (125 frames", None),
     (_sides(rx_drops=40, received=785), "the probe's receive side: the qdisc sent 825 frames, the "
      "receiver got 785 (40 dropped", None),
@@ -149,6 +149,16 @@ def test_a_failed_rate_line_names_the_side_that_fell_short(sides, side, cause):
     assert "busy" in why and "the sender used" in why
     if sides["host"]:
         assert "kept it waiting for a CPU 25% (host load 4.2)" in why
+
+
+def test_netem_drops_are_its_queue_limit_only_where_no_loss_is_configured():
+    """netem counts limit drops in ``drops`` (``overlimits`` stays 0, as tc -s shows in a guest):
+    without configured loss they are the overflow; with it, the two are not told apart."""
+    sides = _sides(mean=18.2, qdisc={"htb": {"packets": 825}, "netem": {"packets": 819, "drops": 6}})
+    assert calibrate.rate_shortfall(20.0, 18.3, sides).startswith(
+        "the probe: its train overflowed the queue (6 frames dropped at netem's limit)")
+    lossy = calibrate.rate_shortfall(20.0, 18.3, sides, loss=0.05)
+    assert lossy.startswith("the qdisc: it released the train") and "tc does not tell them apart" in lossy
 
 
 def test_evaluate_explains_a_failed_rate_line_only():
