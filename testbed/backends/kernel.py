@@ -26,7 +26,6 @@ set and a ``ScheduleRunner`` from ``KernelBackend.set_origin`` on, which applies
 from __future__ import annotations
 
 import os
-import secrets
 import select
 import subprocess
 import threading
@@ -39,6 +38,7 @@ from mininet.link import Link
 from testbed.backends import tc_schedule
 from testbed.backends.tc_schedule import netem_args, netem_limit  # noqa: F401  (the netem parameters live there)
 from testbed.emulator.schedule_model import ScheduleChange
+from testbed.host.lifecycle import delete_netns, probe_netns_name, signals_raise
 from testbed.host.netlink import CLONE_NEWNET
 from testbed.host.namespace import run_in
 from testbed.spec.linkspec import LinkSpec
@@ -288,29 +288,33 @@ class KernelBackend:
 
 @lru_cache(maxsize=1)
 def probe_qdiscs() -> dict[str, Any]:
-    """Try netem and htb on a throwaway veth in a throwaway namespace; report what works."""
-    ns = f"tbprobe-{secrets.token_hex(3)}"
+    """Try netem and htb on a throwaway veth in a throwaway namespace; report what works.  The
+    namespace is made inside the block that deletes it on the way out, Ctrl-C, SIGTERM and
+    SIGHUP included (``lifecycle.signals_raise``); one a SIGKILL leaves is named after this
+    process, and ``testbed clean`` deletes it once the process is gone (``probe_netns_name``)."""
+    ns = probe_netns_name()
     result: dict[str, Any] = {"netns": False, "veth": False, "netem": False, "htb": False, "errors": {}}
 
     def run(*argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=10)
 
-    created = run("ip", "netns", "add", ns)
-    if created.returncode != 0:
-        result["errors"]["netns"] = created.stderr.strip()
-        return result
-    result["netns"] = True
-    try:
-        veth = run("ip", "-n", ns, "link", "add", "tbp0", "type", "veth", "peer", "name", "tbp1")
-        result["veth"] = veth.returncode == 0
-        if veth.returncode:
-            result["errors"]["veth"] = veth.stderr.strip()
-            return result
-        for kind, argv in (("netem", ["netem", "delay", "1ms"]), ("htb", ["htb", "default", "1"])):
-            out = run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "tbp0", "root", *argv)
-            result[kind] = out.returncode == 0
-            if out.returncode:
-                result["errors"][kind] = out.stderr.strip()
-    finally:
-        run("ip", "netns", "del", ns)
+    with signals_raise():
+        try:
+            created = run("ip", "netns", "add", ns)
+            if created.returncode != 0:
+                result["errors"]["netns"] = created.stderr.strip()
+                return result
+            result["netns"] = True
+            veth = run("ip", "-n", ns, "link", "add", "tbp0", "type", "veth", "peer", "name", "tbp1")
+            result["veth"] = veth.returncode == 0
+            if veth.returncode:
+                result["errors"]["veth"] = veth.stderr.strip()
+                return result
+            for kind, argv in (("netem", ["netem", "delay", "1ms"]), ("htb", ["htb", "default", "1"])):
+                out = run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "tbp0", "root", *argv)
+                result[kind] = out.returncode == 0
+                if out.returncode:
+                    result["errors"][kind] = out.stderr.strip()
+        finally:
+            delete_netns(ns)
     return result

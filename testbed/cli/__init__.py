@@ -26,8 +26,12 @@ from testbed.cli import (analyze, calibrate, clean, demo, doctor, experiment, mo
                          run, topo, trace, vm, worker)
 from testbed.cli.options import OneLineParser, one_line
 from testbed.cli.progress import warnings_above_bars
+from testbed.host.lifecycle import interruption
 from testbed.spec.errors import TestbedError
 
+#: what an interrupted command says it left (``testbed.host.lifecycle``: its record, torn down)
+TORN_DOWN = ("the processes, namespaces and temporary files it started were removed; what it wrote "
+             "to its results is kept")
 #: the subcommands, in the order ``testbed --help`` lists them
 COMMANDS = (doctor, topo, clean, calibrate, run, analyze, demo, experiment, model, reproduce, results, worker, vm,
             trace)
@@ -117,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed: error: {' '.join(map(str, exc.cmd))} did not finish within {exc.timeout:g} s",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("testbed: interrupted; everything the run created was removed", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"testbed: {interruption(exc)}; {TORN_DOWN}", file=sys.stderr)
         return 130
     except BrokenPipeError:     # `testbed … | head` stopped reading: not the command's error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
@@ -130,7 +134,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed: error: {exc.filename}{target}: {exc.strerror}", file=sys.stderr)
         return 1
     except SystemExit as exc:
-        if isinstance(exc.code, int) and exc.code >= 128:
-            print(f"testbed: stopped by signal {exc.code - 128}; everything the run created was "
-                  "removed", file=sys.stderr)
+        if interruption(exc):
+            print(f"testbed: {interruption(exc)}; {TORN_DOWN}", file=sys.stderr)
         raise

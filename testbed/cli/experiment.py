@@ -179,10 +179,11 @@ def run_show(args) -> int:
     return 0
 
 
-def _continue_command(out) -> str:
+def continue_command(out, *options: str) -> str:
+    """This command line with the ``options`` it lacks, and ``--out OUT`` unless it has an --out:
+    the command that continues what it was writing into ``out``."""
     argv = ["testbed", *sys.argv[1:]]
-    if "--resume" not in argv:
-        argv.append("--resume")
+    argv += [o for o in options if o not in argv]
     if not any(a == "--out" or a.startswith("--out=") for a in argv):
         argv += ["--out", str(out)]
     return shlex.join(argv)
@@ -193,6 +194,7 @@ def run_run(args) -> int:
     from experiments.report import text
     from experiments.cluster import place
     from experiments.runner import default_out, topology_keeper
+    from testbed.host.lifecycle import RunInterrupted, signals_raise
     exp = _experiment(args)
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
@@ -201,13 +203,13 @@ def run_run(args) -> int:
     if args.keep_topology and not exp.topology_may_stay_up():
         log.warning("--keep-topology ignored: the topology is rebuilt for every run, as %s", exp.rebuilt_why())
     try:
-        with place(args.cluster) as where:
+        with signals_raise(), place(args.cluster) as where:
             run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume,
                            quiet=args.quiet or args.no_progress,
                            where=where, replace=args.replace)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RunInterrupted):     # Ctrl-C, SIGTERM, SIGHUP
         print(f"testbed: experiment interrupted; its finished runs are kept in {out}; continue with:\n"
-              f"  {_continue_command(out)}", file=sys.stderr)
+              f"  {continue_command(out, '--resume')}", file=sys.stderr)
         raise
     summary = write_all(out, prune=True)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))

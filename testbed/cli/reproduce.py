@@ -191,10 +191,17 @@ def run(args) -> int:
     measured = None
     if skipped is None:
         from experiments.cluster import place
-        with place(args.cluster) as where:
-            measured = measure_all(rows, out, quick=args.quick, reps=args.reps, backend=args.backend,
-                                   keep_topology=args.keep_topology, where=where,
-                                   progress=lambda msg: print(f"testbed reproduce: {msg}", file=sys.stderr))
+        from testbed.cli.experiment import continue_command
+        from testbed.host.lifecycle import RunInterrupted, signals_raise
+        try:
+            with signals_raise(), place(args.cluster) as where:
+                measured = measure_all(rows, out, quick=args.quick, reps=args.reps, backend=args.backend,
+                                       keep_topology=args.keep_topology, where=where,
+                                       progress=lambda msg: print(f"testbed reproduce: {msg}", file=sys.stderr))
+        except (KeyboardInterrupt, RunInterrupted):     # Ctrl-C, SIGTERM, SIGHUP
+            print(f"testbed: reproduce interrupted; its finished runs are kept in {out}; running it again "
+                  f"with the same --out continues, reusing them:\n  {continue_command(out)}", file=sys.stderr)
+            raise
     results = result_rows(rows, measured, args.quick, skipped=skipped)
     reps = (f"{args.reps} reps per level" if args.reps else
             f"{QUICK_REPS} reps per level, {QUICK_REPS_NO_RANDOM} where no arm's topology draws at random"

@@ -27,6 +27,7 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -288,10 +289,11 @@ def remove_state(state: RunState, held: dict[int, int] | None = None) -> list[st
 
 def clean(force: bool = False) -> list[str]:
     """Remove what crashed runs left behind. Live runs (owner still running) are not touched
-    unless ``force``. Returns human-readable lines describing what was done."""
-    lines = []
+    unless ``force``; nor are the probe namespaces of live processes (``clean_probe_namespaces``).
+    Returns human-readable lines describing what was done."""
+    lines = clean_probe_namespaces(force)
     if not STATE_DIR.exists():
-        return ["nothing to clean"]
+        return lines or ["nothing to clean"]
     for path in sorted(STATE_DIR.glob(f"{PREFIX}-*.json")):
         try:
             state = RunState.load(path)
@@ -306,3 +308,81 @@ def clean(force: bool = False) -> list[str]:
         lines.append(f"{state.run_id}: cleaning")
         lines.extend("  " + line for line in remove_state(state))
     return lines or ["nothing to clean"]
+
+
+# --- signals outside a Run, and the backend probe's namespaces -------------------------------
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """In the block SIGTERM and SIGHUP raise ``RunInterrupted``, as in a ``Run`` (Ctrl-C raises
+    KeyboardInterrupt anyway), so its ``finally`` clauses run; the handlers are put back after.
+    Outside the main thread nothing changes (the caller handles signals)."""
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError):
+            old[sig] = signal.signal(sig, Run._on_signal)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def interruption(exc: BaseException) -> str | None:
+    """How a run's manifest names the signal that ended it: ``interrupted (SIGINT)`` for Ctrl-C
+    (KeyboardInterrupt, or ``RunInterrupted`` when it came during teardown), ``interrupted
+    (SIGTERM)``, ``interrupted (SIGHUP)``; None when ``exc`` is no signal's."""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted ({signal.SIGINT.name})"
+    if isinstance(exc, RunInterrupted) and isinstance(exc.code, int):
+        with contextlib.suppress(ValueError):
+            return f"interrupted ({signal.Signals(exc.code - 128).name})"
+    return None
+
+
+NETNS_DIR = Path("/var/run/netns")      # where `ip netns add NAME` makes NAME
+PROBE_NETNS = "tbprobe"
+
+
+def probe_netns_name() -> str:
+    """A name for a throwaway namespace of this process (``ip netns add``, the kernel backend's
+    probe): ``tbprobe-<pid>-<start time>-<random>``, so that ``clean`` removes one whose process
+    is gone (a SIGKILL) and never one of a live process, even after the PID is reused."""
+    return f"{PROBE_NETNS}-{os.getpid()}-{proc_start_time(os.getpid())}-{secrets.token_hex(3)}"
+
+
+def delete_netns(name: str) -> str | None:
+    """``ip netns del NAME`` when it exists, further signals deferred until done (a second Ctrl-C
+    cannot leave it); the error ``ip`` printed, else None."""
+    if not (NETNS_DIR / name).exists():
+        return None
+    with _signals_deferred():
+        out = subprocess.run(["ip", "netns", "del", name], capture_output=True, text=True, timeout=10)
+    return (out.stderr.strip() or f"exit {out.returncode}") if out.returncode else None
+
+
+def _probe_owner(name: str) -> tuple[int, int] | None:
+    """(PID, start time) that a probe namespace's name gives (``probe_netns_name``); None for
+    an older testbed's ``tbprobe-XXXXXX``."""
+    owner = name.split("-")[1:3]
+    return (int(owner[0]), int(owner[1])) if len(owner) == 2 and all(map(str.isdigit, owner)) else None
+
+
+def clean_probe_namespaces(force: bool = False) -> list[str]:
+    """Delete the probe namespaces (``probe_netns_name``) whose process is gone; never one of a
+    live process, not even with ``force`` (its probe would fail and pick the wrong backend); one
+    of an older testbed (``tbprobe-XXXXXX``, no process named) only with ``force``.  A line per
+    namespace found."""
+    lines = []
+    for path in sorted(NETNS_DIR.glob(f"{PROBE_NETNS}-*")):
+        owner = _probe_owner(path.name)
+        if owner is None and not force:
+            lines.append(f"{path.name}: probe namespace naming no process (an older testbed's); left "
+                         "alone (--force removes it)")
+            continue
+        if owner is not None and proc_start_time(owner[0]) == owner[1]:
+            lines.append(f"{path.name}: probe namespace of a running process (pid {owner[0]}); left alone")
+            continue
+        error = delete_netns(path.name)
+        lines.append(f"{path.name}: probe namespace " + (f"not removed: {error}" if error else "removed"))
+    return lines

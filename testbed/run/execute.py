@@ -50,7 +50,7 @@ from typing import Any, Iterator
 
 from testbed.spec import factors
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
-from testbed.host.lifecycle import new_run_id
+from testbed.host.lifecycle import interruption, new_run_id
 from testbed.host.ready import wait_ready
 from testbed.spec.runresult import RunResult
 from testbed.spec.runspec import RunSpec
@@ -99,7 +99,7 @@ def execute(spec: RunSpec | Plan, out_dir: Path | str, *, testbed: Any = None,
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         error = RunError(f"{type(exc).__name__}: {exc}")
     except BaseException as exc:       # Ctrl-C, SIGTERM: record, then let it end the program
-        result.error = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped ({exc!r})"
+        result.error = interruption(exc) or f"stopped ({exc!r})"
         _finish(result, bed, phases, workload.metrics, compute=False)
         raise
     if error is not None:
@@ -167,8 +167,7 @@ def session(spec: RunSpec, topology: Any = None, *,
         phases["teardown_s"] = time.monotonic() - t_down
     except BaseException as exc:
         if bed.dir.is_dir():
-            result.error = result.error or ("interrupted" if isinstance(exc, KeyboardInterrupt)
-                                            else str(exc) or type(exc).__name__)
+            result.error = result.error or interruption(exc) or str(exc) or type(exc).__name__
             phases["total_s"] = time.monotonic() - t0
             _finish(result, bed, phases, run_metrics, compute=False)
         raise
@@ -444,10 +443,10 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
         except (ValueError, OSError) as exc:
             log.warning("metrics of %s could not be computed: %s", result.dir, exc)
             computed = {"metrics": {}, "checks": {"metrics_error": str(exc)}}
-        except BaseException:          # Ctrl-C, SIGTERM: the run is not complete without them
+        except BaseException as exc:   # Ctrl-C, SIGTERM: the run is not complete without them
             result.status = "failed"
-            result.error = ("interrupted while its metrics were computed (the run itself finished: "
-                            "testbed analyze RUN_DIR computes them)")
+            result.error = (f"{interruption(exc) or 'stopped'} while its metrics were computed (the run "
+                            "itself finished: testbed analyze RUN_DIR computes them)")
             result.write()
             raise
     result.metrics = computed.get("metrics", {})

@@ -320,6 +320,32 @@ def test_a_calibration_whose_check_failed_still_measures(tmp_path, monkeypatch):
     assert rr.calibrate(tmp_path / "d", None) == {"error": "testbed calibrate exited 1: testbed: error: x"}
 
 
+def test_an_interrupted_reproduce_says_that_the_same_out_continues_it(capsys, monkeypatch, tmp_path):
+    """Finished runs are reused by a reproduce into the same --out: interrupted (here SIGTERM;
+    Ctrl-C alike), it says so, with the command."""
+    import signal
+    import sys
+
+    from experiments.reproduce import run as rr
+
+    def interrupted(*a, **k):
+        signal.raise_signal(signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop reproduce")
+    monkeypatch.setattr(rr, "can_measure", lambda: None)
+    monkeypatch.setattr(rr, "measure_all", interrupted)
+    argv = ["reproduce", "C7", "--quick", "--out", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", ["testbed", *argv])
+    old = signal.signal(signal.SIGTERM, lambda *a: None)    # without a handler of its own: noted only
+    try:
+        with pytest.raises(SystemExit, match="143"):
+            _cli(argv)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert capsys.readouterr().err == (f"testbed: reproduce interrupted; its finished runs are kept in {tmp_path}; "
+                                       "running it again with the same --out continues, reusing them:\n"
+                                       f"  testbed reproduce C7 --quick --out {tmp_path}\n")
+
+
 def test_bare_reproduce_lists_the_cases_with_estimates_and_starts_nothing(capsys, monkeypatch):
     """A bare `testbed reproduce` started everything (≈ 2.5 h)."""
     from experiments.reproduce import run as rr

@@ -95,6 +95,31 @@ def test_interrupt_prints_the_command_that_continues(monkeypatch, capsys, tmp_pa
     assert line.startswith(want)
 
 
+def test_sigterm_prints_the_command_that_continues(monkeypatch, capsys, tmp_path):
+    """SIGTERM (or SIGHUP) between runs or in one ends the experiment as Ctrl-C does: with the
+    command that continues it."""
+    import signal
+
+    import experiments
+    from testbed.cli import main
+    from testbed.host.lifecycle import RunInterrupted
+
+    def terminated(*a, **kw):
+        signal.raise_signal(signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the experiment")
+    monkeypatch.setattr(experiments, "run_experiment", terminated)
+    old = signal.signal(signal.SIGTERM, lambda *a: None)    # without a handler of its own: noted only
+    argv = ["experiment", "run", "reuse", "--out", str(tmp_path / "e")]
+    monkeypatch.setattr(sys, "argv", ["testbed", *argv])
+    try:
+        with pytest.raises(RunInterrupted):
+            main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    err = capsys.readouterr().err
+    assert f"continue with:\n  testbed experiment run reuse --out {tmp_path}/e --resume\n" in err
+
+
 def test_show_of_one_level_counts_in_the_singular():
     r = tb("show", "initcwnd", "--levels", "40", "--reps", "1")
     assert r.returncode == 0, r.stderr

@@ -71,7 +71,7 @@ def test_sigterm_during_a_run_leaves_nothing(results_root):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0
-    assert "stopped by signal" in err
+    assert "interrupted (SIGTERM); the processes, namespaces and temporary files" in err
     assert_nothing_left(state)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, TESTBED
+from testbed.host.lifecycle import RunInterrupted
 from testbed.spec.errors import RunError, UsageError
 from testbed.run.execute import execute
 from testbed.run.plan import resolve
@@ -163,13 +164,30 @@ def test_a_session_is_a_run_directory_also_when_interrupted(tmp_path):
             tb.run("client", ["ping", "-c", "1", "server"], check=True)
             raise KeyboardInterrupt
     run = load_run(result.dir)
-    assert run.status == "failed" and run.error == "interrupted" and run.spec == spec
+    assert run.status == "failed" and run.error == "interrupted (SIGINT)" and run.spec == spec
     assert [str(p.relative_to(run.dir)) for p in run.files_of("pcap")] == ["pcap/server-server-eth0.pcap"]
     assert run.capture["interfaces"][0]["captured"] >= 2 and run.roles["client"] == "client"
     assert run.capture["interfaces"][0]["pcap"] == "pcap/server-server-eth0.pcap"   # relative: dirs move
     with pytest.raises(ValueError, match="workload 'exec'"):
         with session(RunSpec(topology="image"), results_root=tmp_path):
             pass
+
+
+@pytest.mark.parametrize("signal_exc, label", [(KeyboardInterrupt(), "interrupted (SIGINT)"),
+                                               (RunInterrupted(143), "interrupted (SIGTERM)"),
+                                               (RunInterrupted(129), "interrupted (SIGHUP)"),
+                                               (RunInterrupted(130), "interrupted (SIGINT)")])
+def test_an_interrupted_run_names_the_signal(tmp_path, monkeypatch, signal_exc, label):
+    """Ctrl-C, SIGTERM, SIGHUP (a Run's RunInterrupted), Ctrl-C during teardown: one wording."""
+    from testbed.run import execute as ex
+
+    def interrupted(*a):
+        raise signal_exc
+    monkeypatch.setattr(ex, "_run", interrupted)
+    with pytest.raises(type(signal_exc)):
+        execute(LOOP, tmp_path / "r")
+    run = load_run(tmp_path / "r")
+    assert run.status == "failed" and run.error == label
 
 
 def test_a_run_interrupted_while_its_metrics_are_computed_is_not_complete(tmp_path):
@@ -187,4 +205,4 @@ def test_a_run_interrupted_while_its_metrics_are_computed_is_not_complete(tmp_pa
     with pytest.raises(KeyboardInterrupt):
         _finish(result, None, {}, interrupted, compute=True)
     run = load_run(tmp_path)
-    assert run.status == "failed" and run.error.startswith("interrupted while its metrics were computed")
+    assert run.status == "failed" and run.error.startswith("interrupted (SIGINT) while its metrics were computed")
