@@ -208,7 +208,10 @@ def run_run(args) -> int:
                            quiet=args.quiet or args.no_progress,
                            where=where, replace=args.replace)
     except (KeyboardInterrupt, RunInterrupted):     # Ctrl-C, SIGTERM, SIGHUP
-        print(f"testbed: experiment interrupted; its finished runs are kept in {out}; continue with:\n"
+        kept = ("the runs gathered from the workers are kept in {out} (a block in progress on a worker "
+                "is lost, its finished runs included, and run again)" if args.cluster else
+                "its finished runs are kept in {out}").format(out=out)
+        print(f"testbed: experiment interrupted; {kept}; continue with:\n"
               f"  {continue_command(out, '--resume')}", file=sys.stderr)
         raise
     summary = write_all(out, prune=True)

@@ -176,3 +176,24 @@ def test_factors_and_metrics_list_what_an_error_can_only_point_to():
     from experiments.definition import METRICS
     assert json.loads(tb("metrics", "--json").stdout) == list(METRICS)
     assert tb("metrics").stdout.split() == list(METRICS)
+
+
+def test_an_interrupted_campaign_says_a_block_in_progress_on_a_worker_is_lost(monkeypatch, capsys, tmp_path):
+    """Runs come back from a worker with their whole block: what the coordinator keeps is what
+    it gathered, and the message says so rather than 'its finished runs are kept'."""
+    import contextlib
+
+    import experiments
+    import experiments.cluster
+    from testbed.cli import main
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(experiments, "run_experiment", interrupted)
+    monkeypatch.setattr(experiments.cluster, "place", lambda address: contextlib.nullcontext(None))
+    argv = ["experiment", "run", "reuse", "--cluster", "local:1", "--out", str(tmp_path / "e")]
+    monkeypatch.setattr(sys, "argv", ["testbed", *argv])
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert (f"experiment interrupted; the runs gathered from the workers are kept in {tmp_path}/e (a block "
+            "in progress on a worker is lost, its finished runs included, and run again); continue with:") in err
