@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: libraries whose info and debug lines -v and -vv leave out (their warnings still show)
+QUIET_LIBRARIES = ("pyroute2", "asyncio", "fontTools", "matplotlib", "PIL")
+
+
 def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     handler = logging.StreamHandler(sys.stderr)
@@ -61,9 +65,10 @@ def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # -vv: the testbed's debug lines, not every netlink message (pyroute2 resets its own level)
+    # -v, -vv: the testbed's info and debug lines, not every netlink message (pyroute2 resets its
+    # own level) nor what matplotlib's font subsetting (fontTools) says of each figure it writes
     handler.addFilter(lambda r: r.levelno >= logging.WARNING
-                      or not r.name.startswith(("pyroute2", "asyncio")))
+                      or not r.name.startswith(QUIET_LIBRARIES))
     logging.addLevelName(logging.WARNING, "warning")
     logging.addLevelName(logging.INFO, "info")
     logging.addLevelName(logging.ERROR, "error")

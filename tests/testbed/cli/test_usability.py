@@ -148,7 +148,7 @@ def test_doctor_note_names_only_the_missing_qdisc(monkeypatch):
     monkeypatch.setattr(kernel, "probe_qdiscs", lambda: {"netns": True, "veth": True, "netem": False,
                                                          "htb": True, "errors": {}})
     from testbed.backends import uml
-    monkeypatch.setattr(uml, "doctor_report", lambda refresh=False: {})   # no guest boot
+    monkeypatch.setattr(uml, "doctor_report", lambda refresh=False: {"available": False, "reason": "x"})  # no boot
     note = doctor.diagnose()["backend_note"]
     assert note.startswith("no netem in this kernel")
 
@@ -305,10 +305,11 @@ def test_verbose_shows_the_run_phases(caplog):
 def test_debug_is_the_testbeds_not_every_netlink_message(capsys, restore_logging):
     setup_logging(2)
     logging.getLogger("pyroute2.netlink.core").debug("SOCK_DGRAM enqueue")
+    logging.getLogger("fontTools.subset").info("maxp pruned")          # matplotlib writing a PDF
     logging.getLogger("testbed.test_cli_usability").debug("ours")
     logging.getLogger("pyroute2.netlink.core").warning("a real problem")
     err = capsys.readouterr().err
-    assert "ours" in err and "a real problem" in err and "SOCK_DGRAM" not in err
+    assert "ours" in err and "a real problem" in err and "SOCK_DGRAM" not in err and "maxp" not in err
 
 
 @pytest.mark.parametrize("argv, message", [
