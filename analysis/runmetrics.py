@@ -50,7 +50,7 @@ in Mbit/s):
   ``max_in_flight_bytes`` without losses; below it where SACKed bytes wait behind holes.
 * ``data_per_ack``: data segments ÷ pure ACKs over the connections' data directions
   (Σ data segments / Σ pure ACKs).
-* ``bdp_bytes``: the path's bandwidth-delay product as the first connection's data sender sees
+* ``bdp_bytes``: the path's bandwidth-delay product as the *first data connection*'s sender sees
   it (``analysis.tcp``: ``Direction.bdp_bytes``): its largest delivery rate — payload bytes
   newly ACKed over any interval of at least one smallest RTT between two ACKs, before the first
   retransmission — × its smallest RTT sample (Karn); the bytes in flight that fill the
@@ -62,14 +62,18 @@ in Mbit/s):
   *timed window*: capture timestamps (on the client's monotonic clock) from the first timed
   request's ``request_issued`` to the last one's ``last_response_byte`` — warm-up requests and a
   trailing delayed ACK are outside it.
-* ``flights``: flights (``analysis.tcp``: data segments separated by idle gaps) of the first
-  connection's data direction — slow-start rounds when the sender is window-limited;
+* ``flights``: flights (``analysis.tcp``: data segments separated by idle gaps) of the *first data
+  connection*'s data direction — slow-start rounds when the sender is window-limited;
   ``flight_period_ms``: median start-to-start interval of its consecutive flights;
   ``flight_bytes``: the new bytes of each of its flights (at most the first 20).
 * ``cumulative_5``: per connection with data, in order of its first packet, the new bytes its
   data direction sent in its first 5 flights — after 5 slow-start rounds when window-limited.
 * ``stalls``, ``stall_ms``: audio: per player and initial buffer (``"wait@40ms"``), the
   playback model's stall count and total stall time.
+
+The *first data connection* is the first, by its first packet, of the connections whose data
+direction sent at least :data:`DATA_SHARE` of the payload of the run's busiest one: a control
+connection beside a transfer (iperf3's, a few hundred bytes beside megabytes) is not it.
 
 Checks (read-backs that show a factor took effect; the capture ones absent as the TCP metrics):
 
@@ -87,7 +91,7 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
 * ``syn_mss``: the MSS option of the first connection's SYN (``client``) and SYN/ACK
   (``server``), 0 when absent; ``max_payload``: the largest TCP payload of any captured segment.
 * ``first_flight_segments``: data segments in the first flight (``analysis.tcp``) of the first
-  connection's data direction.
+  data connection's data direction.
 * ``tls_resumed``: fraction of the timed requests whose TLS handshake resumed a session.
 * ``path``: capture file (every host's) → TCP packets to or from the client host's addresses.
 * ``capture_damage``: capture file → what was wrong with it (``analysis.pcap``: a record cut
@@ -110,6 +114,9 @@ from typing import Any
 from analysis import applog, report
 
 CLIENT_LOG = "client.jsonl"
+#: a connection whose data direction sent less than this share of the busiest one's payload is
+#: not the *first data connection* (module docstring)
+DATA_SHARE = 0.1
 # and the checks data_segments_per_ack, first_flight_segments
 SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "max_pipe_bytes",
                   "data_per_ack", "bdp_bytes",
@@ -255,7 +262,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     flows = 0
     handshakes: list[tuple[int, float]] = []
     rtx = rtx_bytes = in_flight = pipe = data = acks = adv = 0
-    first: tuple[int, Any] | None = None           # (t0, its Direction) of the first connection
+    sending: list[tuple[int, int, Any]] = []       # (t0, payload, Direction) per connection with flights
     five: list[tuple[int, int]] = []               # (t0, bytes in its first 5 flights) per connection
     first_conn: int | None = None                  # t0 of the first connection with data
     missing: set[str] = set()                      # data senders without a capture
@@ -275,7 +282,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             max_payload = max(max_payload, int(pk.payload_len[obj["flow"].index].max(initial=0)))
             hs = rec["handshake"]
             if hs.get("syn") is not None and hs.get("ack") is not None:
-                handshakes.append((rec["t0_ns"], (hs["ack"] - hs["syn"]) * 1e3))
+                handshakes.append((rec["t0_ns"], round((hs["ack"] - hs["syn"]) * 1e3, 6)))   # to the ns
             main = rec.get("data_direction")
             if main is None:
                 continue
@@ -291,9 +298,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
                 missing.add(host)
                 continue
             summary, d = view
-            if len(d.flights) and (first is None or rec["t0_ns"] < first[0]):
-                first = (rec["t0_ns"], d)
             if len(d.flights):
+                sending.append((rec["t0_ns"], d.payload_bytes, d))
                 five.append((rec["t0_ns"], int(d.flights["cum_bytes"][:5][-1])))
             rtx += len(d.tracker.retransmissions)
             rtx_bytes += sum((r.end - r.seq) & 0xFFFFFFFF for r in d.tracker.retransmissions)
@@ -322,6 +328,9 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
                    max_pipe_bytes=pipe)
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
+    busiest = max((payload for _, payload, _ in sending), default=0)
+    first = min(((t0, d) for t0, payload, d in sending if payload >= DATA_SHARE * busiest),
+                key=lambda x: x[0], default=None)
     if first is not None:
         fl, bdp = first[1].flights, first[1].bdp_bytes
         if bdp is not None:

@@ -177,6 +177,23 @@ def test_the_bdp_is_the_delivery_rate_over_one_rtt_times_the_rtt(tmp_path, lost)
     assert out["metrics"]["max_in_flight_bytes"] == (100_000 if not lost else 200_000)
 
 
+def test_a_control_connection_opened_first_is_not_the_first_data_connection(tmp_path):
+    """iperf3 opens a control connection (a few hundred bytes) before its data: the BDP and the
+    flights are the upload's, not the control connection's 37-byte flights."""
+    ctl = [(-50, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="S", seq=7)),
+           (-40, IP(src=S, dst=C) / TCP(sport=80, dport=999, flags="SA", seq=70, ack=8)),
+           (-40, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="A", seq=8, ack=71)),
+           (-39, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="PA", seq=8, ack=71) / Raw(b"c" * 37)),
+           (-29, IP(src=S, dst=C) / TCP(sport=80, dport=999, flags="A", seq=71, ack=45))]
+    d = tmp_path / "run"
+    (d / "pcap").mkdir(parents=True)
+    _write(d / "pcap" / "client-client-eth0.pcap", [("", t, p) for t, p in ctl] + _upload())
+    (d / "manifest.json").write_text(json.dumps({"roles": {"client": "client", "server": "server"}}))
+    m = run_metrics(d)["metrics"]
+    assert m["bdp_bytes"] == pytest.approx(100_000, rel=0.011)
+    assert m["flight_bytes"][0] > 37 and m["cumulative_5"][0] == 37 and len(m["cumulative_5"]) == 2
+
+
 def test_max_delivery_rate():
     from analysis.tcp import max_delivery_rate
     t = np.array([0, 10, 20, 30, 40]) * 1_000_000
