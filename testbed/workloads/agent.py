@@ -19,7 +19,7 @@ there.  The run checks where every step landed (:func:`uplink_steps`, ``checks.u
 after round i−1's request left the device's send queue and before round i's first write (+
 ``STEP_SLACK``, the first frame's way to the link).  Needs a kept connection, no TLS and no
 disconnect (their frames are not counted), and no frame sent twice: the uplink's queue must
-hold a whole request (``--link cloud.up.queue=553`` for 0.8 MB; the client has one request in
+hold a whole request (553 frames for 0.8 MB, refused otherwise; the client has one request in
 flight, so nothing overflows it) and the uplink must not lose frames — the check says so when a
 step landed elsewhere."""
 from __future__ import annotations
