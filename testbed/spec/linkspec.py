@@ -226,7 +226,7 @@ class LinkSpec:
             parts.append(f"jitter {format_time(self.jitter)}{' (reorder)' if self.reorder else ''}")
         if isinstance(self.loss, Bernoulli):
             if self.loss.p:
-                parts.append(f"loss {self.loss.p:.4g}")
+                parts.append(f"loss {100 * self.loss.p:.4g}%")       # as --set and topo list write it
         else:
             parts.append(f"loss {self.loss}")
         q = self.queue_limit_packets
