@@ -9,11 +9,13 @@ A topology is a ``TestbedTopo`` subclass with a ``name``, registered where it is
         ...
 
 A topology declares ``params``: name → (default, help).  ``testbed topo up NAME --set KEY=VALUE``
-overrides them; an unknown key is an error naming the allowed ones.  It declares its ``roles``
-(which host is the client, which the server).  Every link has a name and one ``LinkSpec`` per
-direction: ``addLink(a, b, name=..., spec_ab=..., spec_ba=...)`` with ``a`` on the client's
-side, so a→b is the link's ``up`` direction and b→a its ``down``.  ``links`` overrides any
-LinkSpec field of any link without touching the topology: ``{"LINK.DIR.FIELD": "VALUE"}``,
+overrides them; an unknown key is an error naming the allowed ones, and a bad value (any
+ValueError of ``build``) one naming the parameter and its value (``TestbedTopo.culprits``).  It
+declares its ``roles`` (which host is the client, which the server); ``addresses(host)`` are the
+IPv4 addresses a host gets.  Every link has a name and one ``LinkSpec`` per direction:
+``addLink(a, b, name=..., spec_ab=..., spec_ba=...)`` with ``a`` on the client's side, so a→b
+is the link's ``up`` direction and b→a its ``down``.  ``links`` overrides any LinkSpec field
+of any link without touching the topology: ``{"LINK.DIR.FIELD": "VALUE"}``,
 e.g. ``{"access2.up.queue": "50", "bottleneck.down.jitter": "2ms"}`` (FIELD: ``LINK_FIELDS``;
 an unimpaired link becomes an impaired one).  Hosts take ``router=True`` (IP forwarding on),
 ``routes=[(prefix, via), ...]``, ``sysctls`` and ``commands`` (argv lists run in the host after
@@ -61,7 +63,13 @@ class TestbedTopo(Topo):
     def __init__(self, links: Mapping[str, Any] | None = None, **overrides: Any):
         self.values = self.resolve(overrides)
         self.named: dict[str, dict] = {}        # link name → its Mininet link info
-        super().__init__(**self.values)
+        try:
+            super().__init__(**self.values)
+        except ValueError as exc:
+            if not overrides:
+                raise
+            given = ", ".join(f"{k}={written(v)}" for k, v in self.culprits(overrides).items())
+            raise ValueError(f"topology {self.name!r} parameter {given}: {exc}") from None
         #: "LINK.DIR" → where its schedule comes from: "topology" (a default) or "links"
         self.schedule_from: dict[str, str] = {}
         base = Path(sys.modules[type(self).__module__].__file__ or ".").parent
@@ -153,6 +161,27 @@ class TestbedTopo(Topo):
         values = {k: default for k, (default, _help) in cls.params.items()}
         values.update(overrides)
         return values
+
+    @classmethod
+    def culprits(cls, overrides: dict[str, Any]) -> dict[str, Any]:
+        """The given parameters a failed ``build`` comes from: the first that fails on its own
+        (the others at their defaults), else all of them (a combination failed)."""
+        if len(overrides) > 1:
+            for key, value in overrides.items():
+                try:
+                    cls(**{key: value})
+                except ValueError:
+                    return {key: value}
+        return dict(overrides)
+
+    def addresses(self, host: str) -> list[str]:
+        """The IPv4 addresses ``host`` gets (without prefix length): its own ``ip`` and those its
+        links give its ends (``params1``/``params2``), known before anything is brought up."""
+        ips = [self.nodeInfo(host).get("ip")]
+        for a, b, info in self.links(sort=True, withInfo=True):
+            ips += [info.get(side, {}).get("ip") for side, end in (("params1", a), ("params2", b))
+                    if end == host]
+        return [ip.split("/")[0] for ip in ips if ip]
 
     def link_specs(self) -> list[tuple[str, str, LinkSpec | None, LinkSpec | None]]:
         """(a, b, spec a→b, spec b→a) for every link."""

@@ -4,7 +4,7 @@ Both directions of the link contend for the same medium: uplink data frames and 
 frames take turns in arrival order, each costing DIFS + data PPDU + SIFS + MAC-ACK PPDU of
 airtime (802.11a OFDM, no aggregation).  Only the userspace emulator models the shared medium.
 """
-from testbed.spec.units import parse_rate, parse_time
+from testbed.spec.units import parse_count, parse_rate, parse_time
 
 from topologies.base import TOPOLOGIES, TestbedTopo, spec
 
@@ -29,7 +29,7 @@ class Wifi(TestbedTopo):
         from testbed.emulator.airtime import AirtimeSpec
         air = AirtimeSpec(name="air", data_rate=parse_rate(data_rate),
                           control_rate=parse_rate(control_rate), difs=parse_time(difs),
-                          sifs=parse_time(sifs), cw_min=int(cw_min))
+                          sifs=parse_time(sifs), cw_min=parse_count(cw_min, "backoff slots"))
         station = self.addHost("station", ip="10.0.0.1/24")
         server = self.addHost("server", ip="10.0.0.2/24")
         self.addLink(station, server, name="air", spec_ab=spec(None, delay, queue=queue),

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from testbed import workloads
-from testbed.spec import factors
+from testbed.spec import factors, plugins
 from testbed.spec.errors import SetupError, UsageError
 from testbed.spec.runspec import LOOPBACK, RunSpec
 
 #: RunSpec paths a plan does not depend on: a spec differing from the plan's only here reuses it
-UNRESOLVED = ("seed", "timeout", "capture.keep", "capture.full_payload")
+#: (``capture.full_payload`` is not one: ``resolve`` refuses it with capture none)
+UNRESOLVED = ("seed", "timeout", "capture.keep")
 
 
 def require_root(what: str) -> None:
@@ -49,6 +50,21 @@ def build_topology(name: str, params: Mapping[str, Any] | None = None,
         return topology_class(name)(links=dict(links or {}), **dict(params or {}))
     except UsageError:
         raise
+    except (ValueError, LookupError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_topology(name: str) -> None:
+    """``name`` is a run's topology: ``loopback``, a registered one or a file that registers one;
+    UsageError naming them all (``topology_class``'s for a file)."""
+    if name == LOOPBACK:
+        return
+    from topologies import TOPOLOGIES, topology_class
+    if not plugins.is_path(name) and name not in TOPOLOGIES:
+        raise UsageError(f"unknown topology {name!r}; allowed: {', '.join(TOPOLOGIES.names())}, "
+                         f"{LOOPBACK} (no topology: 127.0.0.1, no root) (or {TOPOLOGIES.also})")
+    try:
+        topology_class(name)
     except (ValueError, LookupError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -83,8 +99,8 @@ class Plan:
 
     def with_spec(self, spec: RunSpec) -> "Plan":
         """The plan of ``spec``: this one with ``spec`` in it when the two specs differ only in
-        paths the resolution does not read (``UNRESOLVED``: the seed, the timeout, what is done
-        with the pcaps), else ``resolve(spec)``."""
+        paths the resolution does not read (``UNRESOLVED``: the seed, the timeout, whether the
+        pcaps are kept), else ``resolve(spec)``."""
         if all(path in UNRESOLVED for path in self.spec.diff(spec)):
             return dataclasses.replace(self, spec=spec)
         return resolve(spec)
@@ -112,12 +128,11 @@ def resolve(spec: RunSpec) -> Plan:
     """``spec`` checked against every registry (workloads, topologies, links, factors) and
     resolved into a Plan; UsageError naming what is wrong and what is allowed.  Needs no root.
     The topology's name is checked first (a typo in it is reported before any other option)."""
-    if spec.topology != LOOPBACK:
-        from topologies import topology_class
-        try:
-            topology_class(spec.topology)
-        except (ValueError, LookupError) as exc:
-            raise UsageError(str(exc)) from None
+    check_topology(spec.topology)
+    if spec.capture.full_payload and spec.capture.hosts == "none":
+        raise UsageError("--capture none with --full-payload (capture.hosts none, capture.full_payload "
+                         "true): nothing is captured, so no whole frames either; capture on hosts "
+                         "(all or HOST,...) or drop --full-payload")
     record, params = workload_record(spec.workload, spec.params)
     socket = factors.parse_all(spec.socket, "socket")
     host = factors.parse_all(spec.host, "host")

@@ -176,6 +176,10 @@ class Factor:
         except (ValueError, TypeError):
             raise UsageError(f"{self.name} {value!r}: {self.allowed_text()}") from None
 
+    def default_text(self) -> str:
+        """The default as ``--help`` shows it: a boolean as the 1/0 its option takes."""
+        return str(int(self.default)) if isinstance(self.default, bool) else str(self.default)
+
     def text(self, value: Any) -> str:
         """``value`` as its option's argument (parses back to it)."""
         return str(value).lower() if isinstance(value, bool) else str(value)
@@ -349,7 +353,7 @@ RCVBUF = SockOpt(_socket.SOL_SOCKET, _socket.SO_RCVBUF, force=SO_RCVBUFFORCE)
 
 for _f in (
     Factor("cc", "socket", _cc,
-           lambda: f"a congestion control available on this kernel ({', '.join(available_cc())})",
+           lambda: f"not available on this kernel; available: {', '.join(available_cc())}",
            "TCP_CONGESTION, e.g. reno, cubic, bbr (set on every socket, so results never depend on "
            "the namespace's default)", default="cubic",
            sockopt=SockOpt(_socket.IPPROTO_TCP, _socket.TCP_CONGESTION, kind=str), apply=_set_cc,
@@ -489,7 +493,8 @@ def add_arguments(parser: argparse.ArgumentParser, where: str, title: str | None
     g = parser.add_argument_group(title or f"{where} factors")
     for f in of(where):
         default = ("" if f.default is False or (f.default is None and f.flag) else
-                   " (default: not set, the kernel's own)" if f.default is None else f" (default: {f.default})")
+                   " (default: not set, the kernel's own)" if f.default is None else
+                   f" (default: {f.default_text()})")
         if f.flag:
             g.add_argument(f.option, dest=f.name, action="store_true", default=None,
                            help=f.help + default)

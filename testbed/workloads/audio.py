@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.workloads.base import WORKLOADS, Workload, param
+from testbed.protocols.playback import chunk_bytes
+from testbed.spec.units import parse_time
+from testbed.workloads.base import WORKLOADS, Workload, option, param
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,19 @@ class AudioParams:
                            "chunks have arrived", unit="time")
     sample: str = param("10ms", "TCP_INFO sampling interval of the server while streaming (TCP)",
                         side="server", unit="time")
+
+    def validate(self) -> None:
+        """Refuse what the app would refuse after bring-up: a rate, sample size or chunk of
+        nothing, a chunk of no whole number of bytes (``playback.chunk_bytes``), a stream
+        shorter than one chunk."""
+        tau = parse_time(self.chunk)
+        for name, value, example in (("rate", self.rate, "24000"), ("sample_bytes", self.sample_bytes, "2"),
+                                     ("chunk", tau, "20ms")):
+            if value <= 0:
+                raise ValueError(f"{option(name)} {getattr(self, name)}: give more than 0, e.g. {example}")
+        chunk_bytes(self.rate, self.sample_bytes, tau)
+        if round(parse_time(self.duration) / tau) < 1:
+            raise ValueError(f"--duration {self.duration} is shorter than one chunk ({self.chunk})")
 
 
 def _metrics(run_dir: Path) -> dict:

@@ -42,7 +42,7 @@ from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
 from testbed.spec.runspec import ALIASES, resolve_alias  # noqa: F401  (re-exported)
-from testbed.spec.units import parse_bool, parse_size, parse_time
+from testbed.spec.units import parse_bool, parse_size, parse_time, written
 
 SIDES = ("client", "server", "both", "run")
 
@@ -66,16 +66,22 @@ def transport_of(p: Any) -> str:
     return getattr(p, "transport", "tcp")
 
 
-def _check_units(p: Any) -> None:
-    for f in dataclasses.fields(p):
-        value, meta = getattr(p, f.name), f.metadata
-        if value is None:
-            continue
-        if meta.get("choices") and value not in meta["choices"]:
-            raise ValueError(f"{f.name} {value!r}; allowed: {', '.join(map(str, meta['choices']))}")
-        unit = meta.get("unit")
-        for part in (str(value).split(",") if unit else ()):
-            (parse_size if unit == "size" else parse_time)(part)
+def option(name: str) -> str:
+    """The command-line option of params field ``name``: ``--chunk-bytes`` for chunk_bytes."""
+    return "--" + name.replace("_", "-")
+
+
+def _check_value(f: dataclasses.Field, value: Any) -> None:
+    """``value`` (coerced) of field ``f`` against its ``choices`` and ``unit`` (each of a
+    comma-separated list); ValueError saying what is allowed."""
+    meta = f.metadata
+    if value is None:
+        return
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ValueError(f"allowed: {', '.join(map(str, meta['choices']))}")
+    unit = meta.get("unit")
+    for part in (str(value).split(",") if unit else ()):
+        (parse_size if unit == "size" else parse_time)(part)
 
 
 # --- parameters shared by workloads ------------------------------------------------------
@@ -121,11 +127,11 @@ class Workload:
         for name, value in values.items():
             try:
                 kw[name] = _coerce(fields[name], value)
+                _check_value(fields[name], kw[name])
             except ValueError as exc:
-                raise UsageError(f"{self.name} parameter {name}={value!r}: {exc}") from None
+                raise UsageError(f"{self.name}: {option(name)} {written(value)}: {exc}") from None
         try:
             p = self.params(**kw)
-            _check_units(p)
         except ValueError as exc:
             raise UsageError(f"{self.name}: {exc}") from None
         transport = transport_of(p)
@@ -179,11 +185,10 @@ def params_argv(p: Any, side: str) -> list[str]:
         if f.metadata.get("side") not in (side, "both") or not applies(f, transport_of(p)):
             continue
         value = getattr(p, f.name)
-        option = "--" + f.name.replace("_", "-")
         if value is True:
-            argv.append(option)
+            argv.append(option(f.name))
         elif value is not None and value is not False:      # 0 is a value (0 == False)
-            argv += [option, str(value)]
+            argv += [option(f.name), str(value)]
     return argv
 
 
@@ -196,7 +201,6 @@ def add_params(parser: argparse.ArgumentParser, params: type, sides: tuple[str, 
         meta = f.metadata
         if meta.get("side", "client") not in sides or not applies(f, transport):
             continue
-        option = "--" + f.name.replace("_", "-")
         shown = f" (default: {f.default})" if f.default not in (None, False) else ""
         if transport is None and meta.get("transport") and "transport" in params.__dataclass_fields__:
             shown += f" [transport {meta['transport']} only]"
@@ -209,7 +213,7 @@ def add_params(parser: argparse.ArgumentParser, params: type, sides: tuple[str, 
                 kw.update(choices=meta["choices"], metavar="|".join(meta["choices"]))
             if isinstance(f.default, int):
                 kw["type"] = int
-        parser.add_argument(option, **kw)
+        parser.add_argument(option(f.name), **kw)
 
 
 def from_args(args: argparse.Namespace, params: type) -> dict[str, Any]:

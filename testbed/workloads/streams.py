@@ -141,9 +141,18 @@ class DuplicateParams:
 
 
 def _needs_paths(p, spec, topo) -> None:
+    """Two access paths (topology dualpath), and every address of ``--paths`` one of the
+    client's (``TestbedTopo.addresses``): the app binds to each."""
     if topo is None or not hasattr(topo, "hosts") or "gw" not in set(topo.hosts()):
         raise UsageError(f"{spec.workload} needs two access paths (topology dualpath), not "
                          f"{spec.topology!r}")
+    client = spec.client_host or topo.roles["client"]
+    own = topo.addresses(client)
+    foreign = [a for a in p.paths.split(",") if a and a not in own]
+    if foreign:
+        raise UsageError(f"{spec.workload} --paths {p.paths}: {', '.join(foreign)} not an address of "
+                         f"the client (host {client!r} of topology {spec.topology!r}); its "
+                         f"addresses: {', '.join(own)}")
 
 
 def _multipath_metrics(run_dir: Path) -> dict:

@@ -198,7 +198,7 @@ def test_agent_timed_steps_are_logged_and_in_the_whole_run(tmp_path):
 
 @pytest.mark.parametrize("args, code, message", [
     (["reqresp", "client", "--server", "127.0.0.1:1", "--cc", "nosuchcc"], 2,
-     "cc 'nosuchcc': a congestion control available on this kernel"),
+     "cc 'nosuchcc': not available on this kernel; available: "),
     (["reqresp", "client", "--server", "127.0.0.1:1", "--size", "-5"], 2, "size"),
     (["reqresp", "client", "--server", "127.0.0.1:1"], 1, "connection refused"),
     (["bulk", "client", "--server", "127.0.0.1:1"], 2, "exactly one of --size"),
@@ -243,7 +243,7 @@ def test_cli_run_on_loopback(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["reqresp", "--topo", "loopback", "--ack", "quick"], "needs a topology|need a topology"),
     (["reqresp", "--topo", "loopback", "--cc", "nosuchcc"],
-     "cc 'nosuchcc': a congestion control available on this kernel"),
+     "cc 'nosuchcc': not available on this kernel; available: "),
     (["bulk", "--topo", "loopback"], "exactly one of --size"),
     (["reqresp", "--topo", "loopback", "--ack", "max:2ms"], "timer tick"),
 ])

@@ -51,7 +51,7 @@ def test_show_validates_as_run_does(args, message):
 
 @pytest.mark.parametrize("args,message", [
     (["run", "nosuch"], "unknown experiment 'nosuch'; allowed: ack"),
-    (["run", "reuse", "--levels", "new,bogus"], "level 'bogus': reqresp: mode 'bogus'; allowed: new, reuse"),
+    (["run", "reuse", "--levels", "new,bogus"], "level 'bogus': reqresp: --mode 'bogus': allowed: new, reuse"),
     (["run", "reuse", "--levels", "0%:5%:0"], "step must be > 0"),
     (["run", "reuse", "--set", "params.bogus=1"], "no parameter(s) ['bogus']; allowed: sample, mode"),
     (["run", "reuse", "--set", "socket.speed=1"], "unknown socket factor 'speed'; allowed: cc"),

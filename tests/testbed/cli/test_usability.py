@@ -567,7 +567,8 @@ def test_a_bare_delay_in_a_toml_schedule_is_refused_as_on_the_command_line(tmp_p
 
 
 @pytest.mark.parametrize("lines,words", [
-    (['factor = "topology_params.delay"', 'levels = [100, "10ms"]'], "level '100': delay=100 has no unit"),
+    (['factor = "topology_params.delay"', 'levels = [100, "10ms"]'],
+     "level '100': topology 'longhaul' parameter delay='100': delay=100 has no unit"),
     (['factor = "socket.cc"', 'levels = ["cubic", "bbr"]', "[base.topology_params]", "delay = 50"],
      "delay=50 has no unit, which is 50 s"),
     (['factor = "socket.cc"', 'levels = ["cubic", "bbr"]', "[base.links]", '"bottleneck.up.jitter" = 2'],

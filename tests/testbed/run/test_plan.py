@@ -44,6 +44,7 @@ def test_resolve_accepts_the_shipped_combinations():
 
 @pytest.mark.parametrize("change,message", [
     ({"topology": "nosuch"}, "unknown topology"),
+    ({"topology": "nosuch"}, "handover, loopback (no topology: 127.0.0.1, no root)"),
     ({"topology_params": {"colour": "red"}}, "has no parameter"),
     ({"links": {"nosuch.up.queue": "50"}}, "links: access1, access2, egress"),
     ({"links": {"access2.up.loss": "140%"}}, "outside [0, 1]"),
@@ -56,13 +57,15 @@ def test_resolve_accepts_the_shipped_combinations():
     ({"params": {"tls_resume": True}}, "needs tls"),
     ({"params": {"tls_resume": True, "tls": True, "mode": "reuse"}}, "needs mode new"),
     ({"params": {"resume": True}}, "allowed: sample, mode"),      # the old name, given anew
-    ({"socket": {"cc": "vegasx"}}, "available on this kernel"),
+    ({"socket": {"cc": "vegasx"}}, "cc 'vegasx': not available on this kernel; available: "),
     ({"socket": {"ack": "quick"}}, "unknown socket factor"),
     ({"host": {"ack": "sometimes"}}, "delayed, quick or max"),
     ({"host": {"initcwnd": 0}}, "1..65535"),
     ({"host": {"advmss": 100}}, "536..65495"),
     ({"client_host": "station"}, "hosts: client, gw, server"),
     ({"capture": CaptureSpec(("nobody",))}, "capture host"),
+    ({"capture": CaptureSpec("none", full_payload=True)}, "--capture none with --full-payload"),
+    ({"workload": "duplicate", "params": {"paths": "10.9.9.9,10.0.2.1"}}, "its addresses: 10.0.1.1, 10.0.2.1"),
 ])
 def test_resolve_names_what_is_wrong(change, message):
     spec = RunSpec(topology="dualpath", **{k: v for k, v in change.items() if k != "topology"})
@@ -111,6 +114,13 @@ def test_with_spec_reuses_the_plan_only_where_the_resolution_does_not_change(mon
     assert same.topology is plan.topology and same.spec.seed == 9 and not same.spec.capture.keep
     other = plan.with_spec(full_spec().set("params.mode", "new"))
     assert other.params.mode == "new" and other.topology is not plan.topology
+
+
+def test_with_spec_refuses_a_full_payload_of_no_capture():
+    """full_payload is read by the resolution: a plan without captures does not take it on."""
+    spec = RunSpec(topology="loopback", capture=CaptureSpec("none"))
+    with pytest.raises(UsageError, match="--capture none with --full-payload"):
+        resolve(spec).with_spec(spec.set("capture.full_payload", True))
 
 
 def test_build_topology_is_one_usage_error_for_a_bad_name_or_value():
