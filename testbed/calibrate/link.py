@@ -453,7 +453,8 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
         raise UsageError(f"--rate {rate}: a UML guest's one virtual CPU carries calibrate's probes "
                          f"at up to {UML_RATE_MAX / 1e6:g} Mbit/s (docs/uml.md, \"Guest speed\"); "
                          f"give --rate {UML_RATE_MAX / 1e6:g}mbit or less, or calibrate a faster "
-                         "link with --backend netem-vm or the userspace emulator")
+                         "link with the userspace emulator, or with --backend netem-vm where KVM "
+                         "boots (with TCG it carries about what UML does: docs/vm.md)")
     res = measure(rate_bps, delay_s, p_up, p_down, backend, packets, seed, results, specs, over_bps)
     checks = evaluate(configured, res)
     return {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],

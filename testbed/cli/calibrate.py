@@ -48,6 +48,7 @@ def run_verdict(run_dir) -> dict | None:
 
 
 def run(args) -> int:
+    from testbed.calibrate import guest
     from testbed.calibrate.link import calibrate
     from testbed.calibrate.schedule import calibrate_schedule
     from testbed.spec.errors import UsageError
@@ -71,7 +72,9 @@ def run(args) -> int:
         return 0 if out["ok"] else 1
     what = (f"schedule {args.schedule} on both directions, {len(out['intervals'])} intervals, "
             if args.schedule else "")
-    print(f"calibrate: {what}backend {out['backend']}, results in {out['run_dir']}")
+    where = guest()
+    print(f"calibrate: {what}backend {out['backend']}{f' in {where}' if where else ''}, "
+          f"results in {out['run_dir']}")
     _print_checks(out["checks"])
     if not args.schedule:
         rtt = out["measured"]["rtt_ms"]
@@ -90,9 +93,24 @@ def overflow_line(o: dict) -> str:
     offered, delivered = ("-" if x is None else f"{x:.1f}" for x in (o["offered_mbps"], o.get("delivered_mbps")))
     return (f"overflow train: offered {offered} Mbit/s (target {o['offered_target_mbps']:g}) into "
             f"{o['rate_mbps']:g} Mbit/s, delivered at {delivered}, loss {loss} over the {o['window']} "
-            f"datagrams from the queue's first overflow on; drops: queue {d['queue']}, random loss {d['random_loss']}, "
-            f"the emulator's own {d['emulator_unintended']}, receive path {d['receive_path']}; "
+            f"datagrams from the queue's first overflow on; drops: {_drops_text(d)}; "
             f"its run's link fidelity: {f.get('verdict', 'unknown')} ({o['run_dir']})")
+
+
+def _drops_text(d: dict) -> str:
+    """The overflow train's drops by reason; netem's qdisc counts them only together."""
+    def n(x):
+        return "–" if x is None else str(x)
+    if all(d.get(k) is None for k in ("queue", "random_loss", "emulator_unintended")):
+        qdisc = d.get("qdisc")
+        if isinstance(qdisc, dict):     # per qdisc, from tc -s: {"htb": n, "netem": n}
+            qdisc = ", ".join(f"{k} {v}" for k, v in qdisc.items())
+        link = ("unknown by reason (netem gives no per-reason counts"
+                + (f"; tc -s counted {qdisc} in all)" if qdisc is not None else ")"))
+    else:
+        link = (f"queue {n(d['queue'])}, random loss {n(d['random_loss'])}, "
+                f"the emulator's own {n(d['emulator_unintended'])}")
+    return f"{link}, receive path {n(d['receive_path'])}"
 
 
 def _add_verdict(out: dict) -> dict | None:

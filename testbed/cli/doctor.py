@@ -66,13 +66,11 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
     else:
         report.update({"netns": None, "veth": None, "netem": None, "htb": None})
     report["backend"] = "netem" if report["netem"] and report["htb"] else "userspace"
+    from testbed.backends import uml, vm
+    report["netem_uml"] = uml.doctor_report(refresh)
+    report["netem_vm"] = vm.doctor_report()
     if report["backend"] == "userspace":
-        missing = ("not root, netem/htb not probed" if report["netem"] is None else
-                   "no " + "/".join(q for q in ("netem", "htb") if not report[q]) + " in this kernel")
-        report["backend_note"] = (f"{missing}: links use the userspace emulator "
-                                  "(modprobe sch_netem sch_htb, or use the Vagrant VM, for the kernel backend)")
-    from testbed.backends.uml import doctor_report
-    report["netem_uml"] = doctor_report(refresh)
+        report["backend_note"] = _backend_note(report)
     from testbed.emulator.forwarder import busy_policy, device_irqs_on, kernel_scheduling
     from testbed.emulator.native import available as native_available
     native_ok, native_where = native_available()
@@ -91,6 +89,20 @@ def diagnose(refresh: bool = False) -> dict[str, Any]:
     report["problems"] = problems
     report["ok"] = not problems
     return report
+
+
+def _backend_note(report: dict[str, Any]) -> str:
+    """Why links use the userspace emulator, and the ways to real netem with whether each is
+    available here (the UML guest boots; qemu and root for the VM)."""
+    missing = ("not root, netem/htb not probed" if report["netem"] is None else
+               "no " + "/".join(q for q in ("netem", "htb") if not report[q]) + " in this kernel")
+
+    def works(entry: dict[str, Any]) -> str:
+        return "available here" if entry["available"] else f"not here: {entry['reason']}"
+    return (f"{missing}: links use the userspace emulator; for real netem, --backend netem-uml "
+            f"(a UML guest; {works(report['netem_uml'])}) or --backend netem-vm (the Debian VM, "
+            f"docs/vm.md; {works(report['netem_vm'])}), or modprobe sch_netem sch_htb where the "
+            "kernel has them")
 
 
 def _cpu_line(e: dict[str, Any]) -> str:
@@ -137,6 +149,7 @@ def run(args) -> int:
             ("netem qdisc", report["netem"]), ("htb qdisc", report["htb"]),
             ("congestion control", " ".join(report["congestion_control"])), ("MPTCP", report["mptcp"]),
             ("netem in a UML guest", report["netem_uml"]["available"]),
+            ("netem in the VM", report["netem_vm"]["available"]),
             ("backend for --backend auto", report["backend"]),
             ("userspace emulator engines", " ".join(report["emulator_engines"])),
             ("emulator's own CPU", _cpu_line(report["emulator_cpu"])),
@@ -149,6 +162,8 @@ def run(args) -> int:
         print(f"{label:<28} {mark(value)}")
     for line in report["netem_uml"]["lines"]:
         print(f"  UML: {line}")
+    for line in report["netem_vm"]["lines"]:
+        print(f"  VM: {line}")
     if report.get("backend_note"):
         print(f"note: {report['backend_note']}")
     for problem in report["problems"]:

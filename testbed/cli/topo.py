@@ -69,8 +69,13 @@ def build(args):
 
 
 def check_in_guest(args) -> None:
-    """Refuse here, before a guest boots, a link schedule netem cannot apply (``--backend
-    netem-uml``/``netem-vm`` re-run the command there with ``--backend netem``)."""
+    """Refuse here, before a guest boots, what cannot work there (``--backend
+    netem-uml``/``netem-vm`` re-run the command there with ``--backend netem``): ``--cli`` (the
+    command in a guest reads no terminal) and a link schedule netem cannot apply."""
+    if args.cli:
+        raise UsageError(f"--cli with --backend {args.backend}: the command runs in a guest, whose "
+                         "stdin is not your terminal, so Mininet's CLI would read nothing; use "
+                         "--exec HOST CMD … or --hold SECONDS")
     from testbed.backends.tc_schedule import topology_refusal
     why = topology_refusal(build(args))
     if why:

@@ -22,7 +22,9 @@ def register(sub) -> None:
                    help="virtual CPUs (default: 1 with TCG, 2 with KVM where the host has two)")
     u.add_argument("--mem", default="2G", help="guest memory, as qemu's -m (default: 2G)")
     u.set_defaults(func=up)
-    e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours")
+    e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours",
+                        description="Runs in the working directory when the VM shares it, else in "
+                                    "the checkout (said on stderr); stdin is not forwarded.")
     e.add_argument("argv", nargs="+", metavar="CMD", help="the command and its arguments (no shell)")
     e.add_argument("--timeout", type=float, default=None, help="seconds before it is ended")
     e.set_defaults(func=exec_)
@@ -38,7 +40,8 @@ def build(args) -> int:
     img, built = image.build(force=args.force, log=print)
     m = img.meta
     print(f"{'built' if built else 'cached'}: {img.dir} (Debian {m['suite']}, kernel "
-          f"{m['kernel_release']}, {m['size_bytes'] >> 20} MiB, built {m['built']} in "
+          f"{m['kernel_release']}, root file system {m['size_bytes'] >> 20} MiB, "
+          f"{img.disk_bytes() >> 20} MiB on disk, built {m['built']} in "
           f"{m['build_seconds']} s)")
     return 0
 
@@ -47,9 +50,9 @@ def up(args) -> int:
     from testbed.backends import vm
     m = vm.up(cpus=args.cpus, mem=args.mem)
     s = m.state
-    tried = "".join(f"; {t['accel']} did not boot: {t['reason']}" for t in s["tried"])
+    why = f"; KVM not used: {s['kvm_not_used']}" if s.get("kvm_not_used") else ""
     print(f"VM up: {s['accel']}, {s['cpus']} vCPU, {s['mem']}, kernel {s['kernel']}, ready in "
-          f"{s['boot_seconds']} s (pid {s['pid']}; console {s['console']}){tried}")
+          f"{s['boot_seconds']} s (pid {s['pid']}; console {s['console']}){why}")
     print(f"shared: {', '.join(s['shares'])}")
     return 0
 

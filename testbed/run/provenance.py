@@ -1,4 +1,8 @@
-"""What a reader needs to trust or redo a run: git revision, kernel, tool versions, command line."""
+"""What a reader needs to trust or redo a run: git revision, kernel, tool versions, command line.
+
+In the testbed's VM the image has no git: the host passes its checkout's revision in
+``HOST_GIT_ENV`` (``testbed.backends.vm.checkout``), and ``git_revision`` records it, marked as
+the host's."""
 from __future__ import annotations
 
 import json
@@ -10,6 +14,8 @@ import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from testbed.backends.vm.checkout import FROM_HOST, HOST_GIT_ENV, local_git
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"tcpdump": ["tcpdump", "--version"], "tshark": ["tshark", "--version"],
@@ -26,10 +32,18 @@ def _first_line(argv: list[str]) -> str | None:
 
 
 def git_revision() -> dict[str, Any]:
-    rev = _first_line(["git", "-C", str(REPO), "rev-parse", "HEAD"])
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip() != "" if rev else None
-    return {"revision": rev, "dirty": dirty}
+    """``{"revision", "dirty"}`` of the checkout; where this machine's git cannot say (the VM's
+    image has none) but the host passed its own in ``HOST_GIT_ENV``, that one with ``"source":
+    FROM_HOST`` (the guest runs the host's checkout, shared at the same path)."""
+    local = local_git(REPO)
+    passed = os.environ.get(HOST_GIT_ENV)
+    if local["revision"] is None and passed:
+        try:
+            host = json.loads(passed)
+        except ValueError:
+            return local
+        return {"revision": host.get("revision"), "dirty": host.get("dirty"), "source": FROM_HOST}
+    return local
 
 
 @lru_cache(maxsize=1)

@@ -67,7 +67,7 @@ class LinkSpec:
 
     def __post_init__(self):
         if self.rate is not None and not (self.rate > 0):
-            raise ValueError(f"rate {self.rate!r} must be > 0 bit/s (or None/'unshaped')")
+            raise ValueError(f"rate {self.rate!r} must be > 0 bit/s, or 'unshaped'")
         if self.rate is not None and not (MIN_RATE <= self.rate <= MAX_RATE):
             raise ValueError(f"rate {self.rate:g} bit/s is out of range; a link's rate is 1kbit to 100gbit"
                              + (f" (a number without a unit is bit/s: write {self.rate:g}mbit for Mbit/s)"

@@ -19,7 +19,10 @@ host scheduled the guest's threads, sampled every 0.1 s, ``HostCPU``) and one pr
 ``tb*`` (in /dev/shm, where UML also keeps the guest's memory file), removed on return.
 Processes: ``linux.uml`` starts in a new session; it and its helper processes share that
 process group, which is ended (SIGTERM, then SIGKILL) on timeout, on any exception and checked
-to be empty before returning.  A guest that fails raises ``GuestError`` (a ``SetupError``) with
+to be empty before returning.  A Ctrl-C or SIGTERM/SIGHUP (``RunInterrupted``) while the guest
+runs is passed on to the command in the guest (through ``uml-cancel`` in ``results_dir``, which
+the guest's init watches), which gets ``INTERRUPT_GRACE`` s to tear down and write its record
+before the guest is ended.  A guest that fails raises ``GuestError`` (a ``SetupError``) with
 one line: what failed, the console's reason line and where the full console log is.
 
 The guest has one virtual CPU and HZ=100; see docs/uml.md for what the
@@ -56,6 +59,8 @@ INIT_SCRIPT = Path(__file__).resolve().with_name("guest_init.py")
 HIDDEN_IN_GUEST = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev")
 RESULT_FILES = ("uml-stdout.txt", "uml-stderr.txt", "uml-status.json", "uml-console.log",
                 "uml-host-cpu.jsonl")
+CANCEL_FILE = "uml-cancel"   # the host writes a signal number here for the command in the guest
+INTERRUPT_GRACE = 30.0       # s for an interrupted command in the guest to tear down
 HOST_CPU_FILE = "uml-host-cpu.jsonl"   # the guest's processes as the host scheduled them
 HOST_CPU_INTERVAL = 0.1                # seconds between its samples
 TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of the guest's process group
@@ -99,6 +104,7 @@ class GuestResult:
     duration: host wall time in seconds from starting linux.uml until it exited (boot, module
         loading, the command, shutdown).
     command_time: guest wall time in seconds of the command alone (None if it did not finish).
+    interrupted: the signal passed on to the command (the caller was interrupted), else None.
     """
     returncode: int | None
     stdout: str
@@ -106,6 +112,7 @@ class GuestResult:
     duration: float
     command_time: float | None = None
     uml: dict | None = None
+    interrupted: int | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +287,29 @@ def host_cpu_window(path: Path | str, start: float, end: float) -> dict | None:
             "span_s": round(span, 3), "load1": b["load1"]}
 
 
+def _wait(proc: subprocess.Popen, timeout: float, cancel: Path) -> tuple[bool, int | None]:
+    """Wait up to ``timeout`` s for linux.uml: (it exited, the signal passed on to the command).
+    On Ctrl-C, SIGTERM or SIGHUP the command in the guest gets that signal (``cancel`` holds its
+    number) and ``INTERRUPT_GRACE`` s to end; the interrupt is raised again if the guest has not
+    exited by then."""
+    from testbed.host.lifecycle import RunInterrupted
+    try:
+        proc.wait(timeout)
+        return True, None
+    except subprocess.TimeoutExpired:
+        return False, None
+    except (KeyboardInterrupt, RunInterrupted) as exc:
+        signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else int(exc.code) - 128
+        tmp = cancel.with_name(cancel.name + ".tmp")
+        tmp.write_text(str(int(signum)))
+        os.replace(tmp, cancel)
+        try:
+            proc.wait(INTERRUPT_GRACE)
+        except subprocess.TimeoutExpired:
+            raise exc from None
+        return True, int(signum)
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8", "replace")
@@ -301,6 +331,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
     run: a ``testbed.host.lifecycle.Run`` to record the guest's process group and private directory
         in, so that ``testbed clean`` ends a guest whose caller was killed.
+    Interrupted (Ctrl-C, SIGTERM, SIGHUP), the command gets the signal and ``INTERRUPT_GRACE`` s
+    to end; then its result is returned (``interrupted``: the signal), else the interrupt raised.
     Raises UMLUnavailable, GuestError (boot or setup failed), GuestTimeout (guest killed).
     """
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -314,6 +346,9 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         raise ValueError(f"results_dir {results_dir} is not an existing directory")
     if mode not in (None, *MODES):
         raise ValueError(f"mode {mode!r}: allowed {', '.join(MODES)}")
+    cancel = results_dir / CANCEL_FILE
+    for name in (*RESULT_FILES, CANCEL_FILE):       # before anything can fail: no stale output
+        (results_dir / name).unlink(missing_ok=True)
     cwd = Path(cwd or os.getcwd()).resolve()
     if build is None:
         guest = choose()
@@ -321,8 +356,6 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     release, modules = check(build)
     mode = mode or "ptrace"
     uml = {**build.describe(), "release": release, "mode": mode}
-    for name in RESULT_FILES:
-        (results_dir / name).unlink(missing_ok=True)
 
     shm = Path("/dev/shm")
     private = Path(tempfile.mkdtemp(prefix="tb", dir=shm if os.access(shm, os.W_OK) else None))
@@ -337,7 +370,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
             "argv": list(argv), "cwd": str(cwd),
             "env": {**_guest_env(env), "TESTBED_UML_GUEST": json.dumps(uml),
                     "TESTBED_UML_HOST_CPU": str(results_dir / HOST_CPU_FILE)},
-            "results_dir": str(results_dir), "host_paths": _host_paths(results_dir, cwd),
+            "results_dir": str(results_dir), "cancel": str(cancel),
+            "host_paths": _host_paths(results_dir, cwd),
             "modules_root": str(build.modules_root), "modules": modules,
         }))
         cmdline = [str(build.kernel), f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/",
@@ -354,16 +388,15 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
                 run.record_pid(proc.pid, "UML guest", group=True)
             sampler = HostCPU(proc.pid, results_dir / HOST_CPU_FILE).start()
             try:
-                proc.wait(timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                exited, interrupted = _wait(proc, timeout, cancel)
+                timed_out = not exited
             finally:
                 sampler.stop()
                 _end_group(proc)
         duration = time.monotonic() - start
     finally:
         shutil.rmtree(private, ignore_errors=True)
+        cancel.unlink(missing_ok=True)
 
     stdout, stderr = _read(results_dir / "uml-stdout.txt"), _read(results_dir / "uml-stderr.txt")
     console = results_dir / "uml-console.log"
@@ -385,7 +418,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         raise GuestError(f"{what}: guest setup failed: {reason}; traceback in {console}",
                          reason=reason, console=console)
     command_time = (status["done_ns"] - status["ready_ns"]) / 1e9
-    return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml)
+    return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml, interrupted)
 
 
 def _load_cache() -> dict:
@@ -525,13 +558,20 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results", m
     The command runs from the caller's working directory with the same interpreter; its results
     root (created if missing) is the guest's writable directory, where the guest's console log
     and the command's output files (uml-*.txt) are kept too.  The command's stdout and stderr
-    are printed when the guest is done; its exit code is returned."""
-    from testbed.host.lifecycle import Run
+    are printed when the guest is done, also when it was interrupted (Ctrl-C, SIGTERM: passed on
+    to the command, which tears down and writes its record as on the host; ``run_in_guest``);
+    its exit code is returned."""
+    from testbed.host.lifecycle import Run, RunInterrupted
     root = Path(results_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    with Run(None) as run:
-        res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)],
-                           results_dir=root, mem=mem, timeout=timeout, run=run)
+    try:
+        with Run(None) as run:
+            res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)],
+                               results_dir=root, mem=mem, timeout=timeout, run=run)
+    except (KeyboardInterrupt, RunInterrupted):     # what the guest printed before it was ended
+        sys.stdout.write(_read(root / "uml-stdout.txt"))
+        sys.stderr.write(_read(root / "uml-stderr.txt"))
+        raise
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     return res.returncode

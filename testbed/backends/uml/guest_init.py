@@ -10,7 +10,9 @@ The guest's root is the host's filesystem over hostfs, mounted read-only.  This 
 4. mounts the results directory (and any host path hidden under a tmpfs above) read-write or
    read-only over hostfs at the same path;
 5. runs the job's argv (a list, never a shell string) with stdout/stderr into files in the
-   results directory, then writes ``uml-status.json`` (exit code, guest monotonic times);
+   results directory, then writes ``uml-status.json`` (exit code, guest monotonic times); when the
+   host writes a signal number into the job's ``cancel`` file (its caller was interrupted), the
+   command gets that signal once, to tear down and write its record as on the host;
 6. syncs and powers the guest off.
 
 Only the standard library; the interpreter is the host's /usr/bin/python3.
@@ -57,6 +59,25 @@ def setup(job):
         subprocess.run(["modprobe", "-d", MODULES_DIR, module], check=True, env=job["env"])
 
 
+def wait_forwarding(proc, cancel, poll=0.1):
+    """Wait for ``proc``; once the file ``cancel`` holds a signal number, send it that signal
+    (once).  Returns its exit status."""
+    sent = False
+    while True:
+        try:
+            return proc.wait(poll)
+        except subprocess.TimeoutExpired:
+            pass
+        if not sent and os.path.exists(cancel):
+            try:
+                with open(cancel) as f:
+                    signum = int(f.read().strip())
+            except (OSError, ValueError):
+                continue        # being written: read it at the next poll
+            proc.send_signal(signum)
+            sent = True
+
+
 def run(job):
     results = job["results_dir"]
     status = {"returncode": None, "error": None}
@@ -65,9 +86,9 @@ def run(job):
         status["ready_ns"] = time.monotonic_ns()
         with open(os.path.join(results, "uml-stdout.txt"), "wb") as out, \
                 open(os.path.join(results, "uml-stderr.txt"), "wb") as err:
-            proc = subprocess.run(job["argv"], cwd=job["cwd"], env=job["env"], stdin=subprocess.DEVNULL,
-                                  stdout=out, stderr=err)
-        status["returncode"] = proc.returncode
+            proc = subprocess.Popen(job["argv"], cwd=job["cwd"], env=job["env"],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            status["returncode"] = wait_forwarding(proc, job["cancel"])
         status["done_ns"] = time.monotonic_ns()
     except BaseException as exc:  # report anything, then still power off
         status["error"] = "".join(traceback.format_exception(exc))

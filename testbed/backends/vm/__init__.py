@@ -46,6 +46,7 @@ from typing import BinaryIO
 
 from testbed.backends.guest import GuestError, guest_cli_argv, host_key
 from testbed.backends.vm import image as vm_image
+from testbed.backends.vm.checkout import host_git_env
 from testbed.host import lifecycle
 from testbed.host.lifecycle import ProcessRecord, end_process, proc_start_time
 from testbed.spec.errors import RunError, SetupError
@@ -147,6 +148,25 @@ def accel_candidates() -> list[str]:
     return ["tcg"]
 
 
+def kvm_not_used(failures: list[dict]) -> str | None:
+    """Why a guest that booted with TCG did not use KVM: its KVM boot failing now
+    (``failures``), ``TESTBED_VM_ACCEL``, no usable /dev/kvm, or a KVM boot that failed before
+    on this host and qemu (cached in ``accel.json``)."""
+    for f in failures:
+        if f["accel"] == "kvm":
+            return f"a KVM guest did not boot: {f['reason']}"
+    if os.environ.get("TESTBED_VM_ACCEL") == "tcg":
+        return "TESTBED_VM_ACCEL=tcg"
+    ok, why = kvm_usable()
+    if not ok:
+        return why
+    seen = _accel_cache().get(_accel_key(), {}).get("kvm") or {}
+    when = (time.strftime("%Y-%m-%d %H:%M", time.localtime(seen["checked"])) if seen.get("checked")
+            else "when last tried")
+    return (f"a KVM guest did not boot on this host and qemu ({when}: {seen.get('reason')}; cached "
+            f"in {cache_dir() / 'accel.json'}, TESTBED_VM_ACCEL=kvm tries again)")
+
+
 def accel_report() -> dict:
     """What is known about acceleration here: kvm usable, the cached KVM boot check."""
     ok, why = kvm_usable()
@@ -188,6 +208,7 @@ class Machine:
     """A running guest: its run directory (the control share) and what ``state.json`` holds:
     pid, start_time (qemu's), accel, cpus, mem, console, shares, image, kernel, ready (the
     agent's ready.json), boot_seconds (host wall time from starting qemu to the agent ready),
+    tried (the accelerators that failed in this boot), kvm_not_used (why not KVM, or None),
     owner_pid and owner_start_time (the process that booted it for one command; None for
     ``testbed vm up``)."""
     dir: Path
@@ -232,21 +253,27 @@ class Machine:
              timeout: float | None = None) -> int:
         """Run ``argv`` in the guest as root; its output is copied to ``stdout``/``stderr``
         (default: this process's) as it comes; returns its exit status (negative: killed by
-        that signal).  Ctrl-C or a timeout ends the command's process group in the guest."""
+        that signal).  Ctrl-C or a timeout ends the command's process group in the guest.
+        The command runs in ``cwd`` (default: ours) when the guest shares it, else in the checkout,
+        said in one line on ``stderr``; the host's git revision goes with it (``HOST_GIT_ENV``:
+        the image has no git)."""
         if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
-        cwd = Path(cwd or os.getcwd()).resolve()
-        if not self.holds(cwd):
-            cwd = REPO
         out = stdout or sys.stdout.buffer
         err = stderr or sys.stderr.buffer
+        cwd = Path(cwd or os.getcwd()).resolve()
+        if not self.holds(cwd):
+            err.write(f"testbed vm: {cwd} is not shared with the VM (shared: "
+                      f"{', '.join(self.state['shares'])}); the command runs in {REPO}\n".encode())
+            err.flush()
+            cwd = REPO
         jobs = self.dir / "jobs"
         jobs.mkdir(exist_ok=True)
         jid = secrets.token_hex(4)
         base = jobs / jid
         tmp = jobs / f"{jid}.tmp"
         tmp.write_text(json.dumps({"argv": list(argv), "cwd": str(cwd), "env": guest_env({
-            "TESTBED_VM_GUEST": json.dumps(self.describe()), **(env or {})})}))
+            "TESTBED_VM_GUEST": json.dumps(self.describe()), **host_git_env(REPO), **(env or {})})}))
         os.replace(tmp, base.with_suffix(".json"))
         pos = {".out": 0, ".err": 0}
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -461,7 +488,8 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
                     "kernel": ready["kernel"], "ready": ready, "boot_seconds": ready["boot_seconds"],
                     "owner_pid": os.getpid() if owner else None,
                     "owner_start_time": proc_start_time(os.getpid()) if owner else None,
-                    "tried": failures})
+                    "tried": failures,
+                    "kvm_not_used": kvm_not_used(failures) if accel != "kvm" else None})
                 machine.save()
                 return machine
             failures.append({"accel": accel, "reason": reason})
@@ -522,15 +550,23 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results",
     """Run ``testbed ARGV`` (with ``--backend netem-vm``) in the VM with ``--backend netem``:
     in the ``main`` guest when it is up and shares the working directory and the results root,
     else in a guest booted for this command (its console in the results root's
-    ``vm-console.log``).  Output streams back; the command's exit status is returned."""
+    ``vm-console.log``; when a ``main`` guest is up, one line on stderr says why it could not be
+    used).  Output streams back; the command's exit status is returned."""
     root = Path(results_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     inner = [sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)]
     cwd = Path.cwd()
     main = Machine.load(MAIN)
     with lifecycle.Run(None) as run:    # SIGTERM and SIGHUP unwind: the command is ended too
-        if main is not None and main.alive() and main.holds(root) and main.holds(cwd):
-            return main.exec(inner, cwd=cwd, timeout=timeout)
+        if main is not None and main.alive():
+            unshared = [str(p) for p in dict.fromkeys((cwd.resolve(), root)) if not main.holds(p)]
+            if not unshared:
+                return main.exec(inner, cwd=cwd, timeout=timeout)
+            print(f"testbed: the VM that is up (pid {main.state['pid']}) does not share "
+                  f"{' or '.join(unshared)} (it shares {', '.join(main.state['shares'])}); booting "
+                  "a second guest for this command beside it, both loading the host (to use the "
+                  "one that is up, run from a directory it shares, with --results inside one)",
+                  file=sys.stderr, flush=True)
         name = f"cmd-{os.getpid()}"
         m = boot(name, shares=default_shares(cwd, root), console=root / CONSOLE, owner=True,
                  run=run)
@@ -538,6 +574,30 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results",
             return m.exec(inner, cwd=cwd, timeout=timeout)
         finally:
             m.shutdown()
+
+
+def doctor_report() -> dict:
+    """``testbed doctor``'s netem_vm entry: available (this host can boot the VM: root, qemu),
+    reason, image (its directory, or None: ``vm build`` or the first boot builds it, minutes),
+    accel (what a boot would use), and ``lines`` to print."""
+    if os.environ.get("TESTBED_VM_GUEST") or os.environ.get("TESTBED_UML_GUEST"):
+        return {"available": False, "reason": "this is a guest", "image": None, "accel": None,
+                "lines": []}
+    ok, why = qemu_available()
+    img = vm_image.cached()
+    try:
+        accel = accel_candidates()[0]
+    except ValueError as exc:               # a bad TESTBED_VM_ACCEL
+        accel, ok, why = None, False, str(exc)
+    lines = [f"image: {img.dir} (Debian {img.meta['suite']}, kernel {img.meta['kernel_release']}, "
+             f"{img.disk_bytes() >> 20} MiB on disk)" if img else
+             "image: not built (`testbed vm build`, or the first boot builds it: minutes)"]
+    if accel == "kvm":
+        lines.append("boots with KVM (TCG if a KVM guest does not boot)")
+    elif accel == "tcg":
+        lines.append(f"boots with TCG (emulated CPU, slower); KVM not used: {kvm_not_used([])}")
+    return {"available": ok, "reason": why, "image": str(img.dir) if img else None,
+            "accel": accel, "lines": lines if ok else []}
 
 
 def status() -> dict:

@@ -71,6 +71,11 @@ class Image:
     def initrd(self) -> Path:
         return self.dir / "initrd.img"
 
+    def disk_bytes(self) -> int:
+        """What the image's files take on disk: less than ``meta["size_bytes"]`` (the root
+        file system's apparent size), as ``root.img`` is sparse."""
+        return sum(p.stat().st_blocks * 512 for p in self.dir.iterdir() if p.is_file())
+
 
 def install_packages() -> list[str]:
     """The Debian packages ``scripts/install.sh`` installs (``--packages`` prints them)."""
