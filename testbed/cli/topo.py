@@ -30,6 +30,7 @@ import time
 
 from testbed.cli.options import add_json, add_set_link, add_topology_args, topology_sets
 from testbed.spec.errors import UsageError
+from testbed.spec.units import format_rate, format_time
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +138,28 @@ def run_show(args) -> int:
                 print(f"         schedule{origin.get(x['schedule']['from'], '')}, from the client's start:")
                 for item in x["schedule"]["items"]:
                     print(f"           {item}")
+        if link["medium"]:
+            print(f"    medium {medium_line(link['medium'])}")
     return 0
 
 
+def medium_line(m: dict) -> str:
+    """A shared medium (``AirtimeSpec.to_dict``) as ``topo show`` prints it: both directions of
+    its link take turns on it, at its data rate, each frame with its MAC framing and ACK."""
+    return (f"{m['name']}, shared by both directions: data {format_rate(m['data_rate'])}, MAC ACKs "
+            f"{format_rate(m['control_rate'])}, DIFS {format_time(m['difs'])}, SIFS {format_time(m['sifs'])}, "
+            f"slot {format_time(m['slot'])}, {m['mac_overhead']} B MAC overhead, {m['ack_bytes']} B ACK, "
+            f"cw_min {m['cw_min']} slots")
+
+
 def check_up_args(args, topo) -> None:
-    """What ``topo up`` can refuse before it brings ``topo`` up: alternatives, --hold, --exec hosts."""
+    """What ``topo up`` can refuse before it brings ``topo`` up: alternatives, --hold, --exec
+    hosts and the host names in their arguments (``{host}``), --full-payload without captures."""
     if sum(map(bool, (args.cli, args.hold, args.execs))) > 1:
         raise UsageError("--cli, --hold and --exec are alternatives; give one of them")
+    if args.full_payload and up_spec(args).capture.hosts == "none":
+        raise UsageError("--full-payload with nothing captured (no --exec, no --capture): give "
+                         "--capture HOSTS (or all) to keep whole frames")
     if args.hold < 0:
         raise UsageError(f"--hold {args.hold:g}: give the seconds to keep the topology up (>= 0)")
     hosts = set(topo.hosts())
@@ -151,6 +167,11 @@ def check_up_args(args, topo) -> None:
         if len(item) < 2 or item[0] not in hosts:
             raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
                              f"of {', '.join(sorted(hosts))}")
+        try:                                    # {host} becomes its address once it is up
+            [arg.format(**{h: h for h in hosts}) for arg in item[1:]]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UsageError(f"--exec {' '.join(item)!r}: bad {{host}} substitution ({exc}); hosts: "
+                             f"{', '.join(sorted(hosts))}") from None
 
 
 def up_spec(args):
@@ -189,12 +210,12 @@ def run_up(args) -> int:
             run_cli(tb.net)
         elif args.hold:
             time.sleep(args.hold)
-    print(f"torn down; run directory {result.dir} ({result.status}"
-          + (f", {len(result.files_of('pcap'))} captures" if result.files_of("pcap") else "")
-          + f"): testbed analyze {result.dir}")
     if (result.fidelity or {}).get("verdict", "unknown") != "unknown":   # the links' verdict
         from testbed.emulator.fidelity import line
         print(line(result.fidelity))
+    pcaps = len(result.files_of("pcap"))
+    print(f"torn down; run directory {result.dir} ({result.status}"
+          + (f", {pcaps} capture{'s' * (pcaps != 1)}" if pcaps else "") + f"): testbed analyze {result.dir}")
     return status
 
 

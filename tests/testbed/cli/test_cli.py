@@ -103,6 +103,12 @@ def test_topo_list_shows_hosts_and_roles():
     assert "hosts: server, station (client station, server server)" in out.stdout
 
 
+def test_topo_show_prints_a_shared_medium():
+    """The air link's directions are unshaped: its medium gives the rate, and shows it."""
+    out = run_testbed("topo", "show", "wifi", "--set", "data_rate=24mbit")
+    assert "    medium air, shared by both directions: data 24mbit, MAC ACKs 6mbit, DIFS 34us" in out.stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (["topo", "show", "dualpath", "--link", "nosuch.up.queue=5"], "links: access1, access2, egress"),
     (["topo", "show", "dualpath", "--link", "access2.sideways.queue=5"], "allowed: up, down"),
@@ -112,6 +118,8 @@ def test_topo_list_shows_hosts_and_roles():
     (["run", "reqresp", "--topo", "longhaul", "--path", "relay"], "gateway hosts"),
     (["run", "bulk", "--topo", "wifi"], "exactly one of --size or --duration"),
     (["run", "reqresp", "--topo", "wifi", "--client-host", "client"], "hosts: server, station"),
+    (["topo", "up", "image", "--exec", "client", "ping", "{nohost}"], "bad {host} substitution ('nohost')"),
+    (["topo", "up", "image", "--full-payload", "--hold", "1"], "--full-payload with nothing captured"),
 ])
 def test_bad_names_are_one_line_listing_the_valid_ones(args, message):
     out = run_testbed(*args)
@@ -141,7 +149,7 @@ def test_topo_up_exec_runs_iperf3_and_saves_output(tmp_path):
     pcaps = {f["host"] for f in manifest["files"] if f["kind"] == "pcap"}
     assert pcaps == {"client", "server"}
     assert manifest["metrics"]["retransmissions"] >= 0 and manifest["fidelity"]["verdict"] != "unknown"
-    assert f"run directory {run_dir}" in out.stdout
+    assert out.stdout.splitlines()[-1].startswith(f"torn down; run directory {run_dir} (complete, 2 captures)")
     analyzed = run_testbed("analyze", str(run_dir), "--json", timeout=120)
     assert analyzed.returncode == 0, analyzed.stderr
     report = json.loads(analyzed.stdout)
