@@ -125,7 +125,7 @@ def run(args) -> int:
         _print_json(result)
         return 0
     print_client_output(result.dir / "client.stdout")
-    print(f"results in {result.dir}")
+    print(f"results in {result.dir} (every metric and check: testbed analyze {result.dir})")
     return 0
 
 
