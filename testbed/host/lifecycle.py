@@ -39,6 +39,7 @@ STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR") or (
     "/run/testbed" if os.geteuid() == 0 else
     f"{os.environ.get('XDG_RUNTIME_DIR') or '/tmp'}/testbed-{os.geteuid()}"))
 PREFIX = "tb"
+LEFT_ALONE = "left alone:"   # how remove_state begins a line about processes it did not end
 
 
 class RunInterrupted(SystemExit):
@@ -129,9 +130,11 @@ class Run:
         rec = ProcessRecord(pid, start, what, group)
         self.state.processes.append(rec)
         inode = netns_inode(pid)
-        if inode is not None and inode != netns_inode(os.getpid()) and inode not in self.state.netns_inodes:
-            self.state.netns_inodes.append(inode)
-            self._netns.update(hold_namespaces([rec], {inode}))
+        if inode is not None and inode != netns_inode(os.getpid()):
+            if inode not in self.state.netns_inodes:
+                self.state.netns_inodes.append(inode)
+            if inode not in self._netns:        # also when an earlier process there exited first
+                self._netns.update(hold_namespaces([rec], {inode}))
         self._save()
 
     def record_tmpdir(self, path: Path) -> None:
@@ -169,13 +172,17 @@ class Run:
         if self._closed:
             return
         self._closed = True
-        with _signals_deferred():
-            for fn in reversed(self._cleanups):
-                try:
-                    fn()
-                except Exception as exc:  # keep tearing down: one failure must not leak the rest
-                    log.warning("teardown step failed: %r", exc)
-            remove_state(self.state, self._netns)
+        try:
+            with _signals_deferred():
+                for fn in reversed(self._cleanups):
+                    try:
+                        fn()
+                    except Exception as exc:  # keep tearing down: one failure must not leak the rest
+                        log.warning("teardown step failed: %r", exc)
+                for line in remove_state(self.state, self._netns):
+                    if line.startswith(LEFT_ALONE):
+                        log.warning("%s: %s", self.id, line)
+        finally:        # after the deferral has put back what it replaced: the Run's own handlers
             self._netns = {}
             for sig, handler in self._old_handlers.items():
                 signal.signal(sig, handler)
@@ -275,7 +282,7 @@ def remove_state(state: RunState, held: dict[int, int] | None = None) -> list[st
             os.close(fd)
     unsure = processes_in_netns(set(state.netns_inodes) - set(held))
     if unsure:
-        done.append(f"left alone: processes {', '.join(map(str, unsure))} in a namespace whose inode the run "
+        done.append(f"{LEFT_ALONE} processes {', '.join(map(str, unsure))} in a namespace whose inode the run "
                     "recorded but none of its processes holds any more (the kernel reuses inodes): end "
                     "them by hand if they are the run's")
     for d in state.tmpdirs:

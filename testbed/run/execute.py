@@ -50,7 +50,7 @@ from typing import Any, Iterator
 
 from testbed.spec import factors
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
-from testbed.host.lifecycle import interruption, new_run_id
+from testbed.host.lifecycle import interruption, new_run_id, signals_raise
 from testbed.host.ready import wait_ready
 from testbed.spec.runresult import RunResult
 from testbed.spec.runspec import RunSpec
@@ -439,14 +439,16 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
         return
     with _phase(phases, "metrics_s"):
         try:
-            computed = metrics(result.dir)
+            with signals_raise():           # SIGTERM/SIGHUP as Ctrl-C: recorded below
+                computed = metrics(result.dir)
         except (ValueError, OSError) as exc:
             log.warning("metrics of %s could not be computed: %s", result.dir, exc)
             computed = {"metrics": {}, "checks": {"metrics_error": str(exc)}}
-        except BaseException as exc:   # Ctrl-C, SIGTERM: the run is not complete without them
+        except BaseException as exc:   # an interruption or a fault of the metrics code: not complete
             result.status = "failed"
-            result.error = (f"{interruption(exc) or 'stopped'} while its metrics were computed (the run "
-                            "itself finished: testbed analyze RUN_DIR computes them)")
+            result.error = (f"{interruption(exc)} while its metrics were computed (the run itself "
+                            "finished: testbed analyze RUN_DIR computes them)" if interruption(exc) else
+                            f"its metrics could not be computed: {exc!r}")
             result.write()
             raise
     result.metrics = computed.get("metrics", {})

@@ -115,3 +115,26 @@ def test_clean_deletes_a_real_probe_namespace_of_a_gone_process_and_not_a_live_o
     finally:
         for name in (gone, live):
             assert lifecycle.delete_netns(name) is None
+
+
+def test_a_run_whose_teardown_fails_still_puts_its_signal_handlers_back(tmp_path, monkeypatch):
+    """Run.close restores SIGTERM/SIGHUP's handlers also when removing its record raises: else
+    a later SIGTERM would raise RunInterrupted in code that expects none."""
+    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+
+    def broken(*a, **kw):
+        raise OSError("teardown failed")
+    monkeypatch.setattr(lifecycle, "remove_state", broken)
+    run = lifecycle.Run(None).__enter__()
+    assert signal.getsignal(signal.SIGTERM) == lifecycle.Run._on_signal
+    with pytest.raises(OSError, match="teardown failed"):
+        run.close()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_closed_run_puts_its_signal_handlers_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+    lifecycle.Run(None).__enter__().close()
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -206,3 +206,11 @@ def test_a_run_interrupted_while_its_metrics_are_computed_is_not_complete(tmp_pa
         _finish(result, None, {}, interrupted, compute=True)
     run = load_run(tmp_path)
     assert run.status == "failed" and run.error.startswith("interrupted (SIGINT) while its metrics were computed")
+
+    def faulty(run_dir):
+        raise KeyError("flows")
+    result = RunResult("tb-y", tmp_path / "y", LOOP, "failed", None, time.time(), 0.0)
+    result.dir.mkdir()
+    with pytest.raises(KeyError):
+        _finish(result, None, {}, faulty, compute=True)
+    assert load_run(result.dir).error == "its metrics could not be computed: KeyError('flows')"
