@@ -31,6 +31,7 @@ with SIGKILL, the guest runs on until its command ends, then powers itself off.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -104,7 +105,6 @@ class GuestResult:
     duration: host wall time in seconds from starting linux.uml until it exited (boot, module
         loading, the command, shutdown).
     command_time: guest wall time in seconds of the command alone (None if it did not finish).
-    interrupted: the signal passed on to the command (the caller was interrupted), else None.
     """
     returncode: int | None
     stdout: str
@@ -112,7 +112,6 @@ class GuestResult:
     duration: float
     command_time: float | None = None
     uml: dict | None = None
-    interrupted: int | None = None
 
 
 @dataclass(frozen=True)
@@ -287,27 +286,25 @@ def host_cpu_window(path: Path | str, start: float, end: float) -> dict | None:
             "span_s": round(span, 3), "load1": b["load1"]}
 
 
-def _wait(proc: subprocess.Popen, timeout: float, cancel: Path) -> tuple[bool, int | None]:
-    """Wait up to ``timeout`` s for linux.uml: (it exited, the signal passed on to the command).
-    On Ctrl-C, SIGTERM or SIGHUP the command in the guest gets that signal (``cancel`` holds its
-    number) and ``INTERRUPT_GRACE`` s to end; the interrupt is raised again if the guest has not
-    exited by then."""
+def _wait(proc: subprocess.Popen, timeout: float, cancel: Path) -> bool:
+    """Wait up to ``timeout`` s for linux.uml: whether it exited.  On Ctrl-C, SIGTERM or SIGHUP
+    the command in the guest gets that signal (``cancel`` holds its number) and
+    ``INTERRUPT_GRACE`` s to end and write its record; then the interrupt is raised again, for
+    every caller (the guest has ended or is ended on the way out)."""
     from testbed.host.lifecycle import RunInterrupted
     try:
         proc.wait(timeout)
-        return True, None
+        return True
     except subprocess.TimeoutExpired:
-        return False, None
+        return False
     except (KeyboardInterrupt, RunInterrupted) as exc:
         signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else int(exc.code) - 128
         tmp = cancel.with_name(cancel.name + ".tmp")
         tmp.write_text(str(int(signum)))
         os.replace(tmp, cancel)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(INTERRUPT_GRACE)
-        except subprocess.TimeoutExpired:
-            raise exc from None
-        return True, int(signum)
+        raise
 
 
 def _read(path: Path) -> str:
@@ -332,7 +329,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     run: a ``testbed.host.lifecycle.Run`` to record the guest's process group and private directory
         in, so that ``testbed clean`` ends a guest whose caller was killed.
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), the command gets the signal and ``INTERRUPT_GRACE`` s
-    to end; then its result is returned (``interrupted``: the signal), else the interrupt raised.
+    to end and write its record; then the interrupt is raised again.
     Raises UMLUnavailable, GuestError (boot or setup failed), GuestTimeout (guest killed).
     """
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -388,8 +385,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
                 run.record_pid(proc.pid, "UML guest", group=True)
             sampler = HostCPU(proc.pid, results_dir / HOST_CPU_FILE).start()
             try:
-                exited, interrupted = _wait(proc, timeout, cancel)
-                timed_out = not exited
+                timed_out = not _wait(proc, timeout, cancel)
             finally:
                 sampler.stop()
                 _end_group(proc)
@@ -418,7 +414,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         raise GuestError(f"{what}: guest setup failed: {reason}; traceback in {console}",
                          reason=reason, console=console)
     command_time = (status["done_ns"] - status["ready_ns"]) / 1e9
-    return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml, interrupted)
+    return GuestResult(status["returncode"], stdout, stderr, duration, command_time, uml)
 
 
 def _load_cache() -> dict:
