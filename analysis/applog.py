@@ -72,7 +72,7 @@ def role_host(run_dir: str | Path, role: str) -> str:
 _WARNED: set[tuple[str, str]] = set()
 
 
-class EventLog(list):
+class LoadedLog(list):
     """The events of one event log (a list of dicts, :func:`load`); ``damage``: what was wrong
     with the file, as ``analysis.pcap.Packets.damage`` — [] or one ``{"kind": "truncated",
     "line", "message"}`` for a last line cut short."""
@@ -82,7 +82,7 @@ class EventLog(list):
         self.damage = damage or []
 
 
-def load(path: str | Path) -> EventLog:
+def load(path: str | Path) -> LoadedLog:
     """The events of the event log ``path`` (module docstring), each with ``"log"`` and the
     endpoints of its ``conn``.  A last line cut short (the app was killed while writing it: the
     last non-empty line is not JSON) is left out, warned about once naming the file and the line,
@@ -94,7 +94,7 @@ def load(path: str | Path) -> EventLog:
         raise ValueError(f"{path}: not text; an event log is JSON lines (a run's *.jsonl)") from None
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     damage = _cut_last_line(path, lines)
-    events = EventLog((_event(path, n, line) for n, line in lines), damage)
+    events = LoadedLog((_event(path, n, line) for n, line in lines), damage)
     conns = {e["conn"]: _endpoints(e) for e in events
              if e.get("conn") is not None and _endpoints(e) is not None}
     for e in events:

@@ -10,7 +10,8 @@ the client's capture, and the delivery of duplicated audio chunks.
   payload bytes the client sent to the server's port, retransmissions included.  For MPTCP these
   are the subflows' bytes (one interface per path on ``dualpath``).
 * check ``paths_with_data``: interfaces that carried ≥ 1 % of those bytes; ``mptcp_fallback``
-  (scheme mptcp): true when fewer than two did — MPTCP fell back to one path; ``capture_damage``:
+  (scheme mptcp): true when fewer than two did — MPTCP fell back to one path; null when a
+  capture is damaged (a path it holds may have carried more); ``capture_damage``:
   capture file → what was wrong with it (``analysis.pcap``) for each damaged one, whose bytes
   are then what could be read.
 
@@ -63,8 +64,8 @@ def run_metrics(run_dir: str | Path, port: int = PORT) -> dict:
         total = sum(per.values())
         metrics["path_bytes"] = per
         checks["paths_with_data"] = sorted(i for i, b in per.items() if total and b >= SHARE * total)
-        if start["scheme"] == "mptcp":
-            checks["mptcp_fallback"] = len(checks["paths_with_data"]) < 2
+        if start["scheme"] == "mptcp":       # unknown when a capture could not be read whole
+            checks["mptcp_fallback"] = None if damage else len(checks["paths_with_data"]) < 2
     return {"metrics": metrics, "checks": checks}
 
 

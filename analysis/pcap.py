@@ -26,6 +26,8 @@ byte where the bad or cut record starts) and ``packets_read``:
   header (24 bytes) or the pcapng section header block, that block is bad, or the file starts
   with neither magic number (no pcap or pcapng file); no packets are read.  ``testbed analyze``
   refuses such a file given on its own, and warns about it as one damaged capture of a run.
+* ``unsupported``: a pcapng whose interfaces use different timestamp units; no packets are read,
+  as for ``header``.
 * ``bad_record``: a record header no capture tool writes (pcap: a timestamp fraction of a
   second or more, a captured length above both the file's snap length and libpcap's
   largest, 262144, or above the packet's length on the wire; pcapng: a block length that is
@@ -149,9 +151,10 @@ def read(path: str | Path, engine: str | None = None) -> Packets:
     raw = np.frombuffer(data + bytes(_PAD), np.uint8)
     damage: list[dict] = []
     if magic == PCAPNG_MAGIC:
-        ts, iface, off, cap, wire, links = _walk_pcapng(data, raw, damage)
-        if damage and damage[0]["kind"] == "header":
-            return _unread(damage[0]["message"])
+        walked = _walk_pcapng(data, raw, damage)
+        if damage and damage[0]["kind"] in UNREAD:
+            return _unread(damage[0]["message"], damage[0]["kind"])
+        ts, iface, off, cap, wire, links = walked
         snaplen = None
     else:
         ts, iface, off, cap, wire, links = _walk_pcap(data, raw, damage)
@@ -188,11 +191,15 @@ def _header_fault(magic: bytes, size: int) -> str | None:
     return None
 
 
-def _unread(message: str) -> Packets:
-    """No packets, and ``header`` damage saying why (``message``): a file without a readable
-    file header."""
+#: damage after which nothing of the file is read (module docstring)
+UNREAD = ("header", "unsupported")
+
+
+def _unread(message: str, kind: str = "header") -> Packets:
+    """No packets, and ``kind`` damage (:data:`UNREAD`) saying why (``message``): a file
+    without a readable file header, or one this reader does not take."""
     pk = Packets(**native.empty_fields(0))
-    pk.damage = [{"kind": "header", "offset": 0, "packets_read": 0, "message": message}]
+    pk.damage = [{"kind": kind, "offset": 0, "packets_read": 0, "message": message}]
     return pk
 
 
@@ -411,8 +418,10 @@ def _walk_pcapng(data: bytes, raw: np.ndarray, damage: list):
             links.append(struct.unpack_from(e + "H", data, pos + 8)[0])
             resol.append(_if_tsresol(data, pos, blen, e))
         pos += blen
-    if len(set(resol)) > 1:
-        raise ValueError("pcapng with interfaces of different timestamp units is not supported")
+    if len(set(resol)) > 1:         # no packet read: as a file without a readable header
+        damage[:] = [{"kind": "unsupported", "offset": 0, "packets_read": 0, "message": (
+            "a pcapng whose interfaces have different timestamp units (if_tsresol): not read")}]
+        return None
     base, exp = resol[0] if resol else (10, 6)
     rec = np.asarray(epb_off, np.int64)
     h = _header_words(raw, rec, 7, e == "<")

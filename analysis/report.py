@@ -128,7 +128,7 @@ def refuse_unreadable(res: dict) -> None:
     pcapng file); else nothing.  For a capture given on its own, where one of a run's captures
     is a damaged capture among the others."""
     for d in res["damage"]:
-        if d["kind"] == "header":
+        if d["kind"] in pcap.UNREAD:
             raise ValueError(f"{res['file']}: {d['message']}")
 
 

@@ -58,7 +58,7 @@ def missing_captures(run_dir: Path, manifest: dict, found: list[Path]) -> tuple[
         return gone, (f"{len(gone)} of the run's {len(listed)} captures are missing: {names} "
                       f"(deleted or moved since the run){also}; {lost}")
     if not found:
-        why = "capture.hosts = none" if capture.get("hosts") == "none" else "no pcap/*.pcap"
+        why = "capture.hosts = none" if capture.get("hosts") == "none" else "no pcap/*.pcap or *.pcapng"
         return [], f"the run has no captures ({why}): no per-flow analysis, no plots"
     return [], None
 

@@ -86,9 +86,9 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
 * ``max_adv_window``: the largest window (bytes, scaled by the window scale of its sender's
   SYN when both SYNs carried one) advertised by the receiver of any connection's data
   direction, SYNs excluded.
-* ``wscale``: the window scale option of the first connection's SYN (``client``) and SYN/ACK
+* ``wscale``: the window scale option of the first data connection's SYN (``client``) and SYN/ACK
   (``server``); -1 when absent.
-* ``syn_mss``: the MSS option of the first connection's SYN (``client``) and SYN/ACK
+* ``syn_mss``: the MSS option of the first data connection's SYN (``client``) and SYN/ACK
   (``server``), 0 when absent; ``max_payload``: the largest TCP payload of any captured segment.
 * ``first_flight_segments``: data segments in the first flight (``analysis.tcp``) of the first
   data connection's data direction.
@@ -97,6 +97,8 @@ Checks (read-backs that show a factor took effect; the capture ones absent as th
 * ``capture_damage``: capture file → what was wrong with it (``analysis.pcap``: a record cut
   short, a bad record header, headers cut by the snap length), for every capture these metrics
   read that was damaged: the numbers then come from the part that could be read.
+* ``log_damage``: event log file → what was wrong with it (``analysis.applog.load``: its last
+  line cut short, left out), for every log these metrics read that was damaged.
 * ``unanswered_requests``: present only when some timed request has a ``request_issued`` and no
   ``last_response_byte`` in the client's log (a request that never completed, or a log cut short
   after it): their ``req`` numbers; ``completion_ms`` and the timed window leave them out.
@@ -117,6 +119,7 @@ CLIENT_LOG = "client.jsonl"
 #: a connection whose data direction sent less than this share of the busiest one's payload is
 #: not the *first data connection* (module docstring)
 DATA_SHARE = 0.1
+SYN_OPTIONS = (("wscale", "wscale"), ("syn_mss", "mss"))    # check name, TCP option
 # and the checks data_segments_per_ack, first_flight_segments
 SENDER_METRICS = ("retransmissions", "retransmitted_bytes", "max_in_flight_bytes", "max_pipe_bytes",
                   "data_per_ack", "bdp_bytes",
@@ -128,13 +131,16 @@ def run_metrics(run_dir: str | Path, client: str | None = None) -> dict[str, dic
     run_dir = Path(run_dir)
     manifest, metadata = applog.run_manifest(run_dir), applog.read_object(run_dir / "metadata.json") or {}
     client = client or manifest.get("roles", {}).get("client") or "client"
-    log = run_dir / CLIENT_LOG
-    events = applog.load(log) if log.is_file() else []
+    logs = {f.name: applog.load(f) for f in sorted(run_dir.glob("*.jsonl"))}
+    events = logs.get(CLIENT_LOG, [])
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
     _from_events(events, metrics, checks)
-    readbacks = [e["readback"] for f in sorted(run_dir.glob("*.jsonl"))
-                 for e in applog.load(f) if e["event"] == "factors" and e.get("readback")]
+    cut = {name: [d["message"] for d in evs.damage] for name, evs in logs.items() if evs.damage}
+    if cut:
+        checks["log_damage"] = cut
+    readbacks = [e["readback"] for evs in logs.values()
+                 for e in evs if e["event"] == "factors" and e.get("readback")]
     if readbacks:
         checks["cc"] = sorted({r["cc"] for r in readbacks})
         checks["socket_readback"] = {k: list(dict.fromkeys(r[k] for r in readbacks if k in r))
@@ -264,7 +270,7 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
     rtx = rtx_bytes = in_flight = pipe = data = acks = adv = 0
     sending: list[tuple[int, int, Any]] = []       # (t0, payload, Direction) per connection with flights
     five: list[tuple[int, int]] = []               # (t0, bytes in its first 5 flights) per connection
-    first_conn: int | None = None                  # t0 of the first connection with data
+    syn_options: list[tuple[int, int, dict]] = []  # (t0, payload, its SYN options) per connection with data
     missing: set[str] = set()                      # data senders without a capture
     window = _timed_window(events)
     counts = dict.fromkeys(("packets_c2s", "packets_s2c", "data_packets_c2s", "data_packets_s2c",
@@ -287,10 +293,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
             if main is None:
                 continue
             adv = max(adv, _max_window(pk, obj["flow"], receiver_is_client=main == "s2c"))
-            if first_conn is None or rec["t0_ns"] < first_conn:
-                first_conn = rec["t0_ns"]
-                checks["wscale"] = _syn_option(pk, obj["flow"], "wscale")
-                checks["syn_mss"] = _syn_option(pk, obj["flow"], "mss")
+            syn_options.append((rec["t0_ns"], rec["directions"][main]["payload_bytes"],
+                                {k: _syn_option(pk, obj["flow"], opt) for k, opt in SYN_OPTIONS}))
             host = senders.host(obj["flow"].key, main)
             view = (rec["directions"][main], obj["directions"][main]) if host == senders.client \
                 else senders.view(host, obj["flow"].key, main)
@@ -311,6 +315,8 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
         checks["capture_damage"] = senders.damage
     if not flows:
         return False
+    if syn_options:
+        checks.update(_first_data(syn_options))
     if handshakes:
         metrics["handshake_ms"] = [ms for _, ms in sorted(handshakes)]
     if adv:
@@ -328,11 +334,9 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
                    max_pipe_bytes=pipe)
     if acks:
         metrics["data_per_ack"] = checks["data_segments_per_ack"] = data / acks
-    busiest = max((payload for _, payload, _ in sending), default=0)
-    first = min(((t0, d) for t0, payload, d in sending if payload >= DATA_SHARE * busiest),
-                key=lambda x: x[0], default=None)
-    if first is not None:
-        fl, bdp = first[1].flights, first[1].bdp_bytes
+    if sending:
+        first = _first_data(sending)
+        fl, bdp = first.flights, first.bdp_bytes
         if bdp is not None:
             metrics["bdp_bytes"] = bdp
         checks["first_flight_segments"] = int(fl[0]["segments"])
@@ -342,6 +346,13 @@ def _from_captures(pcaps: list[Path], events: list[dict], metrics: dict, checks:
         if len(fl) > 1:
             metrics["flight_period_ms"] = float(statistics.median((fl["start"][1:] - fl["start"][:-1]) / 1e6))
     return True
+
+
+def _first_data(conns: list[tuple[int, int, Any]]):
+    """Of ``conns`` — (first packet's time, its data direction's payload, what to take) per
+    connection — what the *first data connection* (module docstring) has."""
+    busiest = max(payload for _, payload, _ in conns)
+    return min((c for c in conns if c[1] >= DATA_SHARE * busiest), key=lambda c: c[0])[2]
 
 
 def _note_damage(res: dict, damage: dict) -> None:

@@ -1,7 +1,7 @@
 """What a reader needs to trust or redo a run: git revision, kernel, tool versions, command line.
 
 In the testbed's VM the image has no git: the host passes its checkout's revision in
-``HOST_GIT_ENV`` (``testbed.backends.vm.checkout``), and ``git_revision`` records it, marked as
+``HOST_GIT_ENV`` (``testbed.host.git``), and ``git_revision`` records it, marked as
 the host's."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from testbed.backends.vm.checkout import FROM_HOST, HOST_GIT_ENV, local_git
+from testbed.host.git import FROM_HOST, HOST_GIT_ENV, local_git
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"tcpdump": ["tcpdump", "--version"], "tshark": ["tshark", "--version"],
@@ -42,7 +42,8 @@ def git_revision() -> dict[str, Any]:
             host = json.loads(passed)
         except ValueError:
             return local
-        return {"revision": host.get("revision"), "dirty": host.get("dirty"), "source": FROM_HOST}
+        if isinstance(host, dict):
+            return {"revision": host.get("revision"), "dirty": host.get("dirty"), "source": FROM_HOST}
     return local
 
 

@@ -247,3 +247,16 @@ def test_the_count_finding_says_the_rest_was_lost_where_reading_stopped(whole, t
         {"offset_start_ns": 0, "offset_stop_ns": 0, "captured": len(_offsets(data))}))
     kinds = {d["kind"]: d["message"] for d in report.analyze_file(cut)["damage"]}
     assert kinds["count"].endswith("the rest lost where reading stopped")
+
+
+def test_a_pcapng_with_two_timestamp_units_is_unsupported_damage_not_an_error(tmp_path):
+    """Its second interface in ms beside the first in ns: nothing read, said as damage (one
+    capture of a run), refused when given on its own — never a traceback mid-run."""
+    f = write_pcapng(tmp_path / "two.pcapng", [])
+    second = struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB", 9, 1, 3) + b"\x00" * 3 + struct.pack("<HH", 0, 0)
+    f.write_bytes(f.read_bytes() + struct.pack("<II", 1, len(second) + 12) + second
+                  + struct.pack("<I", len(second) + 12))
+    pk = pcap.read(f)
+    assert len(pk) == 0 and [d["kind"] for d in pk.damage] == ["unsupported"]
+    with pytest.raises(ValueError, match="different timestamp units"):
+        report.refuse_unreadable(report.analyze_file(f))

@@ -51,16 +51,19 @@ def test_mptcp_scheme_refuses_to_touch_the_hosts_own_path_manager(tmp_path):
     assert r.returncode == 1 and "inside a testbed namespace" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_a_damaged_capture_is_named_in_the_checks(tmp_path):
-    """The paths' bytes of a capture that lost its file header are 0: said, not taken as an idle path."""
+@pytest.mark.parametrize("scheme", ["split", "mptcp"])
+def test_a_damaged_capture_is_named_in_the_checks(tmp_path, scheme):
+    """The paths' bytes of a capture that lost its file header are 0: said, and not taken as an
+    idle path (MPTCP's fallback is then unknown, not true)."""
     import json
 
     from analysis.multipath import run_metrics
     (tmp_path / "pcap").mkdir()
     (tmp_path / "pcap" / "client-client-eth1.pcap").write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(6))
     (tmp_path / "client.jsonl").write_text("".join(json.dumps(e) + "\n" for e in (
-        {"t": 1, "event": "transfer_start", "scheme": "split"}, {"t": 2_000_001, "event": "transfer_done"})))
+        {"t": 1, "event": "transfer_start", "scheme": scheme}, {"t": 2_000_001, "event": "transfer_done"})))
     out = run_metrics(tmp_path)
+    assert out["checks"].get("mptcp_fallback", "absent") == ("absent" if scheme == "split" else None)
     assert out["metrics"]["path_bytes"] == {"client-eth1": 0}
     (msg,) = out["checks"]["capture_damage"]["client-client-eth1.pcap"]
     assert "cut short" in msg

@@ -180,7 +180,7 @@ def test_the_bdp_is_the_delivery_rate_over_one_rtt_times_the_rtt(tmp_path, lost)
 def test_a_control_connection_opened_first_is_not_the_first_data_connection(tmp_path):
     """iperf3 opens a control connection (a few hundred bytes) before its data: the BDP and the
     flights are the upload's, not the control connection's 37-byte flights."""
-    ctl = [(-50, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="S", seq=7)),
+    ctl = [(-50, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="S", seq=7, options=[("WScale", 7)])),
            (-40, IP(src=S, dst=C) / TCP(sport=80, dport=999, flags="SA", seq=70, ack=8)),
            (-40, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="A", seq=8, ack=71)),
            (-39, IP(src=C, dst=S) / TCP(sport=999, dport=80, flags="PA", seq=8, ack=71) / Raw(b"c" * 37)),
@@ -189,9 +189,11 @@ def test_a_control_connection_opened_first_is_not_the_first_data_connection(tmp_
     (d / "pcap").mkdir(parents=True)
     _write(d / "pcap" / "client-client-eth0.pcap", [("", t, p) for t, p in ctl] + _upload())
     (d / "manifest.json").write_text(json.dumps({"roles": {"client": "client", "server": "server"}}))
-    m = run_metrics(d)["metrics"]
+    out = run_metrics(d)
+    m = out["metrics"]
     assert m["bdp_bytes"] == pytest.approx(100_000, rel=0.011)
     assert m["flight_bytes"][0] > 37 and m["cumulative_5"][0] == 37 and len(m["cumulative_5"]) == 2
+    assert out["checks"]["wscale"]["client"] == -1          # the upload's SYN, not the control's (7)
 
 
 def test_max_delivery_rate():
@@ -218,3 +220,6 @@ def test_a_request_issued_without_its_last_byte_is_named_not_silently_dropped(tm
     assert out["checks"]["unanswered_requests"] == [2]
     (d / "client.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:4]))
     assert "unanswered_requests" not in run_metrics(d)["checks"]
+    (d / "client.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:4]) + '{"t": 5')
+    (msg,) = run_metrics(d)["checks"]["log_damage"]["client.jsonl"]     # a cut last line: said
+    assert msg.startswith("cut short: line 5")

@@ -46,7 +46,7 @@ from typing import BinaryIO
 
 from testbed.backends.guest import GuestError, guest_cli_argv, host_key
 from testbed.backends.vm import image as vm_image
-from testbed.backends.vm.checkout import host_git_env
+from testbed.host.git import host_git_env
 from testbed.host import lifecycle
 from testbed.host.lifecycle import ProcessRecord, end_process, proc_start_time
 from testbed.spec.errors import RunError, SetupError

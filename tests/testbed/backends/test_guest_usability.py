@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO
 from testbed.backends import uml, vm
 from testbed.backends.uml import guest_init
-from testbed.backends.vm import checkout
+from testbed.host import git as checkout
 from testbed.host.lifecycle import RunInterrupted, proc_start_time
 
 

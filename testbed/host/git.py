@@ -2,8 +2,8 @@
 whose image has no git: ``HOST_GIT_ENV`` in the command's environment holds the host's
 ``local_git`` as JSON; ``testbed.run.provenance.git_revision`` records it, marked ``FROM_HOST``.
 
-Division of labour: reads git, knows nothing of runs; imported by the VM backend and by
-``testbed.run.provenance``.
+Division of labour: reads git, knows nothing of runs or guests; imported by the VM backend
+(which hands the revision in) and by ``testbed.run.provenance`` (which records it).
 """
 from __future__ import annotations
 
