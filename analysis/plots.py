@@ -36,6 +36,7 @@ def _plt():
     import matplotlib.pyplot as plt
     plt.rcParams["svg.fonttype"] = "none"      # SVG text stays text (searchable, editable)
     plt.rcParams["pdf.fonttype"] = 42          # TrueType in the PDF, text selectable
+    plt.rcParams["axes.formatter.useoffset"] = False   # ticks read as values, not "+2.001e2" offsets
     return plt
 
 

@@ -32,6 +32,14 @@ def _num(v, digits=None) -> str:
     return f"{v:.1f}" if 100 <= abs(v) < 1e5 else f"{v:.3g}"
 
 
+def _scaled(v, scale: float):
+    """``v`` — a number, a [low, high] interval or None — times ``scale`` (a metric's stored
+    unit to the one shown, ``experiments.plots.metric_axis``)."""
+    if v is None:
+        return None
+    return [x * scale for x in v] if isinstance(v, (list, tuple)) else v * scale
+
+
 def _ci(ci, digits=None) -> str:
     return f"[{_num(ci[0], digits)}, {_num(ci[1], digits)}]" if ci else "[–]"
 
@@ -208,6 +216,7 @@ def _machine_lines(summary: dict, m: str) -> list[str]:
 
 
 def markdown(summary: dict, plots: list[str], out: Path) -> str:
+    from experiments.plots import metric_axis
     ov = summary["overhead"]
     md = [f"# Experiment `{summary['experiment']}`", "", "## Setup", ""]
     md += [f"- {k}: {v}" for k, v in experiment_setup(out, summary)] + ["", "## Design", "",
@@ -234,7 +243,8 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
         if all(lv["metrics"][m]["n"] == 0 for lv in summary["by_level"].values()):
             md += [f"## {m}", "", "No valid run recorded this metric.", ""]
             continue
-        md += [f"## {m}", "", "| level | n valid / runs | median | 95 % CI | p10 | p90 | p99 |",
+        md += [f"## {m}", "", f"{metric_axis(m, kb=False)[0]}:", "",
+               "| level | n valid / runs | median | 95 % CI | p10 | p90 | p99 |",
                "|---|---|---|---|---|---|---|"]
         for lab, lv in summary["by_level"].items():
             s = lv["metrics"][m]
@@ -358,16 +368,19 @@ def html(out: Path, summary: dict, written: list[str], drawn: bool = True) -> "P
     page.heading("Setup").setup(experiment_setup(out, summary))
     n_min = summary.get("min_n_ci", 2)
     for i, m in enumerate(summary["metrics"]):
-        page.heading(("primary metric: " if i == 0 else "") + metric_axis(m)[0], anchor=m)
+        label, k = metric_axis(m)           # the tables in the heading's unit, as the figures
+        page.heading(("primary metric: " if i == 0 else "") + label, anchor=m)
         rows = []
         for lab, lv in summary["by_level"].items():
             st = lv["metrics"][m]
-            rows.append([lab, f"{lv['n_valid']} / {lv['n_runs']}", _num(st["median"]),
+            rows.append([lab, f"{lv['n_valid']} / {lv['n_runs']}", _num(_scaled(st["median"], k)),
                          "n too small for a CI" if st["n"] and st["median_ci"] is None and st["n"] < n_min
-                         else _ci(st["median_ci"]), _num(st["p10"]), _num(st["p90"])])
+                         else _ci(_scaled(st["median_ci"], k)), _num(_scaled(st["p10"], k)),
+                         _num(_scaled(st["p90"], k))])
         page.table([summary["factor"], "n valid / runs", "median", "95 % CI", "p10", "p90"], rows)
         comp = [[f"{c['a']} / {c['b']}", f"{_num(c['ratio'], 3)} {_ci(c['ratio_ci'], 3)}",
-                 f"{_num(c['difference'])} {_ci(c['difference_ci'])}", _p(c["mann_whitney"]),
+                 f"{_num(_scaled(c['difference'], k))} {_ci(_scaled(c['difference_ci'], k))}",
+                 _p(c["mann_whitney"]),
                  _num(c["cliffs_delta"], 2)] for c in summary["comparisons"] if c["metric"] == m]
         if comp:
             page.table(["A / B", "ratio of medians [95 % CI]", "difference [95 % CI]", "Mann–Whitney p",

@@ -667,8 +667,8 @@ ROWS: tuple[Row, ...] = (
              "C7.relay_new_confirmed waits for the far connect",
         cause="the response crosses the tunnel on the 14%-loss direction: a lost response segment "
               "costs the server gateway a retransmission timeout (~200 ms or more) — requests are "
-              "~250 ms or 450-900 ms, and the slow ones match the tunnel's retransmissions below; "
-              "the SOCKS5 reply itself takes ~1-4 ms",
+              "~250 ms or 450 ms and more, and the slow ones match the tunnel's retransmissions "
+              "below; the SOCKS5 reply itself takes about a millisecond (socks ms below)",
         cause_low="no lost response segment cost a retransmission timeout in most requests "
                   "(per-request ms below), so the median is the model's handshake, SOCKS5 and LAN "
                   "slow start with the tunnel open; the chapter's 301.6 ms holds ~61 ms more that "

@@ -116,3 +116,14 @@ def test_the_figure_title_stays_clear_of_the_panel_titles_of_a_tall_figure(tmp_p
         plots.LAYOUT_PROBLEMS.clear()
         plots._save(fig, tmp_path / f"tall{blocks}")
         assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+
+
+def test_tick_labels_are_values_not_an_offset():
+    """Handshakes of 200.04–200.10 ms read as such, not as 0.04–0.10 beside a "+2.001e2"."""
+    plt = plots._plt()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [200.04, 200.07, 200.10])
+    fig.canvas.draw()
+    assert ax.yaxis.get_offset_text().get_text() == ""
+    assert any(t.get_text().startswith("200.") for t in ax.get_yticklabels())
+    plt.close(fig)

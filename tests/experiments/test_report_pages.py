@@ -151,3 +151,17 @@ def test_an_experiment_over_the_udp_transport_draws_its_packets(tmp_path, layout
     assert args.func(args) == 0
     assert "transport-5003: symbols sent" in (run / "report.html").read_text()
     _checked(run / "report.html", tmp_path)
+
+
+def test_the_html_tables_are_in_the_headings_unit(tmp_path):
+    """max_in_flight_bytes is headed "(kB)", as its figures are drawn: its table's medians are kB
+    too (they were bytes, 1.5e+05 under a kB heading); report.md names the unit, bytes."""
+    from experiments import load_definition, run_experiment, write_all
+    exp = load_definition("reuse").with_overrides(reps=2).replace(warmup=0, metrics=("max_in_flight_bytes",))
+    fake = FakeExecutor("params.mode", {"new": 150000.0, "reuse": 300000.0}, metric="max_in_flight_bytes",
+                        spread=0.0)
+    out = run_experiment(exp, tmp_path / "e", executor=fake, quiet=True)
+    write_all(out, plots=False)
+    page = (out / "report.html").read_text()
+    assert "max in flight (kB)" in page and "<td>150.0</td>" in page and "1.5e+05" not in page
+    assert "max in flight (B):" in (out / "report.md").read_text()
