@@ -340,8 +340,10 @@ def experiment_setup(out: Path, summary: dict | None = None) -> list[tuple[str, 
     first = next((r for r in (summary or {}).get("runs", ()) if r["status"] == "complete"), None)
     if first and (out / first["dir"] / "manifest.json").is_file():
         run = read_manifest(out / first["dir"] / "manifest.json")
+        factors = d["factor"] + (f" and {d['cross']['factor']}" if d.get("cross") else "")
+        rows.append(("spec of the arms", f"the rows below are {first['dir']}'s; the other arms differ "
+                                         f"only in {factors}, set to each level"))
         rows += [(k, v) for k, v in run_setup(run) if k not in ("link seed", "started")]
-        rows.append(("spec of the arms", f"as {first['dir']}'s with {d['factor']} set to each level"))
     env = manifest.get("environment") or {}
     load = env.get("loadavg")
     host = json.loads((out / "host.json").read_text()) if (out / "host.json").is_file() else None

@@ -165,3 +165,14 @@ def test_the_html_tables_are_in_the_headings_unit(tmp_path):
     page = (out / "report.html").read_text()
     assert "max in flight (kB)" in page and "<td>150.0</td>" in page and "1.5e+05" not in page
     assert "max in flight (B):" in (out / "report.md").read_text()
+
+
+def test_the_setup_says_whose_run_its_rows_are_before_them(tmp_path):
+    """The setup's run rows are the first run's (cc=cubic in a cc experiment): said before them."""
+    from experiments import load_definition, run_experiment, write_all
+    from experiments.report import experiment_setup
+    exp = load_definition("reuse").with_overrides(reps=1).replace(warmup=0)
+    out = run_experiment(exp, tmp_path / "e", executor=FakeExecutor("params.mode", {"new": 1.0, "reuse": 2.0}),
+                         quiet=True)
+    rows = [k for k, _ in experiment_setup(out, write_all(out, plots=False))]
+    assert rows.index("spec of the arms") < rows.index("workload")
