@@ -463,8 +463,10 @@ def _setup(meta: dict, rows: list[dict]) -> tuple[list, list]:
              ("machine load", f"1-min load {meta['load_before']} → {meta['load_after']} on "
                               f"{meta.get('cores', '?')} cores; {meta.get('cpu', '')}"),
              ("columns", "chapter: the number as printed in CHAPTER12.md; model: analysis.models; "
-                         "measured: median of valid experiment runs with real packets (95 % bootstrap "
-                         "CI, n), – when not measured; ok: |measured − chapter| ≤ tolerance × |chapter|")]
+                         "measured: with real packets, the median of valid experiment runs (95 % "
+                         "bootstrap CI, n runs; a row pooling the runs' values, e.g. one per request, "
+                         "says so in its note: n values, the CI resampling them), – when not "
+                         "measured; ok: |measured − chapter| ≤ tolerance × |chapter|")]
     experiments = []
     for d in dict.fromkeys(r["experiment_dir"] for r in rows if r["experiment_dir"]):
         summary = json.loads((Path(d) / "summary.json").read_text()) if (Path(d) / "summary.json").is_file() \

@@ -322,6 +322,9 @@ def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
     return values
 
 
+#: what a pooled row's n and CI are (a row's note says it)
+POOLED_N = ("n: values pooled over the level's valid runs (e.g. one per request); the CI "
+            "resamples values, not runs, so it is narrower than one over runs would be")
 #: the fewest values a pooled 99th percentile is read from (one 1-in-100 event expected)
 P99_MIN_VALUES = 100
 
@@ -544,6 +547,8 @@ def result_rows(rows: list[Row], measured: dict | None, quick: bool, skipped: st
                          "at random: no random loss, jitter or backoff)")
         if rec["experiment_dir"] and "summary" in measured[m.key]:
             notes.append(_replaced(measured[m.key]["summary"]))
+        if rec["n"] and m.statistic.startswith("pooled_"):
+            notes.append(POOLED_N)
         if rec["experiment_dir"] and quick and m.experiment in QUICK_SETS:
             notes.append("--quick: " + ", ".join(f"{k}={v}" for k, v in QUICK_SETS[m.experiment].items()))
         if row.note:

@@ -543,3 +543,12 @@ def test_keep_topology_is_ignored_with_a_warning_where_a_link_has_a_schedule(tmp
     warned = [r.getMessage() for r in caplog.records if "--keep-topology ignored" in r.getMessage()]
     assert len(warned) == 1 and warned[0].startswith("c11-fail: --keep-topology ignored: the topology is "
                                                      "rebuilt for every run, as its links change during a run")
+
+
+def test_a_pooled_rows_note_says_what_its_n_and_ci_count(tmp_path):
+    """C7.direct_new pools every request of its runs: n = 2 runs x 10 requests, said in the note
+    (a reader took n for runs)."""
+    from experiments.reproduce.run import POOLED_N
+    rows = select(["C7.direct_new"])
+    (res,) = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=_Dispatch()), quick=True)
+    assert res["n"] == 20 and POOLED_N in res["note"]
