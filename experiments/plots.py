@@ -279,7 +279,8 @@ def shown_levels(levels: list[str], width: int = 28) -> dict[str, str]:
 
 
 def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
-    """The metric against the run index; [] when :func:`degenerate`."""
+    """The metric against the run index, the runs kept with a degraded fidelity verdict circled
+    and the excluded ones crossed; [] when :func:`degenerate`."""
     if degenerate(summary, metric):
         return []
     plt = _plt()
@@ -292,6 +293,10 @@ def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
         rs = [r for r in runs if r["level"] == lab and r["valid"]]
         ax.plot([r["index"] for r in rs], [r["metrics"][metric] * scale for r in rs], "o-", ms=4, lw=0.6,
                 color=f"C{k}", label=names[lab])
+    degraded = [r for r in runs if r["valid"] and r.get("fidelity") == "degraded"]
+    if degraded:            # kept (the machine's timing error), but a reader should see which
+        ax.plot([r["index"] for r in degraded], [r["metrics"][metric] * scale for r in degraded], "o",
+                ms=9, mfc="none", color="black", lw=0, label="kept, fidelity degraded")
     bad = [r for r in runs if not r["valid"]]
     if bad:
         ax.plot([r["index"] for r in bad], [r["metrics"][metric] * scale for r in bad], "x", color="grey",

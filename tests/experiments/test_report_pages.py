@@ -176,3 +176,20 @@ def test_the_setup_says_whose_run_its_rows_are_before_them(tmp_path):
                          quiet=True)
     rows = [k for k, _ in experiment_setup(out, write_all(out, plots=False))]
     assert rows.index("spec of the arms") < rows.index("workload")
+
+
+def test_the_by_run_figure_marks_the_runs_kept_with_a_degraded_verdict(tmp_path, monkeypatch):
+    """A degraded run is kept (the machine's timing error, named in its manifest) and was an
+    unmarked outlier in the by-run figure: now circled, in the legend."""
+    from experiments import load_definition, plots as xplots, run_experiment, write_all
+    exp = load_definition("reuse").with_overrides(reps=2).replace(warmup=0)
+    fake = FakeExecutor("params.mode", {"new": 1200.0, "reuse": 300.0}, degraded=(1,), degraded_by=1.3)
+    out = run_experiment(exp, tmp_path / "e", executor=fake, quiet=True)
+    summary = write_all(out, plots=False)
+    assert summary["degraded_kept"] == ["runs/001-reuse"]
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    assert xplots.drift_figure(summary, "completion_ms_median", tmp_path / "by-run")
+    labels = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
+    assert "kept, fidelity degraded" in labels
