@@ -44,6 +44,7 @@ def _plt():
 #: (path of the PNG, problems); ``_save`` also logs each as a warning
 LAYOUT_PROBLEMS: list[tuple[str, list[str]]] = []
 FORMATS = ("png", "svg", "pdf")
+LINE_STYLES = ("-", "--", ":", "-.")   # one per ten lines of a figure: colours repeat past ten
 DPI = 150
 
 
@@ -419,12 +420,14 @@ def _kind(label: str) -> str:
 
 def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stream",
              markers: list[tuple[float, str]] = (), steps=()) -> list[str]:
-    """streams: {name: (t_ns array, cumulative bytes array)}."""
+    """streams: {name: (t_ns array, cumulative bytes array)}; past ten streams the colours repeat
+    with another line style, so no two share a legend entry's look."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    for name, (tt, b) in streams.items():
+    for k, (name, (tt, b)) in enumerate(streams.items()):
         if len(tt):
-            ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(b) / 1e3, where="post", label=str(name))
+            ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(b) / 1e3, where="post", label=str(name),
+                    color=f"C{k % 10}", ls=LINE_STYLES[k // 10 % len(LINE_STYLES)])
     mark(ax, markers)
     shade_steps(ax, steps, t0)
     ax.set_xlabel("time (s)")

@@ -127,3 +127,15 @@ def test_tick_labels_are_values_not_an_offset():
     assert ax.yaxis.get_offset_text().get_text() == ""
     assert any(t.get_text().startswith("200.") for t in ax.get_yticklabels())
     plt.close(fig)
+
+
+def test_eleven_delivery_streams_do_not_share_a_look(tmp_path, monkeypatch):
+    """Colours repeat past ten: the eleventh stream had request 0's blue line."""
+    import numpy as np
+    figs = []
+    real = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    streams = {f"request {k}": (np.array([0, 10**9]), np.array([0, 1000 * (k + 1)])) for k in range(11)}
+    plots.delivery(streams, 0, tmp_path / "d")
+    looks = [(line.get_color(), line.get_linestyle()) for line in figs[0].axes[0].lines]
+    assert len(looks) == 11 and len(set(looks)) == 11
