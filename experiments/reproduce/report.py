@@ -269,9 +269,11 @@ def fig_c7(rows: list[dict], base: Path) -> list[str]:
                     lo, hi = r["ci95"]
                     ax.errorbar([j + width], [r["measured"]], yerr=[[r["measured"] - lo], [hi - r["measured"]]],
                                 color="black", capsize=4, lw=1.2, label="95 % CI of the measured median")
-            for x, v in ((j - width, r["chapter"]), (j, r["model"]), (j + width, r["measured"])):
-                if v is not None:
-                    ax.annotate(f"{v:.0f}", (x, v), xytext=(0, 2), textcoords="offset points",
+            top = max(r["ci95"][1], r["measured"]) if r["measured"] is not None and r["ci95"] else r["measured"]
+            for x, v, at in ((j - width, r["chapter"], r["chapter"]), (j, r["model"], r["model"]),
+                             (j + width, r["measured"], top)):
+                if v is not None:      # above the CI's whisker, not struck through by it
+                    ax.annotate(f"{v:.0f}", (x, at), xytext=(0, 2), textcoords="offset points",
                                 ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(cells)), [f"{path}\n(n={by[cid]['n']} requests)" for cid, path in cells])
         ax.set_title(f"{mode} (chapter figure {fig_no})", fontsize=10)

@@ -552,3 +552,16 @@ def test_a_pooled_rows_note_says_what_its_n_and_ci_count(tmp_path):
     rows = select(["C7.direct_new"])
     (res,) = result_rows(rows, measure_all(rows, tmp_path, quick=True, executor=_Dispatch()), quick=True)
     assert res["n"] == 20 and POOLED_N in res["note"]
+
+
+def test_c7s_value_labels_sit_above_the_ci_whiskers(tmp_path, monkeypatch):
+    """A measured median's label was at the bar's top, struck through by its own CI's whisker."""
+    from experiments.reproduce import report
+    figs = []
+    real = report._save
+    monkeypatch.setattr(report, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    rows = [{"id": cid, "chapter": 300.0, "model": 240.0, "measured": 400.0, "ci95": [250.0, 900.0],
+             "ok": False, "n": 10} for cid, *_ in report.C7_CELLS]
+    assert report.fig_c7(rows, tmp_path / "c7")
+    labels = [t for t in figs[0].axes[0].texts if t.get_text() == "400"]
+    assert labels and all(t.xy[1] >= 900.0 for t in labels)
