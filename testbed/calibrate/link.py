@@ -291,7 +291,8 @@ def evaluate(configured: dict, res: dict) -> list[dict]:
     check("RTT median (ms)", configured["rtt_ms"], med,
           med is not None and abs(med - own - configured["rtt_ms"]) <= RTT_TOL_MS,
           f"±{RTT_TOL_MS} ms" + (f" around configured + {own:.2f} ms, the endpoints' own round trip "
-                                 "(loopback)" if own else ""))
+                                 "(loopback)" if own else "")
+          + "; configured: the delays both ways and the probe's serialization at each rate")
     for d in ("up", "down"):
         conf = configured["rate_mbps"][d]
         meas = m["rate_mbps"].get(d)

@@ -166,6 +166,7 @@ def test_evaluate_explains_a_failed_rate_line_only():
     res["measured"]["train"] = {d: {"send_rate_mbps": 21.0, "sides": _sides(mean=18.2)} for d in ("up", "down")}
     checks = {c["check"]: c for c in calibrate.evaluate(_configured(), res)}
     assert checks["rate up (Mbit/s)"]["why"].startswith("the qdisc: it released the train at 18.20")
+    assert checks["RTT median (ms)"]["tolerance"].endswith("the probe's serialization at each rate")
     assert "why" not in checks["rate down (Mbit/s)"]
 
 
