@@ -45,6 +45,7 @@ def _plt():
 LAYOUT_PROBLEMS: list[tuple[str, list[str]]] = []
 FORMATS = ("png", "svg", "pdf")
 LINE_STYLES = ("-", "--", ":", "-.")   # one per ten lines of a figure: colours repeat past ten
+LANE_SPREAD = 0.6                       # of a swimlane's height, over which its event kinds spread
 DPI = 150
 
 
@@ -383,9 +384,11 @@ def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline",
     """lanes: {lane name: [(t_ns, label), ...]}; a label's kind is its text before ``#`` or
     ``:`` (``request_first#2:40312`` -> ``request_first``): one marker and colour per kind,
     named in a legend beside the axes (no text at the points, which overlapped where events
-    cluster).  ``markers``: [(seconds, text)] drawn as vertical lines (events that are not
-    packets, e.g. a link's change).  ``steps`` are drawn on the lane ``step_lanes`` names for
-    their log (a lane added when absent); the x range grows to show them all."""
+    cluster), each kind of a lane on a row of its own within the lane (:data:`LANE_SPREAD`), so
+    events at one moment do not hide each other.  ``markers``: [(seconds, text)] drawn as
+    vertical lines (events that are not packets, e.g. a link's change).  ``steps`` are drawn on
+    the lane ``step_lanes`` names for their log (a lane added when absent); the x range grows
+    to show them all."""
     plt = _plt()
     step_lanes = step_lanes or {}
     for s in steps:
@@ -393,12 +396,16 @@ def swimlane(lanes: dict, t0: int, base: Path, title: str = "timeline",
     names = list(lanes)
     kinds = list(dict.fromkeys(_kind(lab) for evs in lanes.values() for _, lab in evs))
     shapes = "o^sDv<>ph*Xd"
-    fig, ax = plt.subplots(figsize=(11, max(1.6 + 0.6 * len(names), 1.0 + 0.17 * len(kinds))))
+    per_lane = max((len({_kind(lab) for _, lab in evs}) for evs in lanes.values()), default=1)
+    fig, ax = plt.subplots(figsize=(11, max(1.6 + max(0.6, 0.1 * per_lane) * len(names),
+                                            1.0 + 0.17 * len(kinds))))
     for y, name in enumerate(names):
+        here = [kind for kind in kinds if any(_kind(lab) == kind for _, lab in lanes[name])]
         for k, kind in enumerate(kinds):
             x = [(tt - t0) / 1e9 for tt, lab in lanes[name] if _kind(lab) == kind]
-            if x:
-                ax.plot(x, [y] * len(x), shapes[k % len(shapes)], ms=5, alpha=0.8,
+            if x:               # each kind on its own row within the lane: coincident events stay apart
+                dy = LANE_SPREAD * (here.index(kind) / max(len(here) - 1, 1) - 0.5) if len(here) > 1 else 0.0
+                ax.plot(x, [y + dy] * len(x), shapes[k % len(shapes)], ms=5, alpha=0.8,
                         color=f"C{k % 10}", label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
     shade_steps(ax, steps, t0, lanes={s.log: names.index(step_lanes.get(s.log, s.log)) for s in steps},
                 keep_xlim=False)

@@ -139,3 +139,14 @@ def test_eleven_delivery_streams_do_not_share_a_look(tmp_path, monkeypatch):
     plots.delivery(streams, 0, tmp_path / "d")
     looks = [(line.get_color(), line.get_linestyle()) for line in figs[0].axes[0].lines]
     assert len(looks) == 11 and len(set(looks)) == 11
+
+
+def test_coincident_events_of_a_lane_do_not_hide_each_other(tmp_path, monkeypatch):
+    """ack, first_app_data and request_first at one moment were drawn on one spot."""
+    figs = []
+    real = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    lanes = {"10.0.0.1": [(10**8, "ack:1000"), (10**8, "first_app_data:1000"), (10**8, "request_first#0")]}
+    plots.swimlane(lanes, 0, tmp_path / "t")
+    spots = {(line.get_xdata()[0], line.get_ydata()[0]) for line in figs[0].axes[0].lines}
+    assert len(spots) == 3
