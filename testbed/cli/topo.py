@@ -155,11 +155,11 @@ def medium_line(m: dict) -> str:
 def check_up_args(args, topo) -> None:
     """What ``topo up`` can refuse before it brings ``topo`` up: alternatives, --hold, --exec
     hosts and the host names in their arguments (``{host}``), --full-payload without captures."""
+    from testbed.run.network import substitute_hosts
+    from testbed.run.plan import check_capture
     if sum(map(bool, (args.cli, args.hold, args.execs))) > 1:
         raise UsageError("--cli, --hold and --exec are alternatives; give one of them")
-    if args.full_payload and up_spec(args).capture.hosts == "none":
-        raise UsageError("--full-payload with nothing captured (no --exec, no --capture): give "
-                         "--capture HOSTS (or all) to keep whole frames")
+    check_capture(up_spec(args).capture)
     if args.hold < 0:
         raise UsageError(f"--hold {args.hold:g}: give the seconds to keep the topology up (>= 0)")
     hosts = set(topo.hosts())
@@ -168,10 +168,9 @@ def check_up_args(args, topo) -> None:
             raise UsageError(f"--exec {' '.join(item)!r}: expected HOST CMD [ARG...] with HOST one "
                              f"of {', '.join(sorted(hosts))}")
         try:                                    # {host} becomes its address once it is up
-            [arg.format(**{h: h for h in hosts}) for arg in item[1:]]
-        except (KeyError, IndexError, ValueError) as exc:
-            raise UsageError(f"--exec {' '.join(item)!r}: bad {{host}} substitution ({exc}); hosts: "
-                             f"{', '.join(sorted(hosts))}") from None
+            substitute_hosts(item[1:], {h: h for h in hosts})
+        except ValueError as exc:
+            raise UsageError(f"--exec {' '.join(item)!r}: {exc}") from None
 
 
 def up_spec(args):

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
 from testbed.host.namespace import (DEFAULT_SYSCTLS, SYSTEM_HOSTS, configure_host, host_names,
@@ -32,6 +32,15 @@ from testbed.run.plan import build_topology, require_root
 from testbed.run.provenance import provenance
 
 log = logging.getLogger(__name__)
+
+
+def substitute_hosts(argv: Sequence[str], addresses: Mapping[str, str]) -> list[str]:
+    """``argv`` with each ``{host}`` replaced by ``addresses[host]``; a ValueError naming the
+    hosts for a name that is none of them, or a brace that is no substitution."""
+    try:
+        return [arg.format(**addresses) for arg in argv]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"bad {{host}} substitution ({exc}); hosts: {', '.join(sorted(addresses))}") from None
 
 
 class Testbed:
@@ -126,10 +135,9 @@ class Testbed:
                 raise UsageError(f"program {' '.join([host, *argv])!r}: expected HOST CMD [ARG...] "
                                  f"with HOST one of {', '.join(sorted(hosts))}")
             try:
-                argv = [arg.format(**ips) for arg in argv]
-            except (KeyError, IndexError, ValueError) as exc:
-                raise UsageError(f"program {' '.join([host, *argv])!r}: bad {{host}} substitution "
-                                 f"({exc}); hosts: {', '.join(sorted(hosts))}") from None
+                argv = substitute_hosts(argv, ips)
+            except ValueError as exc:
+                raise UsageError(f"program {' '.join([host, *argv])!r}: {exc}") from None
             stem = self.dir / f"exec-{len(programs)}-{host}"
             programs.append({"host": host, "argv": argv, "stdout": Path(f"{stem}.stdout"),
                              "stderr": Path(f"{stem}.stderr"), "returncode": None})

@@ -124,15 +124,21 @@ class Plan:
             raise UsageError(str(exc)) from None
 
 
+def check_capture(capture) -> None:
+    """UsageError for a ``CaptureSpec`` that contradicts itself: whole frames (``full_payload``)
+    of no capture (``hosts`` none)."""
+    if capture.full_payload and capture.hosts == "none":
+        raise UsageError("--capture none with --full-payload (capture.hosts none, capture.full_payload "
+                         "true): nothing is captured, so no whole frames either; capture on hosts "
+                         "(--capture all or HOST,...) or drop --full-payload")
+
+
 def resolve(spec: RunSpec) -> Plan:
     """``spec`` checked against every registry (workloads, topologies, links, factors) and
     resolved into a Plan; UsageError naming what is wrong and what is allowed.  Needs no root.
     The topology's name is checked first (a typo in it is reported before any other option)."""
     check_topology(spec.topology)
-    if spec.capture.full_payload and spec.capture.hosts == "none":
-        raise UsageError("--capture none with --full-payload (capture.hosts none, capture.full_payload "
-                         "true): nothing is captured, so no whole frames either; capture on hosts "
-                         "(all or HOST,...) or drop --full-payload")
+    check_capture(spec.capture)
     record, params = workload_record(spec.workload, spec.params)
     socket = factors.parse_all(spec.socket, "socket")
     host = factors.parse_all(spec.host, "host")

@@ -119,7 +119,7 @@ def test_topo_show_prints_a_shared_medium():
     (["run", "bulk", "--topo", "wifi"], "exactly one of --size or --duration"),
     (["run", "reqresp", "--topo", "wifi", "--client-host", "client"], "hosts: server, station"),
     (["topo", "up", "image", "--exec", "client", "ping", "{nohost}"], "bad {host} substitution ('nohost')"),
-    (["topo", "up", "image", "--full-payload", "--hold", "1"], "--full-payload with nothing captured"),
+    (["topo", "up", "image", "--full-payload", "--hold", "1"], "--capture none with --full-payload"),
 ])
 def test_bad_names_are_one_line_listing_the_valid_ones(args, message):
     out = run_testbed(*args)
