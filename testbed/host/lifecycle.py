@@ -335,16 +335,23 @@ def signals_raise() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def interruption(exc: BaseException) -> str | None:
-    """How a run's manifest names the signal that ended it: ``interrupted (SIGINT)`` for Ctrl-C
-    (KeyboardInterrupt, or ``RunInterrupted`` when it came during teardown), ``interrupted
-    (SIGTERM)``, ``interrupted (SIGHUP)``; None when ``exc`` is no signal's."""
+def signal_of(exc: BaseException) -> signal.Signals | None:
+    """The signal an exception stands for: SIGINT for KeyboardInterrupt, the one a
+    ``RunInterrupted`` carries (SIGTERM, SIGHUP; SIGINT when it came during teardown); None
+    when ``exc`` is no signal's."""
     if isinstance(exc, KeyboardInterrupt):
-        return f"interrupted ({signal.SIGINT.name})"
+        return signal.SIGINT
     if isinstance(exc, RunInterrupted) and isinstance(exc.code, int):
         with contextlib.suppress(ValueError):
-            return f"interrupted ({signal.Signals(exc.code - 128).name})"
+            return signal.Signals(exc.code - 128)
     return None
+
+
+def interruption(exc: BaseException) -> str | None:
+    """How a run's manifest names the signal that ended it (:func:`signal_of`): ``interrupted
+    (SIGINT)``, ``interrupted (SIGTERM)``, ``interrupted (SIGHUP)``; None for no signal's."""
+    sig = signal_of(exc)
+    return None if sig is None else f"interrupted ({sig.name})"
 
 
 NETNS_DIR = Path("/var/run/netns")      # where `ip netns add NAME` makes NAME

@@ -291,16 +291,15 @@ def _wait(proc: subprocess.Popen, timeout: float, cancel: Path) -> bool:
     the command in the guest gets that signal (``cancel`` holds its number) and
     ``INTERRUPT_GRACE`` s to end and write its record; then the interrupt is raised again, for
     every caller (the guest has ended or is ended on the way out)."""
-    from testbed.host.lifecycle import RunInterrupted
+    from testbed.host.lifecycle import RunInterrupted, signal_of
     try:
         proc.wait(timeout)
         return True
     except subprocess.TimeoutExpired:
         return False
     except (KeyboardInterrupt, RunInterrupted) as exc:
-        signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else int(exc.code) - 128
         tmp = cancel.with_name(cancel.name + ".tmp")
-        tmp.write_text(str(int(signum)))
+        tmp.write_text(str(int(signal_of(exc) or signal.SIGTERM)))
         os.replace(tmp, cancel)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(INTERRUPT_GRACE)
