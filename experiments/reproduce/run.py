@@ -146,9 +146,10 @@ def measure_all(rows: list[Row], out: Path, *, quick: bool, reps: int | None = N
         try:
             exp = experiment_for(m, levels, reps, quick, backend)   # run_experiment validates it
             progress(f"experiment {exp.name} ({', '.join(exp.labels)}) x {exp.reps} -> {d}")
-            if keep_topology and not exp.topology_may_stay_up():
+            why = exp.rebuilt_why() if keep_topology else ""
+            if why:
                 log.warning("%s: --keep-topology ignored: the topology is rebuilt for every run, as %s",
-                            exp.name, exp.rebuilt_why())
+                            exp.name, why)
             resumed = (d / "manifest.json").is_file()
             h0 = host_sample()
             run_experiment(exp, d, executor=executor, quiet=True, where=where, replace=REPLACE_BLOCKS,

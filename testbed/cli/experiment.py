@@ -172,7 +172,7 @@ def run_show(args) -> int:
     e = _experiment(args)
     plans = e.validate()
     if args.json:
-        print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(),
+        print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(plans),
                           "schedule": [s.to_dict() for s in schedule(e)]}, indent=1))
         return 0
     print(describe(e, plans))
@@ -200,8 +200,9 @@ def run_run(args) -> int:
         raise UsageError("--resume needs --out DIR (the experiment directory to continue)")
     out = Path(args.out) if args.out else default_out(exp, args.results)
     keep_up = topology_keeper(Path(out)) if args.keep_topology else None
-    if args.keep_topology and not exp.topology_may_stay_up():
-        log.warning("--keep-topology ignored: the topology is rebuilt for every run, as %s", exp.rebuilt_why())
+    why = exp.rebuilt_why() if args.keep_topology else ""
+    if why:
+        log.warning("--keep-topology ignored: the topology is rebuilt for every run, as %s", why)
     try:
         with signals_raise(), place(args.cluster) as where:
             run_experiment(exp, Path(out), keep_up=keep_up, resume=args.resume,

@@ -152,9 +152,7 @@ class Run:
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
         self._save()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(ValueError):  # not the main thread: the caller handles signals
-                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        self._old_handlers = _raise_on_term()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -184,8 +182,7 @@ class Run:
                         log.warning("%s: %s", self.id, line)
         finally:        # after the deferral has put back what it replaced: the Run's own handlers
             self._netns = {}
-            for sig, handler in self._old_handlers.items():
-                signal.signal(sig, handler)
+            _restore(self._old_handlers)
 
 
 @contextlib.contextmanager
@@ -230,7 +227,9 @@ def _reap(pid: int) -> None:
 
 
 def processes_in_netns(inodes: set[int]) -> list[int]:
-    """PIDs of all processes whose network namespace is one of ``inodes``."""
+    """PIDs of all processes whose network namespace is one of ``inodes`` (none: no scan)."""
+    if not inodes:
+        return []
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -324,15 +323,26 @@ def signals_raise() -> Iterator[None]:
     """In the block SIGTERM and SIGHUP raise ``RunInterrupted``, as in a ``Run`` (Ctrl-C raises
     KeyboardInterrupt anyway), so its ``finally`` clauses run; the handlers are put back after.
     Outside the main thread nothing changes (the caller handles signals)."""
+    old = _raise_on_term()
+    try:
+        yield
+    finally:
+        _restore(old)
+
+
+def _raise_on_term() -> dict:
+    """SIGTERM and SIGHUP raise ``RunInterrupted`` from now on; the handlers they had (none
+    replaced outside the main thread, where the caller handles signals)."""
     old = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError):
             old[sig] = signal.signal(sig, Run._on_signal)
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+    return old
+
+
+def _restore(handlers: dict) -> None:
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
 
 
 def signal_of(exc: BaseException) -> signal.Signals | None:
