@@ -188,7 +188,7 @@ def softnet_drops() -> int:
         return 0
 
 
-def _host_window(realtime: list | None) -> dict | None:
+def host_window(realtime: list | None) -> dict | None:
     """Inside a UML guest: how the host scheduled the guest during the train
     (``testbed.backends.uml.host_cpu_window``: the guest's host CPU share and run-queue wait
     share, the host's load); None elsewhere.  The host samples every 0.1 s: waits for the
@@ -264,7 +264,7 @@ def rate(tb, src: str, dst: str, spec: LinkSpec, direction: str, *, seconds: flo
                    "cpu_share": snt.get("cpu_share")},
         "cpu_window": snt["machine_cpu"],
         "qdisc": qdisc,
-        "host": _host_window(snt.get("realtime")),
+        "host": host_window(snt.get("realtime")),
         "receive_path_drops": softnet_drops() - drops0,
         "receiver": {"received": got["received"] if got else 0,
                      "fit_points": got["rate_fit_points"] if got else 0,

@@ -78,7 +78,8 @@ def echo(port: int, duration: float) -> dict:
 
 def ping(dst: str, port: int, count: int, interval: float, size: int, wait: float) -> dict:
     """Ping-pong: send ``count`` probes every ``interval`` s; RTT of each echoed probe (ms), from
-    the send time (CLOCK_REALTIME just before send) to the kernel receive timestamp of the echo."""
+    the send time (CLOCK_REALTIME just before send) to the kernel receive timestamp of the echo;
+    ``realtime``: CLOCK_REALTIME s of the start and end of the exchange."""
     import select
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -88,7 +89,7 @@ def ping(dst: str, port: int, count: int, interval: float, size: int, wait: floa
     poller.register(sock, select.POLLIN)
     buf = _payload(size)
     rtts: dict[int, float] = {}
-    t0 = time.monotonic_ns()
+    real0, t0 = time.time(), time.monotonic_ns()
     i, end = 0, None
     while end is None or (time.monotonic_ns() < end and len(rtts) < count):
         now = time.monotonic_ns()
@@ -108,7 +109,8 @@ def ping(dst: str, port: int, count: int, interval: float, size: int, wait: floa
                 t = _kernel_time(anc)
                 _, _, seq, t_send = HEADER.unpack_from(data)
                 rtts.setdefault(seq, (t - t_send) / 1e6)
-    return {"sent": count, "received": len(rtts), "rtt_ms": [rtts[k] for k in sorted(rtts)]}
+    return {"sent": count, "received": len(rtts), "rtt_ms": [rtts[k] for k in sorted(rtts)],
+            "realtime": [real0, time.time()]}
 
 
 def _kernel_time(anc) -> int:

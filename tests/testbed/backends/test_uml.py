@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.calibrate.probe import last_json, probe_argv
+from testbed.calibrate.probe import cpu_times, cpu_window, last_json, probe_argv
 
 PORT = 5700
 ME = os.path.abspath(__file__)
@@ -47,18 +47,40 @@ def wait_tcp_listening(ns: str, port: int, timeout: float = 30) -> None:
         time.sleep(0.1)
 
 
+PING_ATTEMPTS = 3     # pings at most, until one whose RTTs spread no more than RTT_SPREAD_MS
+RTT_SPREAD_MS = 5.0  # median − minimum RTT of a ping through a path that holds no queue
+
+
 def measure(popen, run, ips: dict, count: int, wait: float) -> dict:
     """RTT (``probe ping``, 200 probes 10 ms apart) and loss per direction (``probe send`` →
     ``probe recv``, ``count`` datagrams each way at once).  ``popen(host, argv)`` returns a
-    text Popen with stdout piped, ``run(host, argv)`` the stdout; hosts: client, server."""
+    text Popen with stdout piped, ``run(host, argv)`` the stdout; hosts: client, server.
+
+    A guest the host did not run for a while (a busy or stolen host CPU) delays the probes of
+    that while: ``ping_attempts`` pings until one's median is within ``RTT_SPREAD_MS`` of its
+    minimum, each with how the host ran the guest meanwhile (``host``, None outside UML); the
+    RTT reported is the attempt of the lowest median.  A path that delays or queues more than it
+    should inflates every attempt."""
+    from testbed.calibrate.pathprobe import host_window
     echo = popen("server", probe_argv("echo", "--port", PORT))
     assert echo.stdout.readline().startswith("ready")
-    ping = last_json(run("client", probe_argv("ping", "--dst", ips["server"], "--port", PORT,
-                                              "--count", 200, "--interval", 0.01, "--wait", wait)))
-    echo.kill()
-    echo.wait()
-    rtts = sorted(ping["rtt_ms"])
-    out = {"rtt_min_ms": rtts[0], "rtt_median_ms": statistics.median(rtts)}
+    attempts = []
+    try:
+        while len(attempts) < PING_ATTEMPTS:
+            ping = last_json(run("client", probe_argv("ping", "--dst", ips["server"], "--port", PORT,
+                                                      "--count", 200, "--interval", 0.01,
+                                                      "--wait", wait)))
+            rtts = sorted(ping["rtt_ms"])
+            attempts.append({"rtt_min_ms": rtts[0], "rtt_median_ms": statistics.median(rtts),
+                             "host": host_window(ping["realtime"])})
+            if attempts[-1]["rtt_median_ms"] - rtts[0] <= RTT_SPREAD_MS:
+                break
+    finally:
+        echo.kill()
+        echo.wait()
+    best = min(attempts, key=lambda a: a["rtt_median_ms"])
+    out = {"rtt_min_ms": best["rtt_min_ms"], "rtt_median_ms": best["rtt_median_ms"],
+           "ping_attempts": attempts}
     pairs = (("up", "client", "server", PORT + 1), ("down", "server", "client", PORT + 2))
     rx = {d: popen(dst, probe_argv("recv", "--port", port, "--idle", wait, "--timeout", 600))
           for d, _src, dst, port in pairs}
@@ -72,6 +94,17 @@ def measure(popen, run, ips: dict, count: int, wait: float) -> dict:
         got = last_json(rx[d].communicate(timeout=600)[0])["streams"].get("1", {"received": 0})
         out[f"sent_{d}"], out[f"received_{d}"] = sent, got["received"]
     return out
+
+
+def check_rtt(r: dict, base_ms: float) -> None:
+    """The configured delays (``base_ms`` both ways) hold every probe of every attempt, and the
+    best attempt's median is within ``RTT_SPREAD_MS`` of them (no queue on an idle path).  The
+    message holds each attempt with its host window and, from a guest, the host's CPU over the
+    whole guest (``host_cpu``: busy and steal shares)."""
+    p = r["probe"]
+    why = {"probe": p, "host_cpu": r.get("host_cpu")}
+    assert all(a["rtt_min_ms"] >= base_ms for a in p["ping_attempts"]), why
+    assert base_ms <= p["rtt_min_ms"] <= p["rtt_median_ms"] <= base_ms + RTT_SPREAD_MS, why
 
 
 # --- guest side ----------------------------------------------------------------------------------
@@ -173,10 +206,12 @@ def _run_guest(tmp_path: Path, cfg: dict) -> dict:
     if not ok:
         pytest.skip(reason)
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "results_dir": str(tmp_path)}))
+    before = cpu_times()
     res = uml.run_in_guest([sys.executable, ME, str(tmp_path / "config.json")],
                            results_dir=tmp_path, timeout=600)
     assert res.returncode == 0, f"guest failed:\n{res.stdout}\n{res.stderr}"
-    return json.loads((tmp_path / "result.json").read_text())
+    return {**json.loads((tmp_path / "result.json").read_text()),
+            "host_cpu": cpu_window(before, cpu_times())}
 
 
 def _netem(qdisc_text: str) -> dict:
@@ -210,9 +245,8 @@ def _check_qdisc_case(r: dict, up, down) -> None:
         assert _htb_rate(text_c) == pytest.approx(spec.rate)
         if spec.loss.p > 0:  # (without loss, drops can still be queue overflow)
             assert netem["dropped"] > 0
+    check_rtt(r, (up.delay + down.delay) * 1e3)
     p = r["probe"]
-    base = (up.delay + down.delay) * 1e3
-    assert base <= p["rtt_min_ms"] <= p["rtt_median_ms"] <= base + 5.0, p
     for d, spec in (("up", up), ("down", down)):
         loss = 1 - p[f"received_{d}"] / p[f"sent_{d}"]
         assert _within_binomial(loss, spec.loss.p, p[f"sent_{d}"]), (d, loss, spec.loss.p)
@@ -529,7 +563,7 @@ def test_testbed_longhaul_netem_backend_in_guest(tmp_path):
                               "overrides": {"rate_up": "50mbit", "rate_down": "50mbit"}})
     p = r["probe"]
     assert r["backend"] == "netem"
-    assert 200.0 <= p["rtt_min_ms"] <= p["rtt_median_ms"] <= 205.0, p
+    check_rtt(r, 200.0)
     assert p["received_up"] == p["sent_up"]
     assert _within_binomial(1 - p["received_down"] / p["sent_down"], 0.14, p["sent_down"])
 
