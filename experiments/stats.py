@@ -15,6 +15,9 @@ The unit of analysis is the run (each with its own link seed), never the request
   U is A's statistic), with ``p_min``, the smallest two-sided p the exact test can give at these
   sample sizes (2 / C(n_a + n_b, n_a)): with 3 and 3 runs no difference can reach p < 0.1; Cliff's
   delta ``P(A > B) - P(A < B)`` in [-1, 1].
+* :func:`run_bootstrap_ci`: for values nested in runs (one per request, pooled over a level's
+  runs by the reproduction's ``pooled_*`` rows), a bootstrap CI that resamples whole runs, so
+  it is as wide as the runs' differences make it.
 """
 from __future__ import annotations
 
@@ -52,6 +55,44 @@ def bootstrap_ci(samples: tuple, statistic: Callable, seed: int, paired: bool = 
                         method="percentile", random_state=_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return [lo, hi] if np.isfinite(lo) and np.isfinite(hi) else None
+
+
+#: values held in memory per chunk of run-level resamples
+_CHUNK_VALUES = 5_000_000
+
+
+def _resample_runs(runs: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` resamples of values nested in ``runs``, each drawing len(runs) runs with
+    replacement and keeping every value of a drawn run: rows NaN-padded to a common width."""
+    width = max(len(r) for r in runs)
+    padded = np.full((len(runs), width), np.nan)
+    for i, r in enumerate(runs):
+        padded[i, :len(r)] = r
+    return padded[rng.integers(0, len(runs), (n, len(runs)))].reshape(n, -1)
+
+
+def run_bootstrap_ci(samples: tuple, statistic: Callable, seed: int, n_resamples: int = B):
+    """Percentile bootstrap 95 % CI of ``statistic(*values, axis=-1)`` where each sample is a
+    sequence of runs, each a sequence of values (e.g. one per request): a resample draws the
+    sample's runs with replacement, each with all its values (the cluster bootstrap: Davison &
+    Hinkley, *Bootstrap Methods*, 1997, §3.8, strategy 2; samples independently).  Pooling the
+    values and resampling them alone would treat the requests of one run — one link seed, one
+    host's timing — as independent, and give a CI narrower than the runs support.
+    ``statistic`` must ignore NaN (``np.nanmedian``, …: runs of unequal size are padded with
+    it).  None if a sample has fewer than ``MIN_N_CI`` runs with values (the unit of analysis is
+    the run, as for :func:`bootstrap_ci`) or the interval is not finite."""
+    groups = [[np.asarray(r, float) for r in runs if len(r)] for runs in samples]
+    if any(len(g) < MIN_N_CI for g in groups):
+        return None
+    rng = _rng(seed)
+    chunk = max(1, _CHUNK_VALUES // max(len(g) * max(map(len, g)) for g in groups))
+    stats = []
+    with np.errstate(divide="ignore", invalid="ignore"):   # a resample's median may be 0
+        for start in range(0, n_resamples, chunk):
+            n = min(chunk, n_resamples - start)
+            stats.append(statistic(*(_resample_runs(g, n, rng) for g in groups), axis=-1))
+        lo, hi = np.percentile(np.concatenate(stats), [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
+    return [float(lo), float(hi)] if np.isfinite(lo) and np.isfinite(hi) else None
 
 
 def _median(x, axis=-1):

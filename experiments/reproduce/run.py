@@ -17,10 +17,12 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from experiments.reproduce.cases import (AGENT_ROUNDS, CALIBRATE, CALIBRATE_SECONDS, DEFAULT_RUN_SECONDS,
                                          FULL_REPS, PLACEMENT_ROUNDS, QUICK_REPS, QUICK_REPS_NO_RANDOM, QUICK_SETS,
                                          REPLACE_BLOCKS, REPORT_SECONDS, RUN_SECONDS, Measure, Row, within)
-from experiments.stats import MIN_N_CI
+from experiments.stats import MIN_N_CI, run_bootstrap_ci
 from testbed.calibrate.link import RATE_TOL, delivered_at_rate
 
 log = logging.getLogger(__name__)
@@ -305,41 +307,58 @@ DERIVED = {
 }
 
 
-def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
-                  source: str = "metrics", runs: int | None = None) -> list[float]:
-    """Every value of ``metric`` (each element of a list) over the level's valid runs, the
-    first ``runs`` of them in run order if given; a :data:`DERIVED` name is computed from each
+def pooled_runs(exp_dir: str | Path, summary: dict, level: str, metric: str,
+                source: str = "metrics", runs: int | None = None) -> list[list[float]]:
+    """Every value of ``metric`` (each element of a list) in each of the level's valid runs, in
+    run order, the first ``runs`` runs if given; a :data:`DERIVED` name is computed from each
     run's read-backs."""
     from testbed.spec.runresult import load_run
-    values = []
+    out = []
     used = [rec for rec in summary.get("runs", []) if rec.get("valid") and rec.get("level") == level]
     for rec in sorted(used, key=lambda rec: rec["dir"])[:runs]:
         run = load_run(Path(exp_dir) / rec["dir"])
         if metric in DERIVED:
-            values += [float(x) for x in DERIVED[metric](run)]
+            out.append([float(x) for x in DERIVED[metric](run)])
             continue
         v = (run.checks if source == "checks" else run.metrics).get(metric)
-        values += [float(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
-    return values
+        out.append([float(x) for x in (v if isinstance(v, list) else [v]) if x is not None])
+    return out
+
+
+def pooled_values(exp_dir: str | Path, summary: dict, level: str, metric: str,
+                  source: str = "metrics", runs: int | None = None) -> list[float]:
+    """The values of :func:`pooled_runs`, one list."""
+    return [x for values in pooled_runs(exp_dir, summary, level, metric, source, runs) for x in values]
 
 
 #: what a pooled row's n and CI are (a row's note says it)
-POOLED_N = ("n: values pooled over the level's valid runs (e.g. one per request); the CI "
-            "resamples values, not runs, so it is narrower than one over runs would be")
+POOLED_N = (f"n: values pooled over the level's valid runs (e.g. one per request); the CI resamples "
+            f"whole runs and needs {MIN_N_CI} of them")
 #: the fewest values a pooled 99th percentile is read from (one 1-in-100 event expected)
 P99_MIN_VALUES = 100
+#: the statistic of a pooled row, over NaN-padded resamples too (experiments.stats.run_bootstrap_ci)
+POOLED_STATISTIC = {
+    "pooled_mean": lambda a, axis=-1: np.nanmean(a, axis=axis),
+    "pooled_median": lambda a, axis=-1: np.nanmedian(a, axis=axis),
+    "pooled_p99": lambda a, axis=-1: np.nanpercentile(a, 99, axis=axis),
+    "pooled_max": lambda a, axis=-1: np.nanmax(a, axis=axis),
+}
+
+
+def _nan_ratio(a, b, axis=-1):
+    return np.nanmedian(a, axis=axis) / np.nanmedian(b, axis=axis)
 
 
 def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None, list | None, int, str]:
     """``pooled_mean`` / ``pooled_p99`` / ``pooled_median`` / ``pooled_max``: every value of a metric (or, with
     ``source="checks"``, a read-back) over the level's valid runs — each element of a list
-    (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 %
-    (2000 resamples, seed 1), none from fewer than ``experiments.stats.MIN_N_CI`` values (as an
-    experiment's own statistics).  n = number of values.  A p99 of fewer than ``P99_MIN_VALUES``
-    values is not measured: below 100 values the 99th percentile is the largest value or an
-    interpolation toward it, not a 1-in-100 event."""
-    import numpy as np
-    values = pooled_values(exp_dir, summary, m.level, m.metric, m.source, m.runs)
+    (``completion_ms``: one per request) — read from the runs' manifests; CI: bootstrap 95 % over
+    runs (``experiments.stats.run_bootstrap_ci``: whole runs resampled; seed 1), none from fewer
+    than ``experiments.stats.MIN_N_CI`` runs (as an experiment's own statistics).  n = number of
+    values.  A p99 of fewer than ``P99_MIN_VALUES`` values is not measured: below 100 values the
+    99th percentile is the largest value or an interpolation toward it, not a 1-in-100 event."""
+    runs = pooled_runs(exp_dir, summary, m.level, m.metric, m.source, m.runs)
+    values = [x for r in runs for x in r]
     if not values:
         what = "read-back" if m.source == "checks" else "metric"
         return None, None, 0, (f"no valid run of level {m.level} has the {what} {m.metric} "
@@ -348,34 +367,25 @@ def pooled(exp_dir: str | Path, summary: dict, m: Measure) -> tuple[float | None
         return None, None, len(values), (f"a 99th percentile needs {P99_MIN_VALUES} values, the runs have "
                                          f"{len(values)} (the largest is {max(values) * m.scale:.4g}); "
                                          "a full run's repetitions give more")
-    x = np.asarray(values)
-    q = {"pooled_mean": None, "pooled_median": 50, "pooled_p99": 99, "pooled_max": 100}[m.statistic]
-    stat = (lambda a, axis=-1: a.mean(axis=axis)) if q is None else \
-        (lambda a, axis=-1: np.percentile(a, q, axis=axis))
-    if len(x) < MIN_N_CI:
-        return float(stat(x)) * m.scale, None, len(x), ""
-    boots = stat(x[np.random.default_rng(1).integers(0, len(x), (2000, len(x)))], axis=1)
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return float(stat(x)) * m.scale, [float(lo) * m.scale, float(hi) * m.scale], len(x), ""
+    stat = POOLED_STATISTIC[m.statistic]
+    ci = run_bootstrap_ci((runs,), stat, seed=1)
+    return (float(stat(np.asarray(values))) * m.scale, ci and [c * m.scale for c in ci],
+            len(values), "")
 
 
 def pooled_ratio(exp_dir: str | Path, summary: dict, m: Measure
                  ) -> tuple[float | None, list | None, int, str]:
     """``pooled_ratio``: median of every value of level a over median of every value of level b
-    (``levels`` = (a, b)), the same pooled medians the rows of each level show; CI: bootstrap 95 %
-    resampling each level's values independently (2000 resamples, seed 1; none from fewer than
-    ``MIN_N_CI`` values).  n = the smaller number of values."""
-    import numpy as np
-    (a, b), rng = m.levels, np.random.default_rng(1)
-    xs = [np.asarray(pooled_values(exp_dir, summary, lv, m.metric, m.source)) for lv in (a, b)]
+    (``levels`` = (a, b)), the same pooled medians the rows of each level show; CI: bootstrap
+    95 % over runs, each level's resampled independently (``experiments.stats.run_bootstrap_ci``,
+    seed 1; none from fewer than ``MIN_N_CI`` runs a level).  n = the smaller number of values."""
+    runs = [pooled_runs(exp_dir, summary, lv, m.metric, m.source) for lv in m.levels]
+    xs = [np.asarray([x for r in level for x in r]) for level in runs]
     if not all(len(x) for x in xs):
+        (a, b) = m.levels
         return None, None, 0, f"no valid runs to compare ({_excluded(summary, a)}; {_excluded(summary, b)})"
-    value, n = float(np.median(xs[0]) / np.median(xs[1])), min(map(len, xs))
-    if n < MIN_N_CI:
-        return value, None, n, ""
-    boots = [np.median(x[rng.integers(0, len(x), (2000, len(x)))], axis=1) for x in xs]
-    lo, hi = np.percentile(boots[0] / boots[1], [2.5, 97.5])
-    return value, [float(lo), float(hi)], n, ""
+    ci = run_bootstrap_ci(tuple(runs), _nan_ratio, seed=1)
+    return float(np.median(xs[0]) / np.median(xs[1])), ci, min(map(len, xs)), ""
 
 
 def measured_value(summary: dict, m: Measure, exp_dir: str | Path | None = None

@@ -142,3 +142,50 @@ def test_above_the_exact_bound_the_p_is_scipys():
     from scipy.stats import mannwhitneyu
     a, b = [1, 2, 2, 3, 4, 4, 5, 6, 7], [3, 4, 5, 5, 6, 7, 8, 8, 9]          # C(18, 9) = 48620 splits
     assert stats.mann_whitney(a, b)["p"] == pytest.approx(mannwhitneyu(a, b).pvalue)
+
+
+def _nanmedian(x, axis=-1):
+    return np.nanmedian(x, axis=axis)
+
+
+def test_run_bootstrap_ci_is_as_wide_as_the_runs_differ():
+    """Five runs of 50 requests each, every request of a run alike (one link seed): resampling
+    the 250 requests alone gives a CI of the median a few ms wide; resampling runs gives the
+    spread of the runs' values, which is all the data can say."""
+    runs = [[v] * 50 for v in (100.0, 110.0, 120.0, 130.0, 140.0)]
+    pooled = stats.bootstrap_ci(([x for r in runs for x in r],), stats._median, seed=1)
+    by_run = stats.run_bootstrap_ci((runs,), _nanmedian, seed=1)
+    assert pooled[1] - pooled[0] <= 20.0
+    assert by_run[0] <= 110.0 and by_run[1] >= 130.0 and by_run[1] - by_run[0] >= 2 * (pooled[1] - pooled[0])
+
+
+def test_run_bootstrap_ci_of_runs_without_a_run_effect_is_like_the_pooled_one():
+    """Requests independent of their run: the CI over runs is as wide as over requests, within
+    the sampling error of five runs (not the double count of resampling at both levels)."""
+    rng = np.random.default_rng(4)
+    widths = []
+    for _ in range(20):
+        runs = [list(rng.exponential(100.0, 40)) for _ in range(8)]
+        pooled = stats.bootstrap_ci(([x for r in runs for x in r],), stats._median, seed=1)
+        by_run = stats.run_bootstrap_ci((runs,), _nanmedian, seed=1, n_resamples=2000)
+        widths.append((by_run[1] - by_run[0]) / (pooled[1] - pooled[0]))
+    assert 0.6 <= float(np.median(widths)) <= 1.4, widths
+
+
+def test_run_bootstrap_ci_needs_five_runs_and_ignores_padding():
+    assert stats.run_bootstrap_ci(([[1.0, 2.0, 3.0]] * (stats.MIN_N_CI - 1),), _nanmedian, seed=1) is None
+    assert stats.run_bootstrap_ci(([[1.0]] * 5 + [[]],), _nanmedian, seed=1) == [1.0, 1.0]
+    # runs of 1 and 9 values, all 5.0: the NaN padding of the short runs never enters a resample
+    runs = [[5.0], [5.0] * 9, [5.0] * 9, [5.0], [5.0] * 9]
+    assert stats.run_bootstrap_ci((runs,), lambda x, axis=-1: np.nanmean(x, axis=axis), seed=1) == [5.0, 5.0]
+    # a run weighs with its values: a run of one 0 among runs of nine 1s, drawn j times of 5,
+    # gives a mean of 9(5 − j) / (9(5 − j) + j): 0.857 for j = 3 (P(j ≥ 3) = 5.8 %); were the
+    # padding read as 0, j = 2 would give 0.6 (P(j ≥ 2) = 26 %)
+    runs = [[0.0], [1.0] * 9, [1.0] * 9, [1.0] * 9, [1.0] * 9]
+    lo, hi = stats.run_bootstrap_ci((runs,), lambda x, axis=-1: np.nanmean(x, axis=axis), seed=1)
+    assert 0.8 < lo < 1.0 and hi == 1.0
+    # seeded; two samples resampled independently (a ratio)
+    a, b = [[float(i), i + 1.0] for i in range(1, 7)], [[2.0, 3.0]] * 6
+    def ratio(x, y, axis=-1):
+        return np.nanmedian(x, axis=axis) / np.nanmedian(y, axis=axis)
+    assert stats.run_bootstrap_ci((a, b), ratio, seed=3) == stats.run_bootstrap_ci((a, b), ratio, seed=3)

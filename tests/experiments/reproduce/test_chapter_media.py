@@ -65,6 +65,6 @@ def test_c11_common_failures_file_is_the_seeded_draw_and_attempts_suffice():
 def test_pooled_max_is_the_worst_run(monkeypatch):
     """C9.real_stall_max: the worst reception of the level's runs, n = runs."""
     import experiments.reproduce.run as rr
-    monkeypatch.setattr(rr, "pooled_values", lambda *a, **k: [360.0, 1440.0, 800.0, 500.0, 700.0])
+    monkeypatch.setattr(rr, "pooled_runs", lambda *a, **k: [[360.0], [1440.0], [800.0], [500.0], [700.0]])
     value, ci, n, why = rr.pooled("x", {}, cases.Measure("e", "audio_stall_ms", "40ms", statistic="pooled_max"))
     assert value == 1440.0 and n == 5 and not why and ci[0] <= value <= ci[1] == 1440.0
