@@ -17,10 +17,14 @@ workers, so a scheduler reachable from other machines must authenticate them).  
   the machine lock (:func:`machine_lock`: ``flock`` on ``testbed.host.lifecycle.STATE_DIR``)
   while it runs, so two workers on one machine (``local:2``) take turns instead of running two
   topologies against each other on the same CPUs.
-* **Gathered**: the task runs the block into a temporary directory on the worker with
-  :func:`experiments.runner.run_block`, packs each run directory (tar) with its SHA-256, deletes
-  the temporary directory, and returns the packs; the coordinator checks each checksum, unpacks
-  into ``runs/.partial-NNN-LEVEL`` and renames it, as a local run does.
+* **Gathered run by run**: the task runs the block into a temporary directory on the worker
+  with :func:`experiments.runner.run_block`; as each run ends it packs the run directory (tar)
+  with its SHA-256, keeps the pack in the worker's memory (``Client.scatter``) and puts its
+  future in the campaign's Dask ``Queue``; at the end it deletes the temporary directory.  The
+  coordinator takes each pack as it comes, checks the checksum, unpacks into
+  ``runs/.partial-NNN-LEVEL`` and renames it, as a local run does — so a coordinator stopped
+  mid-block keeps the block's finished runs.  A run gathered once is finished: when a block is
+  started again (below), the copies of runs already gathered are dropped.
 * **Nothing lost**: a worker that dies mid-block has the block started again on another worker by
   the scheduler (what the dead run left on its machine — processes, namespaces — is removed by
   :func:`reap_blocks` before the next block there and when the workers stop); the coordinator
@@ -52,6 +56,7 @@ import tarfile
 import tempfile
 import time
 import uuid
+import contextlib
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
@@ -74,6 +79,8 @@ ALLOWED_FAILURES = 2
 WAIT_WORKERS_S = 60
 #: seconds between looks at the workers while blocks run
 POLL_S = 5
+#: seconds the runs a finished block sent may take to arrive before they count as lost
+ARRIVAL_S = 15
 EVENTS = "testbed-block"
 INSTALL = "--cluster needs Dask distributed: pip install -e '.[cluster]' (scripts/install.sh installs it)"
 
@@ -197,11 +204,20 @@ def unpack(data: bytes, sha256: str, dest: Path) -> None:
         tar.extractall(dest)
 
 
+def _wanted(worker, key: str) -> bool:
+    """Whether the task ``key`` running on ``worker`` is still wanted: the scheduler cancels it
+    when its coordinator cancels it or goes away (distributed's worker state machine)."""
+    ts = worker.state.tasks.get(key)
+    return ts is not None and ts.state not in ("cancelled", "released", "forgotten")
+
+
 def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict, want: dict,
-                 key: str) -> list[dict]:
+                 key: str, queue: str) -> list[int]:
     """The task of one repetition block, on a worker: check the facts, take the machine lock,
-    run the block into a temporary directory, pack every run directory, keep nothing."""
-    from distributed import get_client, get_worker
+    run the block into a temporary directory, send each run directory packed as it ends (the
+    future of ``{"key", "index", "data", "sha256"}``, held here, into the Dask queue ``queue``),
+    keep nothing; the slot indexes sent."""
+    from distributed import Queue, get_client, get_worker
     worker = get_worker()
     mine = facts()
     if mine != want:
@@ -219,13 +235,21 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
         # not Worker.log_event, whose batched stream a worker killed at once never sends
         get_client().log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
         tmp = Path(tempfile.mkdtemp(prefix="testbed-block-", dir=worker.local_directory))
+        client, sent = get_client(), []
         try:
             (tmp / "runs").mkdir()
-            out = []
             for slot, _ in run_block(exp, plans, block, tmp, executor, kw, None, {"worker": worker.address}):
+                if not _wanted(worker, key):    # the coordinator stopped: nobody would take it
+                    log.warning("block %s: its coordinator stopped; the block ends after %s", key, slot.dirname)
+                    break
                 data, sha = pack(tmp / "runs" / slot.dirname)
-                out.append({"index": slot.index, "data": data, "sha256": sha})
-            return out
+                # the pack stays here until the coordinator fetches it; the queue, on the
+                # scheduler, holds its future only (Dask: "not wise to send large objects")
+                (held,) = client.scatter([{"key": key, "index": slot.index, "data": data, "sha256": sha}],
+                                         workers=[worker.address], hash=False)
+                Queue(queue, client=client).put(held)
+                sent.append(slot.index)
+            return sent
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -338,21 +362,43 @@ class DaskCluster:
 
     def run(self, exp: Experiment, plans: dict, blocks: list[list[Slot]], out: Path, executor: Callable,
             kw: dict, keep: Callable | None):
-        """Yield ``(slot, RunResult, sha256)`` per gathered run, blocks in the order they finish."""
-        from distributed import wait
+        """Yield ``(slot, RunResult, sha256)`` per gathered run, as each run ends on its worker."""
+        from distributed import Queue, wait
+        from distributed.client import CancelledError
         from distributed.scheduler import KilledWorker
         want, exp_dict = facts(), exp.to_dict()
-        by_key = {}
+        queue = Queue(f"testbed-runs-{uuid.uuid4().hex}", client=self.client)
+        by_key, gathered = {}, set()
 
         def submit(block):
             key = f"block-{exp.name}-{'w' if block[0].warmup else 'r'}{block[0].rep}-{uuid.uuid4().hex[:8]}"
             by_key[key] = block
             return self.client.submit(remote_block, exp_dict, [s.to_dict() for s in block], executor, kw,
-                                      want, key, key=key, resources={RESOURCE: 1}, pure=False, retries=0)
+                                      want, key, queue.name, key=key, resources={RESOURCE: 1}, pure=False,
+                                      retries=0)
+
+        def take():
+            """The runs the queue holds now, gathered (a lookup that never waits: a waiting one
+            that times out prints the scheduler's traceback)."""
+            for fut in queue.get(batch=True):
+                try:
+                    p = fut.result()
+                except CancelledError as exc:   # its worker died after the run, before we fetched
+                    log.warning("a finished run's pack was lost with its worker (%s); "
+                                "--resume runs it again", exc)
+                    continue
+                block = by_key[p["key"]]
+                slot = next(s for s in block if s.index == p["index"])
+                if slot.index in gathered:      # a block started again: this run is finished
+                    log.info("%s: the copy from a block started again is dropped", slot.dirname)
+                    continue
+                gathered.add(slot.index)
+                yield slot, self._gather(out, slot, p, self._starts(p["key"])), p["sha256"]
 
         remaining, alone_since = {submit(b) for b in blocks}, None
         try:
             while remaining:
+                yield from take()
                 try:
                     done, remaining = wait(remaining, timeout=POLL_S, return_when="FIRST_COMPLETED")
                 except TimeoutError:            # still running; give up only when no worker is left
@@ -365,22 +411,30 @@ class DaskCluster:
                                          f"{len(remaining)} blocks not run (the runs gathered are kept; "
                                          "continue with --resume)") from None
                     continue
+                yield from take()               # what the blocks that ended sent last
                 for fut in done:
                     block = by_key[fut.key]
                     try:
-                        packs = fut.result()
+                        sent = fut.result()
                     except Refused as exc:             # a worker that joined after admission
                         self._refuse(str(exc), str(exc).split()[1])
                         remaining.add(submit(block))
                         continue
                     except KilledWorker as exc:
-                        yield from self._killed(exp, out, block, self._starts(fut.key), exc)
+                        failed = [s for s in block if s.index not in gathered]
+                        gathered.update(s.index for s in failed)     # recorded: a late pack is dropped
+                        yield from self._killed(exp, out, failed, self._starts(fut.key), exc)
                         continue
-                    starts = self._starts(fut.key)
-                    for slot, p in zip(block, packs):
-                        yield slot, self._gather(out, slot, p, starts), p["sha256"]
+                    # its puts reached the scheduler before its end; a pack lost with its
+                    # worker never arrives (take says so) and the run stays to do
+                    deadline = time.monotonic() + ARRIVAL_S
+                    while not set(sent) <= gathered and time.monotonic() < deadline:
+                        yield from take()
+                        time.sleep(0.05)
         finally:
             self.client.cancel(list(remaining))
+            with contextlib.suppress(Exception):   # release what a stopped campaign left queued
+                queue.get(batch=True)
 
     def _starts(self, key: str) -> list[str]:
         """The workers that started block ``key``, in order (its worker events)."""

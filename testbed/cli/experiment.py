@@ -45,7 +45,7 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     esub = p.add_subparsers(dest="action", metavar="ACTION")
     esub.required = True
-    ls = esub.add_parser("list", help="built-in experiments")
+    ls = esub.add_parser("list", help="the built-in experiments and those on TESTBED_PATH")
     add_json(ls)
     ls.set_defaults(func=run_list)
     fa = esub.add_parser("factors", help="the factors an experiment can vary, each with its manipulation "
@@ -58,14 +58,16 @@ def register(sub) -> None:
     me.set_defaults(func=run_metrics)
     sh = esub.add_parser("show", help="print an experiment: factor, levels, metrics, base spec, runs, "
                                       "time estimate (validated as run validates)")
-    sh.add_argument("experiment", metavar="NAME|FILE")
+    sh.add_argument("experiment", metavar="NAME|FILE", help=EXPERIMENT)
     _add_definition_options(sh)
     add_json(sh, "print the definition and its schedule as JSON")
     sh.set_defaults(func=run_show)
     r = esub.add_parser("run", help="run an experiment (alternated arms, verified, resumable)")
-    r.add_argument("experiment", metavar="NAME|FILE")
+    r.add_argument("experiment", metavar="NAME|FILE", help=EXPERIMENT)
     _add_definition_options(r)
-    r.add_argument("--out", type=directory_path, help="experiment directory (default results/NAME-YYYYmmdd-HHMMSS)")
+    r.add_argument("--out", type=directory_path, metavar="DIR",
+                   help="experiment directory (default: RESULTS/NAME-YYYYmmdd-HHMMSS, RESULTS "
+                        "being --results)")
     add_results(r, "the default --out")
     r.add_argument("--resume", action="store_true", help="continue the experiment in --out")
     r.add_argument("--keep-topology", action="store_true",
@@ -82,9 +84,12 @@ def register(sub) -> None:
     r.set_defaults(func=run_run)
     rp = esub.add_parser("report", help="recompute summary.json, report.md, report.html, results.csv and "
                                         "plots of a directory")
-    rp.add_argument("dir")
+    rp.add_argument("dir", metavar="DIR", help="an experiment directory (what experiment run wrote)")
     add_json(rp)
     rp.set_defaults(func=run_report)
+
+
+EXPERIMENT = "an experiment's name (testbed experiment list) or a definition file (.toml)"
 
 
 def _add_definition_options(r) -> None:
@@ -192,7 +197,7 @@ def continue_command(out, *options: str) -> str:
 def run_run(args) -> int:
     from experiments import run_experiment, write_all
     from experiments.report import text
-    from experiments.cluster import place
+    from experiments.cluster import POLL_S, place
     from experiments.runner import default_out, topology_keeper
     from testbed.host.lifecycle import RunInterrupted, signals_raise
     exp = _experiment(args)
@@ -209,9 +214,9 @@ def run_run(args) -> int:
                            quiet=args.quiet or args.no_progress,
                            where=where, replace=args.replace)
     except (KeyboardInterrupt, RunInterrupted):     # Ctrl-C, SIGTERM, SIGHUP
-        kept = ("the runs gathered from the workers are kept in {out} (a block in progress on a worker "
-                "is lost, its finished runs included, and run again)" if args.cluster else
-                "its finished runs are kept in {out}").format(out=out)
+        kept = (f"the runs gathered from the workers are kept in {out} (a run that ended in the last "
+                f"{POLL_S} s may not have come back)" if args.cluster else
+                f"its finished runs are kept in {out}")
         print(f"testbed: experiment interrupted; {kept}; continue with:\n"
               f"  {continue_command(out, '--resume')}", file=sys.stderr)
         raise

@@ -417,3 +417,30 @@ def test_a_block_that_keeps_killing_workers_fails_with_its_reason_after_the_cap(
     assert sorted(excluded) == sorted(f"runs/{d.dirname}" for d in doomed)
     assert all("killed 2 workers (a block is started at most 2 times)" in why for why in excluded.values())
     assert s["by_level"]["reuse"]["n_valid"] == 1 and s["complete"]
+
+
+def test_a_run_comes_back_as_it_ends_not_with_its_block(tmp_path):
+    """A block's first run reaches the coordinator while the block's next run is still on the
+    worker (so a coordinator stopped mid-block keeps it): every run but the first waits for the
+    coordinator to have seen one (``on_run`` makes the file ``go``), at most 20 s; a run that
+    waited in vain says so in its mark."""
+    exp, marks, first, go = reuse(1), tmp_path / "marks", tmp_path / "first", tmp_path / "go"
+    marks.mkdir()
+
+    class WaitForTheFirst(SlowFake):
+        def __call__(self, plan, out_dir, **kw):
+            try:
+                os.close(os.open(first, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                deadline = time.monotonic() + 20
+                while not go.exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                Path(marks, f"{'in-time' if go.exists() else 'in-vain'}-{time.monotonic_ns()}").touch()
+            return super().__call__(plan, out_dir, **kw)
+
+    with DaskCluster("local:1") as where:
+        out = run_experiment(exp, tmp_path / "e", executor=WaitForTheFirst("params.mode", MEDIANS, sleep_s=0.05),
+                             quiet=True, where=where, on_run=lambda slot, result: go.touch())
+    waited = sorted(p.name.rsplit("-", 1)[0] for p in marks.iterdir())
+    assert waited and set(waited) == {"in-time"}, waited
+    assert write_all(out, plots=False)["complete"]
