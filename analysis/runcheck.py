@@ -3,7 +3,8 @@ gone and why, and its metrics recomputed from the files held against its manifes
 
 :func:`captures`: the capture files (``pcap/*.pcap`` and ``pcap/*.pcapng``).
 :func:`missing_captures`: the captures the run made that are not there, and why: pruned by its
-experiment, deleted by design (``capture.keep = false``), or missing (anything else).
+experiment (the record :data:`PRUNED` its pruning left in the run directory names them), deleted by
+design (``capture.keep = false``), or missing (anything else).
 :func:`against_manifest`: the values to show — the recomputed ones, the manifest's where the files
 no longer give a value — with which are the manifest's and which differ from it.
 """
@@ -19,6 +20,10 @@ KINDS = ("metrics", "checks")
 # read back from the hosts while the run ran (testbed.run.execute), never from its files
 RECORDED = {"checks": ("host_factors",)}
 NAMED = 3          # files named in a warning before "…"
+#: the record an experiment's pruning (experiments.report.prune_pcaps) writes in each run
+#: directory it deleted captures of: {"files": [paths relative to the run directory],
+#: "keep_pcaps": the experiment's policy, "representatives": the runs it kept, "when": ISO 8601}
+PRUNED = "pruned.json"
 
 
 def captures(run_dir: Path) -> list[Path]:
@@ -32,9 +37,10 @@ def missing_captures(run_dir: Path, manifest: dict, found: list[Path]) -> tuple[
     The run's captures are those its manifest's inventory lists and those that left a
     ``.pcap.meta.json`` sidecar; one is gone when its file is not in ``found`` (paths relative to
     the run directory).  Why: *deleted* when the run's spec says ``capture.keep = false``;
-    *pruned* when the run is an experiment's that keeps only its representative runs' captures
-    (:func:`pruned_by_experiment`); else *missing*, naming the files (and a ``.pcapng`` of the
-    same name found instead)."""
+    *pruned* when the run's :data:`PRUNED` record (:func:`pruned_record`) names it; else
+    *missing*, naming the files (and a ``.pcapng`` of the same name found instead) — with, for a
+    run of an experiment that prunes and no record of it, that a testbed older than the record
+    may have pruned them."""
     listed = {f["path"] for f in manifest.get("files", ()) if f.get("kind") == "pcap"}
     listed |= {p.relative_to(run_dir).as_posix()[:-len(".meta.json")]
                for p in run_dir.glob("pcap/*.pcap.meta.json")}
@@ -42,20 +48,30 @@ def missing_captures(run_dir: Path, manifest: dict, found: list[Path]) -> tuple[
     gone = sorted(p for p in listed if p not in have)
     capture = manifest.get("spec", {}).get("capture", {})
     lost = "no per-flow analysis, no plots" if not found else "the analysis covers the rest"
-    names = _names(gone)
     if gone and capture.get("keep") is False:
         return gone, (f"{len(gone)} of the run's {len(listed)} captures were deleted after its "
                       "metrics were computed (capture.keep = false: --discard-pcaps, or an "
-                      f"experiment with keep_pcaps = \"none\"): {names}; {lost}")
-    if gone and pruned_by_experiment(run_dir):
-        return gone, (f"{len(gone)} of the run's {len(listed)} captures were pruned by its "
-                      "experiment (keep_pcaps = \"representative\" keeps only each level's "
-                      f"representative run's; keep_pcaps = \"all\" keeps every run's): {names}; {lost}")
+                      f"experiment with keep_pcaps = \"none\"): {_names(gone)}; {lost}")
+    record = pruned_record(run_dir) if gone else None
+    recorded = set(record.get("files", ())) if record else set()
+    pruned = [p for p in gone if p in recorded]
+    rest = [p for p in gone if p not in recorded]
+    if pruned:
+        said = (f"pruned by its experiment (keep_pcaps = \"{record.get('keep_pcaps')}\" keeps only "
+                f"each level's representative run's; keep_pcaps = \"all\" keeps every run's; "
+                f"{PRUNED}, {record.get('when')}): {_names(pruned)}")
+        if not rest:
+            return gone, f"{len(gone)} of the run's {len(listed)} captures were {said}; {lost}"
     if gone:
-        instead = sorted(f"{p}ng" for p in gone if f"{p}ng" in have)
+        instead = sorted(f"{p}ng" for p in rest if f"{p}ng" in have)
         also = (f"; found instead: {_names(instead)} (analysed per flow below; the run's metrics "
                 "read .pcap captures only)") if instead else ""
-        return gone, (f"{len(gone)} of the run's {len(listed)} captures are missing: {names} "
+        if pruned:
+            also += f"; {len(pruned)} more were {said}"
+        elif _experiment_keeps(run_dir) == "representative":
+            also += (f"; no {PRUNED} says its experiment pruned them, though its keep_pcaps = "
+                     "\"representative\" may have: a testbed older than that record kept none")
+        return gone, (f"{len(rest)} of the run's {len(listed)} captures are missing: {_names(rest)} "
                       f"(deleted or moved since the run){also}; {lost}")
     if not found:
         why = "capture.hosts = none" if capture.get("hosts") == "none" else "no pcap/*.pcap or *.pcapng"
@@ -63,27 +79,32 @@ def missing_captures(run_dir: Path, manifest: dict, found: list[Path]) -> tuple[
     return [], None
 
 
-def pruned_by_experiment(run_dir: Path) -> bool:
-    """Whether the run is an experiment's (``experiment.json`` beside its manifest, the run in
-    ``<experiment>/runs/``) whose definition keeps only each level's representative run's captures
-    (``keep_pcaps = "representative"``), and not one of those representatives by the experiment's
-    ``summary.json`` (when it has one).  False when the experiment's files cannot be read."""
-    exp = run_dir.parent.parent
+def pruned_record(run_dir: Path) -> dict | None:
+    """The run's :data:`PRUNED` record: which of its captures its experiment pruned, under which
+    ``keep_pcaps``, when; None when it has none or one that cannot be read (its captures are
+    then not said to be pruned)."""
     try:
-        if not (run_dir / "experiment.json").is_file() or run_dir.parent.name != "runs":
-            return False
-        manifest = read_object(exp / "manifest.json") or {}
-        summary = read_object(exp / "summary.json") or {}
+        record = read_object(run_dir / PRUNED)
     except (ValueError, OSError):
-        return False
+        return None
+    if record is None or not isinstance(record.get("files"), list):
+        return None
+    return record
+
+
+def _experiment_keeps(run_dir: Path) -> str | None:
+    """The ``keep_pcaps`` of the experiment whose run ``run_dir`` is (``experiment.json`` beside
+    its manifest, the run in ``<experiment>/runs/``); None for no experiment's run, or one whose
+    files cannot be read."""
+    if not (run_dir / "experiment.json").is_file() or run_dir.parent.name != "runs":
+        return None
+    try:
+        manifest = read_object(run_dir.parent.parent / "manifest.json") or {}
+    except (ValueError, OSError):
+        return None
     definition = manifest.get("definition")
-    if manifest.get("kind") != "experiment" or not isinstance(definition, dict) \
-            or definition.get("keep_pcaps") != "representative":
-        return False
-    levels = summary.get("by_level")
-    kept = {lv.get("representative") for lv in levels.values() if isinstance(lv, dict)} \
-        if isinstance(levels, dict) else set()
-    return f"runs/{run_dir.name}" not in kept
+    return definition.get("keep_pcaps") if manifest.get("kind") == "experiment" and \
+        isinstance(definition, dict) else None
 
 
 def against_manifest(computed: dict, manifest: dict, captures_missing: bool) -> dict:

@@ -5,13 +5,15 @@ pcap pruning) is what ``run`` and ``report`` call."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 from analysis.page import Page
+from analysis.runcheck import PRUNED
 from testbed.spec.runresult import load_run, read_manifest
 
 from experiments.definition import rebuilt_why
-from experiments.runner import experiment_manifest
+from experiments.runner import _write_json, experiment_manifest
 from experiments.summary import summarize
 
 REPORT = "report.md"
@@ -427,19 +429,41 @@ def html(out: Path, summary: dict, written: list[str], drawn: bool = True) -> "P
 
 def prune_pcaps(out: Path, summary: dict, keep: str) -> list[str]:
     """keep_pcaps = representative: delete the pcaps of every run but each level's representative
-    (and but a damaged run's: its manifest, which lists them, may be unreadable)."""
+    (and but a damaged run's: its manifest, which lists them, may be unreadable), first recording
+    in each run directory pruned which files, under which policy, keeping which runs and when
+    (``analysis.runcheck.PRUNED``, read by ``testbed analyze RUN_DIR``); the paths deleted,
+    relative to ``out``."""
     if keep != "representative":
         return []
     reps = {lv["representative"] for lv in summary["by_level"].values()}
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     gone = []
     for r in summary["runs"]:
         if r["status"] in ("missing", "damaged") or r["dir"] in reps:
             continue
-        for p in load_run(out / r["dir"]).files_of("pcap"):
-            if p.exists():
-                p.unlink()
-                gone.append(str(p.relative_to(out)))
+        run_dir = out / r["dir"]
+        doomed = [p for p in load_run(run_dir).files_of("pcap") if p.exists()]
+        if not doomed:
+            continue
+        _record_pruned(run_dir, [p.relative_to(run_dir).as_posix() for p in doomed], keep,
+                       sorted(x for x in reps if x), when)
+        for p in doomed:
+            p.unlink()
+            gone.append(str(p.relative_to(out)))
     return gone
+
+
+def _record_pruned(run_dir: Path, files: list[str], keep: str, representatives: list[str],
+                   when: str) -> None:
+    """Write (before the files go: a record of a file still there says nothing) the run's
+    ``PRUNED`` record, adding ``files`` to those an earlier pruning recorded."""
+    path = run_dir / PRUNED
+    try:
+        earlier = json.loads(path.read_text()).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        earlier = []
+    _write_json(path, {"files": sorted(set(earlier) | set(files)), "keep_pcaps": keep,
+                       "representatives": representatives, "when": when})
 
 
 def write_all(out: str | Path, plots: bool = True, prune: bool = False) -> dict:

@@ -7,6 +7,8 @@ file lists the processes the run started (PID plus kernel start time, so a reuse
 mistaken for ours), the network namespaces those processes hold (by inode), and temporary
 directories.  ``Run.close()`` ends them on normal exit, exceptions, SIGINT, SIGTERM and SIGHUP;
 ``clean()`` does the same for runs whose owner died (SIGKILL, power loss of the shell...).
+Both first decide everything (a ``Plan``: ``plan_removal``, ``plan_clean``), then execute it;
+``testbed clean --dry-run`` describes the same plan instead.
 
 Namespaces: Mininet hosts are unnamed namespaces held by their shell processes; ending every
 process inside a namespace frees it, and the kernel then deletes its veths.  Processes inside a
@@ -258,62 +260,178 @@ def hold_namespaces(processes: list[ProcessRecord], inodes: set[int]) -> dict[in
     return held
 
 
+def command_line(pid: int) -> str:
+    """The process's command line (``/proc/PID/cmdline``, its arguments joined by spaces), its
+    name in brackets when it has none (a kernel thread, a zombie); ``?`` when it is gone."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        if argv != [b""]:
+            return " ".join(a.decode(errors="replace") for a in argv)
+        return f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"
+    except OSError:
+        return "?"
+
+
+@dataclass
+class Action:
+    """One step of a :class:`Plan`: ``would``, the lines saying what it would do (``testbed clean
+    --dry-run``); ``do``, which does it and returns the lines saying what it did (none when there
+    was nothing left to do); ``do`` None for something left alone, said in the same lines either way."""
+    would: list[str]
+    do: Callable[[], list[str]] | None = None
+
+    def indented(self, prefix: str = "  ") -> "Action":
+        do = self.do
+        return Action([prefix + line for line in self.would],
+                      None if do is None else lambda: [prefix + line for line in do()])
+
+
+@dataclass
+class Plan:
+    """What ``clean`` (or a run's teardown) removes and ends, decided before anything is:
+    :meth:`execute` does it, :meth:`describe` only says it.  ``fds``: descriptors of the namespaces
+    the plan holds so that their inodes keep naming them (module docstring), closed by either."""
+    actions: list[Action] = field(default_factory=list)
+    fds: list[int] = field(default_factory=list)
+
+    def extend(self, other: "Plan", prefix: str = "") -> "Plan":
+        self.actions += [a.indented(prefix) for a in other.actions] if prefix else other.actions
+        self.fds += other.fds
+        return self
+
+    def execute(self) -> list[str]:
+        """Do every action, in order; a line per thing done (and per thing left alone)."""
+        try:
+            return [line for a in self.actions for line in (a.do() if a.do else a.would)]
+        finally:
+            self.release()
+
+    def describe(self) -> list[str]:
+        """What :meth:`execute` would do, nothing done: a line per thing found."""
+        self.release()
+        return [line for a in self.actions for line in a.would]
+
+    def release(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def ending(rec: ProcessRecord, label: str) -> Action:
+    """End ``rec`` (``end_process``) if it is still alive then; ``label`` names it in the lines
+    (``server (pid 12)``), the would-line with its command line."""
+    def do() -> list[str]:
+        if not rec.alive():
+            return []
+        end_process(rec)
+        return [f"ended {label}"]
+    return Action([f"would end {label}: {command_line(rec.pid)}"], do)
+
+
+def removing(path: Path | str) -> Action:
+    """Remove the directory ``path`` if it is still there then."""
+    def do() -> list[str]:
+        if not Path(path).exists():
+            return []
+        shutil.rmtree(path, ignore_errors=True)
+        return [f"removed {path}"]
+    return Action([f"would remove {path}"], do)
+
+
 def remove_state(state: RunState, held: dict[int, int] | None = None) -> list[str]:
-    """End everything ``state`` records; return a line per thing removed.  The processes in the
-    recorded namespaces are ended only in those held (``held``: inode -> open descriptor, from
-    the live run; else opened here through the recorded processes still in them), and the
-    descriptors are closed (module docstring)."""
+    """End everything ``state`` records (:func:`plan_removal`); return a line per thing removed."""
+    return plan_removal(state, held, listing=False).execute()
+
+
+def plan_removal(state: RunState, held: dict[int, int] | None = None, listing: bool = True) -> Plan:
+    """What ending everything ``state`` records takes: its recorded processes still alive, then
+    the processes in the recorded namespaces — only in those held (``held``: inode -> open
+    descriptor, from the live run; else opened here through the recorded processes still in
+    them; the plan closes them) — its temporary directories and its state file.  Processes in a
+    recorded namespace nothing of the run holds any more are named and left alone (module
+    docstring).  The processes in the held namespaces are found again when the plan is executed,
+    after the recorded ones have ended; those of now are the ones it says it would end (not
+    looked for without ``listing``: a plan executed at once says nothing before)."""
     held = dict(held or {})
     held.update(hold_namespaces(state.processes, set(state.netns_inodes) - set(held)))
-    done = []
+    plan = Plan(fds=list(held.values()))
     try:
-        for rec in reversed(state.processes):
-            if rec.alive():
-                end_process(rec)
-                done.append(f"ended {rec.what} (pid {rec.pid})")
-        for pid in processes_in_netns(set(held)):
-            start = proc_start_time(pid)
-            if start is not None:
-                end_process(ProcessRecord(pid, start, "process in a testbed namespace"))
-                done.append(f"ended process {pid} left in a testbed namespace")
-    finally:
-        for fd in held.values():
-            os.close(fd)
-    unsure = processes_in_netns(set(state.netns_inodes) - set(held))
-    if unsure:
-        done.append(f"{LEFT_ALONE} processes {', '.join(map(str, unsure))} in a namespace whose inode the run "
-                    "recorded but none of its processes holds any more (the kernel reuses inodes): end "
-                    "them by hand if they are the run's")
-    for d in state.tmpdirs:
-        if Path(d).exists():
-            shutil.rmtree(d, ignore_errors=True)
-            done.append(f"removed {d}")
-    with contextlib.suppress(FileNotFoundError):
-        (STATE_DIR / f"{state.run_id}.json").unlink()
+        alive = [rec for rec in reversed(state.processes) if rec.alive()]
+        plan.actions += [ending(rec, f"{rec.what} (pid {rec.pid})") for rec in alive]
+        if held:
+            ours = {rec.pid for rec in alive}
+            now = [pid for pid in processes_in_netns(set(held)) if pid not in ours] if listing else []
+            plan.actions.append(Action(
+                [f"would end process {pid} left in a testbed namespace: {command_line(pid)}" for pid in now],
+                lambda: _end_in_namespaces(set(held))))
+        unsure = processes_in_netns(set(state.netns_inodes) - set(held))
+        if unsure:
+            plan.actions.append(Action([
+                f"{LEFT_ALONE} processes {', '.join(map(str, unsure))} in a namespace whose inode the run "
+                "recorded but none of its processes holds any more (the kernel reuses inodes): end "
+                "them by hand if they are the run's"]))
+        plan.actions += [removing(d) for d in state.tmpdirs if Path(d).exists()]
+        path = STATE_DIR / f"{state.run_id}.json"
+        plan.actions.append(Action([f"would remove its state file {path}"] if path.exists() else [],
+                                   lambda: _unlink(path)))
+    except BaseException:
+        plan.release()
+        raise
+    return plan
+
+
+def _end_in_namespaces(inodes: set[int]) -> list[str]:
+    """End every process in the namespaces ``inodes`` (held by the plan: they are the run's)."""
+    done = []
+    for pid in processes_in_netns(inodes):
+        start = proc_start_time(pid)
+        if start is not None:
+            end_process(ProcessRecord(pid, start, "process in a testbed namespace"))
+            done.append(f"ended process {pid} left in a testbed namespace")
     return done
 
 
+def _unlink(path: Path) -> list[str]:
+    path.unlink(missing_ok=True)
+    return []
+
+
 def clean(force: bool = False) -> list[str]:
-    """Remove what crashed runs left behind. Live runs (owner still running) are not touched
-    unless ``force``; nor are the probe namespaces of live processes (``clean_probe_namespaces``).
-    Returns human-readable lines describing what was done."""
-    lines = clean_probe_namespaces(force)
+    """Remove what crashed runs left behind (:func:`plan_clean`).  Returns human-readable lines
+    describing what was done."""
+    return plan_clean(force).execute() or ["nothing to clean"]
+
+
+def plan_clean(force: bool = False) -> Plan:
+    """What ``testbed clean`` removes and ends: the probe namespaces of gone processes
+    (:func:`plan_probe_namespaces`), then per state file in ``STATE_DIR`` an unreadable one, or
+    everything a run whose owner is gone recorded (:func:`plan_removal`).  Live runs (owner still
+    running) are left alone unless ``force``, the probe namespaces of live processes always."""
+    plan = plan_probe_namespaces(force)
     if not STATE_DIR.exists():
-        return lines or ["nothing to clean"]
-    for path in sorted(STATE_DIR.glob(f"{PREFIX}-*.json")):
-        try:
-            state = RunState.load(path)
-        except (OSError, ValueError, TypeError) as exc:
-            lines.append(f"{path}: unreadable state file ({exc}); removed")
-            path.unlink(missing_ok=True)
-            continue
-        owner_alive = proc_start_time(state.owner_pid) == state.owner_start_time
-        if owner_alive and state.owner_pid != os.getpid() and not force:
-            lines.append(f"{state.run_id}: still running (pid {state.owner_pid}); left alone")
-            continue
-        lines.append(f"{state.run_id}: cleaning")
-        lines.extend("  " + line for line in remove_state(state))
-    return lines or ["nothing to clean"]
+        return plan
+    try:
+        for path in sorted(STATE_DIR.glob(f"{PREFIX}-*.json")):
+            try:
+                state = RunState.load(path)
+            except (OSError, ValueError, TypeError) as exc:
+                said = f"{path}: unreadable state file ({exc})"
+                plan.actions.append(Action([f"{said}; would be removed"],
+                                           lambda path=path, said=said: _unlink(path) + [f"{said}; removed"]))
+                continue
+            owner_alive = proc_start_time(state.owner_pid) == state.owner_start_time
+            if owner_alive and state.owner_pid != os.getpid() and not force:
+                plan.actions.append(Action([f"{state.run_id}: still running (pid {state.owner_pid}); left alone"]))
+                continue
+            why = f"its owner (pid {state.owner_pid}) is " + ("running: --force" if owner_alive else "gone")
+            plan.actions.append(Action([f"{state.run_id}: would be cleaned ({why})"],
+                                       lambda run_id=state.run_id: [f"{run_id}: cleaning"]))
+            plan.extend(plan_removal(state), prefix="  ")
+    except BaseException:
+        plan.release()
+        raise
+    return plan
 
 
 # --- signals outside a Run, and the backend probe's namespaces -------------------------------
@@ -393,20 +511,30 @@ def _probe_owner(name: str) -> tuple[int, int] | None:
 
 
 def clean_probe_namespaces(force: bool = False) -> list[str]:
+    """Delete the probe namespaces whose process is gone (:func:`plan_probe_namespaces`); a line
+    per namespace found."""
+    return plan_probe_namespaces(force).execute()
+
+
+def plan_probe_namespaces(force: bool = False) -> Plan:
     """Delete the probe namespaces (``probe_netns_name``) whose process is gone; never one of a
     live process, not even with ``force`` (its probe would fail and pick the wrong backend); one
-    of an older testbed (``tbprobe-XXXXXX``, no process named) only with ``force``.  A line per
-    namespace found."""
-    lines = []
+    of an older testbed (``tbprobe-XXXXXX``, no process named) only with ``force``.  An action
+    per namespace found."""
+    plan = Plan()
     for path in sorted(NETNS_DIR.glob(f"{PROBE_NETNS}-*")):
         owner = _probe_owner(path.name)
         if owner is None and not force:
-            lines.append(f"{path.name}: probe namespace naming no process (an older testbed's); left "
-                         "alone (--force removes it)")
+            plan.actions.append(Action([f"{path.name}: probe namespace naming no process (an older "
+                                        "testbed's); left alone (--force removes it)"]))
             continue
         if owner is not None and proc_start_time(owner[0]) == owner[1]:
-            lines.append(f"{path.name}: probe namespace of a running process (pid {owner[0]}); left alone")
+            plan.actions.append(Action([f"{path.name}: probe namespace of a running process (pid "
+                                        f"{owner[0]}); left alone"]))
             continue
-        error = delete_netns(path.name)
-        lines.append(f"{path.name}: probe namespace " + (f"not removed: {error}" if error else "removed"))
-    return lines
+
+        def do(name: str = path.name) -> list[str]:
+            error = delete_netns(name)
+            return [f"{name}: probe namespace " + (f"not removed: {error}" if error else "removed")]
+        plan.actions.append(Action([f"{path.name}: probe namespace would be removed (ip netns del)"], do))
+    return plan

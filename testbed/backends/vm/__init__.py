@@ -525,24 +525,28 @@ def down(name: str = MAIN) -> str:
 
 
 def clean(force: bool = False) -> list[str]:
-    """For ``testbed clean``: end every guest whose owner is gone (all with ``force``; a ``vm
-    up`` guest has no owner) and remove its run directory."""
-    lines = []
+    """For ``testbed clean``: end every guest whose owner is gone (:func:`plan_clean`)."""
+    return plan_clean(force).execute()
+
+
+def plan_clean(force: bool = False) -> lifecycle.Plan:
+    """For ``testbed clean`` (and ``--dry-run``): end every guest whose owner is gone (all with
+    ``force``; a ``vm up`` guest has no owner) and remove its run directory."""
+    plan = lifecycle.Plan()
     root = run_dir()
     if not root.is_dir():
-        return lines
+        return plan
     for d in sorted(root.iterdir()):
         m = Machine.load(d.name)
         if m is not None and m.state.get("owner_pid") and not force and \
                 proc_start_time(m.state["owner_pid"]) == m.state.get("owner_start_time"):
-            lines.append(f"VM {d.name}: its owner (pid {m.state['owner_pid']}) is running; left alone")
+            plan.actions.append(lifecycle.Action(
+                [f"VM {d.name}: its owner (pid {m.state['owner_pid']}) is running; left alone"]))
             continue
         if m is not None and m.alive():
-            end_process(m.record())
-            lines.append(f"ended VM {d.name} (qemu pid {m.state['pid']})")
-        shutil.rmtree(d, ignore_errors=True)
-        lines.append(f"removed {d}")
-    return lines
+            plan.actions.append(lifecycle.ending(m.record(), f"VM {d.name} (qemu pid {m.state['pid']})"))
+        plan.actions.append(lifecycle.removing(d))
+    return plan
 
 
 def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results",

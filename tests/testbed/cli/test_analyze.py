@@ -234,6 +234,10 @@ def test_pruned_captures_named_as_the_reason(rr_pcap, analyze, tmp_path):
     d = _experiment(tmp_path)
     run.rename(d)
     (d / "experiment.json").write_text("{}")
+    code, out, err = analyze([str(d)])              # no record of the pruning: missing, maybe pruned
+    assert "2 of the run's 2 captures are missing" in err and "no pruned.json says" in err
+    (d / "pruned.json").write_text(json.dumps({"files": [p["path"] for p in files], "when": "2025-01-02T03:04:05+00:00",
+                                               "keep_pcaps": "representative", "representatives": ["runs/001-b"]}))
     code, out, err = analyze([str(d), "--plots", str(tmp_path / "plots")])
     assert code == 0
     assert ("2 of the run's 2 captures were pruned by its experiment" in err
@@ -354,8 +358,9 @@ def test_a_manifest_field_of_the_wrong_type_is_named(rr_pcap, analyze, tmp_path,
 
 
 def test_a_missing_capture_is_not_blamed_on_an_experiment(rr_pcap, analyze, tmp_path):
-    """Only an experiment's run with keep_pcaps = "representative" (and not its level's
-    representative) had its captures pruned; any other gone capture is missing, named."""
+    """Only captures a run's pruned.json names were pruned by its experiment; any other gone
+    capture is missing, named (in an experiment with keep_pcaps = "representative", with a word that
+    a testbed older than the record may have pruned it)."""
     from tests.analysis.test_native import random_trace, write_pcapng
     f, _ = rr_pcap
     files = [{"path": "pcap/client-eth0.pcap", "kind": "pcap"},
@@ -375,7 +380,8 @@ def test_a_missing_capture_is_not_blamed_on_an_experiment(rr_pcap, analyze, tmp_
         d = d.rename(run)
         (d / "experiment.json").write_text("{}")
         code, out, err = analyze([str(d)])
-        assert "pruned" not in err and "1 of the run's 2 captures are missing" in err
+        assert "were pruned" not in err and "1 of the run's 2 captures are missing" in err
+        assert ("no pruned.json says" in err) == (keep == "representative")
     for p in (d / "pcap").iterdir():
         p.unlink()
     (d / "pcap").rmdir()

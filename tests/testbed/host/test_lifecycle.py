@@ -132,7 +132,7 @@ def test_clean_ends_what_is_in_a_namespace_a_recorded_process_holds_and_nothing_
     """The kernel reuses a freed namespace's inode at once: a crashed run's recorded inode may
     name someone else's namespace.  Processes there are ended only while a process of the run
     still holds it; otherwise they are named and left alone."""
-    from testbed.host.lifecycle import ProcessRecord, proc_start_time, remove_state
+    from testbed.host.lifecycle import ProcessRecord, plan_removal, proc_start_time, remove_state
     ours, inode = _in_own_netns(["sh", "-c", "sleep 60 & exec sleep 61"], 2)    # a child not recorded
     theirs, other = _in_own_netns(["sleep", "60"])
     try:
@@ -146,7 +146,12 @@ def test_clean_ends_what_is_in_a_namespace_a_recorded_process_holds_and_nothing_
                          "hand if they are the run's"]
         child = [pid for pid in processes_in_netns({inode}) if pid != ours.pid]
         assert len(child) == 1
-        lines = remove_state(state([ProcessRecord(ours.pid, proc_start_time(ours.pid), "server")], [inode]))
+        recorded = state([ProcessRecord(ours.pid, proc_start_time(ours.pid), "server")], [inode])
+        said = plan_removal(recorded).describe()                 # testbed clean --dry-run: nothing ended
+        assert said == [f"would end server (pid {ours.pid}): sleep 61",
+                        f"would end process {child[0]} left in a testbed namespace: sleep 60"]
+        assert ours.poll() is None and sorted(processes_in_netns({inode})) == sorted([ours.pid, child[0]])
+        lines = remove_state(recorded)
         ours.wait(5)
         assert lines == [f"ended server (pid {ours.pid})", f"ended process {child[0]} left in a testbed namespace"]
         assert not processes_in_netns({inode})
