@@ -149,7 +149,7 @@ def main() -> int:
         return 0
     from testbed.backends.uml import builds as ub
     arms = [(b, m) for b in (ub.system_build(), ub.provisioned_build()) if b is not None
-            for m in ub.modes(b)]
+            for m in ub.supported_modes(b)]
     rows = []
     for r in range(args.rounds):  # arms interleaved, so a burst of host load hits all alike
         for build, mode in arms if r % 2 == 0 else arms[::-1]:

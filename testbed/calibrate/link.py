@@ -77,8 +77,30 @@ HOLD_SHARE = 0.4
 # The highest rate at which every rate line of a UML guest passed on a quiet 2-core host
 # (docs/uml.md, "Guest speed": 10 and 12 Mbit/s every run; 15-25 Mbit/s about half the lines,
 # the qdisc releasing 1-6 % below the rate; from 30 Mbit/s the guest's one virtual CPU, which runs
-# the probe's sender, the qdiscs and the receiver, is saturated).  Above it calibrate refuses.
+# the probe's sender, the qdiscs and the receiver, is saturated).  Above it calibrate refuses
+# (``check_uml_rate``), on the host before a guest boots too.
 UML_RATE_MAX = 12e6
+
+
+def check_uml_rate(rate: str) -> None:
+    """Refuse, in one line, calibrating the long-haul link at ``rate`` (``--rate``; "unshaped"
+    for none) in a UML guest when it is above ``UML_RATE_MAX`` or unshaped: run by ``calibrate``
+    in the guest, and by ``testbed calibrate --backend netem-uml`` before the guest boots
+    (testbed/cli/calibrate.py, ``check_in_guest``).  UsageError naming the link, its rate, the
+    cap and what to do instead."""
+    from testbed.spec.errors import UsageError
+    from testbed.spec.units import parse_rate
+    rate_bps = None if str(rate).lower() in ("unshaped", "none") else parse_rate(rate)
+    if rate_bps is not None and rate_bps <= UML_RATE_MAX:
+        return
+    link = ("the long-haul link unshaped" if rate_bps is None
+            else f"the long-haul link at {rate_bps / 1e6:g} Mbit/s each way")
+    cap = f"{UML_RATE_MAX / 1e6:g}"
+    raise UsageError(f"--rate {rate}: a UML guest's one virtual CPU carries calibrate's probes at "
+                     f"up to {cap} Mbit/s, not {link} (docs/uml.md, \"Guest speed\"); give --rate "
+                     f"{cap}mbit or less, or calibrate a faster link with the userspace emulator, or "
+                     "with --backend netem-vm where KVM boots (with TCG it carries about what UML "
+                     "does: docs/vm.md)")
 
 
 def wilson(lost: int, n: int, z: float = Z99) -> tuple[float, float]:
@@ -450,12 +472,8 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
         "delay_ms": delay_s * 1e3,
         "rtt_ms": round((2 * delay_s + sum(s.serialization_time(probe_frame) for s in specs)) * 1e3, 6),
         "loss": {"up": p_up, "down": p_down}}
-    if os.environ.get("TESTBED_IN_UML") == "1" and (rate_bps is None or rate_bps > UML_RATE_MAX):
-        raise UsageError(f"--rate {rate}: a UML guest's one virtual CPU carries calibrate's probes "
-                         f"at up to {UML_RATE_MAX / 1e6:g} Mbit/s (docs/uml.md, \"Guest speed\"); "
-                         f"give --rate {UML_RATE_MAX / 1e6:g}mbit or less, or calibrate a faster "
-                         "link with the userspace emulator, or with --backend netem-vm where KVM "
-                         "boots (with TCG it carries about what UML does: docs/vm.md)")
+    if os.environ.get("TESTBED_IN_UML") == "1":
+        check_uml_rate(rate)
     res = measure(rate_bps, delay_s, p_up, p_down, backend, packets, seed, results, specs, over_bps)
     checks = evaluate(configured, res)
     return {"configured": configured, "measured": res["measured"], "emulator": res["emulator"],

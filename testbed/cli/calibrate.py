@@ -34,7 +34,16 @@ def register(sub) -> None:
     add_seed(p, help="seed of the loss generators")
     add_results(p)
     add_json(p, "print the result as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check_in_guest=check_in_guest)
+
+
+def check_in_guest(args) -> None:
+    """Refuse here, before a guest boots, what the guest would refuse on reading this command
+    (``--backend netem-uml``/``netem-vm`` re-run it there with ``--backend netem``): a UML guest
+    calibrates a constant link at up to ``link.UML_RATE_MAX`` (``link.check_uml_rate``)."""
+    if args.backend == "netem-uml" and not args.schedule:
+        from testbed.calibrate.link import check_uml_rate
+        check_uml_rate(args.rate)
 
 
 def run_verdict(run_dir) -> dict | None:

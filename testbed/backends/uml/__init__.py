@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING
 from testbed.spec.errors import RunError
 from testbed.backends.guest import GuestError, guest_cli_argv, host_key
 from testbed.backends.uml import builds as uml_builds  # its STATE_DIR is read at each call: tests point it elsewhere
-from testbed.backends.uml.builds import INSTALL_HINT, MODES, MODULES, UMLBuild, UMLUnavailable, candidates, check, modes
+from testbed.backends.uml.builds import (INSTALL_HINT, MODES, MODULES, ModeUnsupported, UMLBuild,
+                                         UMLUnavailable, candidates, check, modes, require_mode)
 
 if TYPE_CHECKING:
     from testbed.host.lifecycle import Run
@@ -322,14 +323,17 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         uml-stdout.txt, uml-stderr.txt, uml-status.json, uml-console.log (overwritten).
     mem: guest memory as UML's ``mem=`` (e.g. '768M').  timeout: seconds for the whole guest.
     build, mode: the UML build and 'seccomp' or 'ptrace'; default: ``choose()`` (a
-        build that boots here, booting it once per host and build to find out).
+        build that boots here, booting it once per host and build to find out), and ptrace
+        with a ``build`` given.  'seccomp' on a build without it (no ``seccomp=`` option in its
+        ``--help``) raises ModeUnsupported: it would boot in ptrace mode.
     cwd: the command's working directory (default: the caller's); env: extra environment
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
     run: a ``testbed.host.lifecycle.Run`` to record the guest's process group and private directory
         in, so that ``testbed clean`` ends a guest whose caller was killed.
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), the command gets the signal and ``INTERRUPT_GRACE`` s
     to end and write its record; then the interrupt is raised again.
-    Raises UMLUnavailable, GuestError (boot or setup failed), GuestTimeout (guest killed).
+    Raises UMLUnavailable (ModeUnsupported), GuestError (boot or setup failed), GuestTimeout
+    (guest killed).
     """
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
@@ -346,11 +350,14 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     for name in (*RESULT_FILES, CANCEL_FILE):       # before anything can fail: no stale output
         (results_dir / name).unlink(missing_ok=True)
     cwd = Path(cwd or os.getcwd()).resolve()
+    asked = mode
     if build is None:
         guest = choose()
         build, mode = guest.build, mode or guest.mode
     release, modules = check(build)
     mode = mode or "ptrace"
+    if asked is not None:       # what the guest records (GuestResult.uml, a run's uml_guest)
+        require_mode(build, mode, f"mode={mode!r}", "pass mode='ptrace' or leave it out")
     uml = {**build.describe(), "release": release, "mode": mode}
 
     shm = Path("/dev/shm")
@@ -445,7 +452,8 @@ def boot_check(build: UMLBuild, mode: str, refresh: bool = False) -> dict:
     the boot's full console log), checked (UNIX time), cached (this call did not boot)}.
     """
     release, _ = check(build)
-    key = f"{host_key()} | {build.identity()} | {mode}"
+    require_mode(build, mode, f"mode={mode!r}", "boot-check it in ptrace mode")  # before the cache:
+    key = f"{host_key()} | {build.identity()} | {mode}"     # an entry made before this check is not used
     if not refresh and key in _load_cache():
         return {**_load_cache()[key], "cached": True}
     state = uml_builds.STATE_DIR
@@ -487,6 +495,9 @@ def survey(refresh: bool = False) -> tuple[Guest | None, list[dict]]:
                 attempts.append({**build.describe(), "mode": mode, **res})
                 if res["booted"]:
                     return Guest(build, mode, res["release"], res["boot_seconds"]), attempts
+        except ModeUnsupported as exc:      # not booted: it would not run in the mode asked for
+            attempts.append({**build.describe(), "release": exc.release, "mode": exc.mode,
+                             "booted": False, "unsupported": True, "reason": str(exc)})
         except (UMLUnavailable, OSError, subprocess.SubprocessError) as exc:
             attempts.append({**build.describe(), "booted": False, "reason": str(exc)})
     return None, attempts
@@ -504,6 +515,8 @@ def choose(refresh: bool = False) -> Guest:
     """The guest to boot; raise UMLUnavailable with every build's reason when none boots."""
     guest, attempts = survey(refresh)
     if guest is None:
+        if attempts and all(a.get("unsupported") for a in attempts):   # none has the mode asked for
+            raise UMLUnavailable("; ".join(a["reason"] for a in attempts))
         raise UMLUnavailable(f"no UML guest boots on this host: {failure_summary(attempts)}")
     return guest
 
@@ -535,6 +548,8 @@ def doctor_report(refresh: bool = False) -> dict:
         if a["booted"]:
             lines.append(f"{head}: boots in {a['boot_seconds']:.2f} s"
                          + (" (cached boot check; --refresh boots again)" if a.get("cached") else ""))
+        elif a.get("unsupported"):
+            lines.append(f"{head}: not booted: {a['reason']}")
         else:
             lines.append(f"{head}: does not boot: {a['reason']}"
                          + (f" (console: {a['console']})" if a.get("console") else ""))

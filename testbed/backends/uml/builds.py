@@ -15,7 +15,10 @@ Nothing here boots a guest: which build and mode is used, proven by booting it, 
 build if it boots, else the provisioned one), ``system`` or ``provision`` (only that build).
 Modes: ``seccomp`` (UML ≥ 6.14's ``seccomp=on``: the guest's processes trap their own syscalls
 instead of being ptraced) where the build supports it, then ``ptrace``;
-``TESTBED_UML_MODE=ptrace`` forces ptrace.
+``TESTBED_UML_MODE=ptrace`` or ``seccomp`` forces one.  A build supports seccomp when its
+``--help`` lists the ``seccomp=`` option; one without it (before 6.14) takes ``seccomp=on``
+for a parameter of init's and boots in ptrace mode, so asking it for seccomp is refused
+(``ModeUnsupported``) rather than recorded as a mode that was not used.
 """
 from __future__ import annotations
 
@@ -44,6 +47,15 @@ PROVISION_HINT = "provision one with `TESTBED_UML=provision make install`"
 class UMLUnavailable(SetupError):
     """No usable UML: a kernel, its modules or the guest's init interpreter is missing, or no
     build boots on this host.  The message names what and how to fix it."""
+
+
+class ModeUnsupported(UMLUnavailable):
+    """A mode was asked for (``TESTBED_UML_MODE``, or ``mode=``) that this build does not have.
+    ``mode``: the mode asked for; ``release``: the build's kernel release (None if unknown)."""
+
+    def __init__(self, message: str, *, mode: str, release: str | None):
+        super().__init__(message)
+        self.mode, self.release = mode, release
 
 
 @dataclass(frozen=True)
@@ -138,16 +150,45 @@ def _help_text(identity: str, kernel: str) -> str:
                           stdin=subprocess.DEVNULL).stdout
 
 
+def supported_modes(build: UMLBuild) -> list[str]:
+    """The modes ``build`` has, best first: seccomp where its ``--help`` lists the ``seccomp=``
+    option (UML ≥ 6.14), and ptrace."""
+    has_seccomp = "seccomp=" in _help_text(build.identity(), str(build.kernel))
+    return [m for m in MODES if m != "seccomp" or has_seccomp]
+
+
+def require_mode(build: UMLBuild, mode: str, asked: str, undo: str) -> None:
+    """Raise ModeUnsupported when ``build`` does not have ``mode`` (ptrace: every build has it).
+    ``asked``: what asked for it (e.g. 'TESTBED_UML_MODE=seccomp'); ``undo``: how not to."""
+    if mode == "ptrace":
+        return
+    supported = supported_modes(build)
+    if mode in supported:
+        return
+    try:
+        release = kernel_release(build.kernel)
+    except (UMLUnavailable, OSError, subprocess.SubprocessError):
+        release = None
+    name = " ".join(x for x in (build.source, "UML", release, f"({build.kernel})") if x)
+    raise ModeUnsupported(
+        f"{asked}, but {name} has no {mode} mode, only {' and '.join(supported)} (its --help lists "
+        f"no {mode}= option: seccomp mode needs UML 6.14 or later, which "
+        f"`TESTBED_UML=provision make install` provisions); it would boot in ptrace mode with "
+        f"{mode}=on ignored; {undo}", mode=mode, release=release)
+
+
 def modes(build: UMLBuild) -> list[str]:
-    """Modes to try, best first: seccomp where this build has the ``seccomp=`` option and
-    ``TESTBED_UML_MODE`` does not say otherwise, then ptrace."""
+    """Modes to try, best first: seccomp where this build has the ``seccomp=`` option, then
+    ptrace; ``TESTBED_UML_MODE`` forces one, ModeUnsupported where this build lacks it."""
     forced = os.environ.get("TESTBED_UML_MODE")
     if forced:
         if forced not in MODES:
             raise UMLUnavailable(f"TESTBED_UML_MODE={forced!r}: allowed {', '.join(MODES)}")
+        require_mode(build, forced, f"TESTBED_UML_MODE={forced}",
+                     "unset TESTBED_UML_MODE (each build then boots in the best mode it has) "
+                     "or set it to ptrace")
         return [forced]
-    has_seccomp = "seccomp=" in _help_text(build.identity(), str(build.kernel))
-    return [m for m in MODES if m != "seccomp" or has_seccomp]
+    return supported_modes(build)
 
 
 def candidates() -> list[UMLBuild]:
