@@ -26,6 +26,12 @@ a schedule as a schedule file holds it (``Schedule.from_dict``: ``step``, ``outa
 ``trace``; a trace ``file`` relative to the topology's module).  The first ``links`` schedule
 item on that direction (``schedule``, ``trace``, ``down``, ``FIELD=VALUE@MOMENT``) replaces the
 default, later ones add to it; ``schedule=none`` removes it.
+
+``summary()`` is the one line ``testbed topo show`` and ``list`` print for an instance: the path
+with the parameters and link overrides in effect.  By default it is the class's ``description``
+followed by what was set ("(as set: rate=20mbit)"); a topology whose line states numbers derives
+it from its built links instead (``link_phrase``: rates, RTT, jitter, loss and what the link's
+schedules change), so that ``--set loss_down=0%`` no longer leaves "14% loss" in it.
 """
 from __future__ import annotations
 
@@ -36,10 +42,10 @@ from typing import Any, ClassVar, Mapping
 from mininet.topo import Topo
 
 from testbed.spec import plugins
-from testbed.spec.linkspec import LinkSpec
+from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 from testbed.spec.schedule import Schedule, parse_inline
 from testbed.spec.registry import Registry
-from testbed.spec.units import written
+from testbed.spec.units import format_rate, format_time, written
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
 # LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB'), and
@@ -133,6 +139,41 @@ class TestbedTopo(Topo):
         except ValueError as exc:
             raise ValueError(f"link override {key}={written(value)}: {exc}") from None
 
+    def summary(self) -> str:
+        """One line: this path as built (see the module docstring).  The default: the class's
+        ``description`` and, when something differs from the defaults, what was set."""
+        given = self.as_set()
+        return self.description + (f" (as set: {', '.join(given)})" if given else "")
+
+    def as_set(self) -> list[str]:
+        """``KEY=VALUE`` of every parameter whose value is not its default, then
+        ``LINK.DIR.FIELD=VALUE`` of every link override, as given."""
+        defaults = {k: d for k, (d, _help) in self.params.items()}
+        return ([f"{k}={v}" for k, v in self.values.items() if v != defaults.get(k)]
+                + [f"{k}={v}" for k, v in self.link_overrides.items()])
+
+    def link_phrase(self, name: str, a: str | None = None, b: str | None = None,
+                    rtt: bool = True, no_loss: bool = False) -> str:
+        """Link ``name`` in words, from its specs as built (parameters and overrides applied):
+        its rate ("333 Mbit/s", or "20 Mbit/s up, 100 Mbit/s down"), RTT (both directions'
+        delays; ``rtt=False`` leaves it out), jitter and loss when there are any ("14% loss
+        server→client", ``a``/``b`` naming the up direction's ends, default its hosts; with
+        ``no_loss`` "no loss" when there is none) and what its schedules change during a run."""
+        info = self.named[name]
+        a, b = a or info["node1"], b or info["node2"]
+        up, down = (info.get(DIRECTIONS[d]) or LinkSpec() for d in ("up", "down"))
+        parts = [pair_phrase(format_rate(up.rate, words=True), format_rate(down.rate, words=True))]
+        if rtt:
+            parts.append(f"{format_time(up.delay + down.delay, words=True)} RTT")
+        if up.jitter or down.jitter:
+            jitter = pair_phrase(format_time(up.jitter, words=True), format_time(down.jitter, words=True))
+            parts.append(f"jitter up to {jitter}")
+        loss = directed_phrase(loss_words(up.loss), loss_words(down.loss), a, b)
+        if loss or no_loss:
+            parts.append(loss or "no loss")
+        changes = schedule_phrase(up, down)
+        return ", ".join(parts) + (f"; changes: {changes}" if changes else "")
+
     def link_table(self) -> list[dict[str, Any]]:
         """Every named link: its ends, and per direction (``up``: client side → server side,
         ``down``) the hosts, the spec (None: unimpaired) and its description."""
@@ -219,6 +260,81 @@ class TestbedTopo(Topo):
                              + (f", shared air {medium.name!r}" if medium is not None else "")
                              for s in specs]})
         return records
+
+
+# --- a path in words (``TestbedTopo.summary``) ---------------------------------------------
+
+def pair_phrase(up: str, down: str) -> str:
+    """One value for both directions, or "UP up, DOWN down"."""
+    return up if up == down else f"{up} up, {down} down"
+
+
+def loss_words(loss: Any) -> str:
+    """A direction's loss model in words ("14% loss", "2% mean Gilbert–Elliott loss"; "" for none)."""
+    if isinstance(loss, Bernoulli):
+        return f"{100 * loss.p:.4g}% loss" if loss.p else ""
+    if isinstance(loss, GilbertElliott):
+        return f"{100 * loss.mean_loss:.3g}% mean Gilbert–Elliott loss"
+    if isinstance(loss, DropList):
+        return f"{len(loss.indices)} listed frame(s) dropped" if loss.indices else ""
+    return str(loss)
+
+
+def directed_phrase(up: str, down: str, a: str, b: str) -> str:
+    """What holds in each direction of a link a–b ("" for neither): "X each way", "X a→b",
+    "X b→a" or both."""
+    if up and up == down:
+        return f"{up} each way"
+    return ", ".join(f"{text} {src}→{dst}" for text, src, dst in ((up, a, b), (down, b, a)) if text)
+
+
+def schedule_phrase(up: LinkSpec, down: LinkSpec) -> str:
+    """What the two directions' schedules change during a run, in the order of their moments:
+    rate steps ("down 20 → 4 Mbit/s at 3 s"), other steps, outages ("both directions out for
+    0.5 s at 5 s" when the two have the same one), then events and traces; "" without any."""
+    def moment(m) -> tuple[float, str]:
+        if m.kind == "time":
+            return m.value, format_time(m.value, words=True)
+        return float("inf"), f"{int(m.value)} {'frames' if m.kind == 'frames' else 'B'}"
+
+    items: list[tuple[float, str]] = []
+    outages: dict[str, list] = {}
+    tail: list[str] = []
+    for d, s in (("up", up), ("down", down)):
+        sch = s.schedule
+        if sch is None:
+            continue
+        rate = s.rate
+        for step in sch.steps:
+            key, when = moment(step.at)
+            changes = dict(step.changes)
+            if "rate" in changes:
+                new = changes.pop("rate")
+                old_t, new_t = format_rate(rate, words=True), format_rate(new, words=True)
+                unit = new_t.rpartition(" ")[2]
+                if old_t.endswith(" " + unit) and new is not None:
+                    old_t = old_t.rpartition(" ")[0]
+                items.append((key, f"{d} {old_t} → {new_t} at {when}"))
+                rate = new
+            if changes:
+                rest = " ".join(part for part in step.describe().split() if not part.startswith("rate="))
+                items.append((key, f"{d} {rest} at {when}"))
+        outages[d] = list(sch.outages)
+        if sch.events:
+            tail.append(f"{len(sch.events)} per-frame event{'s' * (len(sch.events) != 1)} {d}")
+        if sch.trace is not None:
+            tail.append(f"{d} follows trace {sch.trace.source or '(inline)'} "
+                        f"({format_rate(sch.trace.mean_rate, words=True)} mean)")
+    both = [o for o in outages.get("up", []) if o in outages.get("down", [])]
+    for d, found in outages.items():
+        for o in found:
+            if o in both and d == "down":
+                continue
+            key, when = moment(o.down)
+            who = "both directions" if o in both else d
+            items.append((key, f"{who} out for {format_time(o.duration, words=True)} at {when}"
+                               + (" (held)" if o.hold else "")))
+    return ", ".join([text for _key, text in sorted(items, key=lambda kv: kv[0])] + tail)
 
 
 def spec(rate: Any = None, delay: Any = 0, loss: Any = 0, queue: Any = None, jitter: Any = None,

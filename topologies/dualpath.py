@@ -42,3 +42,12 @@ class DualPath(TestbedTopo):
                          spec_ab=spec(rate, delay, loss), spec_ba=spec(rate, delay, loss))
         self.addLink(gw, server, name="egress", params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
                      spec_ab=spec(egress, egress_delay), spec_ba=spec(egress, egress_delay))
+
+    def summary(self) -> str:
+        paths = [self.link_phrase(n, "client", "gw", rtt=False) for n in ("access1", "access2")]
+        egress = self.link_phrase("egress", rtt=False)
+        plain = all(" " not in p.removesuffix(" Mbit/s") for p in paths)      # "20 and 10 Mbit/s"
+        access = (f"{paths[0].removesuffix(' Mbit/s')} and {paths[1]} access paths" if plain
+                  else f"access paths 1 ({paths[0]}) and 2 ({paths[1]})")
+        return (f"client with {access} into one {egress} common egress" if "," not in egress
+                else f"client with {access} into one common egress ({egress})")

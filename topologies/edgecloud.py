@@ -45,3 +45,7 @@ class EdgeCloud(TestbedTopo):
         self.addLink(gw, cloud, name="cloud", params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"},
                      spec_ab=spec(cloud_rate_up, cloud_delay, queue=uplink_queue),
                      spec_ba=spec(cloud_rate_down, cloud_delay, cloud_loss_down))
+
+    def summary(self) -> str:
+        return (f"device with an edge path ({self.link_phrase('edge', 'device', 'edge')}) and a cloud "
+                f"path ({self.link_phrase('cloud', 'device', 'cloud')})")

@@ -33,3 +33,6 @@ class Handover(TestbedTopo):
         server = self.addHost("server", ip="10.0.0.2/24")
         self.addLink(client, server, name="cell",
                      spec_ab=spec(rate_up, delay), spec_ba=spec(rate_down, delay))
+
+    def summary(self) -> str:
+        return f"client — server over a cellular link: {self.link_phrase('cell')}"

@@ -25,3 +25,6 @@ class Image(TestbedTopo):
         server = self.addHost("server", ip="10.0.0.2/24")
         self.addLink(client, server, name="bottleneck", spec_ab=spec(rate_up, delay, loss_up, queue),
                      spec_ba=spec(rate_down, delay, loss_down, queue))
+
+    def summary(self) -> str:
+        return f"client — server, {self.link_phrase('bottleneck')}"

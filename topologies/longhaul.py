@@ -29,3 +29,6 @@ class LongHaul(TestbedTopo):
         self.addLink(client, server, name="bottleneck",
                      spec_ab=spec(rate_up, delay, loss_up, queue, jitter),
                      spec_ba=spec(rate_down, delay, loss_down, queue, jitter))
+
+    def summary(self) -> str:
+        return f"client — server over {self.link_phrase('bottleneck', no_loss=True)}"

@@ -35,3 +35,10 @@ class Relay(TestbedTopo):
                      spec_ab=spec(rate_up, delay, loss_up, queue),
                      spec_ba=spec(rate_down, delay, loss_down, queue))
         self.addLink(sgw, server, name="server_lan", params1={"ip": "10.0.3.254/24"}, params2={"ip": "10.0.3.2/24"})
+
+    def summary(self) -> str:
+        lans = [n for n in ("client_lan", "server_lan")
+                if any(self.named[n].get(slot) is not None for slot in ("spec_ab", "spec_ba"))]
+        return (f"client — cgw ═ long-haul ({self.link_phrase('bottleneck', no_loss=True)}) ═ sgw — server "
+                "(gateway pair for the relay workload)"
+                + "".join(f"; {n}: {self.link_phrase(n)}" for n in lans))

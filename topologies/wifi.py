@@ -4,9 +4,9 @@ Both directions of the link contend for the same medium: uplink data frames and 
 frames take turns in arrival order, each costing DIFS + data PPDU + SIFS + MAC-ACK PPDU of
 airtime (802.11a OFDM, no aggregation).  Only the userspace emulator models the shared medium.
 """
-from testbed.spec.units import parse_count, parse_rate, parse_time
+from testbed.spec.units import format_rate, format_time, parse_count, parse_rate, parse_time
 
-from topologies.base import TOPOLOGIES, TestbedTopo, spec
+from topologies.base import TOPOLOGIES, TestbedTopo, directed_phrase, loss_words, spec
 
 
 @TOPOLOGIES.register
@@ -34,3 +34,13 @@ class Wifi(TestbedTopo):
         server = self.addHost("server", ip="10.0.0.2/24")
         self.addLink(station, server, name="air", spec_ab=spec(None, delay, queue=queue),
                      spec_ba=spec(None, delay, queue=queue), medium=air)
+
+    def summary(self) -> str:
+        air = self.named["air"]
+        m, up, down = air["medium"], air["spec_ab"], air["spec_ba"]
+        extra = [f"{m.cw_min} backoff slots at most" if m.cw_min else "",
+                 f"{format_time(up.delay + down.delay, words=True)} wired RTT" if up.delay or down.delay else "",
+                 directed_phrase(loss_words(up.loss), loss_words(down.loss), "station", "server")]
+        return (f"station — server over one shared 802.11a-like air interface (data "
+                f"{format_rate(m.data_rate, words=True)}, MAC ACKs {format_rate(m.control_rate, words=True)}"
+                + "".join(f", {x}" for x in extra if x) + "; userspace backend)")

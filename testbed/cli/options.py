@@ -25,6 +25,7 @@ that a bare number above 1 s is refused where links are built (``delay=10`` is 1
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,42 @@ class OneLineParser(argparse.ArgumentParser):
         """Plain text: descriptions taken from docstrings lose their RST double backticks."""
         return super().format_help().replace("``", "")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, with ``--opt -1s`` read as ``--opt=-1s`` (``joined_negative_values``)."""
+        if args is None:
+            import sys
+            args = sys.argv[1:]
+        return super().parse_known_args(self.joined_negative_values(list(args)), namespace)
+
+    def joined_negative_values(self, args: list[str]) -> list[str]:
+        """``args`` with every value that looks like a negative number (``-1s``, ``-5%``,
+        ``-0.5``, ``-1e3``) joined to the option of this parser before it when that option takes
+        one value: ``--think -1s`` → ``--think=-1s``.  argparse takes an argument that starts
+        with '-' and is not a plain number for an option ("expected one argument"), so the
+        option's own check never saw the value and never said what it allows.  Nothing is
+        joined after ``--`` or after an option that takes the rest of the line (``--exec``);
+        each subcommand's parser joins its own options (argparse hands it its arguments)."""
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            action = self._option_string_actions.get(arg) if arg.startswith("-") else None
+            if arg == "--" or (action is not None and action.nargs == argparse.REMAINDER):
+                return out + args[i:]
+            following = args[i + 1] if i + 1 < len(args) else None
+            if (action is not None and action.nargs in (None, 1) and following is not None
+                    and NEGATIVE_VALUE.match(following) and following not in self._option_string_actions):
+                out.append(f"{arg}={following}" if arg.startswith("--") else arg + following)
+                i += 2
+                continue
+            out.append(arg)
+            i += 1
+        return out
+
+
+#: an argument that is a value, not an option: '-' and a digit or '.digit' (-1s, -5%, -0.5, -.5)
+NEGATIVE_VALUE = re.compile(r"-\.?\d")
+
 
 def one_line(text: str, limit: int = 600) -> str:
     """A message on one line: its lines joined with ' | ', cut at ``limit`` characters."""
@@ -61,7 +98,8 @@ def one_line(text: str, limit: int = 600) -> str:
 def add_topo(p: argparse.ArgumentParser) -> None:
     """``--topo NAME``: the topology of a run."""
     p.add_argument("--topo", default="longhaul",
-                   help="topology name, or 'loopback' (127.0.0.1, no root) (default: longhaul)")
+                   help="topology name (testbed topo list), a .py file that registers one, or "
+                        "'loopback' (127.0.0.1, no root) (default: longhaul)")
 
 
 def add_set_link(p: argparse.ArgumentParser, topology_only: bool = False) -> None:
@@ -144,6 +182,7 @@ def directory_to_read(text: str) -> str:
 def add_results(p: argparse.ArgumentParser, what: str = "run results", read: bool = False) -> None:
     """``--results DIR``: where ``what`` is written, or with ``read`` read from."""
     p.add_argument("--results", type=directory_to_read if read else directory_path, default="results",
+                   metavar="DIR",
                    help=f"directory {'of' if read else 'for'} {what} (default: results)")
 
 

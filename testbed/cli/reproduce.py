@@ -39,7 +39,9 @@ def register(sub) -> None:
                    help="keep each experiment's topology up across the runs of a repetition")
     add_cluster(p)
     add_json(p, "print summary.json's rows")
-    p.add_argument("--out", type=directory_path, help="report directory (default results/reproduce-YYYYmmdd-HHMMSS)")
+    p.add_argument("--out", type=directory_path, metavar="DIR",
+                   help="report directory (default: RESULTS/reproduce-YYYYmmdd-HHMMSS, RESULTS being "
+                        "--results)")
     add_results(p, "the default --out")
     p.set_defaults(func=run)
 

@@ -18,11 +18,14 @@ comes from the workload's params dataclass (``testbed/workloads/``), every facto
 the factor registry (``testbed/spec/factors.py``); what the options mean and where each applies
 is written there once.  The run directory and its manifest are
 described in ``testbed/run/execute.py`` and ``testbed/spec/runresult.py``.
+
+A refused workload parameter is named as it was given here: ``--think`` for the option,
+``--set params.think`` for a ``--set`` (``as_given``); the library names it ``params.think``.
 """
 from __future__ import annotations
 
 import argparse
-
+import contextlib
 import json
 import logging
 import sys
@@ -38,12 +41,19 @@ from testbed.spec.runspec import ALIASES, CaptureSpec, RunSpec, resolve_alias
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a workload on a topology (" + ", ".join(workloads.all_workloads()) + ")",
-                       description=__doc__.split("\n\n")[0])
+                       description="Run one workload on a topology into one run directory: captures on "
+                                   "every host interface, JSONL event logs, manifest.json (testbed "
+                                   "analyze reads it). `testbed run WORKLOAD --help` lists the "
+                                   "workload's parameters and the socket and host factors, each with "
+                                   "its default.")
     wsub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
     wsub.required = True
     for name, w in workloads.all_workloads().items():
         aliases = [a for a, (target, _) in ALIASES.items() if target == name]
-        wp = wsub.add_parser(name, help=w.help, description=f"{name}: {w.help}", aliases=aliases)
+        fixed = "; ".join(f"{a} is {name} with " + ", ".join(f"--{k} {v}" for k, v in ALIASES[a][1].items())
+                          for a in aliases)
+        wp = wsub.add_parser(name, help=w.help, aliases=aliases,
+                             description=f"{name}: {w.help}" + (f" ({fixed})" if fixed else ""))
         _add_common(wp)
         workloads.add_params(wp.add_argument_group(f"{name} parameters"), w.params, defaults=False)
         if w.socket_factors:
@@ -55,14 +65,15 @@ def register(sub) -> None:
 def _add_common(p) -> None:
     add_topo(p)
     add_topology_args(p)
-    p.add_argument("--client-host", help="host of the client (default: the topology's client role)")
-    p.add_argument("--server-host", help="host of the server (default: the topology's server role)")
+    p.add_argument("--client-host", metavar="HOST", help="host of the client (default: the topology's client role)")
+    p.add_argument("--server-host", metavar="HOST", help="host of the server (default: the topology's server role)")
     p.add_argument("--capture", default="all", metavar="all|none|HOST,...",
                    help="tcpdump (headers only) on every interface of these hosts (default: all)")
     p.add_argument("--full-payload", action="store_true", help="capture whole frames")
     p.add_argument("--discard-pcaps", action="store_true",
                    help="delete the pcaps once the metrics are computed")
-    p.add_argument("--timeout", default=600.0, type=float, help="seconds the client may take (default: 600)")
+    p.add_argument("--timeout", default=600.0, type=float, metavar="SECONDS",
+                   help="seconds the client may take (default: 600)")
     add_json(p, "print the run id, directory, status, metrics, fidelity verdict and check read-backs "
                 "(per link direction: frames, random losses, loss fraction with its interval) as JSON")
 
@@ -86,11 +97,26 @@ def spec_from_args(args) -> RunSpec:
     return spec
 
 
+@contextlib.contextmanager
+def as_given(args):
+    """A workload parameter refused in the block (``workloads.ParamError``, which names it
+    ``params.NAME``) named as this command line gave it: ``--set params.NAME`` when a ``--set``
+    gave it (that one wins), else its option ``--NAME``."""
+    try:
+        yield
+    except workloads.ParamError as exc:
+        sets = {item.partition("=")[0].strip() for item in args.overrides}
+        raise UsageError(exc.render(lambda name: f"--set {workloads.spec_path(name)}"
+                                    if workloads.spec_path(name) in sets else workloads.option(name)),
+                         run_dir=exc.run_dir) from None
+
+
 def check_in_guest(args) -> None:
     """Refuse here, before a guest boots, what the guest would refuse on reading this command
     (``--backend netem-uml``/``netem-vm`` re-run it there with ``--backend netem``): UsageError."""
     from testbed.run.plan import resolve
-    resolve(spec_from_args(argparse.Namespace(**{**vars(args), "backend": "netem"})))
+    with as_given(args):
+        resolve(spec_from_args(argparse.Namespace(**{**vars(args), "backend": "netem"})))
 
 
 def _print_json(result) -> None:
@@ -116,7 +142,8 @@ def run(args) -> int:
     from testbed.cli.progress import RunProgress, interactive
     with RunProgress(Path(args.results) / run_id, enabled=interactive(getattr(args, "quiet", False) or args.json)):
         try:
-            result = execute(spec, Path(args.results) / run_id, run_id=run_id)
+            with as_given(args):
+                result = execute(spec, Path(args.results) / run_id, run_id=run_id)
         except RunError as exc:             # a failed run: its record too, then the error
             if args.json and exc.result is not None:
                 _print_json(exc.result)

@@ -41,13 +41,21 @@ def register(sub) -> None:
     tsub.required = True
     lp = tsub.add_parser("list", help="list the topologies: hosts, roles, links and parameters")
     lp.set_defaults(func=run_list)
-    sp = tsub.add_parser("show", help="one topology's hosts, roles, and links with both directions' specs")
-    sp.add_argument("name")
+    sp = tsub.add_parser("show", help="one topology's hosts, roles, and links with both directions' specs",
+                         description="One topology as --set and --link make it: a line saying what "
+                                     "the path is, its roles, hosts and addresses, and every named "
+                                     "link with both directions' specs (and schedules). Nothing is "
+                                     "brought up; no root needed.")
+    sp.add_argument("name", metavar="NAME", help=TOPOLOGY_NAME)
     add_set_link(sp, topology_only=True)
     add_json(sp)
     sp.set_defaults(func=run_show)
-    up = tsub.add_parser("up", help="bring a topology up, print it, tear it down on exit")
-    up.add_argument("name")
+    up = tsub.add_parser("up", help="bring a topology up, print it, tear it down on exit",
+                         description="Bring a topology up (as root) as one run directory, then open "
+                                     "Mininet's CLI (--cli), hold it (--hold), or run programs in "
+                                     "its hosts (--exec); tear it down on exit. `testbed analyze` "
+                                     "reads the directory it names.")
+    up.add_argument("name", metavar="NAME", help=TOPOLOGY_NAME)
     add_topology_args(up, topology_only=True)
     up.add_argument("--cli", action="store_true", help="open Mininet's CLI to poke around")
     up.add_argument("--hold", type=float, default=0, metavar="SECONDS",
@@ -57,10 +65,14 @@ def register(sub) -> None:
                          "directory (default: all with --exec, none otherwise)")
     up.add_argument("--full-payload", action="store_true", help="capture whole frames")
     up.add_argument("--exec", dest="execs", action="append", nargs=argparse.REMAINDER, default=[],
-                    metavar="HOST CMD", help="run CMD in HOST ({host} in an argument → that host's "
-                    "address); the last --exec runs in the foreground, the others in the "
-                    "background; --exec options come last")
+                    metavar="HOST CMD", help="HOST CMD [ARG ...]: run CMD in HOST ({host} in "
+                    "an argument → that host's address); the last --exec runs in the foreground, the "
+                    "others in the background; --exec options come last (what follows one is the "
+                    "programs')")
     up.set_defaults(func=run_up, check_in_guest=check_in_guest)
+
+
+TOPOLOGY_NAME = "a topology (testbed topo list), or a .py file that registers one"
 
 
 def build(args):
@@ -94,7 +106,7 @@ def describe(topo) -> dict:
                if node == h and info.get(key, {}).get("ip")]
         hosts[h] = {"ips": ips or ([topo.nodeInfo(h)["ip"]] if topo.nodeInfo(h).get("ip") else []),
                     "router": bool(topo.nodeInfo(h).get("router"))}
-    return {"name": cls.name, "chapter_case": cls.chapter_case, "description": cls.description,
+    return {"name": cls.name, "chapter_case": cls.chapter_case, "description": topo.summary(),
             "roles": dict(cls.roles), "hosts": hosts,
             "params": {k: {"value": topo.values[k], "default": d, "help": h}
                        for k, (d, h) in cls.params.items()},

@@ -24,9 +24,12 @@ def register(sub) -> None:
     u.set_defaults(func=up)
     e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours",
                         description="Runs in the working directory when the VM shares it, else in "
-                                    "the checkout (said on stderr); stdin is not forwarded.")
+                                    "the checkout (said on stderr); stdin is not forwarded. A "
+                                    "command with options of its own goes after --: testbed vm "
+                                    "exec -- tc -s qdisc show.")
     e.add_argument("argv", nargs="+", metavar="CMD", help="the command and its arguments (no shell)")
-    e.add_argument("--timeout", type=float, default=None, help="seconds before it is ended")
+    e.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds before it is ended (default: none, it may take as long as it takes)")
     e.set_defaults(func=exec_)
     d = vsub.add_parser("down", help="power the VM off and remove its run state")
     d.set_defaults(func=down)

@@ -1,4 +1,4 @@
-"""``testbed worker SCHEDULER``: serve the runs of ``--cluster`` campaigns on this machine
+"""``testbed worker ADDRESS``: serve the runs of ``--cluster`` campaigns on this machine
 (``experiments.cluster``): a Dask worker with one thread and the resource ``testbed=1``, under a
 nanny that restarts it when a run kills it, until Ctrl-C or SIGTERM.  Start one per machine, as
 root, in a checkout at the coordinator's git revision (docs/campaigns.md)."""

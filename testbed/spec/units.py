@@ -162,19 +162,24 @@ def parse_bool(value: bool | int | str) -> bool:
     raise ValueError(f"expected a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
 
 
-def format_rate(bps: float | None) -> str:
+def format_rate(bps: float | None, words: bool = False) -> str:
+    """A rate as an option takes it ("333mbit"), or with ``words`` as a sentence writes it
+    ("333 Mbit/s"); "unshaped" for None."""
     if bps is None:
         return "unshaped"
-    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:g}{unit}"
-    return f"{bps:g}bit"
+    for unit, word, scale in (("gbit", "Gbit/s", 1e9), ("mbit", "Mbit/s", 1e6), ("kbit", "kbit/s", 1e3),
+                              ("bit", "bit/s", 1)):
+        if bps >= scale or scale == 1:
+            return f"{bps / scale:g} {word}" if words else f"{bps / scale:g}{unit}"
 
 
-def format_time(seconds: float) -> str:
+def format_time(seconds: float, words: bool = False) -> str:
+    """A duration as an option takes it ("200ms"), or with ``words`` as a sentence writes it
+    ("200 ms")."""
+    gap = " " if words else ""
     if seconds == 0 or seconds >= 1:
-        return f"{seconds:g}s"
+        return f"{seconds:g}{gap}s"
     if seconds >= 1e-3:
-        return f"{seconds * 1e3:g}ms"
-    return f"{seconds * 1e6:g}us"
+        return f"{seconds * 1e3:g}{gap}ms"
+    return f"{seconds * 1e6:g}{gap}us"
 

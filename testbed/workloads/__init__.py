@@ -11,8 +11,8 @@ layers below it (it uses ``testbed.spec``, ``testbed.transport`` and ``analysis`
 ``testbed.apps`` (their parsers derive from the params), ``testbed.run`` and the CLI.
 """
 from testbed.workloads.base import (  # noqa: F401
-    ALIASES, RESERVED, SIDES, WORKLOADS, Common, Workload, add_params, all_workloads, applies,
-    from_args, get, param, params_argv, resolve_alias, transport_of)
+    ALIASES, RESERVED, SIDES, WORKLOADS, Common, ParamError, Workload, add_params, all_workloads,
+    applies, from_args, get, option, param, params_argv, resolve_alias, spec_path, transport_of)
 from testbed.workloads.reqresp import ReqRespParams  # noqa: F401
 from testbed.workloads.bulk import BulkParams  # noqa: F401
 from testbed.workloads.audio import AudioParams  # noqa: F401

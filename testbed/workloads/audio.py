@@ -7,7 +7,7 @@ from pathlib import Path
 
 from testbed.protocols.playback import chunk_bytes
 from testbed.spec.units import parse_time
-from testbed.workloads.base import WORKLOADS, Workload, option, param
+from testbed.workloads.base import WORKLOADS, ParamError, Workload, param
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,11 @@ class AudioParams:
         for name, value, example in (("rate", self.rate, "24000"), ("sample_bytes", self.sample_bytes, "2"),
                                      ("chunk", tau, "20ms")):
             if value <= 0:
-                raise ValueError(f"{option(name)} {getattr(self, name)}: give more than 0, e.g. {example}")
+                raise ParamError(f"{{{name}}} {getattr(self, name)}: give more than 0, e.g. {example}", name)
         chunk_bytes(self.rate, self.sample_bytes, tau)
         if round(parse_time(self.duration) / tau) < 1:
-            raise ValueError(f"--duration {self.duration} is shorter than one chunk ({self.chunk})")
+            raise ParamError(f"{{duration}} {self.duration} is shorter than one chunk ({self.chunk})",
+                             "duration")
 
 
 def _metrics(run_dir: Path) -> dict:

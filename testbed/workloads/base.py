@@ -29,11 +29,19 @@ the RunSpec that resolves them (``testbed.spec.runspec``).
 Both command lines are derived from the params dataclass with ``add_params``: ``testbed run
 NAME`` (every field) and the app's own parser (the fields of its side), so a default is written
 once and ``--help`` shows it.
+
+A value refused is a ``ParamError`` (a UsageError) that knows which parameters its message names:
+its text names them as a RunSpec, an experiment definition or a sweep writes them
+(``params.think``); the command line renders them as its options (``--think``,
+``ParamError.render``).  A params dataclass's ``validate`` raises one with the parameters as
+``{name}`` in the message (``ParamError("{duration} 5ms is shorter than ...", "duration")``), or a
+plain ValueError whose message names no parameter.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -69,6 +77,31 @@ def transport_of(p: Any) -> str:
 def option(name: str) -> str:
     """The command-line option of params field ``name``: ``--chunk-bytes`` for chunk_bytes."""
     return "--" + name.replace("_", "-")
+
+
+def spec_path(name: str) -> str:
+    """Params field ``name`` as a RunSpec, a definition file or ``--set`` names it: ``params.NAME``."""
+    return f"params.{name}"
+
+
+class ParamError(UsageError):
+    """A workload parameter's value (or a combination) refused.  ``template`` is the message
+    with each parameter it names written ``{name}`` (``names``); ``workload``, when known,
+    leads the message.  ``str()`` names the parameters as ``spec_path`` does (``params.think``);
+    ``render(option)`` as the command line's options (``--think``)."""
+
+    def __init__(self, template: str, *names: str, workload: str | None = None):
+        self.template, self.names, self.workload = template, names, workload
+        super().__init__(self.render(spec_path))
+
+    def render(self, name: Callable[[str], str]) -> str:
+        """The message with every parameter it names written as ``name(parameter)``."""
+        text = re.sub(r"\{(\w+)\}", lambda m: name(m[1]) if m[1] in self.names else m[0], self.template)
+        return f"{self.workload}: {text}" if self.workload else text
+
+    def of(self, workload: str) -> "ParamError":
+        """This error, led by the name of the workload whose parameters these are."""
+        return ParamError(self.template, *self.names, workload=workload)
 
 
 def _check_value(f: dataclasses.Field, value: Any) -> None:
@@ -129,9 +162,11 @@ class Workload:
                 kw[name] = _coerce(fields[name], value)
                 _check_value(fields[name], kw[name])
             except ValueError as exc:
-                raise UsageError(f"{self.name}: {option(name)} {written(value)}: {exc}") from None
+                raise ParamError(f"{{{name}}} {written(value)}: {exc}", name, workload=self.name) from None
         try:
             p = self.params(**kw)
+        except ParamError as exc:
+            raise exc.of(self.name) from None
         except ValueError as exc:
             raise UsageError(f"{self.name}: {exc}") from None
         transport = transport_of(p)
@@ -144,6 +179,8 @@ class Workload:
         try:
             if hasattr(p, "validate"):
                 p.validate()
+        except ParamError as exc:
+            raise exc.of(self.name) from None
         except ValueError as exc:
             raise UsageError(f"{self.name}: {exc}") from None
         return p
@@ -208,7 +245,8 @@ def add_params(parser: argparse.ArgumentParser, params: type, sides: tuple[str, 
         if isinstance(f.default, bool):
             kw.update(action="store_true", default=f.default if defaults else None)
         else:
-            kw.update(default=f.default if defaults else None, metavar=f.name.upper())
+            kw.update(default=f.default if defaults else None,       # --think TIME, --size SIZE
+                      metavar={"time": "TIME", "size": "SIZE"}.get(meta.get("unit"), f.name.upper()))
             if meta.get("choices"):
                 kw.update(choices=meta["choices"], metavar="|".join(meta["choices"]))
             if isinstance(f.default, int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from testbed.spec.units import parse_size, parse_time
-from testbed.workloads.base import WORKLOADS, Common, Workload, param
+from testbed.workloads.base import WORKLOADS, Common, ParamError, Workload, param
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class BulkParams(Common):
 
     def validate(self) -> None:
         if (self.size is None) == (self.duration is None):
-            raise ValueError("bulk needs exactly one of --size or --duration")
+            raise ParamError("bulk needs exactly one of {size} or {duration}", "size", "duration")
         if self.size is not None and parse_size(self.size) <= 0:
             raise ValueError(f"size {self.size}: give at least 1 byte, e.g. 30MB")
         if self.duration is not None and parse_time(self.duration) <= 0:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.spec.errors import UsageError
-from testbed.workloads.base import WORKLOADS, Common, Workload, param
+from testbed.workloads.base import WORKLOADS, Common, ParamError, Workload, param
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ReqRespParams(Common):
         if self.warmup < 0:
             raise ValueError(f"warmup {self.warmup} must be >= 0")
         if self.tls_resume and not self.tls:
-            raise ValueError("tls_resume (TLS session resumption) needs tls: add --tls")
+            raise ParamError("tls_resume (TLS session resumption) needs tls: add {tls}", "tls")
         if self.tls_resume and self.mode != "new":
             raise ValueError("tls_resume needs mode new: a kept-alive connection makes one handshake")
         if len(self.relay_hosts.split(",")) != 2:

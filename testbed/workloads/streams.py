@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.spec.errors import UsageError
-from testbed.workloads.base import WORKLOADS, Workload, param
+from testbed.workloads.base import WORKLOADS, ParamError, Workload, param
 from testbed.workloads.bulk import BulkParams
 from testbed.workloads.reqresp import ReqRespParams
 
@@ -141,7 +141,7 @@ class DuplicateParams:
 
 
 def _needs_paths(p, spec, topo) -> None:
-    """Two access paths (topology dualpath), and every address of ``--paths`` one of the
+    """Two access paths (topology dualpath), and every address of ``paths`` one of the
     client's (``TestbedTopo.addresses``): the app binds to each."""
     if topo is None or not hasattr(topo, "hosts") or "gw" not in set(topo.hosts()):
         raise UsageError(f"{spec.workload} needs two access paths (topology dualpath), not "
@@ -150,9 +150,9 @@ def _needs_paths(p, spec, topo) -> None:
     own = topo.addresses(client)
     foreign = [a for a in p.paths.split(",") if a and a not in own]
     if foreign:
-        raise UsageError(f"{spec.workload} --paths {p.paths}: {', '.join(foreign)} not an address of "
-                         f"the client (host {client!r} of topology {spec.topology!r}); its "
-                         f"addresses: {', '.join(own)}")
+        raise ParamError(f"{{paths}} {p.paths}: {', '.join(foreign)} not an address of the client "
+                         f"(host {client!r} of topology {spec.topology!r}); its addresses: "
+                         f"{', '.join(own)}", "paths", workload=spec.workload)
 
 
 def _multipath_metrics(run_dir: Path) -> dict:

@@ -323,7 +323,7 @@ def test_definition_errors_name_what_is_allowed(tmp_path):
         load_definition(bad)
     with pytest.raises(UsageError, match="unknown experiment 'nope'.*reuse"):
         load_definition("nope")
-    with pytest.raises(UsageError, match="level 'x': reqresp: --mode 'x': allowed: new, reuse"):
+    with pytest.raises(UsageError, match="level 'x': reqresp: params.mode 'x': allowed: new, reuse"):
         reuse().with_overrides(levels=["new", "x"]).validate()     # a new value, checked as a run's
     with pytest.raises(UsageError, match="no manipulation check for factor 'socket.delack_max'.*"
                                          'testbed experiment factors.*set check = "none"'):

@@ -51,7 +51,7 @@ def test_show_validates_as_run_does(args, message):
 
 @pytest.mark.parametrize("args,message", [
     (["run", "nosuch"], "unknown experiment 'nosuch'; allowed: ack"),
-    (["run", "reuse", "--levels", "new,bogus"], "level 'bogus': reqresp: --mode 'bogus': allowed: new, reuse"),
+    (["run", "reuse", "--levels", "new,bogus"], "level 'bogus': reqresp: params.mode 'bogus': allowed: new, reuse"),
     (["run", "reuse", "--levels", "0%:5%:0"], "step must be > 0"),
     (["run", "reuse", "--set", "params.bogus=1"], "no parameter(s) ['bogus']; allowed: sample, mode"),
     (["run", "reuse", "--set", "socket.speed=1"], "unknown socket factor 'speed'; allowed: cc"),
@@ -178,9 +178,9 @@ def test_factors_and_metrics_list_what_an_error_can_only_point_to():
     assert tb("metrics").stdout.split() == list(METRICS)
 
 
-def test_an_interrupted_campaign_says_a_block_in_progress_on_a_worker_is_lost(monkeypatch, capsys, tmp_path):
-    """Runs come back from a worker with their whole block: what the coordinator keeps is what
-    it gathered, and the message says so rather than 'its finished runs are kept'."""
+def test_an_interrupted_campaign_says_what_it_keeps(monkeypatch, capsys, tmp_path):
+    """Runs come back from a worker one by one, within seconds of their end: what the coordinator
+    keeps is what it gathered, and the message says so rather than 'its finished runs are kept'."""
     import contextlib
 
     import experiments
@@ -195,5 +195,35 @@ def test_an_interrupted_campaign_says_a_block_in_progress_on_a_worker_is_lost(mo
     monkeypatch.setattr(sys, "argv", ["testbed", *argv])
     assert main(argv) == 130
     err = capsys.readouterr().err
-    assert (f"experiment interrupted; the runs gathered from the workers are kept in {tmp_path}/e (a block "
-            "in progress on a worker is lost, its finished runs included, and run again); continue with:") in err
+    assert (f"experiment interrupted; the runs gathered from the workers are kept in {tmp_path}/e (a run "
+            "that ended in the last 5 s may not have come back); continue with:") in err
+
+
+DEFINITION = '''name = "think"
+factor = "params.mode"
+levels = ["new", "reuse"]
+metrics = ["completion_ms"]
+[base]
+topology = "longhaul"
+workload = "reqresp"
+[base.params]
+think = "-1s"
+'''
+
+
+@pytest.mark.parametrize("definition,message", [
+    (DEFINITION, "experiment 'think', level 'new': reqresp: params.think '-1s': cannot read duration"),
+    (DEFINITION.replace('factor = "params.mode"\nlevels = ["new", "reuse"]',
+                        'factor = "params.think"\nlevels = ["0", "-2s"]').replace('think = "-1s"', ''),
+     "reqresp: params.think '-2s': cannot read duration"),
+])
+def test_a_definition_files_bad_parameter_is_named_as_the_file_writes_it(tmp_path, capsys, restore_logging,
+                                                                           definition, message):
+    """A definition's `params.think = "-1s"` (or a level of a sweep over params.think) was
+    reported as `reqresp: --think '-1s'`: an option nobody typed."""
+    from testbed.cli import main
+    path = tmp_path / "think.toml"
+    path.write_text(definition)
+    assert main(["experiment", "show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "--think" not in err, err

@@ -91,3 +91,51 @@ def test_every_backend_option_offers_the_one_backend_list():
     assert {"testbed run reqresp", "testbed topo up", "testbed experiment run", "testbed calibrate",
             "testbed demo", "testbed reproduce"} <= set(found)
     assert set(found.values()) <= {BACKEND_CHOICES, BACKENDS}
+
+
+def test_a_negative_value_with_a_unit_is_the_options_value_not_an_option():
+    """`--think -1s` was refused by argparse ("argument --think: expected one argument": '-1s'
+    looks like an option to it) while `--think=-1s` reached the workload's check; every option
+    that takes one value now takes such a value after a space."""
+    import argparse
+
+    from testbed.cli.options import OneLineParser
+    p = OneLineParser(prog="t")
+    p.add_argument("--think")
+    p.add_argument("-d", dest="delay")
+    p.add_argument("--flag", action="store_true")
+    p.add_argument("--exec", nargs=argparse.REMAINDER, default=[])
+    p.add_argument("words", nargs="*")
+    join = p.joined_negative_values
+    assert join(["--think", "-1s", "-d", "-5ms"]) == ["--think=-1s", "-d-5ms"]
+    for given in ("-1s", "-0.5", "-.5", "-5%", "-1e3", "-3mbit"):
+        assert p.parse_args(["--think", given]).think == given
+    assert p.parse_args(["-d", "-5ms"]).delay == "-5ms"
+    # not joined: an option that takes no value, a value that is an option, what follows `--`
+    # or an option that takes the rest of the line (a program's own arguments)
+    assert join(["--flag", "-1s"]) == ["--flag", "-1s"]
+    assert join(["--think", "--flag"]) == ["--think", "--flag"]
+    assert join(["--", "--think", "-1s"]) == ["--", "--think", "-1s"]
+    assert join(["--exec", "prog", "--think", "-1s"]) == ["--exec", "prog", "--think", "-1s"]
+    assert p.parse_args(["--exec", "prog", "--think", "-1s"]).exec == ["prog", "--think", "-1s"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "reqresp", "--think", "-1s"], "reqresp: --think '-1s': cannot read duration '-1s'"),
+    (["run", "bulk", "--duration", "-5s"], "bulk: --duration '-5s': cannot read duration '-5s'"),
+    (["model", "fec", "--loss", "-5%"], "argument --loss: invalid number value: '-5%'"),
+    (["topo", "show", "longhaul", "--set", "-1s"], "--set '-1s': expected KEY=VALUE"),
+])
+def test_every_subcommand_takes_negative_values_after_a_space(tmp_path, capsys, restore_logging, argv, message):
+    from testbed.cli import main
+    try:
+        code = main([*argv, *(["--results", str(tmp_path)] if argv[0] == "run" else [])])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "expected one argument" not in err, err
+
+
+def test_topo_up_exec_arguments_are_the_programs_own():
+    args = build_parser().parse_args(["topo", "up", "longhaul", "--exec", "client", "prog", "--seed", "-1"])
+    assert args.execs == [["client", "prog", "--seed", "-1"]] and args.seed == 1

@@ -15,12 +15,21 @@ import pytest
     (["duplicate", "--topo", "dualpath", "--paths", "10.9.9.9,10.0.2.1", "--chunks", "3"],
      "its addresses: 10.0.1.1, 10.0.2.1"),
     (["multipath", "--topo", "dualpath", "--paths", "10.9.9.9,10.0.2.1"], "its addresses: 10.0.1.1, 10.0.2.1"),
+    (["duplicate", "--topo", "dualpath", "--paths", "10.9.9.9"], "duplicate: --paths 10.9.9.9: 10.9.9.9 not"),
+    # a negative value with a unit reaches the parameter's own check (argparse took it for an
+    # option: "argument --think: expected one argument"), which names the option given
+    (["reqresp", "--think", "-1s"], "reqresp: --think '-1s': cannot read duration '-1s'"),
+    (["reqresp", "--set", "params.think=-1s"], "reqresp: --set params.think '-1s': cannot read duration"),
+    (["bulk", "--topo", "loopback", "--capture", "none"], "bulk: bulk needs exactly one of --size or --duration"),
+    (["audio", "--topo", "loopback", "--capture", "none", "--duration", "5ms"],
+     "audio: --duration 5ms is shorter than one chunk (20ms)"),
 ])
 def test_bad_run_input_is_one_line_before_bring_up(tmp_path, capsys, restore_logging, args, message):
     from testbed.cli import main
     assert main(["run", *args, "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+    assert "params." not in err.replace("--set params.", ""), err     # named as given here
     assert not list(tmp_path.iterdir())
 
 

@@ -89,7 +89,7 @@ def test_loopback_refuses_host_factors_that_need_a_namespace():
 
 
 def test_bulk_needs_size_or_duration():
-    with pytest.raises(UsageError, match="exactly one of --size or --duration"):
+    with pytest.raises(UsageError, match="exactly one of params.size or params.duration"):
         resolve(RunSpec(workload="bulk"))
 
 
