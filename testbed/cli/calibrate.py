@@ -37,10 +37,30 @@ def register(sub) -> None:
     p.set_defaults(func=run, check_in_guest=check_in_guest)
 
 
+def check_values(args) -> None:
+    """Refuse a --rate, --delay, --loss-up or --loss-down the link cannot take, naming the
+    option (the parsers' own messages say what is allowed)."""
+    from testbed.spec.errors import UsageError
+    from testbed.spec.units import parse_delay, parse_probability, parse_rate
+    def loss(text):
+        if not 0 <= parse_probability(text) <= 1:
+            raise ValueError("outside [0, 1]; give a probability like 0.14 or 14%")
+
+    for flag, text, parse in (("--rate", args.rate, lambda v: str(v).lower() in ("unshaped", "none") or parse_rate(v)),
+                              ("--delay", args.delay, lambda v: parse_delay(v, "--delay")),
+                              ("--loss-up", args.loss_up, loss), ("--loss-down", args.loss_down, loss)):
+        try:
+            parse(text)
+        except ValueError as exc:
+            raise UsageError(str(exc) if str(exc).startswith(flag) else f"{flag} {text}: {exc}") from None
+
+
 def check_in_guest(args) -> None:
     """Refuse here, before a guest boots, what the guest would refuse on reading this command
-    (``--backend netem-uml``/``netem-vm`` re-run it there with ``--backend netem``): a UML guest
-    calibrates a constant link at up to ``link.UML_RATE_MAX`` (``link.check_uml_rate``)."""
+    (``--backend netem-uml``/``netem-vm`` re-run it there with ``--backend netem``): a value no
+    link takes (``check_values``); a UML guest calibrates a constant link at up to
+    ``link.UML_RATE_MAX`` (``link.check_uml_rate``)."""
+    check_values(args)
     if args.backend == "netem-uml" and not args.schedule:
         from testbed.calibrate.link import check_uml_rate
         check_uml_rate(args.rate)
@@ -61,8 +81,7 @@ def run(args) -> int:
     from testbed.calibrate.link import calibrate
     from testbed.calibrate.schedule import calibrate_schedule
     from testbed.spec.errors import UsageError
-    from testbed.spec.units import parse_delay
-    parse_delay(args.delay, "--delay")      # "--delay 10" is 10 s: refused before anything starts
+    check_values(args)                      # "--delay 10" is 10 s: refused before anything starts
     if args.schedule:                       # the checks of every interval of the schedule
         given = [o for o, v in (("--packets", args.packets), ("--overflow", args.overflow)) if v is not None]
         if given:

@@ -386,6 +386,10 @@ def test_backend_netem_without_netem_is_refused_before_anything_is_made(monkeypa
     (["run", "bulk", "--topo", "longhaul", "--size", "1MB", "--set", "delay=10"], "write 10ms"),
     (["experiment", "run", "reuse", "--set", "delay=3"], "write 3ms"),
     (["calibrate", "--delay", "10"], "--delay=10 has no unit, which is 10 s; write 10ms"),
+    # calibrate names the option of every value it refuses, before anything starts
+    (["calibrate", "--delay", "-5ms"], "--delay -5ms: cannot read duration '-5ms'"),
+    (["calibrate", "--rate", "fast"], "--rate fast: cannot read rate 'fast'"),
+    (["calibrate", "--loss-down", "200%"], "--loss-down 200%: outside [0, 1]"),
 ])
 def test_a_bare_delay_above_a_second_is_refused_naming_the_unit(argv, message, capsys, restore_logging):
     """`--set delay=10` was silently 10 s (a 549,868-packet queue on the long-haul path)."""
