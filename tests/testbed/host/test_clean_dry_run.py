@@ -15,14 +15,7 @@ from testbed.backends import vm
 from testbed.cli import main
 from testbed.host import lifecycle
 from testbed.host.lifecycle import ProcessRecord, RunState, proc_start_time
-
-
-def _gone_pid() -> tuple[int, int]:
-    proc = subprocess.Popen(["sleep", "30"])
-    start = proc_start_time(proc.pid)
-    proc.kill()
-    proc.wait()
-    return proc.pid, start
+from test_probe_netns import _gone_pid
 
 
 def _tree(root: Path) -> dict:
