@@ -37,6 +37,13 @@ def test_airimage_busy_intervals_equal_the_mediums_own_total(tmp_path):
 
 
 def test_audio_late_chunk_event_and_buffered_amount(tmp_path):
+    """The late chunk arrives at 123 ms (45 ms more than its 78; 118-135 allowed) and playback of
+    the 60 ms amount waits for it; the smallest start delay is 45 ms (40-57).  Those windows are
+    the timing of the server's 12 ms sleeps and the client's receive, which a busy machine's
+    late wake-ups move by more than that (reproduce's C9 rows say so; a chunk held 45 ms can even
+    become the latest one): the run is repeated up to ``attempts.ATTEMPTS`` times until one is
+    inside them all.  An event not applied, or applied twice, misses in every run."""
+    from tests.fixtures.attempts import attempts, report
     links = {"bottleneck.down.schedule": cases.C9_PIPELINE["links.bottleneck.down.schedule"]}
     tp = {k.split(".")[1]: v for k, v in cases.C9_PIPELINE.items() if k.startswith("topology_params")}
     spec = RunSpec(topology="longhaul", workload="audio", links=links,
@@ -44,15 +51,25 @@ def test_audio_late_chunk_event_and_buffered_amount(tmp_path):
                    params={"transport": "udp", "duration": "200ms", "process": "12ms",
                            "buffer": "40ms", "prebuffer": "60ms"},
                    capture=CaptureSpec("none"), timeout=60)
-    r = execute(spec, tmp_path / "audio")
-    assert r.status == "complete", r.error
-    m = r.metrics
-    print(f"\nload {_load()}: first play {m['audio_first_play_ms']:.1f} ms, late chunk at "
-          f"{m['audio_late_arrival_ms']:.1f} ms, smallest J {m['audio_min_start_ms']:.1f} ms")
-    assert 118 <= m["audio_late_arrival_ms"] <= 135          # 123 ms: 45 ms more than its 78
-    assert 40 <= m["audio_min_start_ms"] <= 57
-    # the 60 ms amount: playback waits for chunk 2 (the late one), later than r_0 + 40 ms
-    assert m["audio_first_play_ms"] == pytest.approx(m["audio_late_arrival_ms"], abs=0.01)
+
+    def measure():
+        r = execute(spec, tmp_path / f"audio{len(list(tmp_path.glob('audio*')))}")
+        assert r.status == "complete", r.error
+        m = r.metrics
+        print(f"\nload {_load()}: first play {m['audio_first_play_ms']:.1f} ms, late chunk at "
+              f"{m['audio_late_arrival_ms']:.1f} ms, smallest J {m['audio_min_start_ms']:.1f} ms")
+        return m
+
+    def misses(m):
+        late, j, play = m["audio_late_arrival_ms"], m["audio_min_start_ms"], m["audio_first_play_ms"]
+        out = [] if 118 <= late <= 135 else [f"late chunk at {late:.1f} ms, not 118-135"]   # 123
+        out += [] if 40 <= j <= 57 else [f"smallest J {j:.1f} ms, not 40-57"]
+        # the 60 ms amount: playback waits for chunk 2 (the late one), later than r_0 + 40 ms
+        out += [] if play == pytest.approx(late, abs=0.01) else [f"first play {play:.2f} ms, not at "
+                                                                  f"the late chunk's {late:.2f} ms"]
+        return out
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)
 
 
 @pytest.mark.parametrize("copies, engine", [(False, "native"), (True, "native"), (True, "python")])

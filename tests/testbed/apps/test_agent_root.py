@@ -111,31 +111,41 @@ def test_agent_per_round_uplinks_on_the_cloud_path(tmp_path):
     """Three rounds at 6.4, 3.2 and 12.8 Mbit/s on edgecloud's cloud uplink (10 ms RTT so that
     the first round's initial window already fills the path): each round's request arrives at
     its own rate — the server's first-to-last body byte, against the request's bytes on the wire
-    after its first frame, within 10 % (a busy host's late stamp: 10 ms of the 97 ms at
-    12.8 Mbit/s; the rates are 2× apart) — and every step landed between the rounds (the run's
-    own check)."""
+    after its first frame, within 10 % (the rates are 2× apart) — and every step landed between
+    the rounds (the run's own check, in every run).  The server's stamps are its application's:
+    one stamped 10 ms late (of the 97 ms at 12.8 Mbit/s) by a busy machine moves a rate by
+    10 %, so the run is repeated up to ``attempts.ATTEMPTS`` times until one has every rate
+    within it (a round at another round's rate misses by 50 % or more in each)."""
+    import json
+    from tests.fixtures.attempts import attempts, report
     from testbed.workloads.agent import AGENT, ACK_FRAME, REQUEST_HEADER, uplink_schedule
     rates, shot = (6.4e6, 3.2e6, 12.8e6), "150KB"
     params = dict(rounds=3, screenshot=shot, model="50ms", terminal="250ms", reuse=True,
                   uplinks="6.4mbit,3.2mbit,12.8mbit")
     schedule = uplink_schedule(AGENT.make_params(params))
-    run = run_testbed(tmp_path, "agent", "--topo", "edgecloud", "--server-host", "cloud",
-                      "--set", "cloud_delay=5ms", "--rounds", "3", "--screenshot", shot, "--model", "50ms",
-                      "--terminal", "250ms", "--reuse", "--uplinks", params["uplinks"],
-                      "--link", "cloud.up.queue=104",
-                      "--capture", "none")
-    import json
-    manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["spec"]["params"]["uplinks"] == params["uplinks"]
-    assert manifest["spec"]["links"]["cloud.up.schedule"] == schedule      # implied by the list
-    check = manifest["checks"]["uplink_steps"]
-    assert check["ok"] and [s["rate"] for s in check["steps"]] == list(rates), check
-    server = events(run / "server.jsonl", None)
-    got = {e["req"]: e["t"] for e in server if e["event"] == "request_received"}
-    done = {e["req"]: e["t"] for e in server if e["event"] == "request_complete"}
     request = REQUEST_HEADER + 150_000
     frames = -(-request // 1448)
     after_first = request + frames * ACK_FRAME - 1514
-    for k, b in enumerate(rates):
-        rate = after_first * 8 / ((done[k] - got[k]) / 1e9)
-        assert rate == pytest.approx(b, rel=0.10), (k, rate, b)
+
+    def measure():
+        run = run_testbed(tmp_path / f"a{len(list(tmp_path.glob('a*')))}", "agent", "--topo", "edgecloud",
+                          "--server-host", "cloud", "--set", "cloud_delay=5ms", "--rounds", "3",
+                          "--screenshot", shot, "--model", "50ms", "--terminal", "250ms", "--reuse",
+                          "--uplinks", params["uplinks"], "--link", "cloud.up.queue=104", "--capture", "none")
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["spec"]["params"]["uplinks"] == params["uplinks"]
+        assert manifest["spec"]["links"]["cloud.up.schedule"] == schedule      # implied by the list
+        check = manifest["checks"]["uplink_steps"]
+        assert check["ok"] and [s["rate"] for s in check["steps"]] == list(rates), check
+        server = events(run / "server.jsonl", None)
+        got = {e["req"]: e["t"] for e in server if e["event"] == "request_received"}
+        done = {e["req"]: e["t"] for e in server if e["event"] == "request_complete"}
+        measured = [after_first * 8 / ((done[k] - got[k]) / 1e9) for k in range(len(rates))]
+        print("\nrounds' request rates (Mbit/s):", " ".join(f"{r / 1e6:.2f}" for r in measured))
+        return measured
+
+    def misses(measured):
+        return [f"round {k}: {rate / 1e6:.2f} Mbit/s, not {b / 1e6:g} ± 10 %"
+                for k, (rate, b) in enumerate(zip(measured, rates)) if rate != pytest.approx(b, rel=0.10)]
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)

@@ -40,14 +40,27 @@ def test_mptcp_carries_data_on_both_subflows(tmp_path):
 
 
 def test_split_is_bounded_by_the_sum_of_paths_or_by_the_common_egress(tmp_path):
+    """No split run is faster than S/(B1+B2), nor than S/egress with the common egress (the
+    links' rates, in every run).  The 15 % above S/(B1+B2) without the egress — 0.32 s of 2.13 s,
+    TCP's ramp on two paths included (2.36 s on a quiet machine: 0.1 s to spare) — is less than
+    what a machine busy for a few seconds takes from the emulator and the two senders: that run
+    is repeated up to ``attempts.ATTEMPTS`` times until one is within it (a path left unused
+    needs 3.2 s or more in each)."""
+    from tests.fixtures.attempts import attempts, report
     size = 8e6
-    free = _run(tmp_path, "split", {"scheme": "split", "size": "8MB"},
-                links={"egress.up.rate": "unshaped"})
-    shared = _run(tmp_path, "split-egress", {"scheme": "split", "size": "8MB"})
     ideal, floor = size * 8 / (B1 + B2), size * 8 / EGRESS
-    print(f"\nload {_load()}: split 8 MB without common egress {free.metrics['completion_ms'] / 1e3:.3f} s "
-          f"(S/(B1+B2) = {ideal:.3f} s), with the 24 Mbit/s egress {shared.metrics['completion_ms'] / 1e3:.3f} s "
-          f"(S/egress = {floor:.3f} s); bytes per path {free.metrics['path_bytes']}")
-    assert ideal <= free.metrics["completion_ms"] / 1e3 <= 1.15 * ideal
+
+    def measure():
+        free = _run(tmp_path, f"split{len(list(tmp_path.glob('split*')))}", {"scheme": "split", "size": "8MB"},
+                    links={"egress.up.rate": "unshaped"})
+        print(f"\nload {_load()}: split 8 MB without common egress {free.metrics['completion_ms'] / 1e3:.3f} s "
+              f"(S/(B1+B2) = {ideal:.3f} s); bytes per path {free.metrics['path_bytes']}")
+        assert free.checks["paths_with_data"] == ["client-eth0", "client-eth1"]
+        assert ideal <= free.metrics["completion_ms"] / 1e3, free.metrics
+        return free.metrics["completion_ms"] / 1e3
+
+    tries = attempts(measure, lambda s: [f"{s:.3f} s > 1.15 × {ideal:.3f} s"] if s > 1.15 * ideal else [])
+    assert not tries[-1]["misses"], report(tries)
+    shared = _run(tmp_path, "shared-egress", {"scheme": "split", "size": "8MB"})
+    print(f"with the 24 Mbit/s egress {shared.metrics['completion_ms'] / 1e3:.3f} s (S/egress = {floor:.3f} s)")
     assert shared.metrics["completion_ms"] / 1e3 >= floor
-    assert free.checks["paths_with_data"] == ["client-eth0", "client-eth1"]

@@ -21,20 +21,37 @@ def expected_ms(size: int) -> float:
 
 
 def test_kept_alive_request_takes_rtt_plus_size_over_rate_plus_processing(tmp_path):
-    run = run_testbed(tmp_path, "reqresp", "--topo", "longhaul", "--mode", "reuse", "--requests", "5",
-                      "--think", "100ms", "--process", "30ms", "--capture", "none",
-                      "--link", "bottleneck.up.queue=1000")     # clean: a request's burst fits
-    summary = events(run / "client.jsonl", ev.SUMMARY)[0]
-    body = events(run / "client.jsonl", ev.REQUEST_BODY)[0]["bytes"]
-    want = expected_ms(body + 20)
-    fidelity = json.loads((run / "manifest.json").read_text()).get("fidelity", {})
-    print(f"\nkept-alive completions {summary['completion_ms']} ms, expected {want:.1f} ms; "
-          f"emulator fidelity {fidelity.get('verdict')}")
-    assert events(run / "client.jsonl", ev.WARMUP_DONE)[0]["warm"]
-    if fidelity.get("verdict") == "overloaded":     # the emulator's timing was off: no verdict
-        pytest.skip(f"emulator overloaded (machine busy): {fidelity.get('reasons')}")
-    assert summary["median_ms"] == pytest.approx(want, rel=0.10)
-    assert summary["completion_ms"][0] == pytest.approx(want, rel=0.10)   # the first is not special
+    """Within 10 %: 11 ms of the 109 ms a request takes (1.1 ms above it on a quiet machine),
+    which a stall of the machine during the server's 30 ms processing or in the emulator
+    exceeds.  No run may be faster than 90 % of the path's time; the median and the first
+    request must come within 10 % of it in one of up to ``attempts.ATTEMPTS`` runs — an
+    overloaded emulator's run is one of them (it was skipped before) — while a Nagle stall (a
+    delayed ACK's wait), a cold warm-up or a wrong rate misses in each."""
+    from tests.fixtures.attempts import attempts, report
+
+    def measure():
+        run = run_testbed(tmp_path / f"a{len(list(tmp_path.glob('a*')))}", "reqresp", "--topo", "longhaul",
+                          "--mode", "reuse", "--requests", "5", "--think", "100ms", "--process", "30ms",
+                          "--capture", "none",
+                          "--link", "bottleneck.up.queue=1000")     # clean: a request's burst fits
+        summary = events(run / "client.jsonl", ev.SUMMARY)[0]
+        body = events(run / "client.jsonl", ev.REQUEST_BODY)[0]["bytes"]
+        want = expected_ms(body + 20)
+        fidelity = json.loads((run / "manifest.json").read_text()).get("fidelity", {})
+        print(f"\nkept-alive completions {summary['completion_ms']} ms, expected {want:.1f} ms; "
+              f"emulator fidelity {fidelity.get('verdict')}")
+        assert events(run / "client.jsonl", ev.WARMUP_DONE)[0]["warm"]
+        assert min(summary["completion_ms"]) >= 0.9 * want, (summary, want)   # the path's floor
+        return summary, want, fidelity
+
+    def misses(r):
+        summary, want, fidelity = r
+        why = f"expected {want:.1f} ms ± 10 %, emulator fidelity {fidelity.get('verdict')} {fidelity.get('reasons')}"
+        return [f"{name} {value:.1f} ms ({why})" for name, value in (
+            ("median", summary["median_ms"]), ("first", summary["completion_ms"][0]))   # the first is not special
+            if value != pytest.approx(want, rel=0.10)]
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)
 
 
 def test_new_connection_stamps_ordered_against_the_capture(tmp_path):

@@ -63,17 +63,32 @@ def test_calibrate_rate_and_loss_lines(tmp_path):
     the RTT at most 5 ms above it.  calibrate's own tolerances (none lost, ±2%, ±1 ms) measure the
     machine as well: a TCG guest on a busy host misses them in some runs (docs/vm.md).  Even the
     rate's 10% it missed once in 14 lines there (6.45 Mbit/s at host load 3.6; 8.15 in one CI run
-    on a 2-core AMD host): a rate miss gets one more calibration, and both must miss to fail."""
-    res = _calibrate(tmp_path / "first")
-    checks = {c["check"]: c for c in res["checks"]}
-    missed = [checks[n] for n in RATES if checks[n]["measured"] != pytest.approx(10.0, rel=0.10)]
-    if missed:
-        checks = {c["check"]: c for c in _calibrate(tmp_path / "again")["checks"]}
-    assert res["backend"] == "netem"
-    assert checks["loss down"]["ok"], checks["loss down"]      # 14% inside the 99% interval
-    assert checks["loss up"]["measured"] <= 0.002, checks["loss up"]  # none configured
-    for name in RATES:
-        assert checks[name]["measured"] == pytest.approx(10.0, rel=0.10), (checks[name], missed)
-    rtt = checks["RTT median (ms)"]
-    assert rtt["configured"] <= rtt["measured"] <= rtt["configured"] + 5.0, rtt
-    assert Path(res["run_dir"]).is_dir()
+    on a 2-core AMD host), and a few seconds in which the host does not run the guest lift the
+    RTT median of its probes (each round trip four wake-ups on an emulated CPU) by more than 5 ms:
+    a calibration that misses any of these lines is made again, up to ``attempts.ATTEMPTS`` in
+    all, and one must meet them all.  No calibration may measure an RTT below the configured one."""
+    from tests.fixtures.attempts import attempts, report
+
+    def measure():
+        res = _calibrate(tmp_path / f"attempt{len(list(tmp_path.glob('attempt*')))}")
+        assert res["backend"] == "netem"
+        assert Path(res["run_dir"]).is_dir()
+        checks = {c["check"]: c for c in res["checks"]}
+        rtt = checks["RTT median (ms)"]
+        assert rtt["configured"] <= rtt["measured"], rtt           # netem delays every probe
+        return checks
+
+    def misses(checks):
+        rtt = checks["RTT median (ms)"]
+        out = [f"{name}: {checks[name]['measured']}, not 10 ± 10 %" + (f" — {checks[name]['why']}"
+                                                                        if checks[name].get("why") else "")
+               for name in RATES if checks[name]["measured"] != pytest.approx(10.0, rel=0.10)]
+        if rtt["measured"] > rtt["configured"] + 5.0:
+            out.append(f"RTT median {rtt['measured']} ms, more than 5 ms above {rtt['configured']}")
+        if not checks["loss down"]["ok"]:                          # 14% inside the 99% interval
+            out.append(f"loss down {checks['loss down']}")
+        if checks["loss up"]["measured"] > 0.002:                  # none configured
+            out.append(f"loss up {checks['loss up']}")
+        return out
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)

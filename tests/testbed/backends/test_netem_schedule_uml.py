@@ -10,6 +10,13 @@ UDP probes to an echo server on a timetable measured from the origin, and last a
 recorded (configured and actual, per change): RTTs before and after the step, every probe sent
 while the link was certainly down lost and every one sent while it was certainly up echoed, the
 train's rate, and each change's lateness (reported).
+
+What a guest the host did not run for a while can spoil — RTT medians 4 ms above the delays,
+lateness under 250 ms, echoes within the pinger's time, the train's rate — is measured again: the
+guest brings the Testbed up again and replays the schedule, up to ``ATTEMPTS`` times, until an
+attempt has none of those misses (``timing_misses``, which the host judges on the last attempt);
+what no busy host can cause (a change early or missing, an RTT below the delays, an echo while
+the link was down) is checked in every attempt (``check_attempt``).
 """
 from __future__ import annotations
 
@@ -68,13 +75,17 @@ def pinger(dst: str, times_ns: list[int]) -> list[list]:
     return [[i, sent[i], back.get(i)] for i in sorted(sent)]
 
 
-def guest_main(config_path: str) -> int:
+ATTEMPTS = 3   # schedules replayed in one guest, until one has no timing miss
+
+
+def guest_attempt(out: Path) -> dict:
+    """One Testbed with the schedule, the probes and the train (``out``: its files)."""
+    from testbed.calibrate.pathprobe import host_window
     from testbed.calibrate.probe import last_json, probe_argv
     from testbed.run.execute import _link_changes
     from testbed.run.network import Testbed
     from testbed.host.ready import wait_ready
-    cfg = json.loads(Path(config_path).read_text())
-    out = Path(cfg["results_dir"])
+    out.mkdir(parents=True, exist_ok=True)
     (out / "up.toml").write_text(SCHEDULE)
     from testbed.spec import traces
     (out / "down.trace").write_text(traces.alternating([12.032e6, 6.016e6], 0.5).to_text())
@@ -90,6 +101,7 @@ def guest_main(config_path: str) -> int:
         ping = tb.popen("client", [sys.executable, ME, "ping", tb.ip("server")], name="ping",
                         text=True, stdin=subprocess.PIPE)
         wait_ready(ping, "ping")                    # imported and waiting for its timetable
+        real0 = time.time()
         origin = tb.set_link_origin()
         t0 = origin["origin_requested_ns"]
         times = [t0 + round(t * 1e9) for t in PROBES]
@@ -98,59 +110,109 @@ def guest_main(config_path: str) -> int:
         tb.run("client", probe_argv("send", "--dst", tb.ip("server"), "--port", TRAIN_PORT, "--count", 300,
                                     "--size", 1000, "--rate", 8e6), timeout=60, check=True)
         train = last_json(recv.communicate(timeout=30)[0])
+        realtime = [real0, time.time()]
         classes = tb.run("client", ["tc", "class", "show", "dev", "client-eth0"], check=True).stdout
-    result = {"origin_ns": t0, "probes": probes, "train": train, "classes": classes,
-              "manifest_changes": _link_changes(tb.metadata),
-              "schedule": tb.metadata["backend_summary"]["directions"]["client-server"]["schedule"],
-              "trace": tb.metadata["backend_summary"]["directions"]["server-client"]["schedule"]}
-    (out / "result.json").write_text(json.dumps(result, indent=1))
+    return {"origin_ns": t0, "probes": probes, "train": train, "classes": classes,
+            "manifest_changes": _link_changes(tb.metadata),
+            "schedule": tb.metadata["backend_summary"]["directions"]["client-server"]["schedule"],
+            "trace": tb.metadata["backend_summary"]["directions"]["server-client"]["schedule"],
+            "host": host_window(realtime)}
+
+
+def guest_main(config_path: str) -> int:
+    cfg = json.loads(Path(config_path).read_text())
+    out = Path(cfg["results_dir"])
+    attempts = []
+    while len(attempts) < ATTEMPTS:
+        attempts.append(guest_attempt(out / f"attempt{len(attempts)}"))
+        try:
+            if not timing_misses(attempts[-1]):
+                break
+        except (KeyError, IndexError, TypeError, ZeroDivisionError):
+            break       # not a matter of timing (a change missing, no train): check_attempt says what
+    (out / "result.json").write_text(json.dumps({"attempts": attempts}, indent=1))
     return 0
 
 
-@pytest.mark.root
-@pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_rate_step_and_outage_applied_in_guest_with_lateness(tmp_path):
-    from testbed.backends import uml
-    ok, reason = uml.availability()
-    if not ok:
-        pytest.skip(reason)
-    (tmp_path / "config.json").write_text(json.dumps({"results_dir": str(tmp_path)}))
-    res = uml.run_in_guest([sys.executable, ME, "guest", str(tmp_path / "config.json")],
-                           results_dir=tmp_path, timeout=300)
-    assert res.returncode == 0, f"guest failed:\n{res.stdout}\n{res.stderr}"
-    r = json.loads((tmp_path / "result.json").read_text())
+def _figures(r: dict) -> tuple[dict, dict, dict]:
+    """The changes by kind; each echoed probe's RTT (ms) and each probe's send time (ns), by
+    sequence number."""
+    return ({c["kind"]: c for c in r["schedule"]["changes"]},
+            {seq: (back - sent) / 1e6 for seq, sent, back in r["probes"] if back is not None},
+            {seq: s for seq, s, _ in r["probes"]})
+
+
+def _windows(r: dict) -> dict[str, list]:
+    """RTTs before the step and after it, and the probes sent while the link was certainly down
+    and certainly up, by the moments the runner recorded."""
+    changes, rtt, sent = _figures(r)
+    step, down, up = changes["step"], changes["down"], changes["up"]
+    return {"before": [rtt[s] for s in rtt if sent[s] < step["configured_ns"] - 50e6],
+            "after": [rtt[s] for s in rtt if step["actual_ns"] + 50e6 < sent[s] < down["configured_ns"] - 50e6],
+            "surely_down": [s for s in sent if down["actual_ns"] <= sent[s] < up["configured_ns"]],
+            "surely_up": [s for s in sent if sent[s] >= up["actual_ns"]
+                          or step["actual_ns"] < sent[s] < down["configured_ns"]]}
+
+
+def _train_rate(r: dict) -> float:
+    """The train's rate through the stepped bottleneck: the frames received over its span
+    (those netem's limit dropped never reached htb)."""
+    stream = r["train"]["streams"]["0"]
+    return (stream["received"] - 1) * stream["frame_bytes"] * 8 / ((stream["last_ns"] - stream["first_ns"]) / 1e9)
+
+
+def timing_misses(r: dict) -> list[str]:
+    """What a guest starved by a busy host can spoil, each with its figures: lateness of the
+    changes (< 250 ms; the trace's while the probes and the train ran — later ones fall in the
+    teardown, on a busy guest), RTT medians within 4 ms of 2 × 10 and 30 + 10 ms, enough probes
+    in each window, every probe sent while the link was surely up echoed, the train's rate
+    within 20 % of the stepped 4 Mbit/s (a starved guest delivers in bunches)."""
+    changes, rtt, _sent = _figures(r)
+    w, t0 = _windows(r), r["origin_ns"]
+    out = [f"{kind} applied {(c['actual_ns'] - c['configured_ns']) / 1e6:.1f} ms late"
+           for kind, c in changes.items() if c["actual_ns"] - c["configured_ns"] >= 250e6]
+    late = [(c["actual_ns"] - c["configured_ns"]) / 1e6 for c in r["trace"]["changes"]
+            if c["configured_ns"] < t0 + 4e9]
+    if any(x >= 250 for x in late):
+        out.append("trace steps late " + " ".join(f"{x:.1f}" for x in late) + " ms")
+    for name, n, ceiling in (("before", 35, 24), ("after", 20, 44)):
+        got = sorted(w[name]) or [float("nan")]
+        if len(w[name]) < n or not got[len(got) // 2] <= ceiling:
+            out.append(f"{len(w[name])} RTTs {name} the step (≥ {n}), median {got[len(got) // 2]:.2f} ms "
+                       f"(≤ {ceiling}), min {got[0]:.2f}")
+    if len(w["surely_down"]) < 25:
+        out.append(f"{len(w['surely_down'])} probes sent while surely down (≥ 25)")
+    unechoed = [s for s in w["surely_up"] if s not in rtt]
+    if not w["surely_up"] or unechoed:
+        out.append(f"probes sent while surely up not echoed: {unechoed} of {len(w['surely_up'])}")
+    rate = _train_rate(r)
+    if abs(rate - 4e6) / 4e6 >= 0.2:
+        out.append(f"train at {rate / 1e6:.2f} Mbit/s, not 4 ± 20 %: {r['train']['streams']['0']}")
+    return out + ([f"host ran the guest: {r['host']}"] if out else [])
+
+
+def check_attempt(r: dict) -> None:
+    """What no busy host can cause: the changes as configured, none early, the frames they
+    followed in order, no RTT below the delays, no echo while the link was down, the stepped
+    rate in htb, the trace's steps as its file says."""
     sch, t0 = r["schedule"], r["origin_ns"]
     assert sch["error"] is None and sch["origin_ns"] == t0 and sch["applied_by"] == "tc"
-    changes = {c["kind"]: c for c in sch["changes"]}
     assert [c["kind"] for c in sch["changes"]] == ["step", "down", "up"]
     assert r["manifest_changes"] == {"client-server": sch["changes"], "server-client": r["trace"]["changes"]}
+    changes, rtt, _sent = _figures(r)
     for kind, at in (("step", 1.0), ("down", 2.0), ("up", 2.5)):
         c = changes[kind]
         assert c["configured_ns"] == t0 + round(at * 1e9)
         late_ms = (c["actual_ns"] - c["configured_ns"]) / 1e6
         print(f"{kind} at {at} s applied {late_ms:.1f} ms late, frames before {c['frames_before']}")
-        assert 0 <= late_ms < 250, c
+        assert late_ms >= 0, c
     step, down, up = changes["step"], changes["down"], changes["up"]
     assert 0 < step["frames_before"] <= down["frames_before"] <= up["frames_before"]
-    rtt = {seq: (back - sent) / 1e6 for seq, sent, back in r["probes"] if back is not None}
-    sent = {seq: s for seq, s, _ in r["probes"]}
-    before = [rtt[s] for s in rtt if sent[s] < step["configured_ns"] - 50e6]
-    after = [rtt[s] for s in rtt if step["actual_ns"] + 50e6 < sent[s] < down["configured_ns"] - 50e6]
-    assert len(before) >= 35 and len(after) >= 20
-    assert 19.5 <= min(before) and sorted(before)[len(before) // 2] <= 24, before   # 2 × 10 ms
-    assert 39.5 <= min(after) and sorted(after)[len(after) // 2] <= 44, after       # 30 + 10 ms
-    surely_down = [s for s in sent if down["actual_ns"] <= sent[s] < up["configured_ns"]]
-    surely_up = [s for s in sent if sent[s] >= up["actual_ns"] or step["actual_ns"] < sent[s] < down["configured_ns"]]
-    assert len(surely_down) >= 25 and not [s for s in surely_down if s in rtt]
-    assert surely_up and all(s in rtt for s in surely_up), [s for s in surely_up if s not in rtt]
-    stream = r["train"]["streams"]["0"]
-    # the stepped rate (20 Mbit/s before the step): the frames received over the train's span
-    # (those netem's limit dropped never reached htb).  Within 20 %: a guest starved by a busy
-    # host delivers in bunches
-    rate = (stream["received"] - 1) * stream["frame_bytes"] * 8 / ((stream["last_ns"] - stream["first_ns"]) / 1e9)
-    print(f"train through the stepped bottleneck: {rate / 1e6:.2f} Mbit/s")
-    assert abs(rate - 4e6) / 4e6 < 0.2, stream
+    w = _windows(r)
+    assert w["before"] and 19.5 <= min(w["before"]), w["before"]     # 2 × 10 ms
+    assert not w["after"] or 39.5 <= min(w["after"]), w["after"]     # 30 + 10 ms
+    assert not [s for s in w["surely_down"] if s in rtt], w["surely_down"]
+    print(f"train through the stepped bottleneck: {_train_rate(r) / 1e6:.2f} Mbit/s")
     assert "rate 4Mbit" in r["classes"], r["classes"]
     # the trace: a rate step at every 0.5 s switch (12.112 / 6.056 Mbit/s as full-size frames),
     # none lost to an error, until the end of the run (about 4 s after the origin)
@@ -162,8 +224,29 @@ def test_rate_step_and_outage_applied_in_guest_with_lateness(tmp_path):
     late = [(c["actual_ns"] - c["configured_ns"]) / 1e6 for c in tr["changes"]]
     print(f"trace: {len(late)} rate steps, late " + " ".join(f"{x:.1f}" for x in late) + " ms")
     assert all(x >= 0 for x in late)
-    # while the probes and the train ran (later ones fall in the teardown, on a busy guest)
-    assert all(x < 250 for x, c in zip(late, tr["changes"]) if c["configured_ns"] < t0 + 4e9), late
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_rate_step_and_outage_applied_in_guest_with_lateness(tmp_path):
+    from testbed.backends import uml
+    from testbed.calibrate.probe import cpu_times, cpu_window
+    ok, reason = uml.availability()
+    if not ok:
+        pytest.skip(reason)
+    (tmp_path / "config.json").write_text(json.dumps({"results_dir": str(tmp_path)}))
+    before = cpu_times()
+    res = uml.run_in_guest([sys.executable, ME, "guest", str(tmp_path / "config.json")],
+                           results_dir=tmp_path, timeout=600)
+    assert res.returncode == 0, f"guest failed:\n{res.stdout}\n{res.stderr}"
+    host_cpu = cpu_window(before, cpu_times())
+    attempts = json.loads((tmp_path / "result.json").read_text())["attempts"]
+    for r in attempts:
+        check_attempt(r)
+    misses = [timing_misses(r) for r in attempts]
+    assert not misses[-1], "\n".join(f"attempt {k + 1}: {'; '.join(m)}" for k, m in enumerate(misses)) + \
+        f"\nhost CPU over the guest: {host_cpu}"
 
 
 if __name__ == "__main__":

@@ -130,6 +130,33 @@ def _iperf_goodput(src: int, dst: int, cc: str, seconds: int, omit: int,
     return json.loads(out)["end"]["sum_received"]["bits_per_second"]
 
 
+GOODPUT_FLOOR = 0.70   # of the bound (``goodput_bound``) where nothing is lost: _check_qdisc_case
+GOODPUT_ATTEMPTS = 3   # iperf3 runs at most in a loss-free direction, until one reaches the floor
+
+
+def goodput_bound(spec) -> float:
+    """TCP payload bit/s through htb at ``spec.rate``: it counts whole frames, 1448 B of payload
+    in each 1514."""
+    return spec.rate * 1448 / 1514
+
+
+def _goodput_attempts(src: int, dst: int, cc: str, seconds: int, omit: int, spec) -> list[dict]:
+    """``_iperf_goodput`` once where the spec loses frames (TCP's reaction decides), else up to
+    ``GOODPUT_ATTEMPTS`` times until one reaches ``GOODPUT_FLOOR`` of the bound: a few seconds
+    in which the host did not run the guest drag a window's goodput down, an htb at the wrong
+    rate every window's.  Each ``{"bps", "host"}`` (how the host ran the guest meanwhile, None
+    outside UML)."""
+    from testbed.calibrate.pathprobe import host_window
+    tries: list[dict] = []
+    while len(tries) < GOODPUT_ATTEMPTS:
+        t0 = time.time()
+        bps = _iperf_goodput(src, dst, cc, seconds, omit)
+        tries.append({"bps": bps, "host": host_window([t0, time.time()])})
+        if spec.loss.p > 0 or bps >= GOODPUT_FLOOR * goodput_bound(spec):
+            break
+    return tries
+
+
 def guest_qdisc_case(cfg: dict) -> dict:
     from testbed.backends.kernel import qdisc_commands
     from testbed.host.namespace import DEFAULT_SYSCTLS, OFFLOADS_OFF
@@ -165,9 +192,11 @@ def guest_qdisc_case(cfg: dict) -> dict:
 
         result["probe"] = measure(popen, run, {"client": IPS[0], "server": IPS[1]}, cfg["count"],
                                   1 + specs[0].delay + specs[1].delay)
-        result["goodput"] = {direction: _iperf_goodput(src, dst, cc, cfg["seconds"], cfg["omit"])
-                             for direction, src, dst, cc in (("up", 0, 1, cfg["cc_up"]),
-                                                             ("down", 1, 0, cfg["cc_down"]))}
+        result["goodput_attempts"] = {
+            direction: _goodput_attempts(src, dst, cc, cfg["seconds"], cfg["omit"], spec)
+            for direction, src, dst, cc, spec in (("up", 0, 1, cfg["cc_up"], specs[0]),
+                                                  ("down", 1, 0, cfg["cc_down"], specs[1]))}
+        result["goodput"] = {d: max(a["bps"] for a in tries) for d, tries in result["goodput_attempts"].items()}
         result["capacity"] = _iperf_goodput(0, 0, "cubic", 2, 1, loopback=True)
         result["qdisc"] = [_sh(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", i])
                            for ns, i in zip(NS, IFS)]
@@ -260,11 +289,16 @@ def _check_qdisc_case(r: dict, up, down) -> None:
     # The floor, 70 % of the bound: BBR at 200 ms RTT reached 0.93-1.00 of it in 5 s windows on a
     # quiet host and 0.75 once in a CI run (a stall of the guest's host thread drags BBR's
     # bandwidth filter for seconds); 70 % still tells an applied rate from a wrong one (a unit off
-    # is 1000x, a missing htb leaves ~900 Mbit/s: the ceiling above).
+    # is 1000x, a missing htb leaves ~900 Mbit/s: the ceiling above).  A window below the floor is
+    # measured again (``_goodput_attempts``, up to 3): the best must reach it, and none may pass
+    # the ceiling.
     for direction, spec, text_q in (("up", up, r["qdisc"][0]), ("down", down, r["qdisc"][1])):
-        bound = spec.rate * 1448 / 1514
+        bound = goodput_bound(spec)
+        tries = r["goodput_attempts"][direction]
         goodput = r["goodput"][direction]
-        assert goodput <= 1.02 * bound, (direction, goodput, bound)
+        why = {"direction": direction, "bound": bound, "attempts": tries, "capacity": r["capacity"],
+               "host_cpu": r.get("host_cpu")}
+        assert all(t["bps"] <= 1.02 * bound for t in tries), why
         if spec.loss.p == 0 and _netem(text_q)["dropped"] == 0:
             if r["capacity"] < 2 * bound:
                 warnings.warn(stacklevel=1, message=f"{direction}: goodput {goodput / 1e6:.1f} of {bound / 1e6:.1f} "
@@ -272,7 +306,7 @@ def _check_qdisc_case(r: dict, up, down) -> None:
                               f"{r['capacity'] / 1e6:.0f} Mbit/s of TCP (host load "
                               f"{os.getloadavg()[0]:.1f})")
             else:
-                assert goodput >= 0.70 * bound, (direction, goodput, bound, r["capacity"])
+                assert goodput >= GOODPUT_FLOOR * bound, why
 
 
 FAKE_PANIC = ("Checking that ptrace can change system call numbers...OK\n"
@@ -569,24 +603,54 @@ def test_testbed_longhaul_netem_backend_in_guest(tmp_path):
 
 
 
+BURN = """
+import json, time
+t = time.time()
+own = []                                   # its own clock: (CLOCK_REALTIME s, CPU s), every 5 ms
+while time.time() - t < 0.6:
+    if not own or time.time() - own[-1][0] >= 0.005:
+        own.append((time.time(), time.process_time()))
+own.append((time.time(), time.process_time()))
+print(json.dumps(own))
+"""
+
+
 def test_host_cpu_samples_a_process_group_and_windows_read_them(tmp_path):
     """HostCPU sums the CPU and run-queue wait of every thread of a process group (the guest's
-    linux.uml and helpers); host_cpu_window turns two samples around a window into shares."""
+    linux.uml and helpers); host_cpu_window turns two samples around a window into shares.
+    What they read is compared with the burner's own CPU clock at the same moments, not with a
+    share of the wall time: on a busy or stolen CPU the burner gets what the machine leaves it
+    (half its 0.6 s beside another task), the same by both clocks; a unit or a thread wrong is
+    off by far more than the 50 ms of CPU (one sample period) allowed."""
+    import numpy as np
     from testbed.backends.uml import HostCPU, host_cpu_window
-    burn = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<0.6: pass"],
+    burn = subprocess.Popen([sys.executable, "-c", BURN], stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     path = tmp_path / "uml-host-cpu.jsonl"
     sampler = HostCPU(burn.pid, path, interval=0.05).start()
-    t0 = time.time()
-    burn.wait()
-    time.sleep(0.15)
+    own = np.array(json.loads(burn.communicate()[0]))
+    reaped = time.time()
+    time.sleep(0.3)
     sampler.stop()
     samples = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(samples) >= 5 and samples[-1]["threads"] >= 1
-    assert 0.3 < samples[-1]["cpu_s"] < 2.0                    # the burner's 0.6 s, give or take
-    window = host_cpu_window(path, t0 + 0.1, t0 + 0.4)
-    assert 0.3 < window["cpu_share"] <= 1.05 and 0 <= window["wait_share"] <= 1
-    assert host_cpu_window(path, t0 - 60, t0) is None           # no sample before the window
+    born, ended = own[0, 0], own[-1, 0]
+
+    def cpu_at(t: float) -> float:
+        return float(np.interp(t, own[:, 0], own[:, 1]))
+    inside = [(x["t"], x["cpu_s"], cpu_at(x["t"])) for x in samples if born <= x["t"] <= ended]
+    why = {"samples": samples, "own_cpu_s": own[-1, 1], "own_wall_s": ended - born}
+    assert len(samples) >= 5 and samples[-1]["threads"] >= 1 and len(inside) >= 2, why
+    assert own[-1, 1] > 0.05 and all(abs(got - mine) <= 0.05 for _t, got, mine in inside), (inside, why)
+    gone = {x["cpu_s"] for x in samples if x["t"] > reaped}                # kept after the exit
+    assert len(gone) == 1 and inside[-1][1] <= min(gone) <= own[-1, 1] + 0.05, why
+    window = host_cpu_window(path, born + 0.2, born + 0.45)
+    a = [x for x in samples if x["t"] <= born + 0.2][-1]                 # the samples it reads
+    b = next(x for x in samples if x["t"] >= born + 0.45)
+    share = (cpu_at(b["t"]) - cpu_at(a["t"])) / (b["t"] - a["t"])        # the burner's, by its clock
+    why.update(window=window, own_share=share)
+    assert window["cpu_share"] == pytest.approx(share, abs=0.2) and 0 < window["cpu_share"] <= 1.05, why
+    assert 0 <= window["wait_share"] <= 1 and window["span_s"] == pytest.approx(b["t"] - a["t"], abs=1e-3), why
+    assert host_cpu_window(path, born - 60, born) is None       # no sample before the window
     lines = [{"t": 10.0, "cpu_s": 1.0, "wait_s": 0.5, "threads": 3, "load1": 2.5},
              {"t": 11.0, "cpu_s": 1.6, "wait_s": 0.7, "threads": 3, "load1": 2.6}]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))

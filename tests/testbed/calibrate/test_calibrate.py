@@ -95,6 +95,20 @@ def test_too_few_packets_is_an_error():
         calibrate_cli.run(_args("--packets", "10"))
 
 
+def failed_lines(out: dict) -> list[str]:
+    """Calibrate's failed lines but the emulator's p99 scheduling error, each with its figures."""
+    return [f"{c['check']}: {c['measured']} (configured {c['configured']}, {c['tolerance']})"
+            + (f" — {c['why']}" if c.get("why") else "")
+            for c in out["checks"] if not c["ok"] and c["check"] != "emulator sched error p99 (µs)"]
+
+
+def emulator_line(out: dict) -> str:
+    """The run's link fidelity and the emulator's scheduling error, for a miss's message."""
+    f = out.get("fidelity") or {}
+    return (f"link fidelity {f.get('verdict')} (cause {f.get('cause')}: {f.get('reasons')}), "
+            f"scheduling error µs {out['emulator'].get('sched_error_us')}")
+
+
 @pytest.mark.root
 @pytest.mark.slow
 def test_calibrate_scaled_long_haul(results_root, capsys):
@@ -102,19 +116,32 @@ def test_calibrate_scaled_long_haul(results_root, capsys):
     The emulator's p99 scheduling error is measured and judged against its limit, and the exit
     code follows the verdict, but its value is a speed goal of this machine, not of the code
     (`testbed calibrate` and benchmarks/emulator.py report it): on the shared 2-core VM it
-    ranged 0.8–489 µs in consecutive runs at 20 Mbit/s, the tail set by stalls of the machine."""
-    code = calibrate_cli.run(_args("--rate", "20mbit", "--delay", "20ms", "--loss-down", "5%",
-                               "--backend", "userspace", "--results", str(results_root), "--json",
-                               "--overflow", "none"))   # the overflow train: test_overflow.py
-    out = json.loads(capsys.readouterr().out)
-    assert set(out["measured"]) >= {"rtt_ms", "rate_mbps", "loss", "reordered"}
-    assert set(out["emulator"]["sched_error_us"]) == {"p50", "p99", "max"}
-    assert out["measured"]["loss_sent"] == {"up": 10000, "down": 10000}
-    timing = [c for c in out["checks"] if c["check"] == "emulator sched error p99 (µs)"]
-    assert len(timing) == 1 and timing[0]["measured"] == out["emulator"]["sched_error_us"]["p99"]
-    assert timing[0]["ok"] == (timing[0]["measured"] <= calibrate.SCHED_P99_US)
-    assert all(c["ok"] for c in out["checks"] if c not in timing), [c for c in out["checks"] if not c["ok"]]
-    assert out["ok"] == timing[0]["ok"] and code == (0 if out["ok"] else 1)
+    ranged 0.8–489 µs in consecutive runs at 20 Mbit/s, the tail set by stalls of the machine.
+    The lines' tolerances (±1 ms of RTT median, ±2 % of rate, nothing lost up) are calibrate's
+    and measure the machine as well: a few seconds of a busy or stolen CPU spoil them, so a
+    calibration with a failed line is made again, up to ``attempts.ATTEMPTS`` in all, and one
+    must pass every line (a wrong delay, rate or loss fails each)."""
+    from tests.fixtures.attempts import attempts, report
+
+    def measure():
+        k = len(list(results_root.glob("attempt*"))) if results_root.is_dir() else 0
+        code = calibrate_cli.run(_args("--rate", "20mbit", "--delay", "20ms", "--loss-down", "5%",
+                                       "--backend", "userspace", "--results", str(results_root / f"attempt{k}"),
+                                       "--json", "--overflow", "none"))   # the overflow train: test_overflow.py
+        out = json.loads(capsys.readouterr().out)
+        with capsys.disabled():
+            print("\ncalibrate:", "; ".join(f"{c['check']} {c['measured']}" for c in out["checks"]))
+        assert set(out["measured"]) >= {"rtt_ms", "rate_mbps", "loss", "reordered"}
+        assert set(out["emulator"]["sched_error_us"]) == {"p50", "p99", "max"}
+        assert out["measured"]["loss_sent"] == {"up": 10000, "down": 10000}
+        timing = [c for c in out["checks"] if c["check"] == "emulator sched error p99 (µs)"]
+        assert len(timing) == 1 and timing[0]["measured"] == out["emulator"]["sched_error_us"]["p99"]
+        assert timing[0]["ok"] == (timing[0]["measured"] <= calibrate.SCHED_P99_US)
+        assert out["ok"] == all(c["ok"] for c in out["checks"]) and code == (0 if out["ok"] else 1)
+        return out
+
+    tries = attempts(measure, lambda out: [*failed_lines(out), emulator_line(out)] if failed_lines(out) else [])
+    assert not tries[-1]["misses"], report(tries)
 
 
 def _sides(offered=21.0, busy=0.5, sender_cpu=0.3, host=None, qdisc=None, rx_drops=0,

@@ -52,20 +52,33 @@ def test_an_outage_interval_wants_everything_lost_and_the_probes_inside():
 def test_three_step_schedule_passes_in_every_interval(results_root, tmp_path, capsys):
     """Rate, RTT and loss measured in each of the four intervals of a three-step schedule all
     pass (the emulator's p99 scheduling error is judged as for a constant link: a speed goal
-    of the machine, see test_calibrate_scaled_long_haul)."""
+    of the machine, see test_calibrate_scaled_long_haul).  As there, the 30 lines' tolerances
+    (±1 ms, ±2 %) measure the machine over 24 s as well: a calibration with a failed line is
+    made again, up to ``attempts.ATTEMPTS`` in all, and one must pass every line (a step applied
+    late, early or not at all fails its interval's lines in each)."""
+    from tests.fixtures.attempts import attempts, report
+    from tests.testbed.calibrate.test_calibrate import emulator_line, failed_lines
     sched = tmp_path / "three.toml"
     sched.write_text('[[step]]\nat = "6s"\nrate = "20mbit"\ndelay = "10ms"\nloss = "5%"\n\n'
                      '[[step]]\nat = "12s"\nrate = "5mbit"\ndelay = "30ms"\nloss = "0%"\n\n'
                      '[[step]]\nat = "18s"\nrate = "12mbit"\n')
-    args = argparse.Namespace(rate="10mbit", delay="20ms", loss_up="0%", loss_down="0%",
-                              backend="userspace", packets=None, overflow=None, seed=1, results=str(results_root),
-                              json=True, schedule=str(sched))
-    code = calibrate_cli.run(args)
-    out = json.loads(capsys.readouterr().out)
-    assert [(iv["start"], iv["end"]) for iv in out["intervals"]] == [(0, 6), (6, 12), (12, 18), (18, 24)]
-    assert [iv["configured"]["rate_mbps"]["down"] for iv in out["intervals"]] == [10, 20, 5, 12]
-    timing = [c for c in out["checks"] if c["check"] == "emulator sched error p99 (µs)"]
-    assert len(timing) == 1 and timing[0]["ok"] == (timing[0]["measured"] <= link.SCHED_P99_US)
-    rest = [c for c in out["checks"] if c not in timing]
-    assert len(rest) == 4 * 7 + 2 and all(c["ok"] for c in rest), [c for c in rest if not c["ok"]]
-    assert out["ok"] == timing[0]["ok"] and code == (0 if out["ok"] else 1)
+
+    def measure():
+        k = len(list(results_root.glob("attempt*"))) if results_root.is_dir() else 0
+        args = argparse.Namespace(rate="10mbit", delay="20ms", loss_up="0%", loss_down="0%",
+                                  backend="userspace", packets=None, overflow=None, seed=1,
+                                  results=str(results_root / f"attempt{k}"), json=True, schedule=str(sched))
+        code = calibrate_cli.run(args)
+        out = json.loads(capsys.readouterr().out)
+        with capsys.disabled():
+            print("\ncalibrate --schedule, failed lines:", failed_lines(out) or "none")
+        assert [(iv["start"], iv["end"]) for iv in out["intervals"]] == [(0, 6), (6, 12), (12, 18), (18, 24)]
+        assert [iv["configured"]["rate_mbps"]["down"] for iv in out["intervals"]] == [10, 20, 5, 12]
+        timing = [c for c in out["checks"] if c["check"] == "emulator sched error p99 (µs)"]
+        assert len(timing) == 1 and timing[0]["ok"] == (timing[0]["measured"] <= link.SCHED_P99_US)
+        assert len(out["checks"]) - 1 == 4 * 7 + 2
+        assert out["ok"] == all(c["ok"] for c in out["checks"]) and code == (0 if out["ok"] else 1)
+        return out
+
+    tries = attempts(measure, lambda out: [*failed_lines(out), emulator_line(out)] if failed_lines(out) else [])
+    assert not tries[-1]["misses"], report(tries)

@@ -181,18 +181,33 @@ def test_overflow_train_on_the_long_haul_path(results_root):
     """600 Mbit/s offered into the long-haul path's loss-free direction (333 Mbit/s, one-BDP
     queue): the loss after the queue's first overflow is 1 − 333/offered, all of it the queue's,
     and the run is one the verdict keeps (5 s; on a quiet 2-core VM the loss was 0.4444–0.4450 at
-    599.4–600.0 Mbit/s offered, p99 read lag 12–200 µs)."""
+    599.4–600.0 Mbit/s offered, p99 read lag 12–200 µs).  A paused VM (once in 19 quiet trains)
+    is the machine's, not the engine's, and so is a sender stalled long enough to drain the queue
+    (0.2 s: the loss then misses 1 − 333/offered) or an emulator whose socket overflowed while it
+    was not run: the train is repeated, up to ``attempts.ATTEMPTS`` times, until one shows every
+    figure (a queue of the wrong size, a rate off, drops of another kind miss in each)."""
+    from tests.fixtures.attempts import attempts, report
     spec = LinkSpec.parse(rate=333e6, delay=0.1)
-    for _ in range(2):      # a paused VM (once in 19 quiet trains) is the machine's, not the engine's
+
+    def measure():
         o = calibrate.measure_overflow(600e6, spec, calibrate._overrides(333e6, 0.1, 0.0, 0.14),
                                        "userspace", 1, str(results_root), 1.2)
         print(json.dumps({k: v for k, v in o.items() if k not in ("emulator",)}, indent=1))
-        if o["fidelity"]["verdict"] == "ok" or o["fidelity"].get("cause") != "machine":
-            break
-    assert 0.35 <= o["loss"] <= 0.55
-    # every datagram lost was dropped at the queue or, after the link, by the receiver's kernel
-    assert o["drops"]["queue"] + (o["drops"]["receive_path"] or 0) >= o["lost"] > 0.3 * o["sent"]
-    assert ov.other_drops(o["drops"]) == 0
-    assert abs(o["loss"] - o["expected"]) <= ov.TOL
-    assert calibrate.delivered_at_rate(o), o["delivered_mbps"]
-    assert o["fidelity"]["verdict"] == "ok", o["fidelity"]
+        return o
+
+    def misses(o):
+        out = []
+        if o["loss"] is None or o["expected"] is None or not 0.35 <= o["loss"] <= 0.55 \
+                or abs(o["loss"] - o["expected"]) > ov.TOL:
+            out.append(f"loss {o['loss']}, expected {o['expected']} ± {ov.TOL} at {o['offered_mbps']} Mbit/s offered")
+        # every datagram lost was dropped at the queue or, after the link, by the receiver's kernel
+        if not o["drops"]["queue"] + (o["drops"]["receive_path"] or 0) >= o["lost"] > 0.3 * o["sent"] \
+                or ov.other_drops(o["drops"]) != 0:
+            out.append(f"{o['lost']} of {o['sent']} lost, drops {o['drops']}")
+        if not calibrate.delivered_at_rate(o):
+            out.append(f"delivered at {o['delivered_mbps']} Mbit/s")
+        if o["fidelity"]["verdict"] != "ok":
+            out.append(f"link fidelity {o['fidelity']}")
+        return out + [f"sender's longest gap {o['send_gap_max_ms']} ms, {o['sender']}"] if out else []
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)

@@ -81,33 +81,57 @@ def test_real_runs_on_the_longhaul_path(tmp_path):
     keeps up since the forwarder has a CPU of its own, see ``testbed.host.steering``).  That run
     offers 1 Gbit/s each way on a 10 ms path (delay 5ms, the verdict's floor): the lateness is
     judged against the RTT, and at 333 Mbit/s a fast CPU's few ms late stayed under 10 % of the
-    long-haul's 200 ms (degraded, not overloaded)."""
+    long-haul's 200 ms (degraded, not overloaded).  Each run is repeated, up to
+    ``attempts.ATTEMPTS`` times, until its verdict is as said: seconds of a stolen CPU can make
+    the clean run overloaded (p99 lateness above 20 ms) and leave the Python engine under half a
+    core of work; a verdict that blames the engine when it idled, or misses its overload, does so
+    in every run."""
+    from tests.fixtures.attempts import attempts, report
     testbed = [sys.executable, "-m", "testbed"]
-    slow = subprocess.run(testbed + ["run", "bulk", "--topo", "longhaul", "--backend", "userspace",
-                                     "--capture", "none", "--size", "100KB", "--direction", "up",
-                                     "--link", "bottleneck.up.rate=1mbit",
-                                     "--results", str(tmp_path / "slow"), "--json"],
-                          capture_output=True, text=True, timeout=600)
-    assert slow.returncode == 0, slow.stderr
-    fast = subprocess.run(testbed + ["topo", "up", "longhaul", "--set", "loss_down=0%", "--set", "delay=5ms",
-                                     "--set", "rate_up=1gbit", "--set", "rate_down=1gbit",
-                                     "--backend", "userspace", "--engine",
-                                     "python", "--results", str(tmp_path / "fast"),
-                                     "--exec", "server", "iperf3", "-s", "-1",
-                                     "--exec", "client", "iperf3", "-c", "{server}", "-t", "8", "--bidir"],
-                          capture_output=True, text=True, timeout=600)
-    assert fast.returncode == 0, fast.stderr
-    v_slow = json.loads((Path(json.loads(slow.stdout)["dir"]) / "manifest.json").read_text())["fidelity"]
-    meta = next((tmp_path / "fast").glob("*/metadata.json"))
-    v_fast = json.loads(meta.read_text())["backend_summary"]["fidelity"]
-    print(f"\nslow: {v_slow['verdict']} {v_slow.get('reasons')} {v_slow.get('notes')}\n"
-          f"iperf3: {v_fast['verdict']} {v_fast.get('cause')} {v_fast.get('reasons')}")
-    # a stall of the whole VM (the hypervisor's) can make a clean run degraded: then by the machine
-    assert v_slow["verdict"] == "ok" or (v_slow["verdict"], v_slow["cause"]) == ("degraded", "machine")
-    assert v_fast["verdict"] == "overloaded"
-    assert v_fast["cause"] in ("engine", "machine and engine")       # the Python engine was busy
-    assert "could not keep up" in fast.stderr
-    assert "OVERLOADED" in fast.stderr                       # the warning says so, by severity
+
+    def slow_run():
+        out = tmp_path / f"slow{len(list(tmp_path.glob('slow*')))}"
+        slow = subprocess.run(testbed + ["run", "bulk", "--topo", "longhaul", "--backend", "userspace",
+                                         "--capture", "none", "--size", "100KB", "--direction", "up",
+                                         "--link", "bottleneck.up.rate=1mbit",
+                                         "--results", str(out), "--json"],
+                              capture_output=True, text=True, timeout=600)
+        assert slow.returncode == 0, slow.stderr
+        v = json.loads((Path(json.loads(slow.stdout)["dir"]) / "manifest.json").read_text())["fidelity"]
+        print(f"\nslow: {v['verdict']} {v.get('cause')} {v.get('reasons')} {v.get('notes')}")
+        return v
+
+    def fast_run():
+        out = tmp_path / f"fast{len(list(tmp_path.glob('fast*')))}"
+        fast = subprocess.run(testbed + ["topo", "up", "longhaul", "--set", "loss_down=0%", "--set", "delay=5ms",
+                                         "--set", "rate_up=1gbit", "--set", "rate_down=1gbit",
+                                         "--backend", "userspace", "--engine",
+                                         "python", "--results", str(out),
+                                         "--exec", "server", "iperf3", "-s", "-1",
+                                         "--exec", "client", "iperf3", "-c", "{server}", "-t", "8", "--bidir"],
+                              capture_output=True, text=True, timeout=600)
+        assert fast.returncode == 0, fast.stderr
+        v = json.loads(next(out.glob("*/metadata.json")).read_text())["backend_summary"]["fidelity"]
+        print(f"iperf3: {v['verdict']} {v.get('cause')} {v.get('reasons')}")
+        return v, fast.stderr
+
+    # a stall of the whole VM (the hypervisor's) can make a clean run degraded: then by the machine;
+    # one the machine made worse than that (overloaded) is run again
+    tries = attempts(slow_run, lambda v: [] if v["verdict"] == "ok" or (v["verdict"], v["cause"]) == (
+        "degraded", "machine") else [f"clean slow run {v['verdict']}, cause {v['cause']}: {v.get('reasons')}"])
+    assert not tries[-1]["misses"], report(tries)
+
+    def fast_misses(r):
+        v, err = r
+        out = [] if v["verdict"] == "overloaded" else [f"iperf3 run {v['verdict']}, not overloaded"]
+        # the Python engine was busy (a machine that took its CPU away can leave it under half a core)
+        if v["cause"] not in ("engine", "machine and engine"):
+            out.append(f"cause {v['cause']}, not the engine: {v.get('cause_figures')}")
+        # the warning says so, by severity
+        out += [f"no {w!r} in stderr: {err[-500:]}" for w in ("could not keep up", "OVERLOADED") if w not in err]
+        return out
+    tries = attempts(fast_run, fast_misses)
+    assert not tries[-1]["misses"], report(tries)
 
 
 def busy(s, *, cpu_s=0.08, wall_s=10.0, poll_idle_s=None, busy_pct=20.0, steal=0.5, rq=0.0,

@@ -230,20 +230,24 @@ def test_send_calls_over_the_slow_send_threshold_are_counted(tmp_path, threshold
 @pytest.mark.root  # SO_SNDBUFFORCE: room for the 5,000 frames the receiving thread reads late
 def test_departures_stay_in_order_when_the_ring_grows_wrapped(tmp_path):
     """The loop's FIFO of departures (4,096 to start with) grows while its head has moved on:
-    100 frames leave (delay 50 ms), then 5,000 arrive within the delay, so more than 4,096 wait
+    100 frames leave (delay 200 ms), then 5,000 arrive within the delay, so more than 4,096 wait
     at once in a ring that had wrapped.  All 5,100 arrive, in order, none early, and the log's
-    departures are in schedule order."""
+    departures are in schedule order.  The delay is the time the feeder has for the 5,000 (30 ms
+    on a quiet 2-core VM, through AF_UNIX queues of 10 datagrams the loop empties): 200 ms
+    leaves that room for a machine twice as slow or stalled for 100 ms, where 50 ms did not; the
+    feeder waits 350 ms so the first 100 have surely left, and the loop runs until 1.5 s."""
     import signal
     import socket
     import struct
     import threading
     import time
     from scapy.all import IP, UDP, Ether, raw
+    delay, pause, stop = 0.2, 0.35, 1.5
     feed, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     a_out, sink = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     b_in.setblocking(False)
     a_out.setsockopt(socket.SOL_SOCKET, 32, 64 << 20)  # SO_SNDBUFFORCE
-    sink.settimeout(0.3)
+    sink.settimeout(stop)      # the drainer waits through the pause between the two departures
     frame = bytearray(raw(Ether() / IP(id=0) / UDP(sport=1, dport=2)))
     def send(ids):
         for i in ids:
@@ -251,7 +255,7 @@ def test_departures_stay_in_order_when_the_ring_grows_wrapped(tmp_path):
             feed.send(frame)
     def feeder():
         send(range(100))
-        time.sleep(0.1)
+        time.sleep(pause)
         for first in range(100, 5100, 250):  # 20 bursts, ~1 ms apart: the reader keeps up
             send(range(first, first + 250))
             time.sleep(0.001)
@@ -263,10 +267,10 @@ def test_departures_stay_in_order_when_the_ring_grows_wrapped(tmp_path):
             except socket.timeout:
                 return
     log = linklog.LogWriter(tmp_path / "a-b.frames", {"direction": "a-b"})
-    eng = native.Engine([(LinkSpec.parse(delay="50ms"), 3, None)])
+    eng = native.Engine([(LinkSpec.parse(delay=f"{delay * 1e3:g}ms"), 3, None)])
     main = threading.get_ident()
     threads = [threading.Thread(target=feeder), threading.Thread(target=drainer),
-               threading.Timer(0.8, lambda: signal.pthread_kill(main, signal.SIGTERM))]
+               threading.Timer(stop, lambda: signal.pthread_kill(main, signal.SIGTERM))]
     ret, io_stats, _ = _run_loop(eng, b_in, a_out, log, threads)
     for s in (feed, b_in, a_out, sink):
         s.close()
@@ -279,7 +283,10 @@ def test_departures_stay_in_order_when_the_ring_grows_wrapped(tmp_path):
     # after the first departure, and more than 4,096 waited at once later on
     reads, sent = np.sort(rec["t_read"]), np.sort(rec["t_sent"])
     waiting = np.arange(1, 5101) - np.searchsorted(sent, reads, side="left")
-    assert sent[0] < reads[100] and waiting.max() > 4096, waiting.max()
+    why = {"waiting_max": int(waiting.max()), "read_5000_ms": (int(reads[-1]) - int(reads[100])) / 1e6,
+           "first_sent_minus_101st_read_ms": (int(sent[0]) - int(reads[100])) / 1e6}
+    print(why)
+    assert sent[0] < reads[100] and waiting.max() > 4096, why
 
 
 def test_polling_for_a_departure_is_counted_as_idle(tmp_path):
