@@ -20,11 +20,13 @@ workers, so a scheduler reachable from other machines must authenticate them).  
 * **Gathered run by run**: the task runs the block into a temporary directory on the worker
   with :func:`experiments.runner.run_block`; as each run ends it packs the run directory (tar)
   with its SHA-256, keeps the pack in the worker's memory (``Client.scatter``) and puts its
-  future in the campaign's Dask ``Queue``; at the end it deletes the temporary directory.  The
-  coordinator takes each pack as it comes, checks the checksum, unpacks into
-  ``runs/.partial-NNN-LEVEL`` and renames it, as a local run does — so a coordinator stopped
-  mid-block keeps the block's finished runs.  A run gathered once is finished: when a block is
-  started again (below), the copies of runs already gathered are dropped.
+  future in the campaign's Dask ``Queue``; at the end it deletes the temporary directory and
+  returns the packs.  The coordinator takes each pack as it comes, and from the block's result
+  those whose sent copy was lost with its worker (scattered data has no lineage; a result has),
+  checks the checksum, unpacks into ``runs/.partial-NNN-LEVEL`` and renames it, as a local run
+  does — so a coordinator stopped mid-block keeps the block's finished runs.  A run gathered
+  once is finished: when a block is started again (below), the copies of runs already gathered
+  are dropped.
 * **Nothing lost**: a worker that dies mid-block has the block started again on another worker by
   the scheduler (what the dead run left on its machine — processes, namespaces — is removed by
   :func:`reap_blocks` before the next block there and when the workers stop); the coordinator
@@ -79,8 +81,9 @@ ALLOWED_FAILURES = 2
 WAIT_WORKERS_S = 60
 #: seconds between looks at the workers while blocks run
 POLL_S = 5
-#: seconds the runs a finished block sent may take to arrive before they count as lost
-ARRIVAL_S = 15
+#: seconds a sent run's pack may take to come from its worker before its block's result is
+#: waited for instead (a pack lost with its worker never comes)
+FETCH_S = 60
 EVENTS = "testbed-block"
 INSTALL = "--cluster needs Dask distributed: pip install -e '.[cluster]' (scripts/install.sh installs it)"
 
@@ -212,11 +215,13 @@ def _wanted(worker, key: str) -> bool:
 
 
 def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict, want: dict,
-                 key: str, queue: str) -> list[int]:
+                 key: str, queue: str) -> list[dict]:
     """The task of one repetition block, on a worker: check the facts, take the machine lock,
     run the block into a temporary directory, send each run directory packed as it ends (the
-    future of ``{"key", "index", "data", "sha256"}``, held here, into the Dask queue ``queue``),
-    keep nothing; the slot indexes sent."""
+    future of ``{"key", "index", "data", "sha256"}``, held here, into the Dask queue
+    ``queue``), keep nothing on disk; the packs, returned too: the task's result, which Dask
+    computes again should this worker die before the coordinator has it, brings any run whose
+    sent copy was lost with the worker."""
     from distributed import Queue, get_client, get_worker
     worker = get_worker()
     mine = facts()
@@ -235,7 +240,7 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
         # not Worker.log_event, whose batched stream a worker killed at once never sends
         get_client().log_event(EVENTS, {"key": key, "worker": worker.address, "pid": os.getpid()})
         tmp = Path(tempfile.mkdtemp(prefix="testbed-block-", dir=worker.local_directory))
-        client, sent = get_client(), []
+        client, packs = get_client(), []
         try:
             (tmp / "runs").mkdir()
             for slot, _ in run_block(exp, plans, block, tmp, executor, kw, None, {"worker": worker.address}):
@@ -243,13 +248,12 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
                     log.warning("block %s: its coordinator stopped; the block ends after %s", key, slot.dirname)
                     break
                 data, sha = pack(tmp / "runs" / slot.dirname)
+                packs.append({"key": key, "index": slot.index, "data": data, "sha256": sha})
                 # the pack stays here until the coordinator fetches it; the queue, on the
                 # scheduler, holds its future only (Dask: "not wise to send large objects")
-                (held,) = client.scatter([{"key": key, "index": slot.index, "data": data, "sha256": sha}],
-                                         workers=[worker.address], hash=False)
+                (held,) = client.scatter([packs[-1]], workers=[worker.address], hash=False)
                 Queue(queue, client=client).put(held)
-                sent.append(slot.index)
-            return sent
+            return packs
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -377,23 +381,29 @@ class DaskCluster:
                                       want, key, queue.name, key=key, resources={RESOURCE: 1}, pure=False,
                                       retries=0)
 
+        def gather(p: dict):
+            """A run's pack, gathered unless its run is gathered already."""
+            slot = next(s for s in by_key[p["key"]] if s.index == p["index"])
+            if slot.index in gathered:          # a block started again, or its result: finished
+                return
+            gathered.add(slot.index)
+            yield slot, self._gather(out, slot, p, self._starts(p["key"])), p["sha256"]
+
         def take():
             """The runs the queue holds now, gathered (a lookup that never waits: a waiting one
-            that times out prints the scheduler's traceback)."""
+            that times out prints the scheduler's traceback).  A pack lost with its worker
+            (scattered data Dask cannot compute again) is left to its block's result."""
             for fut in queue.get(batch=True):
+                if fut.status == "pending":     # the client has not heard of it yet
+                    with contextlib.suppress(TimeoutError):
+                        wait([fut], timeout=POLL_S)
+                if fut.status != "finished":    # lost with its worker
+                    continue
                 try:
-                    p = fut.result()
-                except CancelledError as exc:   # its worker died after the run, before we fetched
-                    log.warning("a finished run's pack was lost with its worker (%s); "
-                                "--resume runs it again", exc)
+                    p = fut.result(timeout=FETCH_S)
+                except (CancelledError, TimeoutError, OSError):
                     continue
-                block = by_key[p["key"]]
-                slot = next(s for s in block if s.index == p["index"])
-                if slot.index in gathered:      # a block started again: this run is finished
-                    log.info("%s: the copy from a block started again is dropped", slot.dirname)
-                    continue
-                gathered.add(slot.index)
-                yield slot, self._gather(out, slot, p, self._starts(p["key"])), p["sha256"]
+                yield from gather(p)
 
         remaining, alone_since = {submit(b) for b in blocks}, None
         try:
@@ -415,7 +425,7 @@ class DaskCluster:
                 for fut in done:
                     block = by_key[fut.key]
                     try:
-                        sent = fut.result()
+                        packs = fut.result()
                     except Refused as exc:             # a worker that joined after admission
                         self._refuse(str(exc), str(exc).split()[1])
                         remaining.add(submit(block))
@@ -425,12 +435,8 @@ class DaskCluster:
                         gathered.update(s.index for s in failed)     # recorded: a late pack is dropped
                         yield from self._killed(exp, out, failed, self._starts(fut.key), exc)
                         continue
-                    # its puts reached the scheduler before its end; a pack lost with its
-                    # worker never arrives (take says so) and the run stays to do
-                    deadline = time.monotonic() + ARRIVAL_S
-                    while not set(sent) <= gathered and time.monotonic() < deadline:
-                        yield from take()
-                        time.sleep(0.05)
+                    for p in packs:                   # those whose sent copy did not come
+                        yield from gather(p)
         finally:
             self.client.cancel(list(remaining))
             with contextlib.suppress(Exception):   # release what a stopped campaign left queued

@@ -444,3 +444,48 @@ def test_a_run_comes_back_as_it_ends_not_with_its_block(tmp_path):
     waited = sorted(p.name.rsplit("-", 1)[0] for p in marks.iterdir())
     assert waited and set(waited) == {"in-time"}, waited
     assert write_all(out, plots=False)["complete"]
+
+
+def test_a_worker_that_dies_before_its_sent_run_is_fetched_costs_no_run_and_no_hang(tmp_path):
+    """A block's first run is sent (its pack held on the worker), then its second run kills the
+    worker before the coordinator fetched the first: the coordinator must neither wait for that
+    pack for ever (Dask cannot compute scattered data again) nor lose the run — the block is run
+    again on the other worker and every run comes back.  In a subprocess, so a hang fails."""
+    out, first = tmp_path / "e", tmp_path / "died"
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from experiments import load_definition, run_experiment, write_all
+        from experiments.cluster import DaskCluster
+        from tests.fixtures.campaign import SlowFake
+
+        class DieOnceInTheSecondRun(SlowFake):
+            def __call__(self, plan, out_dir, **kw):
+                if any(Path(out_dir).parent.iterdir()):      # a run of this block came before
+                    try:
+                        os.close(os.open({str(first)!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    except FileExistsError:
+                        pass
+                return super().__call__(plan, out_dir, **kw)
+
+        if __name__ == "__main__":
+            with DaskCluster("local:2") as where:
+                run_experiment(load_definition("reuse").with_overrides(reps=1), {str(out)!r},
+                               executor=DieOnceInTheSecondRun("params.mode", {MEDIANS!r}, sleep_s=0.05),
+                               quiet=True, where=where)
+            s = write_all({str(out)!r}, plots=False)
+            print("complete", s["complete"], "excluded", len(s["excluded"]))
+    """)
+    path = tmp_path / "coordinator.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        stdout, _ = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the coordinator hung after a worker died holding a sent run")
+    assert first.exists(), "no worker died: the test did not test anything"
+    assert proc.returncode == 0 and "complete True excluded 0" in stdout, stdout
