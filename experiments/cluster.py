@@ -424,6 +424,8 @@ class DaskCluster:
                 yield from take()               # what the blocks that ended sent last
                 for fut in done:
                     block = by_key[fut.key]
+                    if fut.status == "finished" and all(s.index in gathered for s in block):
+                        continue                # every run came as it ended: no second transfer
                     try:
                         packs = fut.result()
                     except Refused as exc:             # a worker that joined after admission

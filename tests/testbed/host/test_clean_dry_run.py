@@ -75,9 +75,10 @@ def test_dry_run_lists_everything_and_touches_nothing(leftovers, capsys, restore
     assert main(["clean", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     state = lifecycle.STATE_DIR
+    probes = {x["mine"]: f"{x['mine']}: probe namespace of a running process (pid {os.getpid()}); left alone",
+              x["probe"]: f"{x['probe']}: probe namespace would be removed (ip netns del)"}
     assert out == [
-        f"{x['mine']}: probe namespace of a running process (pid {os.getpid()}); left alone",
-        f"{x['probe']}: probe namespace would be removed (ip netns del)",
+        *(probes[name] for name in sorted(probes)),            # in the order of their names
         f"{state}/tb-20250101-000000-bad.json: unreadable state file (Expecting value: line 1 column 12 "
         "(char 11)); would be removed",
         f"tb-20250101-000000-dead: would be cleaned (its owner (pid {x['dead'].owner_pid}) is gone)",
