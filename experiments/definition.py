@@ -134,10 +134,13 @@ KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 
 def level_label(value: Any) -> str:
     """A level's name on the command line and in run directory names (``max:10ms`` -> ``max-10ms``,
-    ``0.5%`` -> ``0.5pct``, a file ``/a/b/cell-edge.toml`` -> ``cell-edge.toml``)."""
+    ``0.5%`` -> ``0.5pct``, a file ``/a/b/cell-edge.toml`` -> ``cell-edge.toml``, a negative value
+    ``-2s`` -> ``minus2s``: never ``2s``, the label of ``2s``, nor an option ``-2s``)."""
     text = str(value).lower() if isinstance(value, bool) else str(value).replace("%", "pct")
     if isinstance(value, str) and "/" in value and "=" not in value:
         text = Path(value).name
+    if text.startswith("-"):
+        text = "minus" + text[1:]
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "level"
 
 
@@ -364,6 +367,12 @@ class Experiment:
         raise UsageError(f"experiment {self.name!r}: unknown level {label!r}; "
                          f"levels: {', '.join(level_label(v) for v in self.levels)}")
 
+    @property
+    def named(self) -> str:
+        """How an error names this experiment: ``FILE: experiment 'NAME'`` when it was read from a
+        file (:func:`read_definition`), else ``experiment 'NAME'``."""
+        return f"{self.source}: experiment {self.name!r}" if self.source else f"experiment {self.name!r}"
+
     def validate(self) -> dict:
         """Refuse, before anything runs, a factor without a manipulation check (unless ``check =
         "none"``), a model the registry does not know and a spec the registries cannot take;
@@ -373,11 +382,11 @@ class Experiment:
         from testbed.run.plan import resolve
         for m in self.models:
             if m["model"] not in MODELS.names():
-                raise UsageError(f"experiment {self.name!r}: unknown model {m['model']!r}; allowed: "
+                raise UsageError(f"{self.named}: unknown model {m['model']!r}; allowed: "
                                  f"{', '.join(MODELS.names())} (testbed model list)")
         for f in self.factors():
             if self.check != "none" and check_for(f) is None:
-                raise UsageError(f"experiment {self.name!r}: no manipulation check for factor {f!r}; "
+                raise UsageError(f"{self.named}: no manipulation check for factor {f!r}; "
                                  "allowed: a factor with one (`testbed experiment factors` lists them), "
                                  "or this one unverified, its runs marked so in the report: set "
                                  "check = \"none\" in the definition")
@@ -386,7 +395,7 @@ class Experiment:
             try:
                 plans[lab] = resolve(self.spec(v, cross=c))
             except UsageError as exc:
-                raise UsageError(f"experiment {self.name!r}, level {lab!r}: {exc}") from None
+                raise UsageError(f"{self.named}, level {lab!r}: {exc}") from None
         return plans
 
     def draws_at_random(self) -> bool:
@@ -451,7 +460,7 @@ class Experiment:
     def from_dict(cls, d: Mapping[str, Any], source: str = "") -> "Experiment":
         """The experiment of a definition's keys (a TOML file's, a manifest's): an unknown key, a
         missing one or a value of another type than :data:`KEYS` allows is refused."""
-        who = d["name"] if isinstance(d.get("name"), str) else source
+        who = d["name"] if isinstance(d.get("name"), str) else ""
         unknown = sorted(set(d) - set(KEYS))
         if unknown:
             raise UsageError(f"experiment {who!r}: unknown key(s) "
@@ -468,7 +477,7 @@ class Experiment:
         if d.get("cross") is not None:
             c = d["cross"]
             if not isinstance(c, Mapping) or "levels" not in c:
-                raise UsageError(f"experiment {d.get('name', source)!r}: cross {c!r}; "
+                raise UsageError(f"experiment {who!r}: cross {c!r}; "
                                  "allowed: cross = { factor = PATH, levels = [...] }")
             d["cross"] = {**c, "levels": parse_levels(c["levels"], "cross levels")}
         if "models" in d:
@@ -508,12 +517,16 @@ def file_value(path: str, value: Any, source: str | Path) -> Any:
 
 def read_definition(path: Path | str) -> Experiment:
     """The experiment defined by the TOML file ``path`` (a topology given as a path is made
-    absolute, relative to the file's directory); UsageError naming the file."""
+    absolute, relative to the file's directory); UsageError naming the file (``FILE: experiment
+    'NAME': what is wrong; allowed: ...``), as :meth:`Experiment.validate` names it."""
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
     except OSError as exc:
         raise UsageError(f"cannot read experiment file {p}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{p}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                         f"{exc.start}); allowed: a TOML file, which is UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{p}: not valid TOML: {exc}") from None
     base = data.get("base")
@@ -528,9 +541,12 @@ def read_definition(path: Path | str) -> Experiment:
     cross = data.get("cross")
     if isinstance(cross, dict) and isinstance(cross.get("factor"), str) and isinstance(cross.get("levels"), list):
         data["cross"] = {**cross, "levels": [file_value(cross["factor"], v, p) for v in cross["levels"]]}
-    exp = Experiment.from_dict(data, source=str(p))
+    try:
+        exp = Experiment.from_dict(data, source=str(p))
+    except UsageError as exc:
+        raise UsageError(f"{p}: {exc}") from None
     if len(exp.levels) < 2:     # a definition compares; --levels may narrow a run to one arm
-        raise UsageError(f"experiment {exp.name!r}: factor {exp.factor!r} has {len(exp.levels)} level(s); "
+        raise UsageError(f"{exp.named}: factor {exp.factor!r} has {len(exp.levels)} level(s); "
                          "allowed: two or more levels (narrow a run to one with --levels)")
     return exp
 

@@ -165,10 +165,8 @@ class Workload:
                 raise ParamError(f"{{{name}}} {written(value)}: {exc}", name, workload=self.name) from None
         try:
             p = self.params(**kw)
-        except ParamError as exc:
-            raise exc.of(self.name) from None
         except ValueError as exc:
-            raise UsageError(f"{self.name}: {exc}") from None
+            raise self._refused(exc) from None
         transport = transport_of(p)
         wrong = [n for n in values if not applies(fields[n], transport)]
         if wrong:
@@ -179,11 +177,14 @@ class Workload:
         try:
             if hasattr(p, "validate"):
                 p.validate()
-        except ParamError as exc:
-            raise exc.of(self.name) from None
         except ValueError as exc:
-            raise UsageError(f"{self.name}: {exc}") from None
+            raise self._refused(exc) from None
         return p
+
+    def _refused(self, exc: ValueError) -> UsageError:
+        """``exc``, raised by the params dataclass, led by this workload's name: a ParamError
+        keeps the parameters it names (``ParamError.of``), a plain ValueError names none."""
+        return exc.of(self.name) if isinstance(exc, ParamError) else UsageError(f"{self.name}: {exc}")
 
     def for_params(self, p: Any) -> "Workload":
         """The record that runs ``p``: the one registered for its transport, else this one."""
@@ -206,11 +207,13 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
     if typ.startswith("bool"):
         return parse_bool(value)
     if typ.startswith("int"):
-        if isinstance(value, bool):
-            raise ValueError("expected an integer")
+        if isinstance(value, float) and value.is_integer():
+            return int(value)           # 5.0 from a TOML file or a --set; 2.7 and inf are refused
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
         try:
-            return int(value)
-        except (TypeError, ValueError):
+            return int(str(value))
+        except ValueError:
             raise ValueError("expected an integer") from None
     return str(value)
 

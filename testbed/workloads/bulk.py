@@ -15,7 +15,7 @@ class BulkParams(Common):
 
     def validate(self) -> None:
         if (self.size is None) == (self.duration is None):
-            raise ParamError("bulk needs exactly one of {size} or {duration}", "size", "duration")
+            raise ParamError("needs exactly one of {size} or {duration}", "size", "duration")
         if self.size is not None and parse_size(self.size) <= 0:
             raise ValueError(f"size {self.size}: give at least 1 byte, e.g. 30MB")
         if self.duration is not None and parse_time(self.duration) <= 0:

@@ -139,6 +139,15 @@ def test_compare_names_a_damaged_manifest(tmp_path, capsys, restore_logging, man
     assert f"{b}/manifest.json: {message}" in _error(capsys, ["results", "compare", a, b])
 
 
+def test_an_experiment_file_that_is_not_utf8_is_named(tmp_path, capsys, restore_logging):
+    """A definition in another encoding raised "'utf-8' codec can't decode ...", naming no file."""
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("".join(f"{k} = {v}\n" for k, v in KEYS_OF_REUSE.items()).encode()
+                     + "# caf\u00e9\n".encode("latin-1") + BASE.encode())
+    assert (f"testbed: error: {path}: not UTF-8 text (byte 0xe9 at offset "
+            in _error(capsys, ["experiment", "show", str(path)]))
+
+
 @pytest.mark.parametrize("key, value, message", [
     ("factor", '"socket.delack_max"', "no manipulation check for factor 'socket.delack_max'; allowed: a factor "
      "with one (`testbed experiment factors` lists them), or this one unverified, its runs marked so in the "
@@ -154,3 +163,24 @@ def test_an_error_whose_allowed_list_is_long_is_not_cut(tmp_path, capsys, restor
     path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()) + BASE)
     err = _error(capsys, ["experiment", "show", str(path)])
     assert err.rstrip().endswith(message) and "…" not in err
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("reps", '"two"', "experiment 'bad': reps 'two'; allowed: a whole number >= 1"),
+    ("metrics", '["speed"]', "experiment 'bad': unknown metric 'speed'; allowed: "),
+    ("levels", '["new"]', "experiment 'bad': factor 'params.mode' has 1 level(s); allowed: two or more"),
+    ("levels", '["new", "sometimes"]',
+     "experiment 'bad', level 'sometimes': reqresp: params.mode 'sometimes': allowed: new, reuse"),
+])
+@pytest.mark.parametrize("action", ["show", "run"])
+def test_an_error_in_an_experiment_file_names_the_file(tmp_path, capsys, restore_logging, key, value, message,
+                                                        action):
+    """An error named the experiment (and the level) but not the file it was in."""
+    path = tmp_path / "bad.toml"
+    path.write_text("".join(f"{k} = {v}\n" for k, v in {**KEYS_OF_REUSE, key: value}.items()) + BASE)
+    with pytest.raises(UsageError) as exc:
+        load_definition(path).validate()
+    assert str(exc.value).startswith(f"{path}: {message}")
+    out = ["--out", str(tmp_path / "out")] if action == "run" else []
+    assert f"testbed: error: {path}: {message}" in _error(capsys, ["experiment", action, str(path), *out])
+    assert not (tmp_path / "out").exists()

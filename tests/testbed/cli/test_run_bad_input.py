@@ -20,7 +20,7 @@ import pytest
     # option: "argument --think: expected one argument"), which names the option given
     (["reqresp", "--think", "-1s"], "reqresp: --think '-1s': cannot read duration '-1s'"),
     (["reqresp", "--set", "params.think=-1s"], "reqresp: --set params.think '-1s': cannot read duration"),
-    (["bulk", "--topo", "loopback", "--capture", "none"], "bulk: bulk needs exactly one of --size or --duration"),
+    (["bulk", "--topo", "loopback", "--capture", "none"], "bulk: needs exactly one of --size or --duration"),
     (["audio", "--topo", "loopback", "--capture", "none", "--duration", "5ms"],
      "audio: --duration 5ms is shorter than one chunk (20ms)"),
 ])
