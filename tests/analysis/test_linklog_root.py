@@ -16,11 +16,11 @@ pytestmark = [pytest.mark.root, pytest.mark.slow,
 DELAY_MS = 20
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def _run(root):
+    """One run: three 300 kB responses over the long-haul path (3 % lost down), captured on both
+    hosts; its directory."""
     from testbed.host.capture import capture_hosts
     from testbed.run.network import Testbed
-    root = tmp_path_factory.mktemp("emu")
     with Testbed("longhaul", backend="userspace", results_root=root,
                  overrides={"delay": f"{DELAY_MS}ms", "loss_down": "3%", "loss_up": "0%"}) as tb:
         srv = tb.popen("server", [sys.executable, "-c", SERVER, "rr", "5300", "3"], name="server",
@@ -37,28 +37,56 @@ def run_dir(tmp_path_factory):
     return d
 
 
-def test_server_side_capture_vs_tshark_and_emulator(run_dir):
-    from analysis import flows, linkjoin, pcap, report, tcp
-    from testbed.emulator.linklog import read_log
-    f = run_dir / "pcap" / "server-server-eth0.pcap"
-    pk = pcap.read(f)
-    (flow,) = [x for x in flows.split(pk) if x.key.proto == pcap.TCP]
-    d = tcp.analyze_direction(pk, flow, False)          # the server sends the responses
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("emu"))
+
+
+def _tshark(f):
+    """Per frame of ``f``: its number, tshark's retransmission and out-of-order flags, its
+    initial RTT."""
     out = subprocess.run(["tshark", "-r", str(f), "-T", "fields", "-e", "frame.number",
                           "-e", "tcp.analysis.retransmission", "-e", "tcp.analysis.fast_retransmission",
                           "-e", "tcp.analysis.spurious_retransmission", "-e", "tcp.analysis.out_of_order",
                           "-e", "tcp.analysis.initial_rtt"], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    theirs = {int(c[0]) for c in (x.split("\t") for x in out) if any(c[1:5])}
+    return [x.split("\t") for x in out]
+
+
+def test_server_side_capture_vs_tshark_and_emulator(run_dir, tmp_path):
+    """The module's run: tshark's retransmissions and initial RTT, and the emulator's drops.  The
+    initial RTT is one handshake's sample, under 2 × delay + 15 ms (0.1–0.2 ms above 2 × delay
+    on a quiet machine), which a machine that does not run the emulator or a host for 15 ms around
+    the handshake exceeds: it (and the Karn RTTs' minimum, under the same bound) is measured
+    again, in a run of its own, up to ``attempts.ATTEMPTS`` times in all (the module's run is the
+    first), until one is within it.  Neither may be below 2 × delay in any run, and a wrong
+    delay misses in each."""
+    from analysis import flows, linkjoin, pcap, report, tcp
+    from testbed.emulator.linklog import read_log
+    from tests.fixtures.attempts import attempts, report as attempts_report
+    f = run_dir / "pcap" / "server-server-eth0.pcap"
+    pk = pcap.read(f)
+    (flow,) = [x for x in flows.split(pk) if x.key.proto == pcap.TCP]
+    d = tcp.analyze_direction(pk, flow, False)          # the server sends the responses
+    theirs = {int(c[0]) for c in _tshark(f) if any(c[1:5])}
     assert {r.packet + 1 for r in d.tracker.retransmissions} == theirs
-    irtt = {c[5] for c in (x.split("\t") for x in out) if c[5]}
-    res = report.analyze_file(f)
-    (fl,) = [x for x in res["flows"] if x["proto"] == "tcp"]
-    assert fl["initial_rtt_ms"] == pytest.approx(float(irtt.pop()) * 1e3, abs=1e-6)
-    assert 2 * DELAY_MS <= fl["initial_rtt_ms"] < 2 * DELAY_MS + 15
-    assert fl["vantage"]["capture_near"] == "server" and fl["data_direction"] == "s2c"
-    karn = fl["directions"]["s2c"]["rtt_ms"]["karn"]
-    assert 2 * DELAY_MS <= karn["min"] < 2 * DELAY_MS + 15
+    runs = [run_dir]
+
+    def measure():
+        rd = runs.pop() if runs else _run(tmp_path / f"again{len(list(tmp_path.glob('again*')))}")
+        f = rd / "pcap" / "server-server-eth0.pcap"
+        irtt = {c[5] for c in _tshark(f) if c[5]}
+        (fl,) = [x for x in report.analyze_file(f)["flows"] if x["proto"] == "tcp"]
+        assert fl["initial_rtt_ms"] == pytest.approx(float(irtt.pop()) * 1e3, abs=1e-6)
+        assert fl["vantage"]["capture_near"] == "server" and fl["data_direction"] == "s2c"
+        rtt = {"initial": fl["initial_rtt_ms"], "Karn min": fl["directions"]["s2c"]["rtt_ms"]["karn"]["min"]}
+        print(f"\n{rd.name}: RTT ms {rtt}")
+        assert all(2 * DELAY_MS <= v for v in rtt.values()), rtt     # no RTT below the path's
+        return rtt
+
+    tries = attempts(measure, lambda rtt: [f"{k} RTT {v:.3f} ms, not under {2 * DELAY_MS + 15} ms"
+                                           for k, v in rtt.items() if not v < 2 * DELAY_MS + 15])
+    assert not tries[-1]["misses"], attempts_report(tries)
     # the emulator's log of the server->client direction: every data segment it dropped was
     # sent again by the server, and each retransmission the capture shows repairs a drop
     header, records = read_log(run_dir / "emulator" / "server-client.frames")

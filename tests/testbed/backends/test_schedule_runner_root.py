@@ -48,26 +48,44 @@ def htb_rate(ns: str) -> str:
 
 
 def test_trace_rate_steps_applied_at_their_moments_with_lateness(holder):
+    """A trace of 10 ms windows every 50 ms, run for 0.27 s: at least 12 changes, their median
+    lateness under 50 ms (0.3–0.4 ms on a quiet machine).  A machine that does not run the
+    runner's thread for a while makes its changes late or leaves some for after the stop: the
+    run — a new runner in the same namespace, not the namespace — is repeated up to
+    ``attempts.ATTEMPTS`` times until one has neither miss.  In every run: no change before its
+    moment, the trace's first changes as configured, and the class left at the last one's rate."""
+    from tests.fixtures.attempts import attempts, report
     # 10 ms on, 40 ms without opportunities, looping every 50 ms: windows of 10 ms
     trace = Trace(tuple(range(1, 11)) + (50,), "t", resolution=0.01)
     spec = LinkSpec.parse(rate="10mbit").replace(schedule=Schedule(trace=trace))
-    runner = ScheduleRunner(holder, "h-x", TcSchedule("tbsr0", spec)).start()
-    time.sleep(0.3)                                     # tc -batch started before the origin
-    t0 = time.monotonic_ns()
-    runner.set_origin(t0)
-    time.sleep(0.27)
-    runner.stop()
-    rec = runner.record()
-    assert rec["error"] is None and rec["origin_ns"] == t0 and rec["trace_resolution"] == 0.01
-    kinds = [(c["at"], c["what"].split()[0]) for c in rec["changes"]]
-    assert kinds[:3] == [("0.0s", "rate=12.112mbit"), ("0.01s", "rate=8kbit"), ("0.04s", "rate=1.2112mbit")]
-    late = [(c["actual_ns"] - c["configured_ns"]) / 1e6 for c in rec["changes"]]
-    print("late ms:", " ".join(f"{x:.2f}" for x in late))
-    assert len(late) >= 12 and all(x >= 0 for x in late) and sorted(late)[len(late) // 2] < 50
-    assert all(c["frames_before"] == 0 for c in rec["changes"])   # no netem to count them
-    last = rec["changes"][-1]["what"].split()[0].removeprefix("rate=")
-    assert htb_rate(holder.ns).lower() == {"12.112mbit": "12112kbit", "8kbit": "8kbit",
-                                           "1.2112mbit": "1211kbit"}[last]
+
+    def measure():
+        runner = ScheduleRunner(holder, "h-x", TcSchedule("tbsr0", spec)).start()
+        time.sleep(0.3)                                 # tc -batch started before the origin
+        t0 = time.monotonic_ns()
+        runner.set_origin(t0)
+        time.sleep(0.27)
+        runner.stop()
+        rec = runner.record()
+        assert rec["error"] is None and rec["origin_ns"] == t0 and rec["trace_resolution"] == 0.01
+        kinds = [(c["at"], c["what"].split()[0]) for c in rec["changes"]]
+        assert kinds[:3] == [("0.0s", "rate=12.112mbit"), ("0.01s", "rate=8kbit"), ("0.04s", "rate=1.2112mbit")]
+        late = [(c["actual_ns"] - c["configured_ns"]) / 1e6 for c in rec["changes"]]
+        print("late ms:", " ".join(f"{x:.2f}" for x in late))
+        assert all(x >= 0 for x in late), late                    # none before its moment
+        assert all(c["frames_before"] == 0 for c in rec["changes"])   # no netem to count them
+        last = rec["changes"][-1]["what"].split()[0].removeprefix("rate=")
+        assert htb_rate(holder.ns).lower() == {"12.112mbit": "12112kbit", "8kbit": "8kbit",
+                                               "1.2112mbit": "1211kbit"}[last]
+        return late
+
+    def misses(late):
+        median = sorted(late)[len(late) // 2]
+        return ([f"{len(late)} changes in 0.27 s, fewer than 12"] if len(late) < 12 else []) + \
+            ([f"median lateness {median:.2f} ms, not under 50 ms (late ms: "
+              + " ".join(f"{x:.2f}" for x in late) + ")"] if median >= 50 else [])
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)
 
 
 def test_a_failing_change_ends_the_loop_with_one_line(holder):

@@ -92,74 +92,93 @@ def test_rate_step_and_trace_are_in_the_frame_log(results_root, tmp_path):
     whose transmission started before 1 s took 2.019 ms, every one from 1 s on 1.211 ms (exact),
     and what was sent around the step left within 1 ms of that schedule.  down: a trace,
     saturated: full frames leave only at whole ms after the origin, as many per ms as the trace
-    has opportunities there."""
+    has opportunities there.  The schedule (to the ns) is checked in every run; what was sent is
+    the forwarder's timing, which a machine that does not run it for a while spoils: the run is
+    repeated up to ``attempts.ATTEMPTS`` times until one sent with the schedule's spacing
+    (medians, 2 %) and, where the run's verdict calls the machine quiet, within 1 ms of it (a
+    forwarder that does not send at the scheduled moments misses in each)."""
     from testbed.run.network import Testbed
+    from tests.fixtures.attempts import attempts, report
     per_ms = _trace_file(tmp_path / "t.trace")
     links = {"bottleneck.up.rate": "10mbit@1s", "bottleneck.down.trace": str(tmp_path / "t.trace")}
     overrides = {"rate_up": "6mbit", "rate_down": "unshaped", "delay": "5ms", "loss_down": "0%",
                  "queue": "100"}
     flood = ["-u", "-b", "30M", "-l", "1472", "-t", "2"]
-    with Testbed("longhaul", backend="userspace", overrides=overrides, links=links,
-                 results_root=results_root) as tb:
-        tb.popen("server", ["iperf3", "-s"], name="iperf3-server")
-        origin = tb.set_link_origin()
-        assert origin is not None
-        for extra in ([], ["-R"]):
-            r = tb.run("client", ["iperf3", "-c", tb.ip("server"), *flood, *extra, "-J"], timeout=30)
-            assert r.returncode == 0, r.stderr
-    summary = tb.metadata["backend_summary"]
-    assert summary["accounted"] and summary["unintended_drops"] == 0
-    # what was sent is checked against the schedule unless the run's own verdict says a busy
-    # machine put error into its timing (the schedule itself is checked either way)
-    timing_ok = summary["fidelity"]["verdict"] == "ok"
-    up, rec = _log(summary, "client-server")
-    o = up["schedule"]["origin_ns"]
-    step = o + 1000 * MS
-    assert [(c["kind"], c["actual_ns"], c["configured_ns"]) for c in up["schedule"]["changes"]] \
-        == [("step", step, step)]
-    sent = rec[rec["verdict"] == linklog.DELIVERED]
-    sent = sent[np.argsort(sent["t_sched"])]
-    depart = sent["t_sched"] - 5 * MS             # end of transmission: the schedule less the delay
-    full = (sent["length"][1:] == FULL) & (sent["length"][:-1] == FULL)
-    # back to back: the frame arrived before the one ahead finished, so it started at that finish
-    busy = full & (sent["t_arrival"][1:] < depart[:-1])
-    gap = np.diff(depart)                         # = the later frame's transmission time
-    started_after = depart[:-1] >= step           # its transmission started at or after the step
-    old = {FULL * 8 * 10**9 // 6_000_000, FULL * 8 * 10**9 // 6_000_000 + 1}   # 2018666.67 ns
-    assert busy[~started_after].sum() > 200 and busy[started_after].sum() > 400
-    # every frame that started before the step was sent at 6 Mbit/s, every one from it on at
-    # 10 Mbit/s: the step took effect exactly at its moment, to the ns
-    assert set(gap[busy & ~started_after].tolist()) <= old
-    assert set(gap[busy & started_after].tolist()) == {FULL * 8 * 10**9 // 10_000_000}
-    # what was sent: the same spacing (medians, 2 %), and within 1 ms of that schedule around the
-    # step (on a machine the run's verdict calls quiet enough)
-    gap_sent = np.diff(sent["t_sent"])
-    for mask, ns in ((busy & ~started_after, 2018667), (busy & started_after, 1211200)):
-        assert abs(np.median(gap_sent[mask]) - ns) < 0.02 * ns
-    near = np.abs(depart - step) < 20 * MS
-    on_time = (np.abs(sent["t_sent"][near] - sent["t_sched"][near]) < 1 * MS).all()
-    assert near.sum() > 10 and (on_time or not timing_ok)
-    # the trace: departures on whole ms after the origin, the trace's count per ms
-    down, drec = _log(summary, "server-client")
-    assert [c["kind"] for c in down["schedule"]["changes"]] == ["trace"]
-    dsent = drec[drec["verdict"] == linklog.DELIVERED]
-    depart = dsent["t_sched"] - down["schedule"]["origin_ns"] - 5 * MS   # minus the delay
-    full = dsent["length"] == FULL
-    assert full.sum() > 1000 and (depart[full] % MS == 0).all()
-    ms = depart[full] // MS
-    counts = np.bincount(ms, minlength=ms.max() + 1)
-    window = np.arange(len(counts))
-    expected = np.array([per_ms[int(m) % 4] for m in window])
-    # the ms whose opportunities found at least 3 frames waiting (arrived before them, not yet
-    # gone): a sender stalled by a busy machine leaves the queue empty and opportunities unused;
-    # and not the ms next to a smaller frame (iperf3's control connection) that shares an
-    # opportunity with a full one
-    arrived = np.sort(dsent["t_arrival"] - down["schedule"]["origin_ns"])
-    gone = np.sort(depart)
-    backlog = np.searchsorted(arrived, window * MS) - np.searchsorted(gone, window * MS)
-    core = (backlog >= 3) & (window > ms.min() + 50) & (window < ms.max() - 50)
-    for m in depart[~full] // MS:
-        core[max(0, m - 2):m + 3] = False
-    assert core.sum() > 1000
-    assert (counts[core] == expected[core]).all()
-    assert np.percentile(dsent["t_sent"] - dsent["t_sched"], 99) < 1 * MS or not timing_ok
+
+    def measure():
+        root = results_root / f"attempt{len(list(results_root.glob('attempt*')))}"
+        with Testbed("longhaul", backend="userspace", overrides=overrides, links=links,
+                     results_root=root) as tb:
+            tb.popen("server", ["iperf3", "-s"], name="iperf3-server")
+            origin = tb.set_link_origin()
+            assert origin is not None
+            for extra in ([], ["-R"]):
+                r = tb.run("client", ["iperf3", "-c", tb.ip("server"), *flood, *extra, "-J"], timeout=30)
+                assert r.returncode == 0, r.stderr
+        summary = tb.metadata["backend_summary"]
+        assert summary["accounted"] and summary["unintended_drops"] == 0
+        # what was sent is checked against the schedule unless the run's own verdict says a busy
+        # machine put error into its timing (the schedule itself is checked either way)
+        timing = {"timing_ok": summary["fidelity"]["verdict"] == "ok", "fidelity": summary["fidelity"]}
+        up, rec = _log(summary, "client-server")
+        o = up["schedule"]["origin_ns"]
+        step = o + 1000 * MS
+        assert [(c["kind"], c["actual_ns"], c["configured_ns"]) for c in up["schedule"]["changes"]] \
+            == [("step", step, step)]
+        sent = rec[rec["verdict"] == linklog.DELIVERED]
+        sent = sent[np.argsort(sent["t_sched"])]
+        depart = sent["t_sched"] - 5 * MS             # end of transmission: the schedule less the delay
+        full = (sent["length"][1:] == FULL) & (sent["length"][:-1] == FULL)
+        # back to back: the frame arrived before the one ahead finished, so it started at that finish
+        busy = full & (sent["t_arrival"][1:] < depart[:-1])
+        gap = np.diff(depart)                         # = the later frame's transmission time
+        started_after = depart[:-1] >= step           # its transmission started at or after the step
+        old = {FULL * 8 * 10**9 // 6_000_000, FULL * 8 * 10**9 // 6_000_000 + 1}   # 2018666.67 ns
+        assert busy[~started_after].sum() > 200 and busy[started_after].sum() > 400
+        # every frame that started before the step was sent at 6 Mbit/s, every one from it on at
+        # 10 Mbit/s: the step took effect exactly at its moment, to the ns
+        assert set(gap[busy & ~started_after].tolist()) <= old
+        assert set(gap[busy & started_after].tolist()) == {FULL * 8 * 10**9 // 10_000_000}
+        # what was sent: the same spacing (medians), and how far from that schedule around the step
+        gap_sent = np.diff(sent["t_sent"])
+        timing["median_gap_sent"] = [(float(np.median(gap_sent[mask])), ns) for mask, ns in (
+            (busy & ~started_after, 2018667), (busy & started_after, 1211200))]
+        near = np.abs(depart - step) < 20 * MS
+        assert near.sum() > 10
+        timing["near_step_off_ms"] = float(np.abs(sent["t_sent"][near] - sent["t_sched"][near]).max() / MS)
+        # the trace: departures on whole ms after the origin, the trace's count per ms
+        down, drec = _log(summary, "server-client")
+        assert [c["kind"] for c in down["schedule"]["changes"]] == ["trace"]
+        dsent = drec[drec["verdict"] == linklog.DELIVERED]
+        depart = dsent["t_sched"] - down["schedule"]["origin_ns"] - 5 * MS   # minus the delay
+        full = dsent["length"] == FULL
+        assert full.sum() > 1000 and (depart[full] % MS == 0).all()
+        ms = depart[full] // MS
+        counts = np.bincount(ms, minlength=ms.max() + 1)
+        window = np.arange(len(counts))
+        expected = np.array([per_ms[int(m) % 4] for m in window])
+        # the ms whose opportunities found at least 3 frames waiting (arrived before them, not yet
+        # gone): a sender stalled by a busy machine leaves the queue empty and opportunities unused;
+        # and not the ms next to a smaller frame (iperf3's control connection) that shares an
+        # opportunity with a full one
+        arrived = np.sort(dsent["t_arrival"] - down["schedule"]["origin_ns"])
+        gone = np.sort(depart)
+        backlog = np.searchsorted(arrived, window * MS) - np.searchsorted(gone, window * MS)
+        core = (backlog >= 3) & (window > ms.min() + 50) & (window < ms.max() - 50)
+        for m in depart[~full] // MS:
+            core[max(0, m - 2):m + 3] = False
+        assert core.sum() > 1000
+        assert (counts[core] == expected[core]).all()
+        timing["trace_p99_late_ms"] = float(np.percentile(dsent["t_sent"] - dsent["t_sched"], 99) / MS)
+        return timing
+
+    def misses(t):
+        out = [f"median gap sent {median:.0f} ns, not {ns} ± 2 %"
+               for median, ns in t["median_gap_sent"] if not abs(median - ns) < 0.02 * ns]
+        if t["timing_ok"] and not t["near_step_off_ms"] < 1:
+            out.append(f"sent up to {t['near_step_off_ms']:.3f} ms off the schedule around the step")
+        if t["timing_ok"] and not t["trace_p99_late_ms"] < 1:
+            out.append(f"trace's frames sent {t['trace_p99_late_ms']:.3f} ms late (p99)")
+        return out + [f"emulator fidelity {t['fidelity']}"] if out else []
+    tries = attempts(measure, misses)
+    assert not tries[-1]["misses"], report(tries)
