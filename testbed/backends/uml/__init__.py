@@ -24,6 +24,9 @@ runs is passed on to the command in the guest (through ``uml-cancel`` in ``resul
 the guest's init watches), which gets ``INTERRUPT_GRACE`` s to tear down and write its record
 before the guest is ended.  A guest that fails raises ``GuestError`` (a ``SetupError``) with
 one line: what failed, the console's reason line and where the full console log is.
+With ``output=``, the command's output reaches the caller while the guest runs
+(``testbed/backends/uml/stream.py``: the host reads the two files every 0.2 s); ``testbed …
+--backend netem-uml`` prints it so.
 
 The guest has one virtual CPU and HZ=100; see docs/uml.md for what the
 guest itself adds to RTT and where its throughput ceiling is.  If the calling process is killed
@@ -43,11 +46,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from testbed.spec.errors import RunError
 from testbed.backends.guest import GuestError, guest_cli_argv, host_key
 from testbed.backends.uml import builds as uml_builds  # its STATE_DIR is read at each call: tests point it elsewhere
+from testbed.backends.uml import stream as uml_stream
 from testbed.backends.uml.builds import (INSTALL_HINT, MODES, MODULES, ModeUnsupported, UMLBuild,
                                          UMLUnavailable, candidates, check, modes, require_mode)
 
@@ -287,14 +291,32 @@ def host_cpu_window(path: Path | str, start: float, end: float) -> dict | None:
             "span_s": round(span, 3), "load1": b["load1"]}
 
 
-def _wait(proc: subprocess.Popen, timeout: float, cancel: Path) -> bool:
+def _wait_ticking(proc: subprocess.Popen, seconds: float, tick: Callable[[], None] | None) -> None:
+    """``proc.wait(seconds)``, calling ``tick()`` every ``stream.INTERVAL`` s meanwhile."""
+    if tick is None:
+        proc.wait(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            proc.wait(min(uml_stream.INTERVAL, max(0.0, deadline - time.monotonic())))
+            return
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, seconds) from None
+        tick()
+
+
+def _wait(proc: subprocess.Popen, timeout: float, cancel: Path,
+          tick: Callable[[], None] | None = None) -> bool:
     """Wait up to ``timeout`` s for linux.uml: whether it exited.  On Ctrl-C, SIGTERM or SIGHUP
     the command in the guest gets that signal (``cancel`` holds its number) and
     ``INTERRUPT_GRACE`` s to end and write its record; then the interrupt is raised again, for
-    every caller (the guest has ended or is ended on the way out)."""
+    every caller (the guest has ended or is ended on the way out).  ``tick``: called every
+    ``stream.INTERVAL`` s while waiting (the command's output so far)."""
     from testbed.host.lifecycle import RunInterrupted, signal_of
     try:
-        proc.wait(timeout)
+        _wait_ticking(proc, timeout, tick)
         return True
     except subprocess.TimeoutExpired:
         return False
@@ -303,7 +325,7 @@ def _wait(proc: subprocess.Popen, timeout: float, cancel: Path) -> bool:
         tmp.write_text(str(int(signal_of(exc) or signal.SIGTERM)))
         os.replace(tmp, cancel)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(INTERRUPT_GRACE)
+            _wait_ticking(proc, INTERRUPT_GRACE, tick)
         raise
 
 
@@ -316,7 +338,8 @@ def _read(path: Path) -> str:
 
 def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeout: float = 300.0,
                  build: UMLBuild | None = None, mode: str | None = None, cwd: Path | None = None,
-                 env: dict[str, str] | None = None, run: Run | None = None) -> GuestResult:
+                 env: dict[str, str] | None = None, run: Run | None = None,
+                 output: uml_stream.Sink | None = None) -> GuestResult:
     """Boot a UML guest, run ``argv`` in it as root with the kernel modules loaded, power off.
 
     results_dir: existing host directory, read-write in the guest at the same path; receives
@@ -330,6 +353,11 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
         variables on top of a fixed minimal one (PATH starts with this interpreter's bin dir).
     run: a ``testbed.host.lifecycle.Run`` to record the guest's process group and private directory
         in, so that ``testbed clean`` ends a guest whose caller was killed.
+    output: ``output(name, data)`` gets the command's output while the guest runs ("stdout" or
+        "stderr", the new whole lines of its file every ``stream.INTERVAL`` s), then the rest
+        once the guest has ended (also on a timeout or an interrupt): each file's content
+        exactly (``stream.console`` prints it).  An exception it raises stops the output, not
+        the guest, and is raised once the guest is done.
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), the command gets the signal and ``INTERRUPT_GRACE`` s
     to end and write its record; then the interrupt is raised again.
     Raises UMLUnavailable (ModeUnsupported), GuestError (boot or setup failed), GuestTimeout
@@ -364,6 +392,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     private = Path(tempfile.mkdtemp(prefix="tb", dir=shm if os.access(shm, os.W_OK) else None))
     if run is not None:
         run.record_tmpdir(private)
+    stream = uml_stream.GuestOutput(results_dir, output) if output is not None else None
     try:
         init = private / "init.py"
         shutil.copyfile(INIT_SCRIPT, init)
@@ -391,7 +420,8 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
                 run.record_pid(proc.pid, "UML guest", group=True)
             sampler = HostCPU(proc.pid, results_dir / HOST_CPU_FILE).start()
             try:
-                timed_out = not _wait(proc, timeout, cancel)
+                timed_out = not _wait(proc, timeout, cancel,
+                                      stream.pump if stream is not None else None)
             finally:
                 sampler.stop()
                 _end_group(proc)
@@ -399,6 +429,10 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     finally:
         shutil.rmtree(private, ignore_errors=True)
         cancel.unlink(missing_ok=True)
+        if stream is not None:
+            stream.finish()     # what the command wrote since the last pump: once, also when interrupted
+    if stream is not None and stream.error is not None:
+        raise stream.error
 
     stdout, stderr = _read(results_dir / "uml-stdout.txt"), _read(results_dir / "uml-stderr.txt")
     console = results_dir / "uml-console.log"
@@ -568,20 +602,15 @@ def run_cli_in_guest(argv: list[str], *, results_root: Path | str = "results", m
     The command runs from the caller's working directory with the same interpreter; its results
     root (created if missing) is the guest's writable directory, where the guest's console log
     and the command's output files (uml-*.txt) are kept too.  The command's stdout and stderr
-    are printed when the guest is done, also when it was interrupted (Ctrl-C, SIGTERM: passed on
-    to the command, which tears down and writes its record as on the host; ``run_in_guest``);
-    its exit code is returned."""
-    from testbed.host.lifecycle import Run, RunInterrupted
+    are printed as it writes them (whole lines, read every ``stream.INTERVAL`` s; the command's
+    Python runs with ``-u``, so its prints are not held in its buffer), the rest when the guest
+    is done, also when it was interrupted (Ctrl-C, SIGTERM: passed on to the command, which tears
+    down and writes its record as on the host; ``run_in_guest``); its exit code is returned."""
+    from testbed.host.lifecycle import Run
     root = Path(results_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    try:
-        with Run(None) as run:
-            res = run_in_guest([sys.executable, "-m", "testbed", *guest_cli_argv(argv, BACKEND)],
-                               results_dir=root, mem=mem, timeout=timeout, run=run)
-    except (KeyboardInterrupt, RunInterrupted):     # what the guest printed before it was ended
-        sys.stdout.write(_read(root / "uml-stdout.txt"))
-        sys.stderr.write(_read(root / "uml-stderr.txt"))
-        raise
-    sys.stdout.write(res.stdout)
-    sys.stderr.write(res.stderr)
+    with Run(None) as run:
+        res = run_in_guest([sys.executable, "-u", "-m", "testbed", *guest_cli_argv(argv, BACKEND)],
+                           results_dir=root, mem=mem, timeout=timeout, run=run,
+                           output=uml_stream.console)
     return res.returncode
