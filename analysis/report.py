@@ -29,6 +29,18 @@ from analysis import applog, clock, flows as flowmod, handshake, linkjoin, nativ
 
 
 SAMPLES = ("tcp_info",)   # periodic samples: joined to the flow, not listed per request
+#: the range of a series' bin width and of the idle gap between flights, s: whole ns, at most
+#: about 11.6 days (the nanosecond clocks' arithmetic stays exact)
+MIN_BIN_S, MAX_WINDOW_S = 1e-9, 1e6
+
+
+def check_windows(bin_s: float, gap_s: float | None) -> None:
+    """A ValueError naming ``bin`` or ``gap`` when one is outside its range (``MIN_BIN_S`` to
+    ``MAX_WINDOW_S``; the gap may be 0), NaN or infinite."""
+    if not MIN_BIN_S <= bin_s <= MAX_WINDOW_S:
+        raise ValueError(f"bin {bin_s:g} s: give a number of seconds from {MIN_BIN_S:g} (1 ns) to {MAX_WINDOW_S:g}")
+    if gap_s is not None and not 0 <= gap_s <= MAX_WINDOW_S:
+        raise ValueError(f"gap {gap_s:g} s: give a number of seconds from 0 to {MAX_WINDOW_S:g}")
 
 
 def _rel(v, t0):
@@ -74,6 +86,7 @@ def analyze_file(path: str | Path, *, events: list[dict] | None = None, bin_s: f
     (header, records) of emulator frame logs (``testbed.emulator.linklog.read_log``);
     each flow then gets ``link``: per log, packets per verdict and the dropped ones (the first
     200; ``dropped_truncated`` says when there were more)."""
+    check_windows(bin_s, gap_s)
     engine = native.engine(engine)
     pk = pcap.read(path, engine)
     pk.ts_ns, clk = clock.monotonic(pk.ts_ns, path, applog.clock_offset(events or []))

@@ -66,6 +66,28 @@ def _read(p: Path, keys: tuple[str, ...] = ()) -> dict | None:
     return data if isinstance(data, dict) and all(k in data for k in keys) else None
 
 
+def _experiment_summary(d: Path) -> dict | None:
+    """The experiment's ``summary.json`` when it holds what this module reads, in the shapes
+    ``experiments.summary`` writes them; None when it is missing or damaged (a field gone or of
+    another kind: the report writes it anew)."""
+    s = _read(d / "summary.json", EXPERIMENT_SUMMARY_KEYS)
+    if s is None or not (isinstance(s["levels"], list) and isinstance(s["metrics"], list)
+                         and isinstance(s["by_level"], dict) and isinstance(s["runs"], list)):
+        return None
+    levels_sound = all(isinstance(lv, dict) and isinstance(lv.get("n_valid"), int)
+                       and isinstance(lv.get("n_runs"), int) and isinstance(lv.get("metrics"), dict)
+                       and all(isinstance(v, dict) for v in lv["metrics"].values())
+                       for lv in s["by_level"].values())
+    runs_sound = all(isinstance(r, dict) and isinstance(r.get("metrics"), dict) and "valid" in r
+                     and "level" in r for r in s["runs"])
+    return s if levels_sound and runs_sound else None
+
+
+def _median(summary: dict, label, metric: str):
+    """The median of ``metric`` in arm ``label`` of an experiment's summary; None when it has none."""
+    return ((summary["by_level"].get(label) or {}).get("metrics", {}).get(metric) or {}).get("median")
+
+
 def _stamp(text: str | None) -> float:
     for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S %Z"):
         try:
@@ -93,14 +115,14 @@ def _run_entry(d: Path, m: dict) -> Entry:
 
 def _experiment_entry(d: Path, m: dict) -> Entry:
     de = m.get("definition") or {}
-    s = _read(d / "summary.json", EXPERIMENT_SUMMARY_KEYS)
+    s = _experiment_summary(d)
     what = f"experiment {de.get('name')}: {de.get('factor')} = {', '.join(map(str, de.get('levels', [])))}"
     if not s:
         state = "summary damaged" if (d / "summary.json").is_file() else "not summarised"
         return Entry(d, "experiment", _stamp((m.get("environment") or {}).get("created")), what, "–",
                      f"{state} (testbed experiment report DIR writes it)")
     p = s["primary"]
-    head = f"{p}: " + ", ".join(f"{lab} {_num(lv['metrics'][p]['median'])}" for lab, lv in s["by_level"].items())
+    head = f"{p}: " + ", ".join(f"{lab} {_num(_median(s, lab, p))}" for lab in s["by_level"])
     n_valid = sum(lv["n_valid"] for lv in s["by_level"].values())
     n_runs = sum(lv["n_runs"] for lv in s["by_level"].values())
     verdict = ("complete" if s["complete"] else "INCOMPLETE") + f", {n_valid}/{n_runs} runs valid" + \
@@ -111,6 +133,10 @@ def _experiment_entry(d: Path, m: dict) -> Entry:
 def _reproduction_entry(d: Path, s: dict) -> Entry:
     meta = s["meta"]
     rows = s["rows"]
+    if not (isinstance(meta, dict) and isinstance(rows, list)
+            and all(isinstance(r, dict) and "id" in r for r in rows)):
+        raise UsageError(f"{d / 'summary.json'}: damaged (a reproduction's has an object meta and a "
+                         "list rows of objects with an id)")
     measured = [r for r in rows if r.get("measured") is not None]
     ok = sum(r.get("ok") is True for r in rows)
     return Entry(d, "reproduction", _stamp(meta.get("started")), f"reproduce {meta.get('title')} ({meta.get('mode')})",
@@ -196,7 +222,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
     if ea.kind == "experiment":
         da = _flat(experiment_manifest(a)["definition"])
         db = _flat(experiment_manifest(b)["definition"])
-        sa, sb = (_read(Path(d) / "summary.json", EXPERIMENT_SUMMARY_KEYS) for d in (a, b))
+        sa, sb = (_experiment_summary(Path(d)) for d in (a, b))
         for d, s in ((a, sa), (b, sb)):
             if s is None:
                 raise ValueError(f"{d}: no sound summary.json to compare (write it with testbed "
@@ -209,8 +235,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
             for m in metrics:
                 va, vb = _values(sa, lab, m), _values(sb, lab, m)
                 c = stat_compare(vb, va) if va and vb else None
-                out["metrics"].append({"arm": lab, "metric": m, "a": sa["by_level"][lab]["metrics"][m]["median"],
-                                       "b": sb["by_level"][lab]["metrics"][m]["median"],
+                out["metrics"].append({"arm": lab, "metric": m, "a": _median(sa, lab, m), "b": _median(sb, lab, m),
                                        "ratio": c and c["ratio"], "ratio_ci": c and c["ratio_ci"]})
     else:
         sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
@@ -219,9 +244,9 @@ def compare(a: str | Path, b: str | Path) -> dict:
         ids, out["not_compared"] = _shared("row", [r["id"] for r in sa["rows"]], list(rb))
         for r in (r for r in sa["rows"] if r["id"] in ids):
             o = rb[r["id"]]
-            ratio = (o["measured"] / r["measured"] if isinstance(r["measured"], (int, float)) and r["measured"]
-                     and isinstance(o["measured"], (int, float)) else None)
-            out["metrics"].append({"id": r["id"], "metric": r["unit"], "a": r["measured"], "b": o["measured"],
+            ra, rb_ = r.get("measured"), o.get("measured")
+            ratio = (rb_ / ra if isinstance(ra, (int, float)) and ra and isinstance(rb_, (int, float)) else None)
+            out["metrics"].append({"id": r["id"], "metric": r.get("unit"), "a": ra, "b": rb_,
                                    "ratio": ratio, "ratio_ci": None})
     skip = ("started", "finished", "load_before", "load_after", "cpu", "resumed")
     out["differences"] = [(k, da.get(k), db.get(k)) for k in sorted(set(da) | set(db))
@@ -231,7 +256,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
 
 def tidy(exp_dir: str | Path, experiment: str | None = None) -> list[dict]:
     """One row per run × metric of an experiment's ``summary.json`` (columns ``TIDY_COLUMNS``)."""
-    s = _read(Path(exp_dir) / "summary.json", EXPERIMENT_SUMMARY_KEYS)
+    s = _experiment_summary(Path(exp_dir))
     if s is None:
         return []
     rows = []

@@ -27,7 +27,7 @@ from analysis.models.base import Params, Q, param, register
 @dataclass(frozen=True)
 class AudioParams(Params):
     chunks: int = param(10, "count", "chunks in the stream", positive=True)
-    tau: float = param(0.020, "s", "audio per chunk", positive=True)
+    tau: float = param(0.020, "s", "audio per chunk", low=1e-6)     # Playback counts in ns
     sample_rate: int = param(24000, "count", "samples per second", positive=True, high=384_000)
     sample_bytes: int = param(2, "count", "bytes per sample (16-bit PCM: 2)", positive=True)
     process: float = param(0.012, "s", "processing per chunk m_i")

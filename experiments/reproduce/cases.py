@@ -972,10 +972,12 @@ def select(ids: list[str] | None) -> list[Row]:
     if not ids or ids == ["all"]:
         return list(ROWS)
     cases = {r.case for r in ROWS}
+    valid = f"valid: all, {', '.join(sorted(cases, key=lambda c: int(c[1:])))} or a row id"
+    if "all" in ids:
+        raise ValueError(f"cases {' '.join(ids)}: 'all' selects every case, so it goes alone; {valid}")
     unknown = [i for i in ids if i not in cases and i not in {r.id for r in ROWS}]
-    if unknown:
-        raise ValueError(f"unknown case(s) {', '.join(unknown)}; valid: all, "
-                         f"{', '.join(sorted(cases, key=lambda c: int(c[1:])))} or a row id")
+    if unknown:     # an empty argument shown as '' (not as nothing)
+        raise ValueError(f"unknown case(s) {', '.join(i if i.strip() else repr(i) for i in unknown)}; {valid}")
     return [r for r in ROWS if r.case in ids or r.id in ids]
 
 

@@ -80,6 +80,9 @@ HOLD_SHARE = 0.4
 # the probe's sender, the qdiscs and the receiver, is saturated).  Above it calibrate refuses
 # (``check_uml_rate``), on the host before a guest boots too.
 UML_RATE_MAX = 12e6
+#: the most datagrams per direction of the loss measurement (``--packets``): at its pace of at
+#: most 5000 datagrams/s, a bit over 3 minutes per direction (the default, 10000: 2 s)
+MAX_PACKETS = 1_000_000
 
 
 def check_uml_rate(rate: str) -> None:
@@ -445,8 +448,8 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
     ``overflow.RATE`` where the link is shaped below it, outside a UML or VM guest (whose virtual
     CPUs cannot offer it), else no train."""
     from testbed.spec.errors import UsageError
-    from testbed.spec.linkspec import LinkSpec
-    from testbed.spec.units import parse_probability, parse_rate, parse_time
+    from testbed.spec.linkspec import MAX_RATE, LinkSpec
+    from testbed.spec.units import format_rate, parse_probability, parse_rate, parse_time
     rate_bps = None if str(rate).lower() in ("unshaped", "none") else parse_rate(rate)
     if overflow is None:
         from testbed.calibrate.overflow import RATE as OVERFLOW_RATE
@@ -455,14 +458,17 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
         over_bps = OVERFLOW_RATE if shaped_below and not in_guest else None
     else:
         over_bps = None if str(overflow).lower() == "none" else parse_rate(overflow)
+        if over_bps is not None and not over_bps <= MAX_RATE:
+            raise UsageError(f"--overflow {overflow}: give a rate above the link's --rate {rate} and at "
+                             f"most {format_rate(MAX_RATE)}, or none")
         if over_bps is not None and (rate_bps is None or over_bps <= rate_bps):
             raise UsageError(f"--overflow {overflow}: give a rate above the link's --rate {rate}, or "
                              "none (the train must overflow a shaped link's queue)")
     delay_s = parse_time(delay)
     p_up, p_down = parse_probability(loss_up), parse_probability(loss_down)
-    if packets < 1000:
+    if not 1000 <= packets <= MAX_PACKETS:
         raise ValueError(f"--packets {packets}: give at least 1000 (10000 for a 99% interval "
-                         "of about ±0.9 points at 14%)")
+                         f"of about ±0.9 points at 14%) and at most {MAX_PACKETS:,}")
     specs = (LinkSpec.parse(rate=rate_bps, delay=delay_s, loss=p_up),
              LinkSpec.parse(rate=rate_bps, delay=delay_s, loss=p_down))
     probe_frame = PROBE_PAYLOAD + 42

@@ -39,7 +39,7 @@ def register(sub) -> None:
                    help="with a run directory: write one self-contained HTML report of it (setup, "
                         "metrics, flows, figures embedded) to FILE (default RUN_DIR/report.html)")
     p.add_argument("--bin", type=float, default=0.1, metavar="S",
-                   help="bin width for goodput/throughput series, seconds (default 0.1)")
+                   help="bin width for goodput/throughput series, seconds, 1e-9 to 1e6 (default 0.1)")
     p.add_argument("--gap", type=float, default=None, metavar="S",
                    help="idle gap that separates flights, seconds (default: half the handshake's "
                         "round trip, a lost SYN's timeout left out)")
@@ -55,16 +55,19 @@ def register(sub) -> None:
 def run(args) -> int:
     import json
     import logging
-    import math
     import sys
     from analysis import applog, qlog, report, runcheck
     from testbed.spec.errors import UsageError
     from testbed.spec.runresult import MANIFEST, MANIFEST_SCHEMA, read_manifest
 
-    if not 0 < args.bin < math.inf:
-        raise ValueError(f"--bin {args.bin:g}: give a finite number of seconds > 0")
-    if args.gap is not None and not 0 <= args.gap < math.inf:
-        raise ValueError(f"--gap {args.gap:g}: give a finite number of seconds >= 0")
+    try:
+        report.check_windows(args.bin, args.gap)
+    except ValueError as exc:
+        raise ValueError(f"--{exc}") from None          # "--bin 1e-12 s: give …"
+    empty = [repr(f) for f in (*args.files, *args.app_log, *args.link_log) if not f]
+    if empty:
+        raise ValueError(f"an empty path ({', '.join(empty)}): give capture files (pcap, pcapng, qlog) "
+                         "or one run directory, and log files by name")
     if args.samples < 0:
         raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
     run_info = None

@@ -25,7 +25,7 @@ def register(sub) -> None:
     add_backend(p)
     add_engine_option(p)
     p.add_argument("--packets", type=int,
-                   help="datagrams per direction for the loss measurement, at least 1000 "
+                   help="datagrams per direction for the loss measurement, from 1000 to 1,000,000 "
                         "(default: 10000)")
     p.add_argument("--overflow", metavar="RATE",
                    help="offered rate of the overflow train up, into the link's full queue ('none': "
@@ -46,9 +46,15 @@ def check_values(args) -> None:
         if not 0 <= parse_probability(text) <= 1:
             raise ValueError("outside [0, 1]; give a probability like 0.14 or 14%")
 
+    if args.schedule is not None and not args.schedule.strip():
+        raise UsageError(f"--schedule {args.schedule!r}: an empty path; give a link schedule file "
+                         "(.toml or .json), or leave --schedule out for a constant link")
+    overflow = (("--overflow", args.overflow, lambda v: str(v).lower() == "none" or parse_rate(v)),) \
+        if args.overflow is not None else ()
     for flag, text, parse in (("--rate", args.rate, lambda v: str(v).lower() in ("unshaped", "none") or parse_rate(v)),
                               ("--delay", args.delay, lambda v: parse_delay(v, "--delay")),
-                              ("--loss-up", args.loss_up, loss), ("--loss-down", args.loss_down, loss)):
+                              ("--loss-up", args.loss_up, loss), ("--loss-down", args.loss_down, loss),
+                              *overflow):
         try:
             parse(text)
         except ValueError as exc:
@@ -82,7 +88,7 @@ def run(args) -> int:
     from testbed.calibrate.schedule import calibrate_schedule
     from testbed.spec.errors import UsageError
     check_values(args)                      # "--delay 10" is 10 s: refused before anything starts
-    if args.schedule:                       # the checks of every interval of the schedule
+    if args.schedule is not None:           # the checks of every interval of the schedule
         given = [o for o, v in (("--packets", args.packets), ("--overflow", args.overflow)) if v is not None]
         if given:
             raise UsageError(f"--schedule measures each interval with its own probes, so "
@@ -99,7 +105,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=1))
         return 0 if out["ok"] else 1
     what = (f"schedule {args.schedule} on both directions, {len(out['intervals'])} intervals, "
-            if args.schedule else "")
+            if args.schedule is not None else "")
     where = guest()
     print(f"calibrate: {what}backend {out['backend']}{f' in {where}' if where else ''}, "
           f"results in {out['run_dir']}")

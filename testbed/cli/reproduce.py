@@ -173,7 +173,7 @@ def run(args) -> int:
     if args.model_only:
         given = [opt for opt, value in (("--quick", args.quick), ("--reps", args.reps),
                                         ("--backend", args.backend), ("--keep-topology", args.keep_topology),
-                                        ("--cluster", args.cluster)) if value]
+                                        ("--cluster", args.cluster)) if value not in (None, False)]
         if given:
             raise UsageError(f"--model-only runs nothing, so {', '.join(given)} would do nothing; "
                              "leave them out, or measure without --model-only")

@@ -57,7 +57,7 @@ def run(args) -> int:
             return 0
         key = "arm" if c["kind"] == "experiment" else "id"
         table = [(key, "metric", "A", "B", "B / A", "95 % CI")] + [
-            (str(m[key]), m["metric"], _show(m["a"]), _show(m["b"]), _show(m["ratio"]),
+            (str(m[key]), _show(m["metric"]), _show(m["a"]), _show(m["b"]), _show(m["ratio"]),
              "[" + ", ".join(_show(x) for x in m["ratio_ci"]) + "]" if m["ratio_ci"] else "–")
             for m in c["metrics"]]
         widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]

@@ -107,6 +107,9 @@ def read_manifest(path: Path | str) -> dict[str, Any]:
         data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}), "
+                         "not a manifest's JSON") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a JSON {type(data).__name__}, not a manifest's object")
     if data.get("kind") != "experiment":

@@ -273,6 +273,12 @@ class Event:
         return f"{sel}: {action}"
 
 
+#: the latest timestamp a trace may hold, ms (about 11.6 days): far beyond any recording, and
+#: a loop's nanoseconds stay exact in the emulators' 64-bit arithmetic; a larger one is a
+#: damaged line (a digit run), not a trace
+MAX_TRACE_MS = 10**9
+
+
 @dataclass(frozen=True)
 class Trace:
     """Mahimahi delivery opportunities: ``ms`` holds one integer millisecond per opportunity of
@@ -302,6 +308,9 @@ class Trace:
             prev = t
         if self.ms[-1] == 0:
             raise ValueError(f"{where}: the trace lasts 0 ms (its last timestamp is its period); it must be > 0")
+        if self.ms[-1] > MAX_TRACE_MS:
+            raise ValueError(f"{where}: timestamp {self.ms[-1]} ms is beyond {MAX_TRACE_MS:,} ms (about 11.6 "
+                             "days), the longest a trace's loop may last")
         if not (isinstance(self.resolution, (int, float)) and self.resolution >= 1e-3
                 and abs(self.resolution * 1e3 - round(self.resolution * 1e3)) < 1e-6):
             raise ValueError(f"{where}: resolution {self.resolution!r} s must be a whole number of "
@@ -338,6 +347,9 @@ class Trace:
                 raise ValueError(f"{source}:{no}: {word!r} is not a whole number of ms "
                                  "(one nondecreasing integer ms per line, Mahimahi's format)")
             t = int(word)
+            if t > MAX_TRACE_MS:
+                raise ValueError(f"{source}:{no}: timestamp {word} ms is beyond {MAX_TRACE_MS:,} ms (about "
+                                 "11.6 days), the longest a trace's loop may last")
             if ms and t < ms[-1]:
                 raise ValueError(f"{source}:{no}: timestamp {t} goes backwards (after {ms[-1]}); "
                                  "timestamps are nondecreasing")

@@ -147,5 +147,6 @@ def trace_stats(trace: Trace, window: float | None = None) -> TraceStats:
     """``trace``'s statistics over windows of ``window`` s, by default ``default_window(trace)``."""
     window = window or default_window(trace)
     rates = [r for _, r in rate_series(trace, window)]
-    return TraceStats(trace.mean_rate, min(rates), max(rates), min(window, trace.period_ms / 1000),
+    used_ms = min(max(1, round(window * 1000)), trace.period_ms)    # as rate_series cuts the loop
+    return TraceStats(trace.mean_rate, min(rates), max(rates), used_ms / 1000,
                       trace.period_ms / 1000, len(trace.ms))

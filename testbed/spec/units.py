@@ -36,7 +36,10 @@ def _split(text: str, what: str, allowed: str) -> tuple[float, str]:
     if not match:
         raise ValueError(f"cannot read {what} {written(text)}: expected a non-negative number with a "
                          f"unit; {allowed}")
-    return float(match.group(1)), match.group(2)
+    number = float(match.group(1))
+    if not math.isfinite(number):       # 1e400: too large for a float
+        raise ValueError(f"{what} {written(text)} is too large: not a finite number; {allowed}")
+    return number, match.group(2)
 
 
 #: a rate in a string without a unit below this many bit/s is refused (``parse_rate``):
@@ -126,6 +129,8 @@ def parse_size(value: float | int | str) -> int:
     key = unit.lower() or "b"
     if key not in SIZE_UNITS:
         raise ValueError(f"unknown size unit {unit!r} in {value!r}; allowed: B, KB, MB, GB, KiB, MiB, GiB")
+    if not math.isfinite(number * SIZE_UNITS[key]):     # 1e300GB
+        raise ValueError(f"size {value!r} is too large: not a finite number of bytes")
     return int(round(number * SIZE_UNITS[key]))
 
 

@@ -75,6 +75,58 @@ def test_a_damaged_reproduction_summary_is_left_out_with_its_name(tmp_path, capl
     assert "reproduce-x/summary.json: damaged" in caplog.text and "calibration" not in caplog.text
 
 
+@pytest.mark.parametrize("damage", [
+    lambda s: s["by_level"]["new"].pop("metrics"),
+    lambda s: s.update(by_level={"new": 5}),
+    lambda s: s.update(runs=[1]),
+    lambda s: s.update(levels="new"),
+])
+def test_a_summary_of_the_wrong_shape_is_damaged_not_a_traceback(tmp_path, damage):
+    """Valid JSON with the keys but a field gone or of another kind: was a KeyError or TypeError."""
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0}, reps=2)
+    b = _exp(tmp_path / "b", {"new": 600.0, "reuse": 250.0}, reps=2)
+    s = json.loads((b / "summary.json").read_text())
+    damage(s)
+    (b / "summary.json").write_text(json.dumps(s))
+    assert {e.path.name: e for e in find(tmp_path)}["b"].verdict.startswith("summary damaged")
+    with pytest.raises(ValueError, match=f"{b}: no sound summary.json"):
+        compare(a, b)
+    assert tidy(b) == []
+
+
+@pytest.mark.parametrize("summary", [{"meta": 1, "rows": []}, {"meta": {}, "rows": 5},
+                                     {"meta": {}, "rows": [1]}, {"meta": {}, "rows": [{"x": 1}]}])
+def test_a_reproduction_summary_of_the_wrong_shape_is_left_out_with_its_name(tmp_path, caplog, summary):
+    (tmp_path / "reproduce-x").mkdir()
+    (tmp_path / "reproduce-x" / "summary.json").write_text(json.dumps(summary))
+    with caplog.at_level("WARNING", logger="experiments.results"):
+        assert find(tmp_path) == []
+    assert "reproduce-x/summary.json: damaged (a reproduction's has an object meta and a list rows" in caplog.text
+    with pytest.raises(ValueError, match="reproduce-x/summary.json: damaged"):
+        compare(tmp_path / "reproduce-x", tmp_path / "reproduce-x")
+
+
+def test_reproduction_rows_without_a_measurement_compare_as_none(tmp_path, capsys):
+    from testbed.cli import results as cli
+    for name in ("x", "y"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"meta": {}, "rows": [{"id": "C1.a"}]}))
+    c = compare(tmp_path / "x", tmp_path / "y")        # was a KeyError: 'measured'
+    assert c["metrics"] == [{"id": "C1.a", "metric": None, "a": None, "b": None, "ratio": None, "ratio_ci": None}]
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    args = p.parse_args(["results", "compare", str(tmp_path / "x"), str(tmp_path / "y")])
+    assert args.func(args) == 0 and "C1.a  –" in capsys.readouterr().out
+
+
+def test_a_manifest_that_is_not_utf8_is_left_out_with_its_name(tmp_path, caplog):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_bytes(b'{"run_id": "\xff"}')
+    with caplog.at_level("WARNING", logger="experiments.results"):
+        assert find(tmp_path) == []                # was a UnicodeDecodeError naming no file
+    assert "run/manifest.json: not UTF-8 text (byte 0xff at offset 12)" in caplog.text
+
+
 def test_compare_of_experiments_that_share_no_arm_says_what_each_has(tmp_path, capsys):
     """reuse against buffer: the differences, then an empty table and no word on why."""
     from testbed.cli import results as cli

@@ -531,6 +531,20 @@ def test_reproduce_model_only_refuses_options_that_would_do_nothing(tmp_path, ca
     with pytest.raises(UsageError, match="--model-only runs nothing, so --quick, --reps would do nothing"):
         _cli(["reproduce", "C7", "--model-only", "--quick", "--reps", "3", "--out", str(tmp_path)])
     assert not any(tmp_path.iterdir())
+    with pytest.raises(UsageError, match="--model-only runs nothing, so --cluster would do nothing"):
+        _cli(["reproduce", "C7", "--model-only", "--cluster", "", "--out", str(tmp_path)])   # was ignored
+
+
+@pytest.mark.parametrize("cases,says", [
+    (["all", "C1"], "cases all C1: 'all' selects every case, so it goes alone; valid: all, C1, "),
+    ([""], "unknown case(s) ''; valid: all, C1, "),
+])
+def test_reproduce_names_what_is_wrong_with_the_cases(tmp_path, cases, says):
+    """'all' among cases was "unknown case(s) all; valid: all, …"; an empty one was named as nothing."""
+    from testbed.spec.errors import UsageError
+    with pytest.raises(UsageError) as exc:
+        _cli(["reproduce", *cases, "--model-only", "--out", str(tmp_path)])
+    assert str(exc.value).startswith(says)
 
 
 def test_keep_topology_is_ignored_with_a_warning_where_a_link_has_a_schedule(tmp_path, caplog):

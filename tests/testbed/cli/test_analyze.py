@@ -10,6 +10,7 @@ from scapy.all import IP, TCP, Raw  # noqa: E402
 from tests.analysis.test_damage import _offsets  # noqa: E402
 from tests.analysis.test_tcp import ISN_A, ISN_B, Trace, eth  # noqa: E402
 
+from analysis import report  # noqa: E402
 from testbed.cli import analyze as cli  # noqa: E402
 
 
@@ -271,8 +272,9 @@ def test_a_damaged_manifest_is_named_not_read_as_a_run(rr_pcap, analyze, tmp_pat
     schema (or ``{}``) is analysed with a warning that --strict counts."""
     f, _ = rr_pcap
     d = _run_dir(tmp_path, f, spec={"topology": "image"})
-    for text, says in (("[1, 2]", "a JSON list, not a manifest's object"), ("{", "not valid JSON")):
-        (d / "manifest.json").write_text(text)
+    for text, says in (("[1, 2]", "a JSON list, not a manifest's object"), ("{", "not valid JSON"),
+                       (b'{"x": "\xff"}', r"not UTF-8 text \(byte 0xff at offset 7\), not a manifest's JSON")):
+        (d / "manifest.json").write_bytes(text if isinstance(text, bytes) else text.encode())
         with pytest.raises(ValueError, match=f"{d / 'manifest.json'}: {says}.*; the run's captures can still "
                                              f"be given as files \\({d}/pcap/\\*.pcap\\)"):
             analyze([str(d)])
@@ -292,13 +294,27 @@ def test_a_run_capture_cut_on_a_record_boundary_is_damaged(rr_pcap, analyze, tmp
 
 
 @pytest.mark.parametrize("argv,says", [
-    (["--bin", "inf"], "--bin inf: give a finite number of seconds > 0"),
-    (["--bin", "nan"], "--bin nan: give a finite number of seconds > 0"),
-    (["--gap", "inf"], "--gap inf: give a finite number of seconds >= 0"),
+    (["--bin", "inf"], r"--bin inf s: give a number of seconds from 1e-09 \(1 ns\) to 1e\+06"),
+    (["--bin", "nan"], r"--bin nan s: give a number of seconds from 1e-09 \(1 ns\) to 1e\+06"),
+    (["--gap", "inf"], r"--gap inf s: give a number of seconds from 0 to 1e\+06"),
+    (["--bin", "1e-12"], r"--bin 1e-12 s: give .* from 1e-09 \(1 ns\)"),     # 0 ns: was a ZeroDivisionError
+    (["--bin", "1e300"], r"--bin 1e\+300 s: give .* to 1e\+06"),            # was an OverflowError
+    (["--gap", "1e300"], r"--gap 1e\+300 s: give .* to 1e\+06"),
 ])
 def test_bin_and_gap_must_be_finite(rr_pcap, capsys, argv, says):
     with pytest.raises(ValueError, match=says):
         _run([*argv, str(rr_pcap[0])], capsys)
+
+
+def test_the_library_refuses_a_bin_of_no_whole_nanosecond(rr_pcap):
+    with pytest.raises(ValueError, match="bin 1e-12 s"):
+        report.analyze_file(rr_pcap[0], bin_s=1e-12)
+
+
+@pytest.mark.parametrize("argv", [[""], ["{pcap}", "--app-log", ""], ["{pcap}", "--link-log", ""]])
+def test_an_empty_path_is_refused_not_read_as_the_current_directory(rr_pcap, capsys, argv):
+    with pytest.raises(ValueError, match=r"an empty path \(''\): give capture files"):
+        _run([a.format(pcap=rr_pcap[0]) for a in argv], capsys)
 
 
 def test_non_text_logs_are_named(rr_pcap, capsys, tmp_path):

@@ -16,6 +16,10 @@ from testbed.cli import main
                           "non-negative number with a unit; units: s"),
     (["fec", "--loss", "abc"], "invalid number value: 'abc' (cannot read probability 'abc'"),
     (["audio", "--chunks", "abc"], "invalid whole number value: 'abc' (give a whole number, e.g. 10)"),
+    # a size too large for a float: was an OverflowError; a tau of no whole ns: a ZeroDivisionError
+    (["serial", "--upload=1e400"], "invalid size value: '1e400' (size '1e400' is too large: not a finite number"),
+    (["blocks", "--outputs=1MB,1e300GB"], "size '1e300GB' is too large: not a finite number of bytes"),
+    (["audio", "--tau=1e-300"], "--tau 1e-300 out of range; must be >= 1e-06 and <= 1e+06 (s)"),
 ])
 def test_a_bad_model_value_is_one_line_with_the_allowed_range(capsys, restore_logging, argv, words):
     start = time.monotonic()

@@ -1,6 +1,8 @@
 """``testbed trace make`` and ``testbed trace show``: figures from the generators, one line on bad input."""
 import json
 
+import pytest
+
 from testbed.cli import main
 from testbed.spec.schedule import Trace
 
@@ -45,3 +47,26 @@ def test_show_resolves_the_trace_by_default(tmp_path, capsys):
     assert abs(shown["min_bps"] - 6e6) < 0.02 * 6e6 and abs(shown["max_bps"] - 24e6) < 0.01 * 24e6
     assert main(["trace", "show", str(out), "--window", "1s"]) == 0
     assert "min 14.992 and max 14.992 Mbit/s per 1 s window" in capsys.readouterr().out
+
+
+def test_show_names_the_window_it_used(tmp_path, capsys, restore_logging):
+    """A window below 1 ms is cut at the trace's whole ms: it said "per 1e-09 s window"."""
+    out = tmp_path / "c.trace"
+    assert main(["trace", "make", "constant", "--rate", "10mbit", "--duration", "1s", "--out", str(out)]) == 0
+    capsys.readouterr()
+    for given, used in (("1e-9s", 0.001), ("1.4ms", 0.001), ("2.6ms", 0.003), ("1e300s", 1.0)):
+        assert main(["trace", "show", str(out), "--window", given, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["window"] == used, given
+
+
+def test_a_timestamp_beyond_the_longest_loop_is_refused(tmp_path, capsys, restore_logging):
+    """A damaged line (a run of digits) was read as a loop of 10^20 s at 0.000 Mbit/s."""
+    big = tmp_path / "big.trace"
+    big.write_text("1\n99999999999999999999999\n")
+    assert main(["trace", "show", str(big)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"testbed: error: {big}:2: timestamp 99999999999999999999999 ms is beyond 1,000,000,000 ms (about "
+        "11.6 days), the longest a trace's loop may last")
+    with pytest.raises(ValueError, match="timestamp 1000000001 ms is beyond 1,000,000,000 ms"):
+        Trace((1, 10**9 + 1))
+    assert Trace((1, 10**9)).period_ms == 10**9

@@ -528,6 +528,30 @@ def test_calibrate_with_a_schedule_refuses_the_constant_links_options(tmp_path, 
     assert "so --packets, --overflow would do nothing" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,says", [
+    (["--schedule", ""], "--schedule '': an empty path; give a link schedule file"),    # was a constant link
+    (["--packets", "999999999999"], "--packets 999999999999: give at least 1000 (10000 for a 99% interval "
+                                    "of about ±0.9 points at 14%) and at most 1,000,000"),
+    (["--overflow", "1e15mbit"], "--overflow 1e15mbit: give a rate above the link's --rate 333mbit and at "
+                                 "most 100gbit, or none"),
+    (["--overflow", ""], "--overflow : cannot read rate ''"),
+])
+def test_calibrate_refuses_before_anything_starts(capsys, restore_logging, monkeypatch, argv, says):
+    """Each was accepted (a calibration of 10^12 datagrams, a train at 10^21 bit/s, a constant link
+    for an empty --schedule) or refused without naming its option."""
+    from testbed.calibrate import link
+    from testbed.cli import main
+    from testbed.run import network
+
+    def started(*a, **k):
+        raise AssertionError("calibrate started measuring")
+    monkeypatch.setattr(link, "measure", started)
+    monkeypatch.setattr(network, "Testbed", started)
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_a_timeout_must_be_finite(capsys, restore_logging, value):
     """NaN once ran, and went into the manifest as invalid JSON."""

@@ -5,7 +5,7 @@ import pytest
 from testbed.spec import traces
 from testbed.spec.linkspec import LinkSpec
 from testbed.spec.schedule import Schedule
-from testbed.spec.units import parse_count, parse_queue, parse_rate, parse_size
+from testbed.spec.units import parse_count, parse_queue, parse_rate, parse_size, parse_time
 
 
 @pytest.mark.parametrize("value,words", [
@@ -28,6 +28,18 @@ def test_a_bool_is_never_a_quantity_and_a_bare_small_rate_string_is_refused():
         parse_size(float("inf"))
     with pytest.raises(ValueError, match="must be a whole number"):
         parse_count(float("inf"), "event count")
+
+
+@pytest.mark.parametrize("parse,text,words", [
+    (parse_size, "1e400", "size '1e400' is too large: not a finite number"),       # was an OverflowError
+    (parse_size, "1e300GB", "size '1e300GB' is too large: not a finite number of bytes"),
+    (parse_queue, "1e400MB", "queue limit '1e400MB' is too large: not a finite number"),
+    (parse_rate, "1e400mbit", "rate '1e400mbit' is too large: not a finite number"),
+    (parse_time, "1e400s", "duration '1e400s' is too large: not a finite number"),
+])
+def test_a_number_too_large_for_a_float_is_refused(parse, text, words):
+    with pytest.raises(ValueError, match=words):
+        parse(text)
 
 
 @pytest.mark.parametrize("fields,words", [
