@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO
 from testbed.backends import uml, vm
-from testbed.backends.uml import guest_init
+from testbed.backends.uml import guest_init, stream
 from testbed.host import git as checkout
 from testbed.host.lifecycle import RunInterrupted, proc_start_time
 
@@ -106,6 +106,8 @@ def test_the_guest_init_passes_the_hosts_signal_on_once(tmp_path):
 
 class _Proc:
     """linux.uml stand-in: the first wait is interrupted, the guest then exits."""
+    args = "linux.uml"
+
     def __init__(self, exc):
         self.exc, self.waits = exc, []
 
@@ -298,3 +300,13 @@ def test_the_python_block_of_uml_md_runs_as_written(tmp_path, monkeypatch, capsy
     exec(compile(block, "docs/uml.md", "exec"), {})
     words = capsys.readouterr().out.split()
     assert words[0] == "0" and words[-1] in ("ptrace", "seccomp"), words
+
+
+@pytest.mark.parametrize("exc, signum", [(KeyboardInterrupt(), signal.SIGINT),
+                                         (RunInterrupted(128 + signal.SIGTERM), signal.SIGTERM)])
+def test_an_interrupt_while_ticking_is_still_passed_to_the_guest(tmp_path, exc, signum):
+    proc, ticks = _Proc(exc), []
+    with pytest.raises(type(exc)):
+        uml._wait(proc, 300, tmp_path / uml.CANCEL_FILE, lambda: ticks.append(1))
+    assert (tmp_path / uml.CANCEL_FILE).read_text() == str(int(signum))
+    assert proc.waits == [stream.INTERVAL, stream.INTERVAL]   # then the guest exited in its grace

@@ -7,7 +7,6 @@ long run.  The reader and the waiting loop are tested on ordinary files and proc
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,6 @@ import pytest
 
 from testbed.backends import uml
 from testbed.backends.uml import stream
-from testbed.host.lifecycle import RunInterrupted
 
 
 # --- FileTail ------------------------------------------------------------------------------
@@ -121,28 +119,6 @@ def test_wait_ticks_while_the_guest_runs_and_keeps_its_timeout(tmp_path):
         proc.wait()
 
 
-class _Proc:
-    """linux.uml stand-in: the first wait is interrupted, the guest then exits."""
-    args = "linux.uml"
-
-    def __init__(self, exc):
-        self.exc, self.waits = exc, []
-
-    def wait(self, timeout=None):
-        self.waits.append(timeout)
-        if len(self.waits) == 1:
-            raise self.exc
-        return 0
-
-
-@pytest.mark.parametrize("exc, signum", [(KeyboardInterrupt(), signal.SIGINT),
-                                         (RunInterrupted(128 + signal.SIGTERM), signal.SIGTERM)])
-def test_an_interrupt_while_ticking_is_still_passed_to_the_guest(tmp_path, exc, signum):
-    proc, ticks = _Proc(exc), []
-    with pytest.raises(type(exc)):
-        uml._wait(proc, 300, tmp_path / uml.CANCEL_FILE, lambda: ticks.append(1))
-    assert (tmp_path / uml.CANCEL_FILE).read_text() == str(int(signum))
-    assert proc.waits == [stream.INTERVAL, stream.INTERVAL]   # then the guest exited in its grace
 
 
 def test_cli_in_guest_prints_through_the_stream(tmp_path, monkeypatch, capsys):
