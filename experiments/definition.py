@@ -69,6 +69,7 @@ else:  # pragma: no cover
 from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
+from testbed.spec.runspec import MAX_SEED
 from testbed.spec.units import delay_as_written
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
@@ -280,8 +281,9 @@ class Experiment:
             bad(f"unknown order {self.order!r}", ", ".join(ORDERS))
         if self.keep_pcaps not in KEEP_PCAPS:
             bad(f"unknown keep_pcaps {self.keep_pcaps!r}", ", ".join(KEEP_PCAPS))
-        if self.reps < 1 or self.warmup < 0 or self.seed < 0:
-            bad(f"reps={self.reps} warmup={self.warmup} seed={self.seed}", "reps >= 1, warmup >= 0, seed >= 0")
+        if self.reps < 1 or self.warmup < 0 or not 0 <= self.seed <= MAX_SEED:
+            bad(f"reps={self.reps} warmup={self.warmup} seed={self.seed}",
+                f"reps >= 1, warmup >= 0, seed >= 0 and <= 2^63-1 ({MAX_SEED})")
         arms = len(self.levels) * (len(self.cross_levels) or 1)
         runs = (self.warmup + self.reps) * arms
         if arms > MAX_ARMS or runs > MAX_RUNS:

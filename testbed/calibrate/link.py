@@ -448,8 +448,8 @@ def calibrate(rate: str = "333mbit", delay: str = "100ms", loss_up: str = "0%",
     ``overflow.RATE`` where the link is shaped below it, outside a UML or VM guest (whose virtual
     CPUs cannot offer it), else no train."""
     from testbed.spec.errors import UsageError
-    from testbed.spec.linkspec import MAX_RATE, LinkSpec
-    from testbed.spec.units import format_rate, parse_probability, parse_rate, parse_time
+    from testbed.spec.linkspec import LinkSpec
+    from testbed.spec.units import MAX_RATE, format_rate, parse_probability, parse_rate, parse_time
     rate_bps = None if str(rate).lower() in ("unshaped", "none") else parse_rate(rate)
     if overflow is None:
         from testbed.calibrate.overflow import RATE as OVERFLOW_RATE

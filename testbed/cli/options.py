@@ -32,7 +32,7 @@ from typing import Any
 from testbed.backends import BACKEND_CHOICES
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
-from testbed.spec.runspec import SCALARS
+from testbed.spec.runspec import MAX_SEED, SCALARS
 from testbed.spec.units import names_a_delay
 
 TOPOLOGY_PATHS = ("topology_params.", "links.")
@@ -129,13 +129,14 @@ def add_backend(p: argparse.ArgumentParser, default: str | None = "auto",
 
 
 def seed(text: str) -> int:
-    """An argparse type: a seed, a whole number >= 0 (as an experiment's seed)."""
+    """An argparse type: a seed, a whole number from 0 to ``runspec.MAX_SEED`` (as a run's, so
+    netem takes each link direction's seed)."""
     try:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0")
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0 and <= 2^63-1 ({MAX_SEED})")
     return value
 
 

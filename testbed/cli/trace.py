@@ -5,7 +5,7 @@ period and opportunities, and with ``--plot`` its rate over one loop as a figure
 ``--link LINK.DIR.trace=FILE`` or ``[trace] file = ...`` in a schedule (docs/links-and-emulator.md)."""
 from __future__ import annotations
 
-from testbed.cli.options import add_json
+from testbed.cli.options import add_json, seed
 
 KINDS = ("constant", "alternating", "on-off", "markov")
 #: each kind's options of ``trace make``: (required, optional); another kind's option is refused
@@ -45,8 +45,16 @@ def register(sub) -> None:
     make.add_argument("--on", help="time on (on-off)")
     make.add_argument("--off", help="time off (on-off)")
     make.add_argument("--dwell", help="mean time in a state (markov)")
-    make.add_argument("--seed", type=int, help="seed (markov; default 1)")
+    make.add_argument("--seed", type=seed, help="seed (markov; default 1)")
     make.set_defaults(func=run_make)
+
+
+def _option(flag: str, text: str, parse):
+    """``parse(text)``, with a ValueError's message naming the option as written."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag} {text}: {exc}") from None
 
 
 def _stats_line(trace, stats) -> str:
@@ -63,9 +71,10 @@ def run_show(args) -> int:
     from testbed.spec.schedule import Trace
     from testbed.spec.traces import trace_stats
     from testbed.spec.units import parse_time
-    window = None if args.window is None else parse_time(args.window)
+    window = None if args.window is None else _option("--window", args.window, parse_time)
     if window is not None and not window > 0:
-        raise ValueError(f"--window {args.window}: must be > 0 s")
+        raise ValueError(f"--window {args.window}: must be > 0 s, e.g. 100ms (or leave --window out "
+                         "for the trace's own)")
     trace = Trace.load(args.file)
     stats = trace_stats(trace, window)
     written = []
@@ -99,19 +108,26 @@ def run_make(args) -> int:
         raise ValueError(f"trace make {args.kind} needs {' and '.join(missing)}")
 
     def rates():
-        return [parse_rate(r) for r in args.rates.split(",") if r.strip()]
+        return [_option("--rates", r.strip(), parse_rate) for r in args.rates.split(",") if r.strip()]
+
+    def rate():
+        return _option("--rate", args.rate, parse_rate)
+
+    def seconds(name: str, default: str | None = None):
+        text = getattr(args, name)
+        return parse_time(default) if text is None else _option(f"--{name}", text, parse_time)
 
     if args.kind == "constant":
-        trace = traces.constant(parse_rate(args.rate), parse_time(args.duration or "1s"))
+        trace = traces.constant(rate(), seconds("duration", "1s"))
     elif args.kind == "alternating":
         cycles = 1 if args.cycles is None else args.cycles
         if cycles < 1:
             raise ValueError(f"--cycles {cycles}: must be >= 1")
-        trace = traces.alternating(rates(), parse_time(args.interval), cycles)
+        trace = traces.alternating(rates(), seconds("interval"), cycles)
     elif args.kind == "on-off":
-        trace = traces.on_off(parse_rate(args.rate), parse_time(args.on), parse_time(args.off))
+        trace = traces.on_off(rate(), seconds("on"), seconds("off"))
     else:
-        trace = traces.markov(rates(), parse_time(args.dwell), parse_time(args.duration),
+        trace = traces.markov(rates(), seconds("dwell"), seconds("duration"),
                               1 if args.seed is None else args.seed)
     try:
         Path(args.out).write_text(trace.to_text())

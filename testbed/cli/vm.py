@@ -1,9 +1,44 @@
 """``testbed vm build|up|exec|down|status``: the Debian VM with real netem (testbed/backends/vm)."""
 from __future__ import annotations
 
+import argparse
 import json
+import math
 
 from testbed.cli.options import add_json
+
+
+def cpus(text: str) -> int:
+    """An argparse type: virtual CPUs (``vm.cpus_refusal``)."""
+    from testbed.backends import vm
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or vm.cpus_refusal(value) is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of virtual CPUs from 1 "
+                                         f"to {vm.MAX_CPUS}")
+    return value
+
+
+def mem(text: str) -> str:
+    """An argparse type: the guest's memory, as qemu's -m (``vm.mem_refusal``)."""
+    from testbed.backends import vm
+    if (why := vm.mem_refusal(text)) is not None:
+        raise argparse.ArgumentTypeError(why)
+    return text
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a timeout in seconds, > 0 and finite."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0, e.g. 60 "
+                                         "(leave --timeout out for no limit)")
+    return value
 
 
 def register(sub) -> None:
@@ -18,9 +53,10 @@ def register(sub) -> None:
     b.add_argument("--force", action="store_true", help="build even if the cached image is current")
     b.set_defaults(func=build)
     u = vsub.add_parser("up", help="boot the VM and leave it running (the checkout shared in)")
-    u.add_argument("--cpus", type=int, default=None,
-                   help="virtual CPUs (default: 1 with TCG, 2 with KVM where the host has two)")
-    u.add_argument("--mem", default="2G", help="guest memory, as qemu's -m (default: 2G)")
+    u.add_argument("--cpus", type=cpus, default=None,
+                   help="virtual CPUs, 1 to 64 (default: 1 with TCG, 2 with KVM where the host has two)")
+    u.add_argument("--mem", type=mem, default="2G", help="guest memory, as qemu's -m: M or G, from 256M to the host's "
+                                                         "memory (default: 2G)")
     u.set_defaults(func=up)
     e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours",
                         description="Runs in the working directory when the VM shares it, else in "
@@ -28,7 +64,7 @@ def register(sub) -> None:
                                     "command with options of its own goes after --: testbed vm "
                                     "exec -- tc -s qdisc show.")
     e.add_argument("argv", nargs="+", metavar="CMD", help="the command and its arguments (no shell)")
-    e.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    e.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="seconds before it is ended (default: none, it may take as long as it takes)")
     e.set_defaults(func=exec_)
     d = vsub.add_parser("down", help="power the VM off and remove its run state")

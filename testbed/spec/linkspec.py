@@ -20,18 +20,17 @@ from typing import Any, Mapping
 from testbed.spec.lossmodel import (Bernoulli, DropList, GilbertElliott, LossModel, loss_from_dict,
                                     loss_to_dict, parse_loss)
 from testbed.spec.schedule import Schedule, parse_inline
-from testbed.spec.units import (format_rate, format_time, parse_bool, parse_count, parse_delay, parse_queue,
-                                parse_rate, parse_size)
+from testbed.spec.units import (format_rate, format_time, parse_bool, parse_count,
+                                parse_delay, parse_queue, parse_rate, parse_size, rate_refusal)
 
 __all__ = ["Bernoulli", "DropList", "ETH_HEADER", "GilbertElliott", "LinkSpec", "LossModel",
            "MIN_DEFAULT_QUEUE", "loss_from_dict", "loss_to_dict", "parse_loss"]
 
 ETH_HEADER = 14
 MIN_DEFAULT_QUEUE = 100
-#: the values a link takes (``LinkSpec`` refuses others): a rate from 1 kbit/s (below it is
-#: almost always a forgotten unit: a number is bit/s) to 100 Gbit/s, a delay and a jitter of at
-#: most an hour, a queue of at most 10^7 packets or 10 GB
-MIN_RATE, MAX_RATE = 1e3, 100e9
+#: the values a link takes (``LinkSpec`` refuses others): a rate from ``MIN_RATE`` to
+#: ``MAX_RATE`` (``units.rate_refusal``), a delay and a jitter of at most an hour, a queue of at
+#: most 10^7 packets or 10 GB
 MAX_DELAY = 3600.0
 MAX_QUEUE_PACKETS, MAX_QUEUE_BYTES = 10**7, 10**10
 
@@ -68,10 +67,8 @@ class LinkSpec:
     def __post_init__(self):
         if self.rate is not None and not (self.rate > 0):
             raise ValueError(f"rate {self.rate!r} must be > 0 bit/s, or 'unshaped'")
-        if self.rate is not None and not (MIN_RATE <= self.rate <= MAX_RATE):
-            raise ValueError(f"rate {self.rate:g} bit/s is out of range; a link's rate is 1kbit to 100gbit"
-                             + (f" (a number without a unit is bit/s: write {self.rate:g}mbit for Mbit/s)"
-                                if self.rate < MIN_RATE else ""))
+        if self.rate is not None and (why := rate_refusal(self.rate)):
+            raise ValueError(why)
         for name in ("delay", "jitter"):
             if not (0 <= getattr(self, name) <= MAX_DELAY):
                 raise ValueError(f"{name} {getattr(self, name):g} s must be >= 0 s and at most "
@@ -196,6 +193,8 @@ class LinkSpec:
         rate = fields.get("rate")
         if rate not in (None, "unshaped", "none", ""):
             kw["rate"] = parse_rate(rate)
+            if kw["rate"] > 0 and (why := rate_refusal(kw["rate"], rate)):
+                raise ValueError(why)       # said in the unit it was written in
         for name in ("delay", "jitter"):
             if fields.get(name) is not None:
                 kw[name] = parse_delay(fields[name], name)

@@ -34,6 +34,11 @@ MAPPINGS = ("topology_params", "links", "params", "socket", "host")
 SCALARS = {"topology": str, "backend": str, "seed": int, "workload": str, "timeout": float,
            "client_host": str, "server_host": str}
 BACKENDS = ("auto", "netem", "userspace")
+#: the largest seed: netem's is 64 bits unsigned and the kernel backend adds each link
+#: direction's index to it (``backends/kernel.py``); 2^63-1 leaves room for those and is a
+#: signed 64-bit integer wherever results are stored (Parquet, NumPy)
+MAX_SEED = 2**63 - 1
+SEED_RANGE = f"a whole number from 0 to 2^63-1 ({MAX_SEED})"
 LOOPBACK = "loopback"   # not a topology: processes on this host over 127.0.0.1, no root
 #: other names of a workload with parameters fixed: ``udpreq`` was reqresp over the UDP transport
 #: before the transport became a parameter (older manifests and experiment files use it)
@@ -137,6 +142,8 @@ class RunSpec:
         object.__setattr__(self, "params", dict(sorted(params.items())))
         if self.backend not in BACKENDS:
             raise UsageError(f"unknown backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise UsageError(f"seed {self.seed}: give {SEED_RANGE}")
         if not 0 < self.timeout < math.inf:
             raise UsageError(f"timeout {self.timeout:g} must be > 0 seconds and finite")
         if self.topology == LOOPBACK:

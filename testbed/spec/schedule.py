@@ -35,7 +35,8 @@ from typing import Any, Mapping
 
 from testbed.spec.lossmodel import Bernoulli, loss_from_dict, loss_to_dict, parse_loss
 from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, delay_as_written, format_rate, format_time, parse_bool,
-                                parse_count, parse_delay, parse_queue, parse_rate, parse_size, parse_time)
+                                parse_count, parse_delay, parse_queue, parse_rate, parse_size, parse_time,
+                                rate_refusal)
 
 #: LinkSpec fields a step may set (overhead and mtu stay fixed for a run)
 STEP_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue_packets", "queue_bytes")
@@ -145,6 +146,9 @@ class Step:
                 changes["queue_packets"], changes["queue_bytes"] = parse_queue(value)
             else:
                 changes[name] = _step_value(name, value)
+            if name == "rate" and changes[name] is not None:
+                if why := rate_refusal(changes[name], value):
+                    raise ValueError(f"schedule step at {at}: {why}")
         return cls(at, tuple(sorted(changes.items())))
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _SPLIT = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z%/]*)\s*$")
@@ -56,7 +57,7 @@ def parse_rate(value: float | int | str) -> float:
     if not unit and 0 < number < BARE_RATE_MIN_BPS:
         raise ValueError(f"rate {value.strip()} has no unit, which is {number:g} bit/s; write "
                          f"{number:g}mbit for Mbit/s (or {number:g}kbit for kbit/s)")
-    key = unit.lower().removesuffix("/s").removesuffix("ps") if unit else "bit"
+    key = _rate_key(unit)
     if unit.lower().endswith("bps") and not unit.lower().endswith("bitps"):
         raise ValueError(f"ambiguous rate unit {unit!r} in {value!r}: tc reads 'mbps' as megabytes/s; "
                          f"write bits, e.g. '{number:g}mbit' (allowed: {', '.join(RATE_UNITS)})")
@@ -64,6 +65,44 @@ def parse_rate(value: float | int | str) -> float:
         raise ValueError(f"unknown rate unit {unit!r} in {value!r}; allowed: {', '.join(RATE_UNITS)} "
                          "(optionally followed by /s)")
     return number * RATE_UNITS[key]
+
+
+def _rate_key(unit: str) -> str:
+    """``RATE_UNITS``' key of a rate unit as written ("Mbit/s" → "mbit"); "bit" for none."""
+    return unit.lower().removesuffix("/s").removesuffix("ps") if unit else "bit"
+
+
+def rate_unit(value: float | int | str) -> str | None:
+    """The unit a rate that ``parse_rate`` read was written in (``RATE_UNITS``' key: "mbit" for
+    '5Mbit/s'); None for a number or a string without a unit (bit/s)."""
+    match = _SPLIT.match(value) if isinstance(value, str) else None
+    if match is None or not match.group(2):
+        return None
+    return _rate_key(match.group(2))
+
+
+#: a link's rate, bit/s: from 1 kbit/s (below it is almost always a forgotten unit: a number is
+#: bit/s) to 100 Gbit/s
+MIN_RATE, MAX_RATE = 1e3, 100e9
+
+
+def rate_refusal(bps: float, written: Any = None) -> str | None:
+    """Why a link's rate of ``bps`` bit/s is refused (outside ``MIN_RATE``..``MAX_RATE``), or
+    None.  ``written``: the rate as given (``units.parse_rate``'s input; None: a number).  With
+    a unit the allowed range is said in it too; without one, where the number would be in range
+    as Mbit/s, that it may have been meant so."""
+    if MIN_RATE <= bps <= MAX_RATE:
+        return None
+    unit = rate_unit(written)
+    allowed = f"a link's rate is {format_rate(MIN_RATE)} to {format_rate(MAX_RATE)}"
+    if unit is not None:
+        scale = RATE_UNITS[unit]
+        return (f"rate {str(written).strip()} is out of range; {allowed} "
+                f"({MIN_RATE / scale:g}{unit} to {MAX_RATE / scale:g}{unit}), e.g. 10mbit")
+    hint = ", e.g. 10mbit"
+    if bps < MIN_RATE and MIN_RATE <= bps * 1e6 <= MAX_RATE:
+        hint = f" (a number without a unit is bit/s: write {bps:g}mbit for Mbit/s)"
+    return f"rate {bps:g} bit/s is out of range; {allowed}{hint}"
 
 
 def parse_time(value: float | int | str) -> float:

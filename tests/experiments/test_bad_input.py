@@ -43,6 +43,7 @@ def test_keys_has_every_field_of_an_experiment():
     ("metrics", '"completion_ms_median"', "metrics 'completion_ms_median'; allowed: a list of metric names"),
     ("seed", '"abc"', "seed 'abc'; allowed: a whole number >= 0"),
     ("seed", "-1", "seed >= 0"),
+    ("seed", str(2**64), "seed >= 0 and <= 2^63-1 (9223372036854775807)"),
     ("models", "5", "models 5; allowed: an array of tables"),
     ("models", '[{model = "nosuch", output = "y", x = "loss"}]', "unknown model 'nosuch'; allowed: "),
     ("levels", '{ from = "1ms", to = "5ms", step = 5 }', "step must be > 0 and in the unit of from and to (ms)"),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -69,6 +70,38 @@ DEFAULT_MEM = "2G"
 #: reads/s from Python); qemu derives both from the host's clock, so the TSC is kept.
 KERNEL_CLOCK = "clocksource=tsc tsc=reliable"
 CONSOLE = "vm-console.log"
+
+
+MAX_CPUS = 64
+#: the guest's memory (qemu's -m) from this (the Debian guest and the testbed's Python need it)
+#: up to this host's memory
+MIN_MEM_MIB = 256
+
+
+def host_mem_mib() -> int:
+    """This host's physical memory in MiB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+
+
+def cpus_refusal(cpus) -> str | None:
+    """Why ``cpus`` (virtual CPUs) is refused, or None: a whole number from 1 to ``MAX_CPUS``."""
+    if isinstance(cpus, int) and not isinstance(cpus, bool) and 1 <= cpus <= MAX_CPUS:
+        return None
+    return f"{cpus!r}: give a whole number of virtual CPUs from 1 to {MAX_CPUS}"
+
+
+def mem_refusal(mem) -> str | None:
+    """Why ``mem`` (qemu's -m, e.g. '2G', '1536M') is refused, or None: a whole number of
+    M or G from ``MIN_MEM_MIB`` to this host's memory."""
+    most = host_mem_mib()
+    allowed = f"give a whole number of M or G from {MIN_MEM_MIB}M to {most}M (this host's memory), e.g. 2G"
+    match = re.fullmatch(r"([1-9][0-9]{0,8})([MG])", mem, re.IGNORECASE) if isinstance(mem, str) else None
+    if match is None:
+        return f"{mem!r}: {allowed}"
+    mib = int(match.group(1)) << (10 if match.group(2) in "Gg" else 0)
+    if not MIN_MEM_MIB <= mib <= most:
+        return f"{mem!r} is {mib} MiB: {allowed}"
+    return None
 
 
 def cache_dir() -> Path:
@@ -259,6 +292,8 @@ class Machine:
         the image has no git)."""
         if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        if timeout is not None and not 0 < timeout < math.inf:
+            raise ValueError(f"timeout {timeout!r}: give seconds > 0 (finite), or None for no limit")
         out = stdout or sys.stdout.buffer
         err = stderr or sys.stderr.buffer
         cwd = Path(cwd or os.getcwd()).resolve()
@@ -438,10 +473,10 @@ def boot(name: str = MAIN, *, shares: list[Path] | None = None, cpus: int | None
     run: a lifecycle Run recording qemu and the run directory.
     Raises SetupError (qemu missing, the image cannot be built) or GuestError (no accelerator
     booted it: one line with the console log's path)."""
-    if cpus is not None and not (isinstance(cpus, int) and 1 <= cpus <= 64):
-        raise ValueError(f"cpus {cpus!r}: give 1 to 64")
-    if not re.fullmatch(r"[1-9][0-9]*[MG]", mem):
-        raise ValueError(f"mem {mem!r}: give a size like '2G' or '1536M'")
+    if cpus is not None and (why := cpus_refusal(cpus)):
+        raise ValueError(f"cpus {why}")
+    if why := mem_refusal(mem):
+        raise ValueError(f"mem {why}")
     d = run_dir() / name
     if (old := Machine.load(name)) is not None and old.alive():
         raise SetupError(f"a VM named {name} is already running (pid {old.state['pid']}); "

@@ -172,6 +172,45 @@ def test_cli_without_a_vm_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["vm", "down"]) == 0 and capsys.readouterr().out.strip() == "no VM is up"
 
 
+@pytest.mark.parametrize("argv,words", [
+    (["up", "--cpus", "0"], "argument --cpus: '0': give a whole number of virtual CPUs from 1 to 64"),
+    (["up", "--cpus", "65"], "argument --cpus: '65': give a whole number of virtual CPUs from 1 to 64"),
+    (["up", "--cpus", "1e3"], "argument --cpus: '1e3': give a whole number of virtual CPUs from 1 to 64"),
+    (["up", "--mem", "0"], "argument --mem: '0': give a whole number of M or G from 256M to "),
+    (["up", "--mem", "1M"], "argument --mem: '1M' is 1 MiB: give a whole number of M or G from 256M"),
+    (["up", "--mem", "99999999G"], "(this host's memory), e.g. 2G"),
+    (["exec", "--timeout", "nan", "--", "true"], "argument --timeout: 'nan': give a number of seconds > 0"),
+    (["exec", "--timeout", "inf", "true"], "argument --timeout: 'inf': give a number of seconds > 0"),
+    (["exec", "--timeout", "-1", "true"], "argument --timeout: '-1': give a number of seconds > 0"),
+    (["exec", "--timeout", "0", "true"], "argument --timeout: '0': give a number of seconds > 0, e.g. 60 "
+                                         "(leave --timeout out for no limit)"),
+])
+def test_cli_bad_vm_options_are_refused_before_a_vm_is_reached(tmp_path, monkeypatch, capsys, argv, words):
+    """`vm up --cpus 0` said "cpus 0: give 1 to 64" without naming --cpus; `vm exec --timeout nan`
+    went on to the VM (a NaN deadline never passes).  No VM is up and none may boot here."""
+    from testbed.cli import main
+    from testbed.host import lifecycle
+    monkeypatch.setattr(lifecycle, "STATE_DIR", tmp_path)
+    for name in ("boot", "up", "running"):
+        monkeypatch.setattr(vm, name, lambda *a, **kw: pytest.fail("the VM was reached"))
+    with pytest.raises(SystemExit) as exc:
+        main(["vm", *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(f"testbed vm {argv[0]}: error: ") and words in err, err
+    assert err.count("\n") == 1
+
+
+def test_boot_and_exec_refuse_bad_values_themselves(tmp_path):
+    with pytest.raises(ValueError, match="cpus 0: give a whole number of virtual CPUs from 1 to 64"):
+        vm.boot("x", cpus=0)
+    with pytest.raises(ValueError, match="mem '1M' is 1 MiB: give a whole number of M or G from 256M"):
+        vm.boot("x", mem="1M")
+    m = vm.Machine(tmp_path, {"pid": os.getpid()})
+    with pytest.raises(ValueError, match="timeout nan: give seconds > 0"):
+        m.exec(["true"], timeout=float("nan"))
+    assert not list(tmp_path.iterdir())      # no job was written
+
+
 # --- one boot: the kernel-backend tests inside the guest ------------------------------------
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory):

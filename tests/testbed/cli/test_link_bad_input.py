@@ -21,7 +21,16 @@ def refused(capsys, argv: list[str], words: str) -> str:
                              "without a unit is bit/s: write 5mbit for Mbit/s)"),
     (["--set", "rate_up=true"], "cannot read rate true"),
     (["--link", "bottleneck.up.rate=5@3s"], "rate 5 has no unit, which is 5 bit/s; write 5mbit"),
-    (["--set", "rate_up=1e30gbit"], "rate 1e+39 bit/s is out of range"),
+    (["--set", "rate_up=1e30gbit"], "rate 1e30gbit is out of range; a link's rate is 1kbit to 100gbit "
+                                    "(1e-06gbit to 100gbit), e.g. 10mbit"),
+    # a rate with a unit: the range in that unit, not "write 1e-294mbit" (the number in bit/s + mbit)
+    (["--link", "bottleneck.up.rate=1e-300mbit"], "rate 1e-300mbit is out of range; a link's rate is "
+                                                  "1kbit to 100gbit (0.001mbit to 100000mbit), e.g. 10mbit\n"),
+    (["--link", "bottleneck.up.rate=500bit"], "rate 500bit is out of range; a link's rate is 1kbit to "
+                                              "100gbit (1000bit to 1e+11bit), e.g. 10mbit\n"),
+    (["--link", "bottleneck.up.rate=500bit@3s"], "schedule step at 3.0s: rate 500bit is out of range"),
+    (["--set", "rate_up=1e-300"], "rate 1e-300 bit/s is out of range; a link's rate is 1kbit to 100gbit, "
+                                  "e.g. 10mbit\n"),
     (["--set", "delay=1e12s"], "delay 1e+12 s must be >= 0 s and at most 3600 s (an hour)"),
 ])
 def test_topo_show_refuses_bad_link_values(capsys, restore_logging, option, words):

@@ -34,6 +34,39 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("argv,words", [
+    (["show", "{trace}", "--window", "-1s"], "--window -1s: cannot read duration '-1s': expected a "
+                                            "non-negative number with a unit; units: s, sec, ms, us, ns"),
+    (["show", "{trace}", "--window", "nan"], "--window nan: cannot read duration 'nan'"),
+    (["show", "{trace}", "--window", "0"], "--window 0: must be > 0 s, e.g. 100ms"),
+    (["make", "constant", "--rate", "12mbit", "--duration", "-1s", "-o", "{out}"],
+     "--duration -1s: cannot read duration '-1s'"),
+    (["make", "constant", "--rate", "12", "-o", "{out}"], "--rate 12: rate 12 has no unit"),
+    (["make", "alternating", "--rates", "6mbit,x", "--interval", "1s", "-o", "{out}"],
+     "--rates x: cannot read rate 'x'"),
+    (["make", "on-off", "--rate", "12mbit", "--on", "1s", "--off", "1 s s", "-o", "{out}"],
+     "--off 1 s s: cannot read duration"),
+    (["make", "markov", "--rates", "6mbit,12mbit", "--dwell", "x", "--duration", "2s", "-o", "{out}"],
+     "--dwell x: cannot read duration 'x'"),
+])
+def test_a_bad_value_names_its_option(tmp_path, capsys, restore_logging, argv, words):
+    """Was: `trace show --window -1s` said "cannot read duration '-1s'" without naming --window."""
+    trace, out = tmp_path / "c.trace", tmp_path / "x.trace"
+    trace.write_text("1\n2\n")
+    assert main(["trace", *(a.format(trace=trace, out=out) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"testbed: error: {words}") and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_a_negative_markov_seed_is_refused(tmp_path, capsys, restore_logging):
+    """It was taken (random.Random(-1) draws as Random(1))."""
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "make", "markov", "--rates", "6mbit,12mbit", "--dwell", "1s", "--duration", "2s",
+              "--seed", "-1", "-o", str(tmp_path / "x")])
+    assert exc.value.code == 2 and "argument --seed: '-1': give a whole number >= 0" in capsys.readouterr().err
+
+
 def test_show_resolves_the_trace_by_default(tmp_path, capsys):
     """A trace alternating every 500 ms over a 1 s loop: the default window is the trace's own
     (100 ms), not one as long as the loop, which would show only the mean."""

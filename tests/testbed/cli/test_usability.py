@@ -569,6 +569,26 @@ def test_a_negative_seed_is_refused(capsys, restore_logging, argv):
     assert exc.value.code == 2 and "argument --seed: '-1': give a whole number >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["run", "bulk", "--topo", "image", "--size", "1KB", "--seed", str(2**64)],
+                                  ["topo", "up", "image", "--seed", str(2**63)],
+                                  ["calibrate", "--seed", str(2**64)]])
+def test_a_seed_beyond_netem_s_is_refused_naming_the_range(capsys, restore_logging, argv):
+    """2^64 was accepted and failed when netem was given it."""
+    from testbed.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1, err
+    assert f"argument --seed: '{argv[-1]}': give a whole number >= 0 and <= 2^63-1 (9223372036854775807)" in err
+
+
+def test_a_seed_set_beyond_netem_s_is_refused(capsys, restore_logging):
+    from testbed.cli import main
+    assert main(["run", "bulk", "--topo", "image", "--size", "1KB", "--set", f"seed={2**64}"]) == 2
+    assert capsys.readouterr().err == (f"testbed: error: seed {2**64}: give a whole number from 0 to "
+                                       "2^63-1 (9223372036854775807)\n")
+
+
 def test_experiment_out_in_the_way_is_refused(tmp_path, capsys, restore_logging):
     from testbed.cli import main
     (tmp_path / "f").write_text("")

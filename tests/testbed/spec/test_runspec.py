@@ -60,6 +60,10 @@ def test_construction_checks_types():
 @pytest.mark.parametrize("kw,message", [
     ({"backend": "ns3"}, "allowed: auto, netem, userspace"),
     ({"timeout": 0}, "must be > 0"),
+    # netem's seed is 64 bits and each direction adds its index: 2^64 failed at bring-up
+    ({"seed": 2**64}, r"seed 18446744073709551616: give a whole number from 0 to 2\^63-1"),
+    ({"seed": 2**63}, r"from 0 to 2\^63-1 \(9223372036854775807\)"),
+    ({"seed": -1}, r"seed -1: give a whole number from 0"),
     ({"topology": "loopback", "topology_params": {"delay": "1ms"}}, "no parameters or links"),
     ({"topology": "loopback", "capture": CaptureSpec(("client",))}, "use capture 'none'"),
 ])

@@ -57,6 +57,27 @@ def test_link_values_have_bounds(fields, words):
         LinkSpec.parse(**fields)
 
 
+@pytest.mark.parametrize("rate,words", [
+    ("1e-300mbit", "rate 1e-300mbit is out of range; a link's rate is 1kbit to 100gbit (0.001mbit to "
+                   "100000mbit), e.g. 10mbit"),
+    ("500bit", "rate 500bit is out of range; a link's rate is 1kbit to 100gbit (1000bit to 1e+11bit), "
+               "e.g. 10mbit"),
+    ("200Gbit/s", "rate 200Gbit/s is out of range; a link's rate is 1kbit to 100gbit (1e-06gbit to "
+                  "100gbit), e.g. 10mbit"),
+    (1e-300, "rate 1e-300 bit/s is out of range; a link's rate is 1kbit to 100gbit, e.g. 10mbit"),
+    (500, "rate 500 bit/s is out of range; a link's rate is 1kbit to 100gbit (a number without a unit "
+          "is bit/s: write 500mbit for Mbit/s)"),
+])
+def test_an_out_of_range_rate_says_the_range_in_the_unit_written(rate, words):
+    """Was: '1e-300mbit' → "write 1e-294mbit for Mbit/s" (the bit/s number with mbit after it)."""
+    with pytest.raises(ValueError) as exc:
+        LinkSpec.parse(rate=rate)
+    assert str(exc.value) == words
+    with pytest.raises(ValueError) as exc:
+        Schedule.from_dict({"step": [{"at": "3s", "rate": rate}]})
+    assert str(exc.value).endswith(f"schedule step at 3.0s: {words}")
+
+
 def test_a_schedule_step_beyond_the_bounds_names_the_step():
     spec = LinkSpec.parse(rate="10mbit")
     with pytest.raises(ValueError, match="schedule step at 3.0s: rate 5 bit/s is out of range"):
