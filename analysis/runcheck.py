@@ -5,6 +5,8 @@ gone and why, and its metrics recomputed from the files held against its manifes
 :func:`missing_captures`: the captures the run made that are not there, and why: pruned by its
 experiment (the record :data:`PRUNED` its pruning left in the run directory names them), deleted by
 design (``capture.keep = false``), or missing (anything else).
+:func:`changed_files`: the run's other files (logs, sidecars, metadata) that are gone or no longer
+have the size its manifest's inventory recorded.
 :func:`against_manifest`: the values to show — the recomputed ones, the manifest's where the files
 no longer give a value — with which are the manifest's and which differ from it.
 """
@@ -79,6 +81,38 @@ def missing_captures(run_dir: Path, manifest: dict, found: list[Path]) -> tuple[
     return [], None
 
 
+def changed_files(run_dir: Path, manifest: dict) -> dict[str, list]:
+    """The files of the manifest's inventory (``files``: path, kind, and ``bytes`` when the run
+    ended) other than captures (:func:`missing_captures` says why those are gone; a capture's own
+    damage report why it is short) that are not there (``missing``: paths) or whose size is
+    another now (``resized``: ``[path, bytes now, bytes at the run]``); empty lists when the
+    inventory has no such file."""
+    out: dict[str, list] = {"missing": [], "resized": []}
+    for f in manifest.get("files", ()):
+        if f.get("kind") == "pcap" or not isinstance(f.get("path"), str):
+            continue
+        path = run_dir / f["path"]
+        if not path.is_file():
+            out["missing"].append(f["path"])
+        elif isinstance(f.get("bytes"), int) and path.stat().st_size != f["bytes"]:
+            out["resized"].append([f["path"], path.stat().st_size, f["bytes"]])
+    return out
+
+
+def changed_notes(changed: dict) -> list[str]:
+    """One warning each for the missing and the resized files of :func:`changed_files`."""
+    notes = []
+    gone, resized = changed.get("missing") or [], changed.get("resized") or []
+    if gone:
+        notes.append(f"{len(gone)} of the files its manifest lists are missing: {_names(gone)} "
+                     "(deleted or moved since the run): what they held is not analysed")
+    if resized:
+        said = [f"{p} {now} bytes (at the run {then})" for p, now, then in resized]
+        notes.append(f"{len(resized)} of the files its manifest lists have changed size since the run: "
+                     f"{_names(said)}")
+    return notes
+
+
 def pruned_record(run_dir: Path) -> dict | None:
     """The run's :data:`PRUNED` record: which of its captures its experiment pruned, under which
     ``keep_pcaps``, when; None when it has none or one that cannot be read (its captures are
@@ -113,7 +147,8 @@ def against_manifest(computed: dict, manifest: dict, captures_missing: bool) -> 
     run directory) and the manifest's.
 
     Per name of either kind: the recomputed value; the manifest's where the files give none, or
-    give another while ``captures_missing`` (the value then covers only the captures left);
+    give another while ``captures_missing`` (some of the run's captures or logs are gone: the value
+    then covers only the files left);
     the manifest's as it is for the values of :data:`RECORDED`.  ``from_manifest``: kind → the
     names shown with the manifest's value (those of ``RECORDED`` left out);
     ``differs_from_manifest``: kind → name → ``{"manifest", "recomputed"}`` for every name both
@@ -142,15 +177,17 @@ def against_manifest(computed: dict, manifest: dict, captures_missing: bool) -> 
     return {k: v for k, v in out.items() if v or k in KINDS}
 
 
-def comparison_notes(shown: dict, gone: list[str]) -> list[str]:
+def comparison_notes(shown: dict, gone: list[str], files_gone: list[str] = ()) -> list[str]:
     """One warning each (none when there is nothing to say): the values of ``shown``
     (:func:`against_manifest`) that are the manifest's, and those recomputed from the files that
-    differ from it; ``gone``: the run's missing captures (:func:`missing_captures`)."""
+    differ from it; ``gone``: the run's missing captures (:func:`missing_captures`),
+    ``files_gone``: its other missing files (:func:`changed_files`)."""
     notes = []
     marked, differs = shown.get("from_manifest", {}), shown.get("differs_from_manifest", {})
     taken = [n for kind in KINDS for n in marked.get(kind, ())]
     if taken:
-        why = f"captures gone: {len(gone)}, named above" if gone else "a file missing or damaged"
+        counted = [f"{what} gone: {len(x)}" for what, x in (("captures", gone), ("files", files_gone)) if x]
+        why = f"{', '.join(counted)}, named above" if counted else "a file missing or damaged"
         notes.append(f"{len(taken)} metrics and checks are the manifest's, marked (manifest): the "
                      f"files no longer give them ({why}): {', '.join(taken)}")
     differ = [(n, d) for kind in KINDS for n, d in differs.get(kind, {}).items()

@@ -10,7 +10,8 @@ shaded spans on the figures).
 Damaged captures (``analysis.pcap``: a record cut short, a bad record header, headers cut by
 the snap length, no readable file header) and a run's pruned, deleted or missing captures are
 warned about (stderr, one line each) and listed in the JSON (``damage`` per capture,
-``missing_captures`` of the run); ``--strict`` makes either exit 1.  A capture without a readable
+``missing_captures`` of the run), as are the run's other files its manifest lists that are gone
+or changed in size (``changed_files``); ``--strict`` makes any of them exit 1.  A capture without a readable
 file header given on its own is refused."""
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def register(sub) -> None:
                         "'truncated' says when there were more)")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when a capture is damaged (cut short, a bad record header, "
-                        "headers cut by the snap length) or a run's captures were deleted")
+                        "headers cut by the snap length) or a run's captures were deleted, or "
+                        "another of its files is gone or changed in size since the run")
     p.set_defaults(func=run)
 
 
@@ -95,7 +97,9 @@ def run(args) -> int:
                           "list are unknown", True))
         found = runcheck.captures(run_dir)
         missing, why = runcheck.missing_captures(run_dir, manifest, found)
-        shown = runcheck.against_manifest(_workload_metrics(manifest)(run_dir), manifest, bool(missing))
+        changed = runcheck.changed_files(run_dir, manifest)
+        shown = runcheck.against_manifest(_workload_metrics(manifest)(run_dir), manifest,
+                                          bool(missing or changed["missing"]))
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
                     "error": manifest.get("error"), **shown}
         if manifest.get("link_changes"):
@@ -107,7 +111,11 @@ def run(args) -> int:
             run_info["missing_captures"] = {"files": missing, "reason": why}
         if why:
             notes.append((str(run_dir), why, bool(missing)))
-        compared = [(str(run_dir), m, True) for m in runcheck.comparison_notes(shown, missing)]
+        if changed["missing"] or changed["resized"]:
+            run_info["changed_files"] = changed
+        notes += [(str(run_dir), m, True) for m in runcheck.changed_notes(changed)]
+        compared = [(str(run_dir), m, True)
+                    for m in runcheck.comparison_notes(shown, missing, changed["missing"])]
     events = []
     for f in args.app_log:
         events += applog.load(f)

@@ -31,3 +31,26 @@ def test_a_manifest_without_metrics_compares_nothing():
     computed = {"metrics": {"a": 1}, "checks": {}}
     assert runcheck.against_manifest(computed, {}, captures_missing=True) == computed
     assert runcheck.comparison_notes(computed, []) == []
+
+
+def test_files_gone_or_resized_since_the_run(tmp_path):
+    """Every inventory file but the captures (their own checks say why they are gone or short)
+    is held against the size the run recorded; an entry without one is only checked for being
+    there."""
+    (tmp_path / "client.jsonl").write_text("{}\n")
+    (tmp_path / "metadata.json").write_text("{}")
+    manifest = {"files": [{"path": "client.jsonl", "kind": "eventlog", "bytes": 9},
+                          {"path": "metadata.json", "kind": "metadata"},
+                          {"path": "server.jsonl", "kind": "eventlog", "bytes": 4},
+                          {"path": "pcap/c-eth0.pcap", "kind": "pcap", "bytes": 24}]}
+    changed = runcheck.changed_files(tmp_path, manifest)
+    assert changed == {"missing": ["server.jsonl"], "resized": [["client.jsonl", 3, 9]]}
+    assert runcheck.changed_notes(changed) == [
+        "1 of the files its manifest lists are missing: server.jsonl (deleted or moved since the "
+        "run): what they held is not analysed",
+        "1 of the files its manifest lists have changed size since the run: client.jsonl 3 bytes "
+        "(at the run 9)"]
+    assert runcheck.changed_files(tmp_path, {}) == {"missing": [], "resized": []}
+    shown = {"metrics": {"a": 1}, "checks": {}, "from_manifest": {"metrics": ["a"]}}
+    (note,) = runcheck.comparison_notes(shown, ["pcap/c-eth0.pcap"], ["server.jsonl"])
+    assert "(captures gone: 1, files gone: 1, named above): a" in note

@@ -446,6 +446,43 @@ def test_metrics_held_against_the_manifest(rr_pcap, analyze, tmp_path):
     assert f"  handshake_ms             {manifest['metrics']['handshake_ms']}  (manifest)" in out.splitlines()
 
 
+def test_a_log_gone_or_changed_since_the_run_is_named_not_silently_analysed(rr_pcap, analyze, tmp_path):
+    """A file of the manifest's inventory other than a capture (an event log, a frame log,
+    metadata.json, a capture's sidecar) that is gone, or whose size is not the inventory's, is
+    named in a warning and the JSON's ``changed_files`` and counts for --strict; the values its
+    absence changes are the manifest's, marked.  Deleting client.jsonl was silent before."""
+    from analysis.runmetrics import run_metrics
+    f, log = rr_pcap
+    d = _run_dir(tmp_path, f, spec={"topology": "image"}, roles={"client": "client"})
+    (d / "client.jsonl").write_bytes(log.read_bytes())
+    (d / "client.stdout").write_text("done\n")
+    computed = run_metrics(d)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest.update(metrics=computed["metrics"], checks=computed["checks"], files=[
+        {"path": p.relative_to(d).as_posix(), "kind": kind, "bytes": p.stat().st_size}
+        for p, kind in ((d / "client.jsonl", "eventlog"), (d / "client.stdout", "output"),
+                        (d / "pcap" / "client-eth0.pcap", "pcap"))])
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    assert "completion_ms" in manifest["metrics"]
+    code, out, err = analyze([str(d), "--json", "--strict"])
+    assert code == 0 and err == "" and "changed_files" not in json.loads(out)
+
+    (d / "client.stdout").write_text("done, and more\n")
+    (d / "client.jsonl").unlink()
+    code, out, err = analyze([str(d), "--json", "--strict"])
+    res = json.loads(out)
+    assert code == 1
+    assert res["changed_files"] == {"missing": ["client.jsonl"], "resized": [["client.stdout", 15, 5]]}
+    assert (f"{d}: 1 of the files its manifest lists are missing: client.jsonl (deleted or moved "
+            "since the run)") in err
+    assert "1 of the files its manifest lists have changed size since the run: client.stdout 15 " \
+           "bytes (at the run 5)" in err
+    assert "completion_ms" in res["from_manifest"]["metrics"]
+    assert res["metrics"] == manifest["metrics"]
+    assert "the files no longer give them (files gone: 1, named above): completion_ms" in err
+    assert analyze([str(d)])[0] == 0
+
+
 def test_a_capture_without_its_file_header_is_one_damaged_capture_of_the_run(rr_pcap, analyze, tmp_path):
     """Empty, a pcap cut inside its 24-byte header, a pcapng cut inside its section header:
     in a run directory a warning each and the rest analysed; given on its own, refused."""
