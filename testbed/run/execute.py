@@ -90,7 +90,7 @@ def execute(spec: RunSpec | Plan, out_dir: Path | str, *, testbed: Any = None,
             with contextlib.ExitStack() as stack:
                 with _phase(phases, "bring_up_s"):
                     if bed is None:
-                        bed = _bring_up(plan, out_dir, stack)
+                        bed = _bring_up(plan, out_dir, result.run_id, stack)
                 _run(plan, bed, result, phases)
                 t_down = time.monotonic()
             phases["teardown_s"] = time.monotonic() - t_down
@@ -201,12 +201,13 @@ def _check_matches(plan: Plan, tb: Any) -> None:
         raise UsageError(f"the given testbed does not match the spec in {', '.join(problems)}")
 
 
-def _bring_up(plan: Plan, out_dir: Path, stack: contextlib.ExitStack):
+def _bring_up(plan: Plan, out_dir: Path, run_id: str, stack: contextlib.ExitStack):
+    """The run's own testbed, its cleanup record and ``metadata.json`` under the run's id."""
     if plan.loopback:
         from testbed.run.loopback import Loopback
-        return stack.enter_context(Loopback(run_dir=out_dir))
+        return stack.enter_context(Loopback(run_dir=out_dir, run_id=run_id))
     from testbed.run.network import Testbed
-    return stack.enter_context(Testbed.from_plan(plan, run_dir=out_dir))
+    return stack.enter_context(Testbed.from_plan(plan, run_dir=out_dir, run_id=run_id))
 
 
 def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:

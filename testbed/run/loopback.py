@@ -10,8 +10,9 @@ from testbed.host.lifecycle import Run
 
 
 class Loopback:
-    def __init__(self, results_root: Path | str = "results", run_dir: Path | str | None = None):
-        self.run_ = Run(results_root, run_dir=run_dir)
+    def __init__(self, results_root: Path | str = "results", run_dir: Path | str | None = None,
+                 run_id: str | None = None):
+        self.run_ = Run(results_root, run_id=run_id, run_dir=run_dir)
         self.metadata: dict[str, Any] = {"links": [], "backend": "none"}
         self.hosts: dict[str, Any] = {}
 

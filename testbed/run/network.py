@@ -46,10 +46,12 @@ def substitute_hosts(argv: Sequence[str], addresses: Mapping[str, str]) -> list[
 class Testbed:
     def __init__(self, topo: Any, backend: str = "auto", overrides: dict[str, Any] | None = None,
                  results_root: Path | str = "results", seed: int = 1, sysctls: dict[str, str] | None = None,
-                 links: dict[str, str] | None = None, run_dir: Path | str | None = None):
+                 links: dict[str, str] | None = None, run_dir: Path | str | None = None,
+                 run_id: str | None = None):
         """``overrides``: the topology's parameters (``--set``); ``links``: named-link overrides
         ``{"LINK.DIR.FIELD": "VALUE"}`` (``--link``); ``run_dir``: the results directory
-        (default ``results_root/<run id>``)."""
+        (default ``results_root/<run id>``); ``run_id``: the run's id, in ``metadata.json`` and
+        the cleanup record (default: a new one)."""
         from topologies.base import TestbedTopo
         if isinstance(topo, str):
             topo = build_topology(topo, overrides, links)
@@ -61,7 +63,7 @@ class Testbed:
         self.backend_name = backend
         self.seed = seed
         self.sysctls = dict(sysctls or {})
-        self.run_ = Run(results_root, run_dir=run_dir)
+        self.run_ = Run(results_root, run_id=run_id, run_dir=run_dir)
         self.net = None
         self.backend = None
         self.metadata: dict[str, Any] = {}
@@ -70,7 +72,7 @@ class Testbed:
     @classmethod
     def from_plan(cls, plan: Any, **kwargs: Any) -> "Testbed":
         """The Testbed of a run's Plan (``testbed.run.plan``): its topology instance, backend and
-        seed; ``kwargs`` as above (``run_dir``, ``results_root``, ``sysctls``)."""
+        seed; ``kwargs`` as above (``run_dir``, ``run_id``, ``results_root``, ``sysctls``)."""
         return cls(plan.topology, backend=plan.spec.backend, seed=plan.spec.seed, **kwargs)
 
     # --- access -----------------------------------------------------------------------------
@@ -265,7 +267,8 @@ class Testbed:
         return {
             **provenance(),
             "run_id": self.run_.id,
-            "topology": {"name": self.topo.name, "params": self.topo.values},
+            "topology": {"name": self.topo.name, "params": self.topo.values,   # links: as in effect
+                         "link_overrides": dict(self.topo.link_overrides)},
             "backend": self.backend.name,
             "seed": self.seed,
             "static_arp_entries": self.arp_entries,

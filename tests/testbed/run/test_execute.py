@@ -86,6 +86,8 @@ def test_c7_relay_from_python_and_analyze_gives_the_same_metrics(tmp_path):
     assert {("client", "client-eth0"), ("sgw", "sgw-eth1")} <= {(f["host"], f["interface"]) for f in pcaps}
     assert any(f["kind"] == "framelog" for f in r.files)
     assert analyze_json(r.dir)["metrics"] == r.metrics
+    # one id per run: metadata.json carried its testbed's own (the cleanup record's) id
+    assert json.loads((r.dir / "metadata.json").read_text())["run_id"] == r.run_id == load_run(r.dir).run_id
 
 
 @pytest.mark.root
@@ -101,6 +103,8 @@ def test_link_override_on_dualpath_reaches_the_emulator(tmp_path):
     assert sorted(q for q in queues.values() if q is not None) == [20, 50]
     up1 = next(d for d in summary["directions"].values() if d["spec"]["queue_packets"] == 20)
     assert up1["model"]["queue_max_packets"] <= 20                # the limit held
+    meta = json.loads((tmp_path / printed["run_id"] / "metadata.json").read_text())
+    assert meta["topology"]["link_overrides"] == {"access2.up.queue": 50, "access1.up.queue": 20}
     assert printed["metrics"]["completion_ms"]
 
 
