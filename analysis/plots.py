@@ -25,6 +25,7 @@ where the label fits.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -53,8 +54,11 @@ def layout_problems(fig) -> list[str]:
     """What a reviewer would reject in ``fig``'s layout, as drawn: a text (title, axis label,
     tick label, legend, annotation) that reaches outside the canvas, tick labels of one axis
     that overlap each other, a figure text (the figure's title) or legend over an axes' title,
-    axis label or tick label, and annotations of one axes that overlap each other.  [] when there
-    is none."""
+    axis label or tick label, annotations of one axes that overlap each other or straddle its
+    frame (a value written above a bar struck through by the top spine), a legend inside
+    an axes over its data (:func:`_legend_over_data`), and an axis with numbers on it that has
+    no label (its own or that of an axes sharing it) or whose label names no unit
+    (:func:`_axis_label_problems`).  [] when there is none."""
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     W, H = fig.bbox.width, fig.bbox.height
@@ -92,11 +96,17 @@ def layout_problems(fig) -> list[str]:
         for t in texts:
             outside(t, "annotation")
         boxes = [(t, t.get_window_extent(r)) for t in texts]
+        frame = ax.get_window_extent(r)
+        out += [f"annotation {t.get_text()[:30]!r} across the axes' frame" for t, b in boxes
+                if _overlap(b, frame) and not _inside(b, frame)]
         out += [f"annotations overlap ({a.get_text()[:30]!r}, {b.get_text()[:30]!r})"
                 for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if _overlap(ba, bb)]
         if ax.get_legend() is not None:
             for t in ax.get_legend().get_texts():
                 outside(t, "legend entry")
+            if _legend_over_data(ax, r):
+                out.append(f"legend over the data ({ax.get_title()[:30] or 'axes'})")
+        out += _axis_label_problems(ax)
         for name in ("x", "y"):
             shown = _tick_labels(ax, name)
             boxes = sorted((t.get_window_extent(r) for t in shown), key=lambda b: (b.x0, b.y0))
@@ -109,6 +119,72 @@ def layout_problems(fig) -> list[str]:
     return out
 
 
+#: words of an axis label that say its numbers have no unit (a share, an index, a count)
+DIMENSIONLESS = ("fraction", "probability", "share", "index", "number", "count", "chunk", "request",
+                 "round", "ratio", "lane")
+#: a tick label that is a number: 1,250 / −0.5 / 2.5e3 / 40% / 10^{-1} (a log axis), not 10.0.0.1
+_NUMBER = re.compile(r"\s*(?:[\u2212+\-]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][\u2212+\-]?\d+)?\s*%?"
+                     r"|\d+\^\{[\u2212\-]?\d+\})\s*")
+
+
+def _axis_label_problems(ax) -> list[str]:
+    """An axis of ``ax`` whose drawn tick labels are numbers but that has no label — neither its
+    own nor one of an axes sharing it (a column of panels labels its x axis once) — or whose
+    label names no unit: none in parentheses and no word of :data:`DIMENSIONLESS`."""
+    out = []
+    for name in ("x", "y"):
+        ticks = [t.get_text().replace("\\mathdefault", "").replace("$", "") for t in _tick_labels(ax, name)]
+        if not ticks or not all(_NUMBER.fullmatch(t) for t in ticks):
+            continue
+        shared = (ax.get_shared_x_axes() if name == "x" else ax.get_shared_y_axes()).get_siblings(ax)
+        labels = [(a.xaxis if name == "x" else a.yaxis).label.get_text().strip() for a in shared]
+        label = next((lab for lab in labels if lab), "")
+        where = ax.get_title()[:30] or "axes"
+        if not label:
+            out.append(f"{name} axis without a label ({where})")
+        elif not re.search(r"\(.+\)", label) and not any(w in label.lower() for w in DIMENSIONLESS):
+            out.append(f"{name} axis label {label[:40]!r} names no unit ({where})")
+    return out
+
+
+def _legend_over_data(ax, renderer) -> bool:
+    """Whether the legend of ``ax``, where it lies inside the axes, covers its data: a line (a
+    step line as drawn), a marker, an error bar or a bar; shading drawn lighter than 0.6 and
+    reference lines spanning the whole axes (``axhline``/``axvline``) do not count."""
+    from matplotlib import cbook
+    from matplotlib.collections import LineCollection
+    from matplotlib.path import Path as MPath
+    from matplotlib.patches import Rectangle
+    leg = ax.get_legend()
+    box = leg.get_window_extent(renderer)
+    inside = box.intersection(box, ax.get_window_extent(renderer))
+    if inside is None or inside.width < 2 or inside.height < 2:
+        return False
+    inside = inside.padded(-2)
+    for line in ax.lines:
+        xy = np.asarray(line.get_xydata(), float)
+        if not line.get_visible() or not len(xy) or line.get_transform() != ax.transData:
+            continue            # axhline / axvline span the axes in axes coordinates
+        if line.get_drawstyle().startswith("steps") and len(xy) > 1:
+            xy = np.column_stack(cbook.STEP_LOOKUP_MAP[line.get_drawstyle()](xy[:, 0], xy[:, 1]))
+        xy = line.get_transform().transform(xy[np.isfinite(xy).all(axis=1)])
+        if not len(xy):
+            continue
+        if line.get_marker() not in (None, "None", "", " ") and inside.count_contains(xy):
+            return True
+        if line.get_linestyle() not in ("None", "", " ") and len(xy) > 1 and \
+                MPath(xy).intersects_bbox(inside, filled=False):
+            return True
+    for c in ax.collections:
+        if isinstance(c, LineCollection) and c.get_visible() and (c.get_alpha() or 1) >= 0.6:
+            for seg in c.get_segments():
+                seg = c.get_transform().transform(np.asarray(seg, float))
+                if len(seg) > 1 and MPath(seg).intersects_bbox(inside, filled=False):
+                    return True
+    return any(isinstance(p, Rectangle) and p.get_visible() and (p.get_alpha() or 1) >= 0.6
+               and _overlap(p.get_window_extent(renderer), inside) for p in ax.patches)
+
+
 def _tick_labels(ax, name: str) -> list:
     """The tick labels of ``ax``'s ``name`` ("x"/"y") axis that are drawn: visible, not empty,
     at a tick inside the view (matplotlib keeps labels of ticks just outside it, undrawn)."""
@@ -117,6 +193,11 @@ def _tick_labels(ax, name: str) -> list:
     slack = 1e-9 * abs(hi - lo)
     return [t for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
             if t.get_visible() and t.get_text().strip() and lo - slack <= loc <= hi + slack]
+
+
+def _inside(a, b) -> bool:
+    """Whether window extent ``a`` lies within ``b`` (a pixel of slack)."""
+    return a.x0 >= b.x0 - 1 and a.y0 >= b.y0 - 1 and a.x1 <= b.x1 + 1 and a.y1 <= b.y1 + 1
 
 
 def _overlap(a, b) -> bool:
@@ -129,7 +210,8 @@ def figure_legend(fig, axes=None, max_cols: int = 7, **kwargs):
     """One legend below the axes of ``fig``: every distinct label of ``axes`` (default: all of
     the figure's) once, in as many columns (at most ``max_cols``) as fit the figure's width, so
     that a narrow figure (one arm) gets more rows instead of entries cut off; ``_save`` keeps its
-    height free below the axes.  ``kwargs`` go to ``Figure.legend``."""
+    height free below the axes; its rows are filled evenly (eight entries in two rows of four,
+    not seven and one).  ``kwargs`` go to ``Figure.legend``."""
     handles, names = [], []
     for ax in fig.axes if axes is None else axes:
         for h, n in zip(*ax.get_legend_handles_labels()):
@@ -138,6 +220,7 @@ def figure_legend(fig, axes=None, max_cols: int = 7, **kwargs):
                 names.append(n)
     renderer = fig.canvas.get_renderer()
     ncol = max(1, min(len(names), max_cols))
+    ncol = max(1, -(-len(names) // -(-len(names) // ncol)))        # the same rows, evenly filled
     while True:
         leg = fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, **kwargs)
         if ncol == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width - 8:
@@ -364,9 +447,12 @@ def in_flight(direction, t0: int, base: Path, cwnd: tuple | None = None, title: 
     tr = direction.tracker
     t = (np.asarray(tr.series_t, np.int64) - t0) / 1e9
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    ax.step(t, np.asarray(tr.series_outstanding) / 1e3, where="post", lw=0.9,
-            label="outstanding (SND.MAX - SND.UNA)")
-    ax.step(t, np.asarray(tr.series_pipe) / 1e3, where="post", lw=0.9, label="pipe (RFC 6675)")
+    # outstanding wide and light below, pipe thin and dashed on top: without loss they are equal,
+    # and the pipe drawn over an outstanding line of the same width hid it
+    ax.step(t, np.asarray(tr.series_outstanding) / 1e3, where="post", lw=2.4, alpha=0.45,
+            color="tab:blue", label="outstanding (SND.MAX - SND.UNA)")
+    ax.step(t, np.asarray(tr.series_pipe) / 1e3, where="post", lw=0.9, ls="--", color="tab:orange",
+            label="pipe (RFC 6675)")
     if cwnd is not None and len(cwnd[0]):
         ax.step((np.asarray(cwnd[0]) - t0) / 1e9, np.asarray(cwnd[1]) / 1e3, where="post", lw=1.2,
                 color="black", label="cwnd (sender, TCP_INFO)")
@@ -427,14 +513,20 @@ def _kind(label: str) -> str:
 
 def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stream",
              markers: list[tuple[float, str]] = (), steps=()) -> list[str]:
-    """streams: {name: (t_ns array, cumulative bytes array)}; past ten streams the colours repeat
-    with another line style, so no two share a legend entry's look."""
+    """streams: {name: (t_ns array, cumulative bytes array)}, each drawn over its own span only
+    (:func:`active_span`: from just before its first byte to its last, a dot where it completes),
+    so that the flat starts and ends of many streams do not lie on each other at 0 and at the
+    common size; past ten streams the colours repeat with another line style, so no two share a
+    legend entry's look."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for k, (name, (tt, b)) in enumerate(streams.items()):
         if len(tt):
-            ax.step((np.asarray(tt) - t0) / 1e9, np.asarray(b) / 1e3, where="post", label=str(name),
-                    color=f"C{k % 10}", ls=LINE_STYLES[k // 10 % len(LINE_STYLES)])
+            tt, b = active_span(np.asarray(tt), np.asarray(b))
+            x = (tt - t0) / 1e9
+            line, = ax.step(x, b / 1e3, where="post", label=str(name), color=f"C{k % 10}",
+                            ls=LINE_STYLES[k // 10 % len(LINE_STYLES)])
+            ax.plot(x[-1:], b[-1:] / 1e3, "o", ms=3, color=line.get_color())
     mark(ax, markers)
     shade_steps(ax, steps, t0)
     ax.set_xlabel("time (s)")
@@ -443,6 +535,17 @@ def delivery(streams: dict, t0: int, base: Path, title: str = "delivery per stre
     if streams:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, base)
+
+
+def active_span(t: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The part of a cumulative series (times ``t``, values ``b``) that changes: from the last
+    sample before its first rise to the first that reaches its final value (all of it when it
+    never rises)."""
+    if len(b) < 2 or b.max() <= b[0]:
+        return t, b
+    first = max(int(np.argmax(b > b[0])) - 1, 0)
+    last = int(np.argmax(b >= b.max()))
+    return t[first:last + 1], b[first:last + 1]
 
 
 def steps(series: dict, t0: int, base: Path, ylabel: str, title: str, scale: float = 1.0,

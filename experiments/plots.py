@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.plots import _plt, _save, figure_legend, mark_label, shade_steps
+from analysis.plots import LINE_STYLES, _plt, _save, figure_legend, mark_label, shade_steps
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ def curve_figure(summary: dict, metric: str, base: Path) -> list[str]:
     ax.set_ylabel(metric_axis(metric, kb=False)[0])
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{summary['experiment']}: {metric} against {summary['factor']}", fontsize=10)
+    ax.set_title(f"{summary['experiment']}: {metric_axis(metric, kb=False)[0]} against {summary['factor']}",
+                 fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
               title=summary.get("cross"), title_fontsize=8)
     fig.tight_layout()
@@ -233,9 +234,11 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
                                      gridspec_kw={"width_ratios": (3, 2)})
     rng = np.random.default_rng(0)
     names = shown_levels(labels)
+    look = arm_styles(summary)
     for i, (lab, d) in enumerate(zip(labels, data)):
         y = len(labels) - 1 - i
-        dots.plot(d, y + rng.uniform(-0.15, 0.15, len(d)), "o", ms=4, alpha=0.6, color=f"C{i}")
+        dots.plot(d, y + rng.uniform(-0.15, 0.15, len(d)), look[lab]["marker"], ms=4, alpha=0.6,
+                  color=look[lab]["color"])
         s = summary["by_level"][lab]["metrics"][metric]
         if s["median"] is not None:
             med = s["median"] * scale
@@ -248,7 +251,7 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
         if d:
             x = np.sort(d)
             ecdf.step(np.r_[x[0], x], np.r_[0, np.arange(1, len(d) + 1) / len(d)], where="post",
-                      color=f"C{i}", label=names[lab])
+                      color=look[lab]["color"], ls=look[lab]["ls"], label=names[lab])
     dots.set_yticks(range(len(labels)), [f"{names[lab]} (n={len(d)})" for lab, d in zip(labels, data)][::-1])
     dots.set_ylim(-0.6, len(labels) - 0.4)
     dots.set_xlabel(label)
@@ -264,6 +267,29 @@ def levels_figure(summary: dict, metric: str, base: Path) -> list[str]:
                 bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.suptitle(f"{summary['experiment']}: {label} per arm of {arms_title(summary)}", fontsize=10)
     return _save(fig, base)
+
+
+MARKERS = "osD^v<>ph*"
+
+
+def arm_styles(summary: dict) -> dict[str, dict]:
+    """Each arm's look, the same in every figure of the experiment: colour ``C<i>`` per arm; for
+    a crossed experiment the colour of its crossed level (the colour the level's line has in
+    the ``-curve`` figure: reno is blue in every panel), the factor's level told by the line
+    style and the marker."""
+    labels = summary["levels"]
+    if not summary.get("cross"):
+        return {lab: {"color": f"C{i % 10}", "ls": LINE_STYLES[i // 10 % len(LINE_STYLES)],
+                      "marker": "o"} for i, lab in enumerate(labels)}
+    by = summary["by_level"]
+    crosses = list(dict.fromkeys(by[lab].get("cross") for lab in by))
+    levels = list(dict.fromkeys(by[lab]["level"] for lab in by))
+    out = {}
+    for lab in labels:
+        c, lv = crosses.index(by[lab].get("cross")), levels.index(by[lab]["level"])
+        out[lab] = {"color": f"C{c % 10}", "ls": LINE_STYLES[lv % len(LINE_STYLES)],
+                    "marker": MARKERS[lv % len(MARKERS)]}
+    return out
 
 
 def shown_levels(levels: list[str], width: int = 28) -> dict[str, str]:
@@ -289,10 +315,11 @@ def drift_figure(summary: dict, metric: str, base: Path) -> list[str]:
     runs = [r for r in summary["runs"] if r["status"] != "missing" and not r["warmup"]
             and r.get("metrics", {}).get(metric) is not None]
     names = shown_levels(summary["levels"])
-    for k, lab in enumerate(summary["levels"]):
+    look = arm_styles(summary)
+    for lab in summary["levels"]:
         rs = [r for r in runs if r["level"] == lab and r["valid"]]
-        ax.plot([r["index"] for r in rs], [r["metrics"][metric] * scale for r in rs], "o-", ms=4, lw=0.6,
-                color=f"C{k}", label=names[lab])
+        ax.plot([r["index"] for r in rs], [r["metrics"][metric] * scale for r in rs], ms=4, lw=0.6,
+                label=names[lab], **look[lab])
     degraded = [r for r in runs if r["valid"] and r.get("fidelity") == "degraded"]
     if degraded:            # kept (the machine's timing error), but a reader should see which
         ax.plot([r["index"] for r in degraded], [r["metrics"][metric] * scale for r in degraded], "o",
@@ -460,14 +487,40 @@ def _markers(axes, marks) -> None:
         mark_label(axes[0], x, text)
 
 
+#: inches of figure height per unit of a panel row's height ratio (:func:`_grid`)
+ROW_INCH = 1.7
+#: inches above and below each block of panels: the arms' titles (three lines) above, the time
+#: axis' tick labels and label below
+BLOCK_MARGIN_INCH = 1.3
+#: the gap between the panels of one arm, as a fraction of a panel's mean height: they share
+#: their time axis, whose labels only the bottom panel shows
+PANEL_GAP = 0.08
+
+
 def _grid(n: int, ratios: tuple = (1.4, 1.0)):
-    """A figure with ``n`` arms side by side (three per block), ``len(ratios)`` rows each."""
+    """A figure with ``n`` arms side by side (three per block), ``len(ratios)`` rows each: per
+    block of arms a grid of its own whose rows are :data:`PANEL_GAP` apart (one grid for all
+    blocks spaced every row as far apart as the blocks, whose titles and time axes need room).
+    Returns (figure, [the grid of each block], arms per block)."""
     plt = _plt()
     cols = min(n, 3)
     blocks = -(-n // cols)
-    fig = plt.figure(figsize=(5.2 * cols + 1.5, 2.3 * sum(ratios) * blocks))
-    gs = fig.add_gridspec(len(ratios) * blocks, cols, height_ratios=list(ratios) * blocks)
-    return fig, gs, cols
+    fig = plt.figure(figsize=(5.2 * cols + 1.5, (ROW_INCH * sum(ratios) + BLOCK_MARGIN_INCH) * blocks))
+    outer = fig.add_gridspec(blocks, 1)
+    grids = [outer[b].subgridspec(len(ratios), cols, height_ratios=list(ratios), hspace=PANEL_GAP,
+                                  wspace=0.06) for b in range(blocks)]
+    return fig, grids, cols
+
+
+def _kb_or_mb(ax, label: str) -> None:
+    """Label ``ax``'s y axis, drawn in kB, in MB (ticks divided by 1000) where its values reach
+    10,000 kB: 80,000 kB reads as 80 MB."""
+    from matplotlib.ticker import FuncFormatter
+    if ax.get_ylim()[1] >= 1e4:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v / 1e3:g}"))
+        ax.set_ylabel(f"{label} (MB)")
+    else:
+        ax.set_ylabel(f"{label} (kB)")
 
 
 def _tseq(ax, direction, t0: int, seen: set) -> None:
@@ -504,15 +557,17 @@ def representative_figure(out: Path, summary: dict, base: Path,
         return []
     if not any(a[2]["flows"] and any(fl["proto"] == "tcp" for fl in a[2]["flows"]) for a in analysed):
         return _udp_figure(analysed, summary, base, markers or {})
-    fig, gs, cols = _grid(len(analysed), (1.2, 1.2, 1.0))
     nreq = max(sum(1 for _ in _exchanges(a[2])) if a[2]["flows"] else 0 for a in analysed)
+    # the request lanes' height grows with their number: one request is a strip, not a panel
+    lanes_inch = 0.45 + 0.14 * min(max(nreq, 1), 12)     # past 12 requests every few is labelled
+    fig, grids, cols = _grid(len(analysed), (1.2, 1.2, lanes_inch / ROW_INCH))
     first = {}
     seen: set = set()
     for k, (lab, d, res) in enumerate(analysed):
-        row, col = 3 * (k // cols), k % cols
-        ts_ax = fig.add_subplot(gs[row, col], sharex=first.get("x"), sharey=first.get("t"))
-        fl_ax = fig.add_subplot(gs[row + 1, col], sharex=ts_ax, sharey=first.get("f"))
-        sw = fig.add_subplot(gs[row + 2, col], sharex=ts_ax, sharey=first.get("s"))
+        gs, col = grids[k // cols], k % cols
+        ts_ax = fig.add_subplot(gs[0, col], sharex=first.get("x"), sharey=first.get("t"))
+        fl_ax = fig.add_subplot(gs[1, col], sharex=ts_ax, sharey=first.get("f"))
+        sw = fig.add_subplot(gs[2, col], sharex=ts_ax, sharey=first.get("s"))
         first.setdefault("x", ts_ax)
         first.setdefault("t", ts_ax)
         first.setdefault("f", fl_ax)
@@ -534,18 +589,22 @@ def representative_figure(out: Path, summary: dict, base: Path,
             _shade((ts_ax, fl_ax, sw), res, t0,
                    max(fl["t0_ns"] + int(fl["duration_s"] * 1e9) for fl in res["flows"]), t0)
         ts_ax.set_title(f"{arm_label(summary, lab)}\n{d}\n{_where(res)}", fontsize=9)
-        ts_ax.set_ylabel("sequence (kB)" if col == 0 else "")
-        fl_ax.set_ylabel("in flight (kB)" if col == 0 else "")
         sw.set_ylabel("request" if col == 0 else "")
         sw.set_xlabel("time since the run's first packet (s)")
         fl_ax.tick_params(labelbottom=False)
         ts_ax.tick_params(labelbottom=False)
+        if col:                 # the arms share their axes: the first column's labels read for all
+            for ax in (ts_ax, fl_ax, sw):
+                ax.tick_params(labelleft=False)
         _markers((ts_ax, fl_ax, sw), (markers or {}).get(lab, []) + _link_changes(out / d, res))
     ticks = list(range(nreq)) if nreq <= 12 else list(range(0, nreq, max(1, nreq // 6)))
     first["s"].set_yticks(ticks, [str(t + 1) for t in ticks])
     first["s"].set_ylim(nreq - 0.5, -0.5)
     first["f"].set_ylim(bottom=0)
     first["t"].set_ylim(bottom=0)
+    for k, ax in enumerate(fig.axes):
+        if k % 3 != 2 and (k // 3) % cols == 0:
+            _kb_or_mb(ax, "sequence" if k % 3 == 0 else "in flight")
     figure_legend(fig, fontsize=8, markerscale=4)
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm (closest to the "
                  f"median of {summary['primary']}), from the capture at the data's sender where the run "
@@ -555,12 +614,12 @@ def representative_figure(out: Path, summary: dict, base: Path,
 
 def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]:
     from analysis import fec, pcap
-    fig, gs, cols = _grid(len(analysed))
+    fig, grids, cols = _grid(len(analysed))
     first: dict = {}
     for k, (lab, d, res) in enumerate(analysed):
-        row, col = 2 * (k // cols), k % cols
-        ax = fig.add_subplot(gs[row, col], sharex=first.get("x"), sharey=first.get("y"))
-        cum = fig.add_subplot(gs[row + 1, col], sharex=ax, sharey=first.get("c"))
+        gs, col = grids[k // cols], k % cols
+        ax = fig.add_subplot(gs[0, col], sharex=first.get("x"), sharey=first.get("y"))
+        cum = fig.add_subplot(gs[1, col], sharex=ax, sharey=first.get("c"))
         first.setdefault("x", ax)
         first.setdefault("y", ax)
         first.setdefault("c", cum)
@@ -570,6 +629,8 @@ def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]
         if col:
             ax.set_ylabel("")
             cum.set_ylabel("")
+            ax.tick_params(labelleft=False)
+            cum.tick_params(labelleft=False)
         _markers((ax, cum), markers.get(lab, []))
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm, UDP transport "
                  "packets", fontsize=10)
@@ -634,11 +695,20 @@ def request_figure(cells: list[tuple[str, Path]], base: Path, title: str,
     if not got:
         return []
     plt = _plt()
-    fig, axes = plt.subplots(2 * len(got), 1, sharex=True, figsize=(11, 1.9 * len(got) + 1.2),
-                             gridspec_kw={"height_ratios": [1.6, 0.55] * len(got)})
+    # per cell a grid of its own: its phase strip right under its in-flight panel, the cells
+    # apart by their titles (one grid for all spaced every panel as far apart as the cells)
+    fig = plt.figure(figsize=(11, 1.75 * len(got) + 1.3))
+    outer = fig.add_gridspec(len(got), 1)
+    axes = []
+    for k in range(len(got)):
+        inner = outer[k].subgridspec(2, 1, height_ratios=(1.6, 0.45), hspace=PANEL_GAP)
+        axes += [fig.add_subplot(inner[i], sharex=axes[0] if axes else None) for i in range(2)]
     seen: set = set()
     for k, (label, d, (obj, start, end, ev)) in enumerate(got):
         fl_ax, sw = axes[2 * k], axes[2 * k + 1]
+        fl_ax.tick_params(labelbottom=False)
+        if k < len(got) - 1:
+            sw.tick_params(labelbottom=False)
         main = obj.get("directions", {}).get(obj.get("main"))
         if main is not None:
             tr = main.tracker

@@ -90,7 +90,7 @@ def fig_c4(base: Path, measured: dict | None = None) -> list[str]:
                    label=f"measured: {rounds['measured']:g} flights (median, n={rounds['n']})")
     ax.set_xticks(x)
     ax.set_xlabel("round (one RTT each)")
-    ax.set_ylabel("kB (10³ B)")
+    ax.set_ylabel("data sent (kB, 10³ B)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"C4: slow start from {p.iw} x {p.mss} B, doubling: {len(cum)} rounds")
     return _save(fig, base)
@@ -118,9 +118,12 @@ def fig_c6(base: Path, measured: dict[str, list[float]] | None = None) -> list[s
     experiment's requests on top when given."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 3.8))
-    for (label, vals), colour in zip((measured or {}).items(), ("tab:purple", "tab:olive")):
+    # each scheme one colour, the model's and the measured line alike: ARQ blue, FEC green; the
+    # measured ECDF wide and light under the model's thin line
+    for label, vals in (measured or {}).items():
+        colour = "tab:green" if label.startswith("FEC") else "tab:blue"
         ax.step([0] + vals, np.arange(len(vals) + 1) / len(vals), where="post", color=colour,
-                lw=2, alpha=0.8, label=label)
+                lw=4, alpha=0.4, label=label)
     out = evaluate("fec")
     n, p, rtt = out["packets"].value, 0.14, 0.2
     budget = out["serial_budget"].value / 1e3
@@ -136,7 +139,7 @@ def fig_c6(base: Path, measured: dict[str, list[float]] | None = None) -> list[s
             label=f"model: FEC, r = {out['fec_repair'].value} ({out['fec_redundancy'].value:.1%}), ≥ 0.999")
     ax.axvline(out["arq_mean"].value, color="tab:blue", ls=":", lw=1,
                label=f"model: ARQ mean {out['arq_mean'].value:.3f} s")
-    ax.axvline(out["arq_quantile"].value, color="tab:red", ls="--", lw=1,
+    ax.axvline(out["arq_quantile"].value, color="tab:blue", ls="--", lw=1,
                label=f"model: ARQ p99 {out['arq_quantile'].value:.2f} s")
     ax.axvline(mathis, color="black", ls="-.", lw=1,
                label=f"model: TCP at the Mathis bound (p = 0.14), {mathis:.1f} s")
@@ -275,7 +278,9 @@ def fig_c7(rows: list[dict], base: Path) -> list[str]:
                 if v is not None:      # above the CI's whisker, not struck through by it
                     ax.annotate(f"{v:.0f}", (x, at), xytext=(0, 2), textcoords="offset points",
                                 ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(cells)), [f"{path}\n(n={by[cid]['n']} requests)" for cid, path in cells])
+        ax.set_xticks(range(len(cells)), [f"{path}\n(n={by[cid]['n']} requests)" if by[cid]["measured"] is not None
+                                          else f"{path}\n(not measured)" for cid, path in cells])
+        ax.margins(y=0.12)            # the values written above the bars stay inside the axes
         ax.set_title(f"{mode} (chapter figure {fig_no})", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("median completion per request (ms)")
@@ -324,12 +329,20 @@ def fig_measured(rows: list[dict], base: Path) -> list[str]:
         shown = [_fmt(v) if v == v else "–" for v in vals]     # values under the bars: no overlap
         ax.set_xticks(range(3), [f"chapter\n{shown[0]}", f"model\n{shown[1]}",
                                  f"measured\n{shown[2]} (n={r['n']})"], fontsize=7)
-        ax.set_ylabel(r["unit"], fontsize=8)
+        ax.set_ylabel(_quantity_label(r), fontsize=7)
         ax.set_title(r["id"], fontsize=9)
     for ax in list(axes.flat)[len(got):]:
         ax.axis("off")
     return _save(fig, base)      # what the bars mean is the report's caption (no suptitle: it
     #                              overlapped the top row's titles after tight_layout)
+
+
+def _quantity_label(r: dict, width: int = 34) -> str:
+    """A row's quantity with its unit, as an axis label: ``direct, new connection per request
+    (median) (ms)`` wrapped to ``width`` characters a line; a unit of 1 is said as dimensionless."""
+    import textwrap
+    unit = "dimensionless" if r["unit"] in ("1", "") else r["unit"]
+    return textwrap.fill(f"{r['quantity']} ({unit})", width)
 
 
 #: the chapter's figures each case's figures mirror (named in the captions)

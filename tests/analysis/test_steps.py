@@ -181,6 +181,7 @@ def test_a_narrow_figure_wraps_its_title_and_gives_its_legend_rows_instead_of_cu
                               "handshake", "request", "wait (server + propagation)", "response")):
         ax.plot([0, 1], [k, k + 1], label=name)
     ax.set_xlabel("time since the run's first packet (s)")
+    ax.set_ylabel("in flight (kB)")
     legend = plots.figure_legend(fig, fontsize=8)
     assert legend._ncols < 7                      # 7 columns would be wider than the figure
     fig.suptitle("initcwnd: the representative run of each arm (closest to the median of "

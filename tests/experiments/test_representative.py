@@ -92,3 +92,40 @@ def test_an_event_log_damaged_after_the_run_leaves_the_figure_drawn_without_it(t
     assert title[2] == "captured at server, the data's sender"
     assert any(r.getMessage().startswith(f"{d / 'client.jsonl'}:2: not JSON") and
                r.getMessage().endswith("its figures are drawn without this log's events") for r in caplog.records)
+
+
+def test_an_arms_panels_sit_close_and_its_blocks_apart(tmp_path, monkeypatch):
+    """Four arms are two blocks of panels: the sequence, in-flight and request panels of one arm
+    share their time axis and sit a few points apart; only between blocks is there room for the
+    arms' three-line titles and the time axis (one grid for all spaced every row as far apart
+    as the blocks — the complaint about the representative figure's wasted height)."""
+    _download(tmp_path)
+    summary = {**SUMMARY, "by_level": {f"reno@{k}pct": {"level": f"{k}%", "cross": "reno",
+                                                         "representative": "run"} for k in range(4)}}
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    assert xplots.representative_figure(tmp_path, summary, tmp_path / "rep")
+    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+    (fig,) = figs
+    inch = fig.get_figheight()
+    seq, flight, lanes, below = (fig.axes[k].get_position() for k in (0, 1, 2, 9))
+    assert (seq.y0 - flight.y1) * inch < 0.2 and (flight.y0 - lanes.y1) * inch < 0.2
+    assert (lanes.y0 - below.y1) * inch > 0.9            # the next block's titles and this one's axis
+    assert lanes.height * inch < 0.8                     # one request: a strip, not a panel
+    assert fig.axes[3].yaxis.label.get_text() == "" and not any(
+        t.get_visible() and t.get_text() for t in fig.axes[3].get_yticklabels())   # shared: labelled once
+
+
+def test_an_arm_has_one_colour_in_every_figure_of_a_crossed_experiment():
+    """reno is blue in the curve (one line per crossed level); in the per-arm figures every reno
+    arm is blue too, its loss told by the line style and marker."""
+    summary = {"cross": "socket.cc", "levels": ["reno@0pct", "cubic@0pct", "reno@1pct", "cubic@1pct"],
+               "by_level": {f"{cc}@{k}pct": {"level": f"{k}%", "cross": cc} for k in (0, 1)
+                            for cc in ("reno", "cubic")}}
+    look = xplots.arm_styles(summary)
+    assert look["reno@0pct"]["color"] == look["reno@1pct"]["color"] == "C0"
+    assert look["cubic@0pct"]["color"] == look["cubic@1pct"]["color"] == "C1"
+    assert look["reno@0pct"]["ls"] != look["reno@1pct"]["ls"]
+    assert [s["color"] for s in xplots.arm_styles({"levels": ["new", "reuse"]}).values()] == ["C0", "C1"]

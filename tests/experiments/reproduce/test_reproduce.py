@@ -580,3 +580,27 @@ def test_c7s_value_labels_sit_above_the_ci_whiskers(tmp_path, monkeypatch):
     assert report.fig_c7(rows, tmp_path / "c7")
     labels = [t for t in figs[0].axes[0].texts if t.get_text() == "400"]
     assert labels and all(t.xy[1] >= 900.0 for t in labels)
+
+
+def test_c7s_figure_says_a_cell_was_not_measured_and_keeps_its_values_inside(tmp_path, monkeypatch):
+    """Model only: no "n=0 requests" under a bar that is not there; the values above the bars
+    stay inside the axes (they were struck through by its top spine)."""
+    from analysis import plots
+    from experiments.reproduce import report
+    figs = []
+    real = report._save
+    monkeypatch.setattr(report, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    rows = [{"id": cid, "chapter": 1185.0, "model": 1238.5, "measured": None, "ci95": None, "n": 0,
+             "ok": None} for cid, _, _ in report.C7_CELLS]
+    plots.LAYOUT_PROBLEMS.clear()
+    report.fig_c7(rows, tmp_path / "c7")
+    assert plots.LAYOUT_PROBLEMS == []
+    ticks = [t.get_text() for ax in figs[0].axes for t in ax.get_xticklabels()]
+    assert ticks and all(t.endswith("(not measured)") for t in ticks)
+
+
+def test_the_measured_figure_names_each_rows_quantity_and_unit():
+    from experiments.reproduce.report import _quantity_label
+    assert _quantity_label({"quantity": "direct / relay, kept alive", "unit": "1"}) == \
+        "direct / relay, kept alive\n(dimensionless)"
+    assert _quantity_label({"quantity": "relay, kept alive (median)", "unit": "ms"}).endswith("(ms)")
