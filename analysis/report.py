@@ -11,7 +11,8 @@ time of its first occurrence, periodic ``tcp_info`` samples left out) and
 :mod:`analysis.tcp`) of that direction overlap the request/response; and for the *data
 direction* (the side that sent more payload; both are under ``directions``):
 ``in_flight``, ``retransmissions``, ``rtt_ms``, ``goodput_mbps``, ``acks``,
-``flights`` (:mod:`analysis.tcp`, :mod:`analysis.tcpsender`).
+``flights`` (:mod:`analysis.tcp`, :mod:`analysis.tcpsender`), ``receiver_window``
+(:mod:`analysis.rwnd`).
 
 ``vantage``: where the capture was taken, inferred from the handshake: near
 the client when SYN->SYN/ACK took more than 4x SYN/ACK->ACK, near the server
@@ -207,7 +208,7 @@ def _tcp(pk, f, rec, obj, evs, t0, bin_ns, gap_ns, engine, samples, keep):
     if main:
         s = rec["directions"][main]
         for k in ("in_flight", "retransmissions", "rtt_ms", "goodput_mbps", "acks", "flights",
-                  "bin_s"):
+                  "receiver_window", "bin_s"):
             rec[k] = s[k]
     obj["main"] = main
 

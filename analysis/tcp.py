@@ -30,6 +30,9 @@ delay dominates the flight's duration.
 *rtt_ms*: per kind (``karn``, ``ts``) n, min, mean, median, max of all samples in ms, and
 the first ``samples`` of them; ``truncated`` is true when that list is shorter than n.
 ``engine``: which implementation of the sender model ran (:mod:`analysis.senderrun`).
+*receiver_window*: the receiver's window scale and its zero-window, zero-window-probe,
+window-full and window-update packets as Wireshark flags them (:mod:`analysis.rwnd`): per kind
+the count and the times of the first ten (s from the flow's first packet).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ import numpy as np
 
 from analysis.flows import Flow
 from analysis.pcap import ACK, FIN, RST, SYN, Packets
-from analysis import senderrun
+from analysis import rwnd, senderrun
 from analysis.tcpsender import KINDS
 
 TWO32 = 1 << 32
@@ -89,6 +92,7 @@ class Direction:
     delivery_rate_bps: float | None   # max_delivery_rate before the first retransmission, bit/s
     min_rtt_ns: int | None            # the smallest RTT sample (Karn)
     data_events: np.ndarray      # (n, 2): series index, packet index at each data segment
+    window_events: rwnd.WindowEvents   # zero window, window full, ... (flow positions)
     trace: dict                  # per-packet arrays for plots: t, fwd, seq, end, ack, win, sack
 
     @property
@@ -160,6 +164,7 @@ class Direction:
                 "bytes": self.flights["bytes"][:50].tolist(),
                 "truncated": len(self.flights) > 50,
             },
+            "receiver_window": self.window_events.summary(self.trace["t"], self.t0),
         }
 
 
@@ -263,6 +268,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         goodput_bps=good * 8 / (bin_ns / 1e9),
         flights=group_flights(t[data], seq[data], end[data], gap),
         delivery_rate_bps=None if rate is None else rate * 8, min_rtt_ns=min_rtt, data_events=data_events,
+        window_events=rwnd.events(fwd, flags, plen, seq_raw, ack_raw, take(pk.win), ws),
         trace={"t": t, "fwd": fwd, "seq": seq, "end": end, "ack": ack, "has_ack": rev_ack,
                "win": win, "payload": plen,
                "sack": sack_marks.astype(np.int64),

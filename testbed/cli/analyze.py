@@ -285,6 +285,29 @@ TABLE_KEY = ("  dir: the data direction; irtt: initial RTT (handshake); rtt: Kar
              "goodput; exch: request/response exchanges (a turn of the data's direction)")
 
 
+def _rwnd_line(name: str, w: dict | None) -> str | None:
+    """A data direction's receiver-window events (``analysis.rwnd``) under its flow's row, e.g.
+    ``  c2s receiver window (scale 7): 3 zero-window, 0 zero-window probe, 12 window-full, 5
+    window update; first zero-window 0.512 s, window-full 0.104 s`` — only when the receiver's
+    window closed or filled, or its scale is unknown (window-full cannot be judged)."""
+    if not w:
+        return None
+    counts = {k: w[k]["count"] for k in ("zero_window", "zero_window_probe", "window_full",
+                                         "window_update")}
+    if w["scale"] is not None and not any(counts[k] for k in ("zero_window", "zero_window_probe",
+                                                             "window_full")):
+        return None
+    scale = {"signalled": f"scale {w['scale']}", "not used": "unscaled"}.get(
+        w["scaling"], "scale unknown: no handshake captured")
+    full = "window-full unknown" if counts["window_full"] is None else f"{counts['window_full']} window-full"
+    first = [f"{label} {w[k]['t'][0]:.3f} s" for k, label in (("zero_window", "zero-window"),
+                                                             ("window_full", "window-full"))
+             if w[k]["t"]]
+    return (f"  {name} receiver window ({scale}): {counts['zero_window']} zero-window, "
+            f"{counts['zero_window_probe']} zero-window probe, {full}, "
+            f"{counts['window_update']} window update" + ("; first " + ", ".join(first) if first else ""))
+
+
 def _table(res: dict) -> str:
     if "streams" in res:   # qlog
         return (f"{res['file']}: QUIC {res['vantage']}, sent {res['packets_sent']} received "
@@ -315,6 +338,10 @@ def _table(res: dict) -> str:
             f"{'/'.join(str(x.get(k, '-')) for k in ('fast', 'rto', 'probe')):>10} "
             f"{(r.get('in_flight') or {}).get('max', '-'):>9} {_fmt(r.get('goodput_mbps'), 1, 2):>9} "
             f"{_fmt((r.get('acks') or {}).get('data_per_ack'), 1, 2):>8} {len(r['completion']):>4}")
+        for name, d in (r.get("directions") or {}).items():
+            line = _rwnd_line(name, d.get("receiver_window"))
+            if line:
+                lines.append(line)
     if any(r["proto"] == "tcp" for r in res["flows"]):
         lines.append(TABLE_KEY)
     if at_receiver:

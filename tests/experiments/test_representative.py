@@ -32,14 +32,20 @@ def _download(tmp_path, hosts=("client", "server")):
     return d
 
 
-def _figure(tmp_path, monkeypatch):
+def _drawn(tmp_path, monkeypatch, summary):
+    """The representative figure of ``summary``'s arms, checked for layout problems."""
     figs = []
     real = xplots._save
     monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
     plots.LAYOUT_PROBLEMS.clear()
-    assert xplots.representative_figure(tmp_path, SUMMARY, tmp_path / "rep")
+    assert xplots.representative_figure(tmp_path, summary, tmp_path / "rep")
     assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
     (fig,) = figs
+    return fig
+
+
+def _figure(tmp_path, monkeypatch):
+    fig = _drawn(tmp_path, monkeypatch, SUMMARY)
     seq, in_flight = fig.axes[:2]
     peak = max(max(line.get_ydata()) for line in in_flight.lines if len(line.get_ydata()))
     return seq.get_title().split("\n"), peak
@@ -102,13 +108,7 @@ def test_an_arms_panels_sit_close_and_its_blocks_apart(tmp_path, monkeypatch):
     _download(tmp_path)
     summary = {**SUMMARY, "by_level": {f"reno@{k}pct": {"level": f"{k}%", "cross": "reno",
                                                          "representative": "run"} for k in range(4)}}
-    figs = []
-    real = xplots._save
-    monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
-    plots.LAYOUT_PROBLEMS.clear()
-    assert xplots.representative_figure(tmp_path, summary, tmp_path / "rep")
-    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
-    (fig,) = figs
+    fig = _drawn(tmp_path, monkeypatch, summary)
     inch = fig.get_figheight()
     seq, flight, lanes, below = (fig.axes[k].get_position() for k in (0, 1, 2, 9))
     assert (seq.y0 - flight.y1) * inch < 0.2 and (flight.y0 - lanes.y1) * inch < 0.2
