@@ -147,8 +147,10 @@ def run_metrics(run_dir: str | Path, port: int, client: str | None = None) -> di
 DEFAULT_PORT = 5003     # the udpreq server's port
 
 
-def draw(ax, cum, pk: pcap.Packets, port: int, legend: bool = True) -> None:
-    """The two panels of :func:`timeline` on given axes (``ax`` above, ``cum`` below)."""
+def draw(ax, cum, pk: pcap.Packets, port: int) -> None:
+    """The two panels of :func:`timeline` on given axes (``ax`` above, ``cum`` below), each
+    kind of packet labelled for the figure's legend (``analysis.plots.figure_legend``: below the
+    axes, where no packet is under it)."""
     sel = (pk.proto == pcap.UDP) & (pk.head_len >= 7) & (pk.head[:, 0] == MAGIC)
     t = pk.select(np.nonzero(sel)[0])
     kind = t.head[:, 1] & 0x0F
@@ -171,18 +173,16 @@ def draw(ax, cum, pk: pcap.Packets, port: int, legend: bool = True) -> None:
     ax.set_ylabel("packet number\n(ACKs on the strip below 0)")
     cum.set_xlabel("time since the first symbol packet (ms)")
     cum.set_ylabel("packets (cumulative)")
-    if legend and to.any():
-        ax.legend(loc="upper left", fontsize=8)
-        cum.legend(loc="upper left", fontsize=8)
 
 
 def timeline(pk: pcap.Packets, port: int, base: Path, title: str = "") -> list[str]:
     """The figure of the module docstring for packets to/from UDP ``port``; PNG, SVG and PDF at
     ``base``.  Time in ms from the first symbol packet to ``port``."""
-    from analysis.plots import _plt, _save
+    from analysis.plots import _plt, _save, figure_legend
     plt = _plt()
     fig, (ax, cum) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, height_ratios=(3, 2))
     draw(ax, cum, pk, port)
+    figure_legend(fig, [cum], fontsize=8)
     ax.set_title(title or f"transport packets to port {port}")
     return _save(fig, base)
 

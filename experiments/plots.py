@@ -616,14 +616,16 @@ def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]
     from analysis import fec, pcap
     fig, grids, cols = _grid(len(analysed))
     first: dict = {}
+    cums = []
     for k, (lab, d, res) in enumerate(analysed):
         gs, col = grids[k // cols], k % cols
         ax = fig.add_subplot(gs[0, col], sharex=first.get("x"), sharey=first.get("y"))
         cum = fig.add_subplot(gs[1, col], sharex=ax, sharey=first.get("c"))
+        cums.append(cum)
         first.setdefault("x", ax)
         first.setdefault("y", ax)
         first.setdefault("c", cum)
-        fec.draw(ax, cum, pcap.read(res["_pcap"]), fec.DEFAULT_PORT, legend=k == 0)
+        fec.draw(ax, cum, pcap.read(res["_pcap"]), fec.DEFAULT_PORT)
         ax.set_title(f"{arm_label(summary, lab)}\n{d}\n{_where(res)}", fontsize=9)
         ax.tick_params(labelbottom=False)
         if col:
@@ -632,6 +634,7 @@ def _udp_figure(analysed, summary: dict, base: Path, markers: dict) -> list[str]
             ax.tick_params(labelleft=False)
             cum.tick_params(labelleft=False)
         _markers((ax, cum), markers.get(lab, []))
+    figure_legend(fig, cums, fontsize=8)     # every arm's kinds once (repair only in some arms)
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm, UDP transport "
                  "packets", fontsize=10)
     return _save(fig, base)

@@ -114,3 +114,28 @@ def test_flights_and_symbols_per_ack_of_the_request(tmp_path):
     assert out["metrics"]["flights"] == 3
     assert out["metrics"]["flight_period_ms"] == 130.0
     assert out["checks"]["symbols_per_ack"] == 2.0
+
+
+def test_the_arms_udp_figure_has_one_legend_with_every_kind_and_none_over_the_packets(tmp_path, monkeypatch):
+    """The fec experiment's representative figure had its legend inside the first arm's panel,
+    over its packets, and without "repair", which only the FEC arm sends."""
+    from analysis import plots
+    from experiments import plots as xplots
+    ack = frame(wire.encode_ack(wire.AckPacket(0, 5, ((0, 0),), ((3, 0),))), 5003, 40000)
+    arms = {"off": [frame(sym(i, i), 40000, 5003) for i in range(3)] + [ack],
+            "adaptive": [frame(sym(i, i), 40000, 5003) for i in range(3)] + [frame(sym(3, 4), 40000, 5003), ack]}
+    analysed = []
+    for lab, frames in arms.items():
+        write_pcap(tmp_path / f"{lab}.pcap", frames, times_us=[2000 * i for i in range(len(frames))])
+        analysed.append((lab, f"runs/{lab}", {"_pcap": tmp_path / f"{lab}.pcap", "_host": "client",
+                                                "_at_sender": True, "damage": []}))
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    xplots._udp_figure(analysed, {"experiment": "fec", "factor": "params.fec"}, tmp_path / "f", {})
+    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+    (fig,) = figs
+    assert not any(ax.get_legend() for ax in fig.axes)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["source", "ACK received", "repair"]
