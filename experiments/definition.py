@@ -69,7 +69,7 @@ else:  # pragma: no cover
 from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
-from testbed.spec.runspec import MAX_SEED
+from testbed.spec.runspec import MAX_SEED, SEED_RANGE
 from testbed.spec.units import delay_as_written
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
@@ -123,7 +123,7 @@ KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "reps": ((int,), "a whole number >= 1"),
     "warmup": ((int,), "a whole number >= 0"),
     "order": ((str,), ", ".join(ORDERS)),
-    "seed": ((int,), "a whole number >= 0"),
+    "seed": ((int,), SEED_RANGE),
     "keep_pcaps": ((str,), ", ".join(KEEP_PCAPS)),
     "accept_degraded": ((bool,), "true or false"),
     "cross": ((Mapping, type(None)), "cross = { factor = PATH, levels = [...] }"),
@@ -283,7 +283,7 @@ class Experiment:
             bad(f"unknown keep_pcaps {self.keep_pcaps!r}", ", ".join(KEEP_PCAPS))
         if self.reps < 1 or self.warmup < 0 or not 0 <= self.seed <= MAX_SEED:
             bad(f"reps={self.reps} warmup={self.warmup} seed={self.seed}",
-                f"reps >= 1, warmup >= 0, seed >= 0 and <= 2^63-1 ({MAX_SEED})")
+                f"reps >= 1, warmup >= 0, seed {SEED_RANGE}")
         arms = len(self.levels) * (len(self.cross_levels) or 1)
         runs = (self.warmup + self.reps) * arms
         if arms > MAX_ARMS or runs > MAX_RUNS:

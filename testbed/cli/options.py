@@ -32,7 +32,7 @@ from typing import Any
 from testbed.backends import BACKEND_CHOICES
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
-from testbed.spec.runspec import MAX_SEED, SCALARS
+from testbed.spec.runspec import MAX_SEED, SCALARS, SEED_RANGE
 from testbed.spec.units import names_a_delay
 
 TOPOLOGY_PATHS = ("topology_params.", "links.")
@@ -136,7 +136,7 @@ def seed(text: str) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0 and <= 2^63-1 ({MAX_SEED})")
+        raise argparse.ArgumentTypeError(f"{text!r}: give {SEED_RANGE}")
     return value
 
 
