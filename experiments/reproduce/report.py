@@ -221,22 +221,23 @@ def fig_c11(base: Path, measured: dict | None = None) -> list[str]:
     p = SplitParams()
     xs = np.linspace(0, 1, 201)
     t = np.array([split_time(x, p) for x in xs])
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7, 4.6))
     ax.plot(xs, t, color="tab:blue", label="independent paths: max(xS/B1, (1−x)S/B2)")
     ax.plot(xs, np.maximum(t, p.size * 8 / p.egress), color="tab:red", ls="--",
             label=f"into a shared {p.egress / 1e6:.0f} Mbit/s egress")
     best = evaluate("split")
     ax.plot([best["fraction"].value], [best["split_time"].value], "ko",
             label=f"best x = {best['fraction'].value:.2f}: {best['split_time'].value:.0f} s")
+    ci = "95 % CI" if any(r["ci95"] for r in (measured or {}).values()) else "no CI: fewer than 5 runs"
     for i, (x, r) in enumerate(sorted((measured or {}).items())):
         lo, hi = r["ci95"] or (r["measured"], r["measured"])
         ax.errorbar([x], [r["measured"]], yerr=[[r["measured"] - lo], [hi - r["measured"]]], fmt="s",
                     color="tab:green", capsize=4,
-                    label="measured, egress unshaped (multipath experiment, median, 95 % CI)" if i == 0 else None)
+                    label=f"measured, egress unshaped (multipath experiment, median; {ci})" if i == 0 else None)
     ax.set_xlabel("fraction x on path 1 (20 Mbit/s); the rest on path 2 (10 Mbit/s)")
     ax.set_ylabel("completion (s)")
     ax.set_ylim(0, 26)
-    ax.legend(fontsize=8, loc="upper center")
+    figure_legend(fig, [ax], max_cols=2, fontsize=8)     # below the axes: the lines span its width
     ax.set_title("C11: splitting 30 MB over two paths")
     return _save(fig, base)
 

@@ -425,6 +425,25 @@ def test_the_model_figures_pass_the_layout_check(tmp_path):
     assert plots.LAYOUT_PROBLEMS == []
 
 
+def test_c11s_figure_with_measured_points_keeps_its_legend_off_the_lines_and_says_when_no_ci(
+        tmp_path, monkeypatch):
+    """With the measured points the legend (upper center, inside) lay over the model's lines,
+    and its "95 % CI" was said of --quick's single run."""
+    from analysis import plots
+    from experiments.reproduce import report
+    figs = []
+    real = report._save
+    monkeypatch.setattr(report, "_save", lambda fig, base: (figs.append(fig), real(fig, base))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    report.fig_c11(tmp_path / "c11", {1.0: {"measured": 12.6, "ci95": None}, 2 / 3: {"measured": 8.5, "ci95": None}})
+    assert plots.LAYOUT_PROBLEMS == []
+    (fig,) = figs
+    (legend,) = fig.legends
+    assert not fig.axes[0].get_legend()
+    assert "measured, egress unshaped (multipath experiment, median; no CI: fewer than 5 runs)" in [
+        t.get_text() for t in legend.get_texts()]
+
+
 def test_derived_values_read_round_zero_and_scale_the_agent_to_the_chapters_rounds():
     """fec_send spans round 0 only (k + r symbols), not a repair sent while the ACK travels;
     first-round losses are round 1's source symbols; an agent run of 3 rounds is scaled to 30."""
