@@ -21,7 +21,8 @@ vertical lines with their text (a link's changes during the run: ``plotset.link_
 texts of changes at the same moment joined into one label), and
 ``steps`` (``spans`` for :func:`steps`): the run's timed steps (``analysis.applog.Step``, on
 the capture's clock), drawn by :func:`shade_steps` as shaded spans labelled with their name
-where the label fits.
+where the label fits.  A figure of several panels per column draws a marker's line in each and
+its text once, across the line inside the top panel (:func:`mark_texts`).
 """
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ FORMATS = ("png", "svg", "pdf")
 LINE_STYLES = ("-", "--", ":", "-.")   # one per ten lines of a figure: colours repeat past ten
 LANE_SPREAD = 0.6                       # of a swimlane's height, over which its event kinds spread
 DPI = 150
+#: the share of a figure's height a :func:`figure_legend` may take before the figure grows by the
+#: rest (the axes keep their height)
+TALL_LEGEND = 0.2
 
 
 def layout_problems(fig) -> list[str]:
@@ -250,16 +254,23 @@ def _place_suptitle(fig) -> None:
 
 def _save(fig, base: Path) -> list[str]:
     """Lay out ``fig`` (its suptitle placed by :func:`_place_suptitle`, a :func:`figure_legend`'s
-    height kept free below the axes, :func:`mark_label` labels that would overlap joined), write
-    it as PNG (``DPI``), SVG and PDF (text as text) next to ``base``, close it; a layout
-    :func:`layout_problems` faults is logged and kept in ``LAYOUT_PROBLEMS``."""
+    height kept free below the axes and the figure taller where that passes
+    :data:`TALL_LEGEND`, :func:`mark_label` labels that would overlap joined, :func:`mark_texts`
+    and :func:`label_point` texts placed), write it as PNG (``DPI``), SVG and PDF (text as text)
+    next to ``base``, close it; a layout :func:`layout_problems` faults is logged and kept in
+    ``LAYOUT_PROBLEMS``."""
     import logging
-    _place_suptitle(fig)
     renderer = fig.canvas.get_renderer()
     legends = [leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends]
+    if legends and max(legends) > TALL_LEGEND:       # many entries (marker tags): the figure grows
+        fig.set_figheight(fig.get_figheight() * (1 + max(legends) - TALL_LEGEND))
+        legends = [leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends]
+    _place_suptitle(fig)
     fig.tight_layout(**({"rect": (0, max(legends) + 0.01, 1, 1)} if legends else {}))
     for ax in fig.axes:
         _join_marks(ax)
+        _place_mark_texts(ax)
+        _label_points(ax)
         _label_steps(ax)
     base.parent.mkdir(parents=True, exist_ok=True)
     problems = layout_problems(fig)
@@ -313,6 +324,150 @@ def _join_marks(ax) -> None:
                 joined = True
                 break
     ax._mark_labels = labels
+
+
+#: at most this many moments of one axes get their marker's text written beside the line
+#: (:func:`mark_texts`); past it each line gets a numbered tag, the texts listed in the legend
+MAX_MARK_TEXTS = 3
+#: the style of a marker's text or tag: purple like its line, on a light box that keeps it
+#: readable where it lies over data
+MARK_TEXT = {"fontsize": 7, "color": "tab:purple", "zorder": 6,
+             "bbox": {"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8}}
+
+
+def mark_texts(ax, marks, legend_ax=None) -> None:
+    """The texts of vertical markers ``marks`` [(x in data units, text)] whose lines the caller
+    drew (on ``ax`` and the panels below it): texts at the same moment joined (a line each),
+    each written horizontally inside ``ax`` beside its line by :func:`_place_mark_texts` once the
+    layout is final — wrapped to the room beside the line, on the side with more room, moved
+    down where it would overlap another label, never across the axes' frame.  Past
+    :data:`MAX_MARK_TEXTS` moments each line gets a numbered tag instead and the legend an entry
+    "N: text" (drawn on ``legend_ax``, default ``ax``; one number per text in the figure)."""
+    moments: dict = {}
+    for x, text in marks:
+        moments.setdefault(float(x), [])
+        if text not in moments[float(x)]:
+            moments[float(x)].append(text)
+    if not moments:
+        return
+    pending = ax.__dict__.setdefault("_mark_texts", [])
+    if len(moments) + len(pending) <= MAX_MARK_TEXTS:
+        pending += [(x, "\n".join(texts)) for x, texts in sorted(moments.items())]
+        return
+    tags = ax.figure.__dict__.setdefault("_mark_tags", {})
+    target = legend_ax if legend_ax is not None else ax
+    for x, texts in sorted(moments.items()):
+        text = "; ".join(texts)
+        if text not in tags:
+            tags[text] = len(tags) + 1
+            target.plot([], [], color="tab:purple", lw=0.9, ls="--", label=f"{tags[text]}: {text}")
+        pending.append((x, str(tags[text])))
+
+
+def _place_mark_texts(ax) -> None:
+    """Write the pending :func:`mark_texts` of ``ax`` in time order, each at the highest place
+    beside its line where it lies inside the axes, crosses no other marker's line and keeps
+    clear of the texts written before (the texts of lines closer than a text's height joined
+    into one at the latest of them, a line each in time order) (a gap of a few characters to the side, so that two
+    labels on one row do not read as one); a text is wrapped to the room on its side, the side
+    with more room tried first.  Where no place crosses no line (markers closer than their
+    labels are wide), one that crosses lines is taken.  A text whose line lies outside the view
+    is left out."""
+    import textwrap
+    from matplotlib.transforms import Bbox
+    pending = getattr(ax, "_mark_texts", None)
+    if not pending:
+        return
+    ax._mark_texts = []
+    r = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(r)
+    pt = ax.figure.dpi / 72
+    gap = 24 * pt                                       # to the side of another label, px
+    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    lines = [ax.transData.transform((x, 0))[0] for x, _ in pending]
+    joined: list = []               # lines closer than a text's height: one text, a line each
+    for x, text in sorted(pending, key=lambda p: p[0]):
+        if joined and ax.transData.transform((x, 0))[0] - ax.transData.transform((joined[-1][0], 0))[0] < 8 * pt:
+            joined[-1] = (x, f"{joined[-1][1]}\n{text}")
+        else:
+            joined.append((x, text))
+
+    def free(b, px, strict):
+        if not _inside(b, frame) or any(_overlap(Bbox.from_extents(b.x0 - gap, b.y0 - 1, b.x1 + gap, b.y1 + 1), p)
+                                        for p in placed):
+            return False
+        return not strict or not any(b.x0 - 2 < lx < b.x1 + 2 for lx in lines if abs(lx - px) > 0.5)
+
+    for x, text in joined:
+        px = ax.transData.transform((x, 0))[0]
+        if not frame.x0 - 1 <= px <= frame.x1 + 1:
+            continue
+        room = {"left": px - frame.x0 - 6 * pt, "right": frame.x1 - px - 6 * pt}
+        t = ax.annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -2),
+                        textcoords="offset points", va="top", **MARK_TEXT)
+        best = None
+        for strict in (True, False):
+            for side in sorted(room, key=room.get, reverse=True):
+                t.set_horizontalalignment("left" if side == "right" else "right")
+                dx = 3 if side == "right" else -3
+                width = max(len(line) for line in text.split("\n"))
+                t.set_text(text)
+                t.xyann = (dx, -2)
+                while t.get_window_extent(r).width > room[side] and width > 12:
+                    width = int(width * 0.85)
+                    t.set_text("\n".join(textwrap.fill(line, width) for line in text.split("\n")))
+                step = max(t.get_window_extent(r).height / 4, 2.0)
+                drop = 0.0
+                while True:
+                    t.xyann = (dx, -2 - drop / pt)
+                    b = t.get_window_extent(r)
+                    if b.y0 < frame.y0:
+                        break
+                    if free(b, px, strict):
+                        best = b
+                        break
+                    drop += step
+                if best is not None:
+                    break
+            if best is not None:
+                break
+        if best is None:            # no room left: at the top, where the layout check will say so
+            t.xyann = (t.xyann[0], -2)
+            best = t.get_window_extent(r)
+        placed.append(best)
+
+
+def label_point(ax, x, y, text) -> None:
+    """``text`` written right of the point (x, y) of ``ax`` (data units), else left of and below
+    it, once the layout is final (:func:`_label_points`): left out where both would reach
+    outside the axes or over another text."""
+    ax.__dict__.setdefault("_point_labels", []).append((x, y, text))
+
+
+def _label_points(ax) -> None:
+    pending = getattr(ax, "_point_labels", None)
+    if not pending:
+        return
+    ax._point_labels = []
+    r = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(r)
+    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    for x, y, text in pending:
+        for off, ha, va in (((4, 0), "left", "center"), ((-3, -3), "right", "top")):
+            t = ax.annotate(text, (x, y), xytext=off, textcoords="offset points", ha=ha, va=va,
+                            fontsize=6, color="0.2", zorder=6)
+            b = t.get_window_extent(r)
+            if _inside(b, frame) and not any(_overlap(b, p) for p in placed):
+                placed.append(b.padded(1))
+                break
+            t.remove()
+
+
+def note(ax, text: str, width: int = 60) -> None:
+    """A centred note inside ``ax`` saying why it has no data (wrapped to ``width`` characters)."""
+    import textwrap
+    ax.text(0.5, 0.5, textwrap.fill(text, width), transform=ax.transAxes, ha="center", va="center",
+            fontsize=8, color="0.3", wrap=False)
 
 
 #: fill colours of the step spans, one per (step name, log), light so that data drawn over stays

@@ -19,14 +19,18 @@ titled with the factor's name and outside the data:
   response first → last byte), seconds from the run's first packet, all from the capture at the
   data's sender when the run kept one, else the client's (:func:`_capture`; each panel says
   which; at the client the wait is server time + propagation, at the server its time alone);
-  for the UDP transport its symbol, repair and ACK packets (:func:`analysis.fec.draw`); a panel
-  names its arm by :func:`arm_label`;
+  for the UDP transport its symbol, repair and ACK packets (:func:`analysis.fec.draw`); an arm
+  whose capture has no TCP flow (QUIC) beside TCP arms from its qlog (:func:`_quic_panels`:
+  STREAM frames and bytes in order per stream, the sender's bytes in flight, the request's
+  phases), a note inside a panel saying why where the qlog gives it nothing; a panel names its
+  arm by :func:`arm_label`;
 * :func:`request_figure`: one representative request per cell, ms from its start (what
   ``testbed reproduce`` draws for C7).
 
 A metric with no value, only zeros or one value gets no levels or by-run figure
 (:func:`degenerate` gives the sentence the report shows instead).  The timelines take
-``markers``: per arm, vertical lines for events that are not packets; the representative runs'
+``markers``: per arm, vertical lines for events that are not packets, in every panel of the arm,
+their texts once inside its top panel (:func:`analysis.plots.mark_texts`); the representative runs'
 own link changes (a link schedule's, ``analysis.plotset.link_markers``) are drawn on their TCP
 timelines as well, and so are their timed steps (``analysis.applog.steps`` of all the run's event
 logs, :func:`analysis.plots.shade_steps`) that overlap the drawn packets' time.
@@ -41,7 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.plots import LINE_STYLES, _plt, _save, figure_legend, mark_label, shade_steps
+from analysis.plots import LINE_STYLES, _plt, _save, figure_legend, label_point, mark_texts, note, shade_steps
 
 log = logging.getLogger(__name__)
 
@@ -369,6 +373,9 @@ def _capture(run_dir: Path):
                     res = theirs
                     break
     res["_at_sender"] = None if sender is None else sender == res["_host"]
+    res["_qlogs"] = [] if any(fl["proto"] == "tcp" for fl in res["flows"]) else _qlogs(r, logs, res)
+    res["_stream_kinds"] = {e["stream"]: e["kind"] for _, events in logs for e in events
+                            if e.get("event") == "stream_chunk" and "stream" in e and "kind" in e}
     if res["damage"]:
         log.warning("%s: the capture is damaged (%s): its figures draw what could be read of it",
                     res["_pcap"], res["damage"][0]["message"])
@@ -388,6 +395,29 @@ def _analysed(r, logs: list, f: dict, p: Path) -> dict:
     every = [e for _, events in logs for e in events]
     res["_steps"] = steps(every) if res["clock"] == "monotonic" and clock_offset(every) is not None else []
     return res
+
+
+def _qlogs(r, logs: list, res: dict) -> list:
+    """The run's qlog traces (``analysis.qlog``: a QUIC run's packets, which its capture holds
+    encrypted), their times on the capture's clock: the logs' ``clock`` event puts the qlog's
+    realtime on a monotonic capture's clock (none: [] — they could not be joined); a realtime
+    capture needs none."""
+    from analysis import qlog
+    from analysis.applog import clock_offset
+    offset = 0
+    if res["clock"] == "monotonic":
+        offset = clock_offset([e for _, events in logs for e in events])
+        if offset is None:
+            return []
+    traces = []
+    for f in r.files:
+        p = r.dir / f["path"]
+        if p.suffix in (".qlog", ".sqlog") and p.is_file():
+            try:
+                traces += qlog.load(p, offset)
+            except ValueError as exc:
+                log.warning("%s: its figures are drawn without it", exc)
+    return traces
 
 
 def _data_sender(r, res: dict) -> str | None:
@@ -479,12 +509,102 @@ def _phases(ax, lane: float, ev: dict, shift_ns: int, seen: set, role: str | Non
 
 def _markers(axes, marks) -> None:
     """Vertical markers (time on the axes' x unit, text) on every axis of one arm: the place
-    where events that are not packets (a link's change, a phase) join a timeline."""
+    where events that are not packets (a link's change, a phase) join a timeline; their texts
+    once, inside the arm's top panel (:func:`analysis.plots.mark_texts`; past a few moments
+    numbered tags listed in the legend)."""
     for ax in axes:
         for x, _text in marks:
             ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
-    for x, text in marks:
-        mark_label(axes[0], x, text)
+    mark_texts(axes[0], marks, legend_ax=axes[-1])
+
+
+def _stream_bytes(trace, sent: bool) -> int:
+    f = trace.frames[trace.frames["sent"] == sent]
+    return int(f["length"].sum()) if len(f) else 0
+
+
+def _quic(res: dict) -> dict | None:
+    """What the qlogs of an arm without a TCP flow give its panels (None without any): the
+    trace whose STREAM frames are drawn (``data``, the one at the capture's host when it has
+    them, its ``sent`` side when it sent more stream bytes than it received), the data's
+    sender's trace when it logged bytes in flight (``sender``), and the request's phases from
+    the client's trace (``request``: handshake = its first Initial to its first 1-RTT packet,
+    request = its STREAM frames sent, response = those received; at the server the other way
+    round) with the role of that trace."""
+    traces = [tr for tr in res.get("_qlogs", ()) if len(tr.frames)]
+    if not traces:
+        return None
+    here = [tr for tr in traces if tr.vantage == res["_role"]]
+    data = max(here or traces, key=lambda tr: max(_stream_bytes(tr, True), _stream_bytes(tr, False)))
+    sent = _stream_bytes(data, True) > _stream_bytes(data, False)
+    senders = [tr for tr in traces if _stream_bytes(tr, True) > _stream_bytes(tr, False)
+               and "bytes_in_flight" in tr.metrics]
+    sender = max(senders, key=lambda tr: _stream_bytes(tr, True), default=None)
+    at = next((tr for tr in traces if tr.vantage == "client"), traces[0])
+    role = at.vantage if at.vantage in ("client", "server") else None
+    mine, theirs = (True, False) if role != "server" else (False, True)
+    pk = at.sent if role != "server" else at.received
+    ev = {}
+    if len(pk):
+        ev["syn"] = int(pk["t_ns"].min())
+        one = pk["t_ns"][pk["ptype"] == "1RTT"]
+        ev["ack"] = int(one.min()) if len(one) else None
+    for (a, b), side in ((("request_first", "request_last"), mine), (("response_first", "response_last"), theirs)):
+        t = at.frames["t_ns"][at.frames["sent"] == side]
+        if len(t):
+            ev[a], ev[b] = int(t.min()), int(t.max())
+    peer = {"client": "server", "server": "client"}.get(data.vantage, "its peer")
+    return {"data": data, "sent": sent, "sender": sender, "request": ev, "role": role,
+            "peer": data.vantage if sent else peer}
+
+
+def _quic_panels(ts_ax, fl_ax, sw, res: dict, q: dict | None, t0: int, seen: set) -> int:
+    """An arm without a TCP flow: from its qlogs (:func:`_quic`) each STREAM frame's end in
+    its stream (repairs of a hole red) and each stream's bytes in order, the sender's bytes in
+    flight and the request's phases; where they give nothing a note inside the panel says why.
+    The number of request lanes drawn."""
+    from analysis import qlog
+    if q is None:
+        why = ("no TCP flow in this capture and no qlog of the run to draw its packets from"
+               if not res.get("_qlogs") else "no TCP flow in this capture and no STREAM frame in its qlog")
+        for ax in (ts_ax, fl_ax):
+            note(ax, why)
+        return 0
+    tr, sent = q["data"], q["sent"]
+    f = tr.frames[tr.frames["sent"] == sent]
+    side = "sent" if sent else "received"
+    for sid in np.unique(f["stream"]):
+        g = np.sort(f[f["stream"] == sid], order="t_ns")
+        end = g["offset"] + g["length"]
+        hole = g["offset"] < np.concatenate(([0], np.maximum.accumulate(end)[:-1]))
+        t = (g["t_ns"] - t0) / 1e9
+        for mask, colour, name in ((~hole, "black", f"QUIC STREAM frame {side} (qlog)"),
+                                   (hole, "tab:red", "QUIC STREAM frame filling a hole (qlog)")):
+            if mask.any():
+                ts_ax.plot(t[mask], end[mask] / 1e3, ".", ms=1.5, color=colour,
+                           label=name if name not in seen else None)
+                seen.add(name)
+        dt, db = qlog.delivered(tr, int(sid), sent=sent)
+        name = "QUIC bytes in order per stream (qlog)"
+        ts_ax.step((dt - t0) / 1e9, db / 1e3, where="post", lw=0.8, color="tab:green",
+                   label=name if name not in seen else None)
+        seen.add(name)
+        kind = res.get("_stream_kinds", {}).get(int(sid))
+        label_point(ts_ax, t[-1], end.max() / 1e3, f"stream {int(sid)}" + (f" ({kind})" if kind else ""))
+    if q["sender"] is not None:
+        mt, mv = q["sender"].metrics["bytes_in_flight"]
+        name = "QUIC bytes in flight (sender's qlog)"
+        fl_ax.step((mt - t0) / 1e9, mv / 1e3, where="post", lw=0.8, color="tab:purple",
+                   label=name if name not in seen else None)
+        seen.add(name)
+    else:
+        note(fl_ax, f"QUIC: no TCP flow in the capture; the data's sender ({q['peer']}) left no qlog "
+                    "of its bytes in flight")
+    if q["request"].get("syn") is None and q["request"].get("request_first") is None:
+        note(sw, "no request in the qlog")
+        return 0
+    _phases(sw, 0, q["request"], t0, seen, q["role"])
+    return 1
 
 
 #: inches of figure height per unit of a panel row's height ratio (:func:`_grid`)
@@ -555,9 +675,11 @@ def representative_figure(out: Path, summary: dict, base: Path,
     analysed = [a for a in analysed if a[2] is not None]
     if not analysed:
         return []
-    if not any(a[2]["flows"] and any(fl["proto"] == "tcp" for fl in a[2]["flows"]) for a in analysed):
+    if not any(any(fl["proto"] == "tcp" for fl in a[2]["flows"]) or a[2]["_qlogs"] for a in analysed):
         return _udp_figure(analysed, summary, base, markers or {})
-    nreq = max(sum(1 for _ in _exchanges(a[2])) if a[2]["flows"] else 0 for a in analysed)
+    quic = {lab: _quic(res) for lab, _d, res in analysed if not any(fl["proto"] == "tcp" for fl in res["flows"])}
+    nreq = max(1 if lab in quic else sum(1 for _ in _exchanges(res)) if res["flows"] else 0
+               for lab, _d, res in analysed)
     # the request lanes' height grows with their number: one request is a strip, not a panel
     lanes_inch = 0.45 + 0.14 * min(max(nreq, 1), 12)     # past 12 requests every few is labelled
     fig, grids, cols = _grid(len(analysed), (1.2, 1.2, lanes_inch / ROW_INCH))
@@ -572,7 +694,15 @@ def representative_figure(out: Path, summary: dict, base: Path,
         first.setdefault("t", ts_ax)
         first.setdefault("f", fl_ax)
         first.setdefault("s", sw)
-        if res["flows"]:
+        where = _where(res)
+        if lab in quic:
+            t0 = min((fl["t0_ns"] for fl in res["flows"]), default=None)
+            if t0 is None and quic[lab] is not None:
+                t0 = int(min(quic[lab]["data"].frames["t_ns"]))
+            _quic_panels(ts_ax, fl_ax, sw, res, quic[lab], t0 or 0, seen)
+            if quic[lab] is not None:
+                where += f"; QUIC from the {quic[lab]['data'].vantage}'s qlog"
+        elif res["flows"]:
             lane = 0
             for t0, obj, i, ev in _exchanges(res):
                 if i == 0:
@@ -588,7 +718,7 @@ def representative_figure(out: Path, summary: dict, base: Path,
             t0 = min(fl["t0_ns"] for fl in res["flows"])
             _shade((ts_ax, fl_ax, sw), res, t0,
                    max(fl["t0_ns"] + int(fl["duration_s"] * 1e9) for fl in res["flows"]), t0)
-        ts_ax.set_title(f"{arm_label(summary, lab)}\n{d}\n{_where(res)}", fontsize=9)
+        ts_ax.set_title(f"{arm_label(summary, lab)}\n{d}\n{where}", fontsize=9)
         sw.set_ylabel("request" if col == 0 else "")
         sw.set_xlabel("time since the run's first packet (s)")
         fl_ax.tick_params(labelbottom=False)

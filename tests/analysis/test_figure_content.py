@@ -227,3 +227,29 @@ def test_outstanding_stays_visible_under_an_equal_pipe(tmp_path, monkeypatch):
     plots.in_flight(obj["directions"]["s2c"], res["flows"][0]["t0_ns"], tmp_path / "f")
     out, pipe = figs[0].axes[0].lines[:2]
     assert out.get_linewidth() > 2 * pipe.get_linewidth() and pipe.get_linestyle() != out.get_linestyle()
+
+
+def test_marker_texts_lie_inside_the_top_panel_beside_their_lines(tmp_path):
+    """The texts of a column's link events: once, in its top panel, written across (not along)
+    their lines, wrapped to the room beside the line, moved down where they would overlap —
+    even in a panel too short for a text written upwards — and never across a frame; the lines
+    near the right edge put theirs on the left."""
+    plt = plots._plt()
+    fig, axes = plt.subplots(3, 1, figsize=(5.2, 4), sharex=True)
+    for ax, name in zip(axes, ("sequence (kB)", "in flight (kB)", "request")):
+        ax.plot([0, 10], [0, 1])
+        ax.set_ylabel(name)
+    axes[-1].set_xlabel("time (s)")
+    marks = [(1.0, "server-client: frame 1290 of 1500 B: drop, its TCP copies until 7.0s"),
+             (1.6, "client-server: down drop"), (9.5, "server-client: rate=30mbit, its last step")]
+    for ax in axes:
+        for x, _ in marks:
+            ax.axvline(x, ls="--")
+    plots.mark_texts(axes[0], marks)
+    plots.LAYOUT_PROBLEMS.clear()
+    plots._save(fig, tmp_path / "marks")
+    assert plots.LAYOUT_PROBLEMS == []
+    texts = axes[0].texts
+    assert sorted(t.get_text().replace("\n", " ") for t in texts) == sorted(text for _x, text in marks)
+    assert all(t.get_rotation() == 0 for t in texts) and not axes[1].texts and not axes[2].texts
+    assert [t.get_horizontalalignment() for t in sorted(texts, key=lambda t: t.xy[0])][-1] == "right"

@@ -129,3 +129,126 @@ def test_an_arm_has_one_colour_in_every_figure_of_a_crossed_experiment():
     assert look["cubic@0pct"]["color"] == look["cubic@1pct"]["color"] == "C1"
     assert look["reno@0pct"]["ls"] != look["reno@1pct"]["ls"]
     assert [s["color"] for s in xplots.arm_styles({"levels": ["new", "reuse"]}).values()] == ["C0", "C1"]
+
+
+LONG = "server-client: frame 1290 of 1500 B: drop, its TCP copies until 7.0s"
+
+
+def _two_arms(tmp_path, second="run"):
+    return {"experiment": "c8-delivery", "factor": "params.transport", "primary": "audio_done_ms",
+            "by_level": {"tcp": {"representative": "run"}, "quic": {"representative": second}}}
+
+
+def _texts(ax, part):
+    return [t for t in ax.texts if t.get_visible() and part in t.get_text()]
+
+
+def test_a_long_marker_label_is_written_once_per_arm_inside_its_top_panel(tmp_path, monkeypatch):
+    """A link event's long label was written upwards along its line, through the frames of the
+    panels below (unreadable, flagged by the layout check); it is written once per arm,
+    horizontally inside the arm's top panel, its line in every panel; three events a
+    millisecond apart each get their text once, none over another."""
+    _download(tmp_path)
+    marks = [(0.030, LONG), (0.031, "client-server: rate=4mbit"), (0.032, "client-server: up")]
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda f, base: (figs.append(f), real(f, base))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    assert xplots.representative_figure(tmp_path, _two_arms(tmp_path), tmp_path / "rep",
+                                        markers={"tcp": marks, "quic": marks[:1]})
+    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+    (fig,) = figs
+    for arm, n in ((0, 3), (1, 1)):
+        top, *below = fig.axes[3 * arm:3 * arm + 3]
+        labels = _texts(top, "1290")
+        assert len(labels) == 1 and labels[0].get_rotation() == 0
+        assert not any(_texts(ax, "1290") for ax in below)
+        for ax in (top, *below):       # the dashed line in every panel of the arm
+            assert sum(1 for line in ax.lines if line.get_linestyle() == "--") == n
+    # each event's text once; those of lines closer than a text's height joined into one label,
+    # a line each (the layout check above finds labels over each other or across a frame)
+    written = " ".join(t.get_text().replace("\n", " ") for t in fig.axes[0].texts)
+    assert all(written.count(text) == 1 for _x, text in marks)
+
+
+def test_many_markers_become_numbered_tags_listed_in_the_legend(tmp_path, monkeypatch):
+    _download(tmp_path)
+    marks = [(0.01 * k, f"server-client: rate={k}mbit, a schedule's step number {k}") for k in range(1, 7)]
+    figs = []
+    real = xplots._save
+    monkeypatch.setattr(xplots, "_save", lambda f, base: (figs.append(f), real(f, base))[1])
+    plots.LAYOUT_PROBLEMS.clear()
+    assert xplots.representative_figure(tmp_path, SUMMARY, tmp_path / "rep", markers={"reno@0pct": marks})
+    assert plots.LAYOUT_PROBLEMS == [], plots.LAYOUT_PROBLEMS
+    (fig,) = figs
+    assert sorted(t.get_text() for t in fig.axes[0].texts) == [str(k) for k in range(1, 7)]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [f"{k}: {text}" for k, (_x, text) in enumerate(marks, 1)] == [t for t in legend if t[0].isdigit()]
+
+
+def _quic_run(tmp_path, qlog=True):
+    """A QUIC download's run directory: its capture (the client's) holds UDP only; with ``qlog``
+    the client's qlog: the handshake, a 14-byte request on stream 0, 40 kB on stream 3 of which
+    the frame at 8 kB arrives late (repaired)."""
+    from scapy.all import IP, UDP, Ether, Raw, wrpcap
+    d = tmp_path / "quic"
+    (d / "pcap").mkdir(parents=True)
+    t0 = 1_800_000_000.0
+    pk = []
+    for k in range(45):
+        up = k in (0, 2)
+        ip = IP(src="10.0.0.1", dst="10.0.0.2") if up else IP(src="10.0.0.2", dst="10.0.0.1")
+        p = Ether() / ip / (UDP(sport=50000, dport=5004) if up else UDP(sport=5004, dport=50000)) / Raw(b"q" * 1200)
+        p.time = t0 + 0.002 * k
+        pk.append(p)
+    wrpcap(str(d / "pcap" / "client-client-eth0.pcap"), pk)
+    files = [{"path": "pcap/client-client-eth0.pcap", "kind": "pcap", "host": "client"}]
+    if qlog:
+        ms = t0 * 1e3
+
+        def pkt(name, t, ptype, frames=()):
+            return {"name": f"transport:packet_{name}", "time": ms + t, "data": {
+                "header": {"packet_type": ptype, "packet_number": 0}, "raw": {"length": 1200},
+                "frames": list(frames)}}
+        ev = [pkt("sent", 0, "initial"), pkt("sent", 4, "1RTT", [{"frame_type": "stream", "stream_id": 0,
+                                                               "offset": 0, "length": 14, "fin": True}])]
+        order = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 8]
+        ev += [pkt("received", 6 + 2 * i, "1RTT", [{"frame_type": "stream", "stream_id": 3, "offset": 2000 * k,
+                                                    "length": 2000, "fin": k == 19}]) for i, k in enumerate(order)]
+        ev += [{"name": "recovery:metrics_updated", "time": ms + 1, "data": {"bytes_in_flight": 1200, "cwnd": 12000}}]
+        (d / "client.qlog").mkdir()
+        (d / "client.qlog" / "abc.qlog").write_text(json.dumps(
+            {"qlog_version": "0.3", "traces": [{"vantage_point": {"type": "client"}, "events": ev}]}))
+        files.append({"path": "client.qlog/abc.qlog", "kind": "other", "host": None})
+    RunResult(run_id="q", dir=d, spec=RunSpec(), status="complete", error=None, started=0.0, finished=0.0,
+              roles={"client": "client", "server": "server"}, files=files).write()
+    return d
+
+
+def test_a_quic_arm_is_drawn_from_its_qlog(tmp_path, monkeypatch):
+    """A QUIC run's capture has no TCP flow: its panels were empty.  The client's qlog gives its
+    STREAM frames (the late one red), each stream's bytes in order and the request's phases; the
+    in-flight panel, which only the data's sender could fill, says so."""
+    _download(tmp_path)
+    _quic_run(tmp_path)
+    fig = _drawn(tmp_path, monkeypatch, _two_arms(tmp_path, second="quic"))
+    seq, flight, lanes = fig.axes[3:6]
+    drawn = {line.get_label(): line for line in seq.lines if len(line.get_xdata())}
+    assert max(drawn["QUIC STREAM frame received (qlog)"].get_ydata()) == 40        # kB
+    assert list(drawn["QUIC STREAM frame filling a hole (qlog)"].get_ydata()) == [18]   # 16-18 kB
+    assert max(drawn["QUIC bytes in order per stream (qlog)"].get_ydata()) == 40
+    assert "QUIC from the client's qlog" in seq.get_title()
+    assert _texts(flight, "no qlog of its bytes in flight") and "(server)" in flight.texts[0].get_text()
+    # handshake 0-4 ms (first Initial to first 1-RTT packet), request at 4 ms, wait, response 6-44 ms
+    bars = sorted((round(b.get_x() * 1e3), round(b.get_width() * 1e3)) for b in lanes.patches)
+    assert [(x - bars[0][0], w) for x, w in bars] == [(0, 4), (4, 0), (4, 2), (6, 38)]
+
+
+def test_a_quic_arm_without_a_qlog_says_why_its_panels_are_empty(tmp_path, monkeypatch):
+    _download(tmp_path)
+    _quic_run(tmp_path, qlog=False)
+    fig = _drawn(tmp_path, monkeypatch, _two_arms(tmp_path, second="quic"))
+    seq, flight, _lanes = fig.axes[3:6]
+    for ax in (seq, flight):
+        assert _texts(ax, "no TCP flow in this capture and no qlog")
+        assert not any(len(line.get_xdata()) for line in ax.lines if line.get_linestyle() != "--")
