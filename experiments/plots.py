@@ -703,6 +703,8 @@ def representative_figure(out: Path, summary: dict, base: Path,
             if quic[lab] is not None:
                 where += f"; QUIC from the {quic[lab]['data'].vantage}'s qlog"
         elif res["flows"]:
+            if res["_at_sender"] is False:      # its "in flight" is what the receiver holds
+                where += "\nin flight there: bytes received above the ACK it sent"
             lane = 0
             for t0, obj, i, ev in _exchanges(res):
                 if i == 0:

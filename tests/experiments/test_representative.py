@@ -65,7 +65,8 @@ def test_a_download_is_drawn_from_the_senders_capture(tmp_path, monkeypatch):
 def test_without_the_senders_capture_the_receivers_view_is_drawn_and_said(tmp_path, monkeypatch):
     _download(tmp_path, hosts=("client",))
     title, peak = _figure(tmp_path, monkeypatch)
-    assert title[2] == "captured at client: as the data's RECEIVER saw it"
+    assert title[2:] == ["captured at client: as the data's RECEIVER saw it",
+                         "in flight there: bytes received above the ACK it sent"]
     assert peak <= 2
 
 
@@ -83,6 +84,7 @@ def test_a_damaged_capture_is_drawn_marked_and_warned_about(tmp_path, monkeypatc
     pcap.write_bytes(pcap.read_bytes()[:-7])
     title, _peak = _figure(tmp_path, monkeypatch)
     assert title[2] == "captured at client: as the data's RECEIVER saw it; capture DAMAGED (truncated)"
+    assert title[3].startswith("in flight there")
     assert [r.getMessage().split(":")[0] for r in caplog.records if "is damaged" in r.getMessage()] == [str(pcap)]
 
 
