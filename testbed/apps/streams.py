@@ -250,7 +250,8 @@ def quic_server(args, log: ev.EventLog, plan: Plan) -> int:
     async def main() -> None:
         qdir, _ = qlog_paths(args.log, "server")
         qdir.mkdir(parents=True, exist_ok=True)
-        config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN], quic_logger=QuicFileLogger(qdir))
+        qlogger = QuicFileLogger(qdir)
+        config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN], quic_logger=qlogger)
         tickets: dict = {}                  # session tickets this server issued (0-RTT resumption)
         with tempfile.TemporaryDirectory() as tmp:
             cert, key = make_cert(tmp)
@@ -269,8 +270,18 @@ def quic_server(args, log: ev.EventLog, plan: Plan) -> int:
             await asyncio.Event().wait()
         finally:
             transport.close()
+            end_traces(qlogger)
     asyncio.run(main())
     return 0
+
+
+def end_traces(qlogger) -> None:
+    """Write the qlog of every connection still open.  aioquic writes a connection's trace when
+    its closing period has ended; a server the run stops (SIGTERM) has closed none, so its qlog
+    directory stayed empty and the sender's own record (bytes in flight, congestion window,
+    packets sent again) was lost."""
+    for trace in list(qlogger._traces):      # aioquic's open traces (QuicLogger has no public list)
+        qlogger.end_trace(trace)
 
 
 def quic_client(args, log: ev.EventLog, plan: Plan) -> Receiver:

@@ -57,6 +57,10 @@ def test_quic_delivers_audio_inside_an_image_gap_tcp_makes_it_wait(tmp_path):
           f"(order wait from the capture {t['audio_order_wait_max_ms']:.1f} ms), "
           f"order waits {t['audio_order_wait_ms']}")
     assert q["audio_chunks"] == t["audio_chunks"] == 40
+    # the server, stopped by the run, left its qlog: the sender's record (it wrote none before)
+    from analysis import qlog
+    (trace,) = (tmp_path / "quic0" / "server.qlog").glob("*.qlog")
+    assert qlog.summary(qlog.load(trace))["packets_sent"] > 700          # 1 MB and the audio
     assert not tries[-1]["misses"], report(tries)
     # TCP: audio complete at the receiver waited for the image's repair in the connection-wide
     # order: from the capture alone (no process scheduling in it), some chunk's in-order arrival
