@@ -255,9 +255,9 @@ def _place_suptitle(fig) -> None:
 def _save(fig, base: Path) -> list[str]:
     """Lay out ``fig`` (its suptitle placed by :func:`_place_suptitle`, a :func:`figure_legend`'s
     height kept free below the axes and the figure taller where that passes
-    :data:`TALL_LEGEND`, :func:`mark_label` labels that would overlap joined, :func:`mark_texts`
-    and :func:`label_point` texts placed), write it as PNG (``DPI``), SVG and PDF (text as text)
-    next to ``base``, close it; a layout :func:`layout_problems` faults is logged and kept in
+    :data:`TALL_LEGEND`, :func:`mark_texts` and :func:`label_point` texts placed), write it as
+    PNG (``DPI``), SVG and PDF (text as text) next to ``base``, close it; a layout
+    :func:`layout_problems` faults is logged and kept in
     ``LAYOUT_PROBLEMS``."""
     import logging
     renderer = fig.canvas.get_renderer()
@@ -268,7 +268,6 @@ def _save(fig, base: Path) -> list[str]:
     _place_suptitle(fig)
     fig.tight_layout(**({"rect": (0, max(legends) + 0.01, 1, 1)} if legends else {}))
     for ax in fig.axes:
-        _join_marks(ax)
         _place_mark_texts(ax)
         _label_points(ax)
         _label_steps(ax)
@@ -287,43 +286,15 @@ def _save(fig, base: Path) -> list[str]:
 
 
 def mark(ax, markers) -> None:
-    """``markers`` [(x in the axes' data units, text)] as dashed purple vertical lines, each
-    text a :func:`mark_label`; those outside the x range the data span are left out (the range
+    """``markers`` [(x in the axes' data units, text)] as dashed purple vertical lines, their
+    texts by :func:`mark_texts`; those outside the x range the data span are left out (the range
     stays the data's)."""
     lo, hi = ax.get_xlim()
-    for x, text in markers:
-        if lo <= x <= hi:
-            ax.axvline(x, color="tab:purple", lw=0.9, ls="--", zorder=1)
-            mark_label(ax, x, text)
+    shown = [(x, text) for x, text in markers if lo <= x <= hi]
+    for x, _ in shown:
+        ax.axvline(x, color="tab:purple", lw=0.9, ls="--", zorder=1)
+    mark_texts(ax, shown)
     ax.set_xlim(lo, hi)
-
-
-def mark_label(ax, x, text) -> None:
-    """``text`` written upwards along the vertical line at ``x`` (data units), inside the top of
-    ``ax`` and left of the line; labels that would overlap once the layout is final (changes at
-    the same moment) are joined by :func:`_join_marks`."""
-    t = ax.annotate(text, (x, 0.98), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
-                    va="top", ha="right", multialignment="right", color="tab:purple")
-    ax.__dict__.setdefault("_mark_labels", []).append(t)
-
-
-def _join_marks(ax) -> None:
-    """Join the :func:`mark_label` labels of ``ax`` that overlap as laid out into one label, a
-    line each in time order, at the latest of their lines: each line then sits beside its own
-    marker or one closer than a line of text."""
-    labels = sorted(getattr(ax, "_mark_labels", ()), key=lambda t: t.xy[0])
-    r = ax.figure.canvas.get_renderer()
-    joined = True
-    while joined:
-        joined = False
-        for a, b in zip(labels, labels[1:]):
-            if _overlap(a.get_window_extent(r), b.get_window_extent(r)):
-                b.set_text(f"{a.get_text()}\n{b.get_text()}")
-                a.remove()
-                labels.remove(a)
-                joined = True
-                break
-    ax._mark_labels = labels
 
 
 #: at most this many moments of one axes get their marker's text written beside the line

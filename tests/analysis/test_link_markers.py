@@ -14,12 +14,13 @@ def test_link_markers_read_the_change_files_in_time_order(tmp_path):
 
 
 def test_mark_draws_the_markers_inside_the_data_range_only():
-    from analysis.plots import _plt, mark
+    from analysis.plots import _place_mark_texts, _plt, mark
     plt = _plt()
     fig, ax = plt.subplots()
     ax.plot([0, 1, 2], [0, 1, 4])
     lo, hi = ax.get_xlim()
     mark(ax, [(1.0, "step"), (50.0, "later"), (-9.0, "before")])
+    _place_mark_texts(ax)                   # as the figure's _save does once it is laid out
     assert [t.get_text() for t in ax.texts] == ["step"]
     assert len(ax.lines) == 2 and ax.get_xlim() == (lo, hi)
     plt.close(fig)
