@@ -45,8 +45,7 @@ import numpy as np
 
 from analysis import native
 from analysis.flows import Flow
-from analysis.pcap import ACK, FIN, RST, SYN, Packets
-from analysis.tcp import unwrap32
+from analysis.pcap import ACK, FIN, RST, SYN, Packets, unwrap32
 
 
 def timeline(pk: Packets, flow: Flow) -> dict:

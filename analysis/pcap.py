@@ -66,12 +66,27 @@ LINKTYPE_IPV4, LINKTYPE_IPV6 = 228, 229
 
 TCP, UDP = 6, 17
 FIN, SYN, RST, PSH, ACK, URG, ECE, CWR = 1, 2, 4, 8, 16, 32, 64, 128
+#: TCP's sequence and acknowledgment numbers are 32 bits: they wrap (:func:`unwrap32`)
+TWO32 = 1 << 32
 MAX_SACK = 4   # a TCP header fits at most 4 SACK blocks
 HEAD = 8       # payload bytes kept per packet (enough for a TLS record header + handshake type)
 _PAD = 128     # zero bytes appended so gathers past a record's end stay in the buffer
 MAX_CAPLEN = 262144   # libpcap's largest snap length: a longer record is damage
 LINK_HEADER = {LINKTYPE_NULL: 4, LINKTYPE_ETHERNET: 14, 12: 0, LINKTYPE_RAW: 0, LINKTYPE_SLL: 16,
                LINKTYPE_IPV4: 0, LINKTYPE_IPV6: 0, LINKTYPE_SLL2: 20}   # the link types decoded
+
+
+def unwrap32(values: np.ndarray, ref: int) -> np.ndarray:
+    """uint32 sequence numbers (in time order) -> int64 offsets from ``ref``, without wraps."""
+    d = (values.astype(np.int64) - ref) & (TWO32 - 1)
+    d = np.where(d >= TWO32 // 2, d - TWO32, d) if len(d) and d[0] >= TWO32 // 2 else d
+    if len(d) > 1:
+        step = np.diff(d)
+        if ((step < -TWO32 // 2) | (step > TWO32 // 2)).any():      # at least one wrap
+            fix = np.cumsum(np.where(step < -TWO32 // 2, TWO32, 0)
+                            - np.where(step > TWO32 // 2, TWO32, 0))
+            d = d + np.concatenate([[0], fix])
+    return d
 
 
 @dataclass

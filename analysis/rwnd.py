@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.pcap import ACK, FIN, RST, SYN
+from analysis.pcap import ACK, FIN, RST, SYN, unwrap32
 
 KINDS = ("zero_window", "zero_window_probe", "window_full", "window_update")
 #: event times listed per kind in a summary (``truncated`` says when there were more)
@@ -165,7 +165,6 @@ def events(fwd: np.ndarray, flags: np.ndarray, plen: np.ndarray, seq_raw: np.nda
     """The receiver-window events of the data sent by the side whose packets ``fwd`` marks, over
     one flow's packets in capture order (raw header fields: ``win`` the 16-bit window,
     ``wscale`` the window scale option, -1 when absent)."""
-    from analysis.tcp import unwrap32       # analysis.tcp imports this module
     fwd = np.asarray(fwd, bool)
     rev = ~fwd
     plen = plen.astype(np.int64)

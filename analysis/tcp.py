@@ -41,11 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.flows import Flow
-from analysis.pcap import ACK, FIN, RST, SYN, Packets
+from analysis.pcap import ACK, FIN, RST, SYN, TWO32, Packets, unwrap32
 from analysis import rwnd, senderrun
 from analysis.tcpsender import KINDS
-
-TWO32 = 1 << 32
 
 
 #: the throughput series' longest span in bins; a packet beyond it (a capture timestamp
@@ -57,19 +55,6 @@ def _binned(bins: np.ndarray, weights: np.ndarray, nb: int) -> np.ndarray:
     """Sum of ``weights`` per bin over ``nb`` bins; bins beyond them are left out."""
     keep = bins < nb
     return np.bincount(bins[keep], weights=weights[keep], minlength=nb)
-
-def unwrap32(values: np.ndarray, ref: int) -> np.ndarray:
-    """uint32 sequence numbers (in time order) -> int64 offsets from ``ref``, without wraps."""
-    d = (values.astype(np.int64) - ref) & (TWO32 - 1)
-    d = np.where(d >= TWO32 // 2, d - TWO32, d) if len(d) and d[0] >= TWO32 // 2 else d
-    if len(d) > 1:
-        step = np.diff(d)
-        if ((step < -TWO32 // 2) | (step > TWO32 // 2)).any():      # at least one wrap
-            fix = np.cumsum(np.where(step < -TWO32 // 2, TWO32, 0)
-                            - np.where(step > TWO32 // 2, TWO32, 0))
-            d = d + np.concatenate([[0], fix])
-    return d
-
 
 @dataclass
 class Direction:

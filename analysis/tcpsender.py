@@ -93,7 +93,7 @@ sender's visible state (SND.UNA, SND.MAX, SACK scoreboard) and produces:
     of the sender's TS clock).
 
 Sequence numbers given to the tracker are unwrapped 64-bit integers (see
-:func:`analysis.tcp.unwrap32`).  Times are integers (ns) of any one clock.
+:func:`analysis.pcap.unwrap32`).  Times are integers (ns) of any one clock.
 """
 from __future__ import annotations
 

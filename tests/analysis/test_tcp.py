@@ -140,7 +140,7 @@ def test_handshake_times(scenario):
 
 def test_unwrap32():
     v = np.array([2**32 - 10, 2**32 - 1, 5, 100, 2**32 - 5], np.uint32)
-    assert list(tcp.unwrap32(v, 2**32 - 10)) == [0, 9, 15, 110, 5]
+    assert list(pcap.unwrap32(v, 2**32 - 10)) == [0, 9, 15, 110, 5]
 
 
 def test_keepalive_is_not_a_retransmission():
