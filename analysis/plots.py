@@ -335,23 +335,32 @@ def mark_texts(ax, marks, legend_ax=None) -> None:
         pending.append((x, str(tags[text])))
 
 
+def _take_pending(ax, name: str):
+    """The texts queued on ``ax`` under ``name`` to be placed once the layout is final, taken
+    off it, with the renderer and the axes' frame in pixels; None when there are none."""
+    pending = getattr(ax, name, None)
+    if not pending:
+        return None
+    setattr(ax, name, [])
+    r = ax.figure.canvas.get_renderer()
+    return pending, r, ax.get_window_extent(r)
+
+
 def _place_mark_texts(ax) -> None:
     """Write the pending :func:`mark_texts` of ``ax`` in time order, each at the highest place
     beside its line where it lies inside the axes, crosses no other marker's line and keeps
-    clear of the texts written before (the texts of lines closer than a text's height joined
-    into one at the latest of them, a line each in time order) (a gap of a few characters to the side, so that two
-    labels on one row do not read as one); a text is wrapped to the room on its side, the side
-    with more room tried first.  Where no place crosses no line (markers closer than their
-    labels are wide), one that crosses lines is taken.  A text whose line lies outside the view
-    is left out."""
+    clear of the texts written before by a gap of a few characters to the side, so that two
+    labels on one row do not read as one (the texts of lines closer than a text's height are
+    joined into one at the latest of them, a line each in time order); a text is wrapped to the
+    room on its side, the side with more room tried first.  Where no place crosses no line
+    (markers closer than their labels are wide), one that crosses lines is taken.  A text whose
+    line lies outside the view is left out."""
     import textwrap
     from matplotlib.transforms import Bbox
-    pending = getattr(ax, "_mark_texts", None)
-    if not pending:
+    taken = _take_pending(ax, "_mark_texts")
+    if taken is None:
         return
-    ax._mark_texts = []
-    r = ax.figure.canvas.get_renderer()
-    frame = ax.get_window_extent(r)
+    pending, r, frame = taken
     pt = ax.figure.dpi / 72
     gap = 24 * pt                                       # to the side of another label, px
     placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
@@ -416,12 +425,10 @@ def label_point(ax, x, y, text) -> None:
 
 
 def _label_points(ax) -> None:
-    pending = getattr(ax, "_point_labels", None)
-    if not pending:
+    taken = _take_pending(ax, "_point_labels")
+    if taken is None:
         return
-    ax._point_labels = []
-    r = ax.figure.canvas.get_renderer()
-    frame = ax.get_window_extent(r)
+    pending, r, frame = taken
     placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
     for x, y, text in pending:
         for off, ha, va in (((4, 0), "left", "center"), ((-3, -3), "right", "top")):
