@@ -215,13 +215,16 @@ def figure_legend(fig, axes=None, max_cols: int = 7, **kwargs):
     the figure's) once, in as many columns (at most ``max_cols``) as fit the figure's width, so
     that a narrow figure (one arm) gets more rows instead of entries cut off; ``_save`` keeps its
     height free below the axes; its rows are filled evenly (eight entries in two rows of four,
-    not seven and one).  ``kwargs`` go to ``Figure.legend``."""
+    not seven and one).  ``kwargs`` go to ``Figure.legend``.  None (no legend) when the axes
+    have no labelled artist."""
     handles, names = [], []
     for ax in fig.axes if axes is None else axes:
         for h, n in zip(*ax.get_legend_handles_labels()):
             if n not in names:
                 handles.append(h)
                 names.append(n)
+    if not names:
+        return None
     renderer = fig.canvas.get_renderer()
     ncol = max(1, min(len(names), max_cols))
     ncol = max(1, -(-len(names) // -(-len(names) // ncol)))        # the same rows, evenly filled
@@ -292,7 +295,7 @@ def mark(ax, markers) -> None:
     lo, hi = ax.get_xlim()
     shown = [(x, text) for x, text in markers if lo <= x <= hi]
     for x, _ in shown:
-        ax.axvline(x, color="tab:purple", lw=0.9, ls="--", zorder=1)
+        ax.axvline(x, zorder=1, **MARK_LINE)
     mark_texts(ax, shown)
     ax.set_xlim(lo, hi)
 
@@ -300,6 +303,8 @@ def mark(ax, markers) -> None:
 #: at most this many moments of one axes get their marker's text written beside the line
 #: (:func:`mark_texts`); past it each line gets a numbered tag, the texts listed in the legend
 MAX_MARK_TEXTS = 3
+#: the style of a marker's line (:func:`mark`, the representative figure's arms)
+MARK_LINE = {"color": "tab:purple", "lw": 0.9, "ls": "--"}
 #: the style of a marker's text or tag: purple like its line, on a light box that keeps it
 #: readable where it lies over data
 MARK_TEXT = {"fontsize": 7, "color": "tab:purple", "zorder": 6,
@@ -331,19 +336,21 @@ def mark_texts(ax, marks, legend_ax=None) -> None:
         text = "; ".join(texts)
         if text not in tags:
             tags[text] = len(tags) + 1
-            target.plot([], [], color="tab:purple", lw=0.9, ls="--", label=f"{tags[text]}: {text}")
+            target.plot([], [], label=f"{tags[text]}: {text}", **MARK_LINE)
         pending.append((x, str(tags[text])))
 
 
 def _take_pending(ax, name: str):
     """The texts queued on ``ax`` under ``name`` to be placed once the layout is final, taken
-    off it, with the renderer and the axes' frame in pixels; None when there are none."""
+    off it, with the renderer, the axes' frame and the extents of the texts already on it, in
+    pixels; None when there are none."""
     pending = getattr(ax, name, None)
     if not pending:
         return None
     setattr(ax, name, [])
     r = ax.figure.canvas.get_renderer()
-    return pending, r, ax.get_window_extent(r)
+    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    return pending, r, ax.get_window_extent(r), placed
 
 
 def _place_mark_texts(ax) -> None:
@@ -360,10 +367,9 @@ def _place_mark_texts(ax) -> None:
     taken = _take_pending(ax, "_mark_texts")
     if taken is None:
         return
-    pending, r, frame = taken
+    pending, r, frame, placed = taken
     pt = ax.figure.dpi / 72
     gap = 24 * pt                                       # to the side of another label, px
-    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
     lines = [ax.transData.transform((x, 0))[0] for x, _ in pending]
     joined: list = []               # lines closer than a text's height: one text, a line each
     for x, text in sorted(pending, key=lambda p: p[0]):
@@ -428,8 +434,7 @@ def _label_points(ax) -> None:
     taken = _take_pending(ax, "_point_labels")
     if taken is None:
         return
-    pending, r, frame = taken
-    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    pending, r, frame, placed = taken
     for x, y, text in pending:
         for off, ha, va in (((4, 0), "left", "center"), ((-3, -3), "right", "top")):
             t = ax.annotate(text, (x, y), xytext=off, textcoords="offset points", ha=ha, va=va,
@@ -497,12 +502,10 @@ def _label_steps(ax) -> None:
     lane, or near the bottom of the axes for a full-height span; a name wider than its span,
     reaching outside the axes or overlapping a text already there (a name written before, a
     :func:`mark` label) is left out (the legend names the colour)."""
-    pending = getattr(ax, "_step_labels", None)
-    if not pending:
+    taken = _take_pending(ax, "_step_labels")
+    if taken is None:
         return
-    r = ax.figure.canvas.get_renderer()
-    box = ax.get_window_extent(r)
-    placed = [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    pending, r, box, placed = taken
     for a, w, name, y in sorted(pending, key=lambda p: p[0]):
         x0, x1 = (ax.transData.transform((v, 0))[0] for v in (a, a + w))
         if abs(x1 - x0) < 8:
@@ -519,7 +522,6 @@ def _label_steps(ax) -> None:
             t.remove()
         else:
             placed.append(b.expanded(1.0, 1.0).padded(2))
-    ax._step_labels = []
 
 
 def sentence_if_degenerate(values, what: str) -> str | None:

@@ -45,7 +45,8 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.plots import LINE_STYLES, _plt, _save, figure_legend, label_point, mark_texts, note, shade_steps
+from analysis.plots import (LINE_STYLES, MARK_LINE, _plt, _save, figure_legend, label_point, mark_texts, note,
+                            shade_steps)
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +348,8 @@ def _capture(run_dir: Path):
     its data (:func:`_data_sender`) when the run kept one holding the same connections, else the
     client's own (for a download, the data's receiver); None if the run kept no pcap.  Its
     ``_role`` says where it was taken (the run's role of that host: client, server, or None),
-    ``_at_sender`` whether that is the data's sender."""
+    ``_at_sender`` whether that is the data's sender, ``_tcp`` whether it holds a TCP flow
+    (else ``_qlogs``: the run's qlog traces, :func:`_qlogs`)."""
     from testbed.spec.runresult import load_run
     r = load_run(run_dir)
     pcaps = [(f, run_dir / f["path"]) for f in r.files if f["kind"] == "pcap"]
@@ -373,7 +375,8 @@ def _capture(run_dir: Path):
                     res = theirs
                     break
     res["_at_sender"] = None if sender is None else sender == res["_host"]
-    res["_qlogs"] = [] if any(fl["proto"] == "tcp" for fl in res["flows"]) else _qlogs(r, logs, res)
+    res["_tcp"] = any(fl["proto"] == "tcp" for fl in res["flows"])
+    res["_qlogs"] = [] if res["_tcp"] else _qlogs(r, logs, res)
     res["_stream_kinds"] = {e["stream"]: e["kind"] for _, events in logs for e in events
                             if e.get("event") == "stream_chunk" and "stream" in e and "kind" in e}
     if res["damage"]:
@@ -412,7 +415,7 @@ def _qlogs(r, logs: list, res: dict) -> list:
     traces = []
     for f in r.files:
         p = r.dir / f["path"]
-        if p.suffix in (".qlog", ".sqlog") and p.is_file():
+        if p.is_file() and qlog.is_qlog(p):
             try:
                 traces += qlog.load(p, offset)
             except ValueError as exc:
@@ -514,7 +517,7 @@ def _markers(axes, marks) -> None:
     numbered tags listed in the legend)."""
     for ax in axes:
         for x, _text in marks:
-            ax.axvline(x, color="tab:purple", lw=0.9, ls="--")
+            ax.axvline(x, **MARK_LINE)
     mark_texts(axes[0], marks, legend_ax=axes[-1])
 
 
@@ -558,18 +561,17 @@ def _quic(res: dict) -> dict | None:
             "peer": data.vantage if sent else peer}
 
 
-def _quic_panels(ts_ax, fl_ax, sw, res: dict, q: dict | None, t0: int, seen: set) -> int:
+def _quic_panels(ts_ax, fl_ax, sw, res: dict, q: dict | None, t0: int, seen: set) -> None:
     """An arm without a TCP flow: from its qlogs (:func:`_quic`) each STREAM frame's end in
     its stream (repairs of a hole red) and each stream's bytes in order, the sender's bytes in
-    flight and the request's phases; where they give nothing a note inside the panel says why.
-    The number of request lanes drawn."""
+    flight and the request's phases; where they give nothing a note inside the panel says why."""
     from analysis import qlog
     if q is None:
         why = ("no TCP flow in this capture and no qlog of the run to draw its packets from"
                if not res.get("_qlogs") else "no TCP flow in this capture and no STREAM frame in its qlog")
         for ax in (ts_ax, fl_ax):
             note(ax, why)
-        return 0
+        return
     tr, sent = q["data"], q["sent"]
     f = tr.frames[tr.frames["sent"] == sent]
     side = "sent" if sent else "received"
@@ -602,9 +604,8 @@ def _quic_panels(ts_ax, fl_ax, sw, res: dict, q: dict | None, t0: int, seen: set
                     "of its bytes in flight")
     if q["request"].get("syn") is None and q["request"].get("request_first") is None:
         note(sw, "no request in the qlog")
-        return 0
+        return
     _phases(sw, 0, q["request"], t0, seen, q["role"])
-    return 1
 
 
 #: inches of figure height per unit of a panel row's height ratio (:func:`_grid`)
@@ -675,9 +676,9 @@ def representative_figure(out: Path, summary: dict, base: Path,
     analysed = [a for a in analysed if a[2] is not None]
     if not analysed:
         return []
-    if not any(any(fl["proto"] == "tcp" for fl in a[2]["flows"]) or a[2]["_qlogs"] for a in analysed):
+    if not any(a[2]["_tcp"] or a[2]["_qlogs"] for a in analysed):
         return _udp_figure(analysed, summary, base, markers or {})
-    quic = {lab: _quic(res) for lab, _d, res in analysed if not any(fl["proto"] == "tcp" for fl in res["flows"])}
+    quic = {lab: _quic(res) for lab, _d, res in analysed if not res["_tcp"]}
     nreq = max(1 if lab in quic else sum(1 for _ in _exchanges(res)) if res["flows"] else 0
                for lab, _d, res in analysed)
     # the request lanes' height grows with their number: one request is a strip, not a panel

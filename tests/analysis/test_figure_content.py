@@ -250,3 +250,13 @@ def test_marker_texts_lie_inside_the_top_panel_beside_their_lines(tmp_path):
     assert sorted(t.get_text().replace("\n", " ") for t in texts) == sorted(text for _x, text in marks)
     assert all(t.get_rotation() == 0 for t in texts) and not axes[1].texts and not axes[2].texts
     assert [t.get_horizontalalignment() for t in sorted(texts, key=lambda t: t.xy[0])][-1] == "right"
+
+
+def test_a_figure_legend_of_axes_without_labels_is_none():
+    """The evenly filled rows divided by zero when no artist had a label (a UDP run whose
+    capture holds no transport packet)."""
+    plt = plots._plt()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    assert plots.figure_legend(fig) is None and not fig.legends
+    plt.close(fig)
