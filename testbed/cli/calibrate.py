@@ -49,12 +49,11 @@ def check_values(args) -> None:
     if args.schedule is not None and not args.schedule.strip():
         raise UsageError(f"--schedule {args.schedule!r}: an empty path; give a link schedule file "
                          "(.toml or .json), or leave --schedule out for a constant link")
-    overflow = (("--overflow", args.overflow, lambda v: str(v).lower() == "none" or parse_rate(v)),) \
-        if args.overflow is not None else ()
     for flag, text, parse in (("--rate", args.rate, lambda v: str(v).lower() in ("unshaped", "none") or parse_rate(v)),
                               ("--delay", args.delay, lambda v: parse_delay(v, "--delay")),
                               ("--loss-up", args.loss_up, loss), ("--loss-down", args.loss_down, loss),
-                              *overflow):
+                              ("--overflow", args.overflow,
+                               lambda v: v is None or str(v).lower() == "none" or parse_rate(v))):
         try:
             parse(text)
         except ValueError as exc:

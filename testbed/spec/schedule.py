@@ -283,6 +283,11 @@ class Event:
 MAX_TRACE_MS = 10**9
 
 
+def _beyond_max(ms) -> str:
+    return (f"timestamp {ms} ms is beyond {MAX_TRACE_MS:,} ms (about 11.6 days), the longest a "
+            "trace's loop may last")
+
+
 @dataclass(frozen=True)
 class Trace:
     """Mahimahi delivery opportunities: ``ms`` holds one integer millisecond per opportunity of
@@ -313,8 +318,7 @@ class Trace:
         if self.ms[-1] == 0:
             raise ValueError(f"{where}: the trace lasts 0 ms (its last timestamp is its period); it must be > 0")
         if self.ms[-1] > MAX_TRACE_MS:
-            raise ValueError(f"{where}: timestamp {self.ms[-1]} ms is beyond {MAX_TRACE_MS:,} ms (about 11.6 "
-                             "days), the longest a trace's loop may last")
+            raise ValueError(f"{where}: {_beyond_max(self.ms[-1])}")
         if not (isinstance(self.resolution, (int, float)) and self.resolution >= 1e-3
                 and abs(self.resolution * 1e3 - round(self.resolution * 1e3)) < 1e-6):
             raise ValueError(f"{where}: resolution {self.resolution!r} s must be a whole number of "
@@ -352,8 +356,7 @@ class Trace:
                                  "(one nondecreasing integer ms per line, Mahimahi's format)")
             t = int(word)
             if t > MAX_TRACE_MS:
-                raise ValueError(f"{source}:{no}: timestamp {word} ms is beyond {MAX_TRACE_MS:,} ms (about "
-                                 "11.6 days), the longest a trace's loop may last")
+                raise ValueError(f"{source}:{no}: {_beyond_max(word)}")
             if ms and t < ms[-1]:
                 raise ValueError(f"{source}:{no}: timestamp {t} goes backwards (after {ms[-1]}); "
                                  "timestamps are nondecreasing")

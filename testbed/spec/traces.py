@@ -120,13 +120,17 @@ def default_window(trace: Trace) -> float:
     return next(m * decade for m in (1, 2, 5, 10) if m * decade >= need) / 1000
 
 
+def _window_ms(trace: Trace, window: float) -> int:
+    """A window of ``window`` s in whole ms as the series cuts the loop: at least 1, at most the
+    loop's period."""
+    return min(max(1, round(window * 1000)), trace.period_ms)
+
+
 def rate_series(trace: Trace, window: float | None = None) -> list[tuple[float, float]]:
     """(window start s, bit/s) over one period (see the module docstring); ``window`` s, by
     default ``default_window(trace)``."""
-    w = max(1, round((window or default_window(trace)) * 1000))
-    period = trace.period_ms
-    starts = list(range(0, period - w + 1, w)) or [0]
-    w = min(w, period)
+    w = _window_ms(trace, window or default_window(trace))
+    starts = list(range(0, trace.period_ms - w + 1, w)) or [0]
     return [(t / 1000, (trace.opportunities_before(t + w + 1) - trace.opportunities_before(t + 1))
              * OPPORTUNITY_BYTES * 8 / (w / 1000)) for t in starts]
 
@@ -147,6 +151,5 @@ def trace_stats(trace: Trace, window: float | None = None) -> TraceStats:
     """``trace``'s statistics over windows of ``window`` s, by default ``default_window(trace)``."""
     window = window or default_window(trace)
     rates = [r for _, r in rate_series(trace, window)]
-    used_ms = min(max(1, round(window * 1000)), trace.period_ms)    # as rate_series cuts the loop
-    return TraceStats(trace.mean_rate, min(rates), max(rates), used_ms / 1000,
+    return TraceStats(trace.mean_rate, min(rates), max(rates), _window_ms(trace, window) / 1000,
                       trace.period_ms / 1000, len(trace.ms))

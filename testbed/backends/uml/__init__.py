@@ -434,7 +434,7 @@ def run_in_guest(argv: list[str], *, results_dir: Path, mem: str = "768M", timeo
     if stream is not None and stream.error is not None:
         raise stream.error
 
-    stdout, stderr = _read(results_dir / "uml-stdout.txt"), _read(results_dir / "uml-stderr.txt")
+    stdout, stderr = (_read(results_dir / uml_stream.STREAMS[name]) for name in ("stdout", "stderr"))
     console = results_dir / "uml-console.log"
     what = f"{build.source} UML {release} ({mode}, {build.kernel})"
     if timed_out:
