@@ -13,6 +13,7 @@ no longer give a value — with which are the manifest's and which differ from i
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 from analysis.applog import read_object
@@ -91,11 +92,14 @@ def changed_files(run_dir: Path, manifest: dict) -> dict[str, list]:
     for f in manifest.get("files", ()):
         if f.get("kind") == "pcap" or not isinstance(f.get("path"), str):
             continue
-        path = run_dir / f["path"]
-        if not path.is_file():
+        try:
+            st = (run_dir / f["path"]).stat()
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
             out["missing"].append(f["path"])
-        elif isinstance(f.get("bytes"), int) and path.stat().st_size != f["bytes"]:
-            out["resized"].append([f["path"], path.stat().st_size, f["bytes"]])
+        elif isinstance(f.get("bytes"), int) and st.st_size != f["bytes"]:
+            out["resized"].append([f["path"], st.st_size, f["bytes"]])
     return out
 
 

@@ -18,7 +18,7 @@ Wireshark, no segment is judged window-full.
 Events (each a packet; the docstring of each function says which exactly):
 
 * :func:`zero_window` — ``tcp.analysis.zero_window``;
-* :func:`zero_window_probe` — ``tcp.analysis.zero_window_probe``;
+* :func:`zero_window_probes` — ``tcp.analysis.zero_window_probe``;
 * :func:`window_full` — ``tcp.analysis.window_full``;
 * :func:`window_update` — ``tcp.analysis.window_update``.
 
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.pcap import ACK, FIN, RST, SYN, unwrap32
+from analysis.pcap import ACK, FIN, RST, SYN, TWO32, unwrap32
 
 KINDS = ("zero_window", "zero_window_probe", "window_full", "window_update")
 #: event times listed per kind in a summary (``truncated`` says when there were more)
 FIRST = 10
-M32 = (1 << 32) - 1
+M32 = TWO32 - 1                     # sequence arithmetic modulo 2^32
 UNKNOWN, NOT_USED = -1, -2          # Wireshark's win_scale states
 NEVER = -(1 << 62)                  # below any unwrapped sequence number
 
@@ -76,12 +76,12 @@ def _last_before(of: np.ndarray, values: np.ndarray, fill) -> np.ndarray:
     return out
 
 
-def _nextseq_and_probes(side: np.ndarray, seq: np.ndarray, end: np.ndarray, plen: np.ndarray,
-                        other_win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(``side``'s nextseq before each packet, unwrapped, ``NEVER`` before its first; its
-    zero-window probes, a boolean mask).  ``seq``/``end``: unwrapped; ``other_win``: the other
-    side's window before each packet.  A probe does not advance nextseq, so the candidates (1
-    byte, the other window 0: few) are judged in order."""
+def zero_window_probes(side: np.ndarray, seq: np.ndarray, end: np.ndarray, plen: np.ndarray,
+                       other_win: np.ndarray) -> np.ndarray:
+    """Wireshark ``tcp.analysis.zero_window_probe``, a boolean mask: a segment from ``side`` of
+    exactly 1 payload byte starting at ``side``'s nextseq (:func:`nextseq`) while the other
+    side's last window field (``other_win`` before each packet) was 0.  ``seq``/``end``:
+    unwrapped.  A probe does not advance nextseq, so the candidates (few) are judged in order."""
     cand = side & (plen == 1) & (other_win == 0)
     base = _running_max_before(side & ~cand, end)
     probe = np.zeros(len(side), bool)
@@ -92,7 +92,13 @@ def _nextseq_and_probes(side: np.ndarray, seq: np.ndarray, end: np.ndarray, plen
             probe[i] = True
         else:
             extra = max(extra, int(end[i]))
-    return _running_max_before(side & ~probe, end), probe
+    return probe
+
+
+def nextseq(side: np.ndarray, end: np.ndarray, probe: np.ndarray) -> np.ndarray:
+    """``side``'s nextseq before each packet (the largest ``end`` it sent, its zero-window
+    probes left out; unwrapped; ``NEVER`` before its first)."""
+    return _running_max_before(side & ~probe, end)
 
 
 def _running_max_before(of: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -130,12 +136,6 @@ def zero_window(recv: np.ndarray, win: np.ndarray, flags: np.ndarray,
     """Wireshark ``tcp.analysis.zero_window``: a packet from the receiver whose window field is 0,
     without SYN, FIN or RST (and not itself a zero-window probe)."""
     return recv & (win == 0) & ((flags & (SYN | FIN | RST)) == 0) & ~probe
-
-
-def zero_window_probe(probe_of_sender: np.ndarray) -> np.ndarray:
-    """Wireshark ``tcp.analysis.zero_window_probe``: a segment from the sender of exactly 1 payload
-    byte starting at the sender's nextseq while the receiver's last window field was 0."""
-    return probe_of_sender
 
 
 def window_full(send: np.ndarray, seq_raw: np.ndarray, plen: np.ndarray, flags: np.ndarray,
@@ -176,9 +176,9 @@ def events(fwd: np.ndarray, flags: np.ndarray, plen: np.ndarray, seq_raw: np.nda
     end = seq + plen + ((flags & SYN) != 0) + ((flags & FIN) != 0)
     # each side's state as the other side's packets (and its own next one) see it
     r_win = _last_before(rev, win, 0)
-    f_next, f_probe = _nextseq_and_probes(fwd, seq, end, plen, r_win)
-    del f_next
-    r_next, r_probe = _nextseq_and_probes(rev, seq, end, plen, _last_before(fwd, win, 0))
+    f_probe = zero_window_probes(fwd, seq, end, plen, r_win)
+    r_probe = zero_window_probes(rev, seq, end, plen, _last_before(fwd, win, 0))
+    r_next = nextseq(rev, end, r_probe)
     del end
     ack_raw = ack_raw.astype(np.int64)
     r_ack = _last_before(rev, ack_raw, 0)
@@ -195,5 +195,5 @@ def events(fwd: np.ndarray, flags: np.ndarray, plen: np.ndarray, seq_raw: np.nda
         scale=None if final == UNKNOWN else max(final, 0),
         scaling="unknown" if final == UNKNOWN else "not used" if final == NOT_USED else "signalled",
         zero_window=np.nonzero(zero_window(rev, win, flags, r_probe))[0],
-        zero_window_probe=np.nonzero(zero_window_probe(f_probe))[0],
+        zero_window_probe=np.nonzero(f_probe)[0],
         window_full=wf, window_update=wu)

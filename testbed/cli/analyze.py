@@ -292,8 +292,8 @@ def _rwnd_line(name: str, w: dict | None) -> str | None:
     window closed or filled, or its scale is unknown (window-full cannot be judged)."""
     if not w:
         return None
-    counts = {k: w[k]["count"] for k in ("zero_window", "zero_window_probe", "window_full",
-                                         "window_update")}
+    from analysis.rwnd import KINDS
+    counts = {k: w[k]["count"] for k in KINDS}
     if w["scale"] is not None and not any(counts[k] for k in ("zero_window", "zero_window_probe",
                                                              "window_full")):
         return None
