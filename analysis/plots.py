@@ -1,4 +1,5 @@
-"""Figures (matplotlib, Agg backend), each written as PNG and SVG.
+"""Figures (matplotlib, Agg backend), each written as PNG, SVG and PDF (:data:`FORMATS`; within
+:func:`formats`, as it says).
 
 - :func:`time_sequence`: tcptrace's time-sequence graph for one data direction:
   each segment a vertical bar from its first to its last sequence number
@@ -27,6 +28,8 @@ its text once, across the line inside the top panel (:func:`mark_texts`).
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +42,95 @@ def _plt():
     plt.rcParams["svg.fonttype"] = "none"      # SVG text stays text (searchable, editable)
     plt.rcParams["pdf.fonttype"] = 42          # TrueType in the PDF, text selectable
     plt.rcParams["axes.formatter.useoffset"] = False   # ticks read as values, not "+2.001e2" offsets
+    _reuse_font_subsets()
     return plt
 
 
+def writable_formats() -> list[str]:
+    """The file formats (suffixes) a figure can be written as: what matplotlib's Agg canvas
+    writes (``png``, ``pdf``, ``svg``, ``eps``, ``jpg``, …) but :data:`NOT_WRITTEN`."""
+    _plt()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    return sorted(set(FigureCanvasAgg.get_supported_filetypes()) - set(NOT_WRITTEN))
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """``"png,pdf"`` -> ("png", "pdf"): a comma list of :func:`writable_formats` (any case,
+    each once, in the order given); a ValueError naming what is wrong and what is allowed."""
+    allowed = writable_formats()
+    items = [f.strip().lower().removeprefix(".") for f in text.split(",")]
+    if not all(items):
+        raise ValueError(f"{text!r}: an empty format in the list; give a comma list of "
+                         f"{', '.join(allowed)} (e.g. png,pdf)")
+    bad = [f for f in items if f not in allowed]
+    if bad:
+        raise ValueError(f"{text!r}: {', '.join(map(repr, dict.fromkeys(bad)))} "
+                         f"{'is not a format' if len(bad) == 1 else 'are not formats'} a figure "
+                         f"can be written as; give a comma list of {', '.join(allowed)} (e.g. png,pdf)")
+    return tuple(dict.fromkeys(items))
+
+
+@contextmanager
+def formats(fmts):
+    """Within it, :func:`_save` (every figure function here, and ``experiments.plots``') writes
+    each figure as ``fmts`` (suffixes, e.g. ("png",)) instead of :data:`FORMATS`."""
+    token = _formats.set(tuple(fmts))
+    try:
+        yield
+    finally:
+        _formats.reset(token)
+
+
+#: at most this many font subsets kept by :func:`_reuse_font_subsets` (some 15 kB each)
+FONT_SUBSETS = 256
+
+
+def _reuse_font_subsets() -> None:
+    """Make matplotlib subset a font for a PDF's Type 42 embedding once per set of glyphs in
+    this process, not once per figure: fontTools' subsetting of DejaVu Sans (its GSUB/GPOS
+    tables read each time) took some 0.05 s per font per PDF, a third of what writing the
+    figures cost, and the figures of a run share few glyph sets (the 72 PDFs of a run of six
+    captures: 100 subsets, 23 different; a ligature, "fl" of "in flight", is a font of its own).
+    The fonts embedded stay byte for byte the ones matplotlib makes: the
+    first subset of each set is matplotlib's own, kept as the file it writes, and handed out
+    again.  Where matplotlib's (private) ``_backend_pdf_ps.get_glyphs_subset`` is not the
+    function this expects, nothing changes."""
+    from matplotlib.backends import _backend_pdf_ps as pdf_ps
+    real = getattr(pdf_ps, "get_glyphs_subset", None)
+    if real is None or getattr(real, "reused", False) or not hasattr(pdf_ps, "SubsetResults"):
+        return
+    import inspect
+    if list(inspect.signature(real).parameters) != ["fontfile", "glyphs"]:
+        return                      # another matplotlib's function: its own way, unchanged
+    from io import BytesIO
+    cache: dict = {}
+
+    def get_glyphs_subset(fontfile, glyphs):
+        glyphs = frozenset(glyphs)
+        key = (str(fontfile), getattr(fontfile, "face_index", 0), glyphs)
+        if key not in cache:
+            with real(fontfile, glyphs) as sub:
+                cache[key] = (type(sub.font), pdf_ps.font_as_file(sub.font).getvalue(),
+                              dict(sub.glyph_index_map))       # the font's class: fontTools' TTFont
+            while len(cache) > FONT_SUBSETS:
+                cache.pop(next(iter(cache)))
+        font_class, data, index = cache[key]
+        font = font_class(BytesIO(data), recalcBBoxes=False, recalcTimestamp=False)
+        return pdf_ps.SubsetResults(font, dict(index))._as_cm()
+
+    get_glyphs_subset.reused, get_glyphs_subset.real, get_glyphs_subset.cache = True, real, cache
+    pdf_ps.get_glyphs_subset = get_glyphs_subset
+
+
 #: figures written since the list was last cleared whose layout :func:`layout_problems` faulted
-#: (path of the PNG, problems); ``_save`` also logs each as a warning
+#: (path of the figure's first file, the PNG by default, problems); ``_save`` also logs each as a
+#: warning
 LAYOUT_PROBLEMS: list[tuple[str, list[str]]] = []
+#: the files each figure is written as by default (:func:`formats` chooses others)
 FORMATS = ("png", "svg", "pdf")
+#: what matplotlib writes that :func:`parse_formats` refuses: PGF needs a LaTeX installation
+NOT_WRITTEN = ("pgf",)
+_formats: ContextVar[tuple[str, ...] | None] = ContextVar("formats", default=None)
 LINE_STYLES = ("-", "--", ":", "-.")   # one per ten lines of a figure: colours repeat past ten
 LANE_SPREAD = 0.6                       # of a swimlane's height, over which its event kinds spread
 DPI = 150
@@ -63,7 +148,7 @@ def layout_problems(fig) -> list[str]:
     an axes over its data (:func:`_legend_over_data`), and an axis with numbers on it that has
     no label (its own or that of an axes sharing it) or whose label names no unit
     (:func:`_axis_label_problems`).  [] when there is none."""
-    fig.canvas.draw()
+    fig.draw_without_rendering()       # ticks and texts laid out as drawn, no pixels
     r = fig.canvas.get_renderer()
     W, H = fig.bbox.width, fig.bbox.height
     out = []
@@ -259,8 +344,8 @@ def _save(fig, base: Path) -> list[str]:
     """Lay out ``fig`` (its suptitle placed by :func:`_place_suptitle`, a :func:`figure_legend`'s
     height kept free below the axes and the figure taller where that passes
     :data:`TALL_LEGEND`, :func:`mark_texts` and :func:`label_point` texts placed), write it as
-    PNG (``DPI``), SVG and PDF (text as text) next to ``base``, close it; a layout
-    :func:`layout_problems` faults is logged and kept in
+    PNG (``DPI``), SVG and PDF (text as text) next to ``base`` (or as :func:`formats` says),
+    close it; a layout :func:`layout_problems` faults is logged and kept in
     ``LAYOUT_PROBLEMS``."""
     import logging
     renderer = fig.canvas.get_renderer()
@@ -270,6 +355,7 @@ def _save(fig, base: Path) -> list[str]:
         legends = [leg.get_window_extent(renderer).height / fig.bbox.height for leg in fig.legends]
     _place_suptitle(fig)
     fig.tight_layout(**({"rect": (0, max(legends) + 0.01, 1, 1)} if legends else {}))
+    _layout_final(fig)
     for ax in fig.axes:
         _place_mark_texts(ax)
         _label_points(ax)
@@ -277,7 +363,7 @@ def _save(fig, base: Path) -> list[str]:
     base.parent.mkdir(parents=True, exist_ok=True)
     problems = layout_problems(fig)
     out = []
-    for ext in FORMATS:
+    for ext in _formats.get() or FORMATS:
         p = Path(f"{base}.{ext}")
         fig.savefig(p, dpi=DPI)
         out.append(str(p))
@@ -286,6 +372,20 @@ def _save(fig, base: Path) -> list[str]:
         logging.getLogger(__name__).warning("%s: %s", out[0], "; ".join(problems))
     _plt().close(fig)
     return out
+
+
+def _layout_final(fig) -> None:
+    """Tell matplotlib that ``fig``'s layout is done: ``tight_layout`` leaves a placeholder
+    layout engine on the figure, and for a figure with an engine every ``savefig`` draws it once
+    more, without output, before the draw that writes the file (up to a third of a file's
+    cost); the placeholder does nothing at that draw.  Left as it is where the rcParams ask for a layout
+    engine on every figure (``figure.autolayout``, ``figure.constrained_layout.use``)."""
+    import matplotlib
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+    rc = matplotlib.rcParams
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine) and not (
+            rc["figure.autolayout"] or rc["figure.constrained_layout.use"]):
+        fig.set_layout_engine(None)
 
 
 def mark(ax, markers) -> None:

@@ -5,8 +5,9 @@ pipe, sacked, wireshark; one row per event, each value holding until the next ro
 ``<flow>-<dir>-rates.csv`` (throughput and goodput per bin, bin start relative to the flow's first
 packet); per direction that carries data (:func:`carries_data`: not a status line or a short
 request beside the flow's data) ``<flow>-<dir>-tseq`` and ``<flow>-<dir>-inflight`` (PNG, SVG,
-PDF) and, per flow, ``<flow>-delivery``: every request and response in those directions; per
-capture ``timeline`` (swimlane).  ``markers`` [(CLOCK_MONOTONIC ns, text)] — a link's changes
+PDF, or the ``formats`` asked for: ``analysis.plots.formats``) and, per flow,
+``<flow>-delivery``: every request and response in those directions; per capture ``timeline``
+(swimlane).  ``markers`` [(CLOCK_MONOTONIC ns, text)] — a link's changes
 during the run, :func:`link_markers` — are drawn on every figure, and so are ``steps``
 (``analysis.applog.steps``: the timed steps of the run's event logs) as shaded spans, on the
 timeline in the lane of the log that ran them; steps are left out of a capture whose times could
@@ -73,7 +74,12 @@ def _on_clock(result: dict, steps) -> list:
 
 
 def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
-          steps=()) -> list[str]:
+          steps=(), formats: tuple[str, ...] | None = None) -> list[str]:
+    """The files of the module docstring, written into ``outdir``; each figure as ``formats``
+    (suffixes; None: as ``analysis.plots.formats`` says, by default ``plots.FORMATS``)."""
+    if formats is not None:
+        with plots.formats(formats):
+            return write(result, outdir, markers, steps)
     steps = _on_clock(result, steps)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -140,10 +146,13 @@ def _direction_figures(rec: dict, obj: dict, d: str, base: Path, marks, steps) -
 
 
 def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, str]] = (),
-               steps=()) -> list[str]:
+               steps=(), formats: tuple[str, ...] | None = None) -> list[str]:
     """QUIC figures of the first trace: in-order delivery per stream (received streams, or
     sent ones when the trace received none) and bytes_in_flight / cwnd (qlog times are put on
-    the logs' clock by ``analysis.qlog.load``)."""
+    the logs' clock by ``analysis.qlog.load``); ``formats`` as :func:`write`'s."""
+    if formats is not None:
+        with plots.formats(formats):
+            return write_qlog(traces, outdir, stem, markers, steps)
     from analysis import qlog
     tr = traces[0]
     out = Path(outdir)

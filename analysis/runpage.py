@@ -143,18 +143,20 @@ def write_html(run_dir: str | Path, out: str | Path, run_info: dict, results: li
 
 def figures_for(res: dict, outdir: Path, markers: list[tuple[int, str]] = (),
                 steps=()) -> list[tuple[str, str]]:
-    """The capture's figures (:func:`analysis.plotset.write`, PNG first of each) with captions;
-    a capture holding the project's UDP transport also gets its packet timeline
-    (:func:`analysis.fec.timeline`).  ``markers``, ``steps``: as :func:`analysis.plotset.write`."""
-    from analysis import fec, pcap, plotset
-    files = [f for f in plotset.write(res, outdir, markers, steps) if f.endswith(".png")]
-    if any(r["proto"] == "udp" for r in res["flows"]):
-        pk = pcap.read(res["file"])
-        ports = {c["dport"] for c in fec.connections(pk) if c["source"] or c["repair"]}
-        for port in sorted(ports):
-            png = fec.timeline(pk, port, outdir / f"transport-{port}",
-                               f"{Path(res['file']).name}: UDP transport packets to port {port}")[0]
-            files.append(png)
+    """The capture's figures (:func:`analysis.plotset.write`), as PNG only — the page embeds
+    nothing else — with captions; a capture holding the project's UDP transport also gets its
+    packet timeline (:func:`analysis.fec.timeline`).  ``markers``, ``steps``: as
+    :func:`analysis.plotset.write`."""
+    from analysis import fec, pcap, plots, plotset
+    with plots.formats(("png",)):
+        files = plotset.write(res, outdir, markers, steps)
+        if any(r["proto"] == "udp" for r in res["flows"]):
+            pk = pcap.read(res["file"])
+            ports = {c["dport"] for c in fec.connections(pk) if c["source"] or c["repair"]}
+            for port in sorted(ports):
+                files += fec.timeline(pk, port, outdir / f"transport-{port}",
+                                      f"{Path(res['file']).name}: UDP transport packets to port {port}")
+    files = [f for f in files if f.endswith(".png")]
     out = []
     for f in files:
         stem = Path(f).stem

@@ -1,6 +1,6 @@
-"""``testbed analyze PCAP... [--app-log F] [--link-log F] [--json] [--plots DIR]`` and
-``testbed analyze RUN_DIR [--json] [--plots DIR]``: a run directory's captures (``pcap/*.pcap``
-and ``*.pcapng``) joined with all its event logs (``*.jsonl``) and emulator frame logs
+"""``testbed analyze PCAP... [--app-log F] [--link-log F] [--json] [--plots DIR [--formats LIST]]``
+and ``testbed analyze RUN_DIR [--json] [--plots DIR [--formats LIST]]``: a run directory's
+captures (``pcap/*.pcap`` and ``*.pcapng``) joined with all its event logs (``*.jsonl``) and emulator frame logs
 (``emulator/*.frames``), plus the run's named metrics and checks (``analysis.runmetrics``, the
 same code as ``RunResult.metrics``) held against its manifest's (``analysis.runcheck``: the
 manifest's value, marked, where the files no longer give one; a warning where they give another)
@@ -35,7 +35,10 @@ def register(sub) -> None:
                    help="emulator frame log (<direction>.frames) to join (repeatable)")
     add_json(p)
     p.add_argument("--plots", metavar="DIR", type=directory_path,
-                   help="write figures (PNG, SVG, PDF) and series CSVs here")
+                   help="write figures (as --formats says) and series CSVs here")
+    p.add_argument("--formats", metavar="LIST",
+                   help="with --plots: the files each figure is written as, a comma list of what "
+                        "matplotlib writes (png, pdf, svg, eps, jpg, …; default png,svg,pdf)")
     p.add_argument("--html", nargs="?", const=True, metavar="FILE", type=file_path,
                    help="with a run directory: write one self-contained HTML report of it (setup, "
                         "metrics, flows, figures embedded) to FILE (default RUN_DIR/report.html)")
@@ -72,6 +75,7 @@ def run(args) -> int:
                          "or one run directory, and log files by name")
     if args.samples < 0:
         raise ValueError("--samples must be >= 0 (RTT samples listed per kind)")
+    formats = _formats(args)
     run_info = None
     run_dir = _run_dir(args.files)
     if args.html is not None and run_dir is None:
@@ -145,7 +149,8 @@ def run(args) -> int:
             res["file"] = str(path)
             if args.plots:
                 from analysis import plotset
-                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem, markers, steps)
+                res["plots"] = plotset.write_qlog(traces, args.plots, path.stem, markers, steps,
+                                                  formats)
         else:
             res = report.analyze_file(path, events=events, bin_s=args.bin, gap_s=args.gap,
                                       keep=bool(args.plots) or page_dir is not None, link_logs=links,
@@ -155,7 +160,7 @@ def run(args) -> int:
             if args.plots:
                 from analysis import plotset
                 sub = Path(args.plots) / path.stem if len(args.files) > 1 else Path(args.plots)
-                res["plots"] = plotset.write(res, sub, markers, steps)
+                res["plots"] = plotset.write(res, sub, markers, steps, formats)
             if page_dir is not None:
                 figures[res["file"]] = runpage.figures_for(res, Path(page_dir.name) / path.stem,
                                                            markers, steps)
@@ -203,6 +208,21 @@ def run(args) -> int:
         for res in results:
             print(_table(res))
     return code
+
+
+def _formats(args) -> tuple[str, ...]:
+    """The figures' formats ``--formats`` names (``analysis.plots.parse_formats``), else
+    ``analysis.plots.FORMATS``; a ValueError when it is not a list of them or goes without
+    ``--plots``."""
+    from analysis import plots
+    if args.formats is None:
+        return plots.FORMATS
+    if not args.plots:
+        raise ValueError(f"--formats {args.formats} goes with --plots DIR (the --html page embeds PNG)")
+    try:
+        return plots.parse_formats(args.formats)
+    except ValueError as exc:
+        raise ValueError(f"--formats {exc}") from None
 
 
 def _print_link_changes(changes: dict) -> None:

@@ -505,3 +505,40 @@ def test_a_capture_without_its_file_header_is_one_damaged_capture_of_the_run(rr_
     for name in cut:
         with pytest.raises(ValueError, match=f"{d / 'pcap' / name}: (an empty file|the pcap)"):
             analyze([str(d / "pcap" / name)])
+
+
+def test_formats_png_writes_only_pngs(rr_pcap, capsys, tmp_path):
+    """``--formats png``: every figure as a PNG and nothing else (the series CSVs stay)."""
+    f, log = rr_pcap
+    out = tmp_path / "p"
+    code, text = _run([str(f), "--app-log", str(log), "--json", "--plots", str(out), "--formats", "png"],
+                      capsys)
+    assert code == 0
+    written = {Path(p).suffix for p in json.loads(text)["plots"]}
+    on_disk = {p.suffix for p in out.iterdir()}
+    assert written == on_disk == {".png", ".csv"}
+    assert {p.stem for p in out.glob("*.png")} >= {"timeline", "tcp-10.0.0.1_1000-10.0.0.2_80-delivery"}
+    code, text = _run([str(f), "--json", "--plots", str(tmp_path / "q"), "--formats", "PDF,svg,pdf"], capsys)
+    assert {Path(p).suffix for p in json.loads(text)["plots"]} == {".pdf", ".svg", ".csv"}
+
+
+@pytest.mark.parametrize("value, says", [
+    ("png,jpgx", r"--formats 'png,jpgx': 'jpgx' is not a format a figure can be written as; "
+                 r"give a comma list of .*pdf, png.*svg"),
+    ("png,,pdf", r"--formats 'png,,pdf': an empty format in the list; give a comma list of "),
+    ("pgf", r"'pgf' is not a format"),                  # matplotlib writes it, with LaTeX only
+    ("bmp,tga", r"'bmp', 'tga' are not formats"),
+])
+def test_bad_formats_are_refused_before_anything_is_read(rr_pcap, capsys, tmp_path, value, says):
+    with pytest.raises(ValueError, match=says):
+        _run([str(rr_pcap[0]), "--plots", str(tmp_path / "p"), "--formats", value], capsys)
+    assert not (tmp_path / "p").exists()
+
+
+def test_formats_without_plots_is_one_line_exit_2(rr_pcap, capsys, restore_logging, tmp_path):
+    from testbed.cli import main
+    for argv, says in ((["--formats", "png"], "--formats png goes with --plots DIR"),
+                       (["--plots", str(tmp_path), "--formats", "gif,jpgx"], "'jpgx' is not a format")):
+        assert main(["analyze", str(rr_pcap[0]), *argv]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1 and "png" in err
