@@ -160,19 +160,20 @@ def window_update(recv: np.ndarray, win: np.ndarray, plen: np.ndarray, flags: np
             & (win != r_prev_win) & (r_seq == r_nextseq) & (ack_raw == r_prev_ack))
 
 
-def events(fwd: np.ndarray, flags: np.ndarray, plen: np.ndarray, seq_raw: np.ndarray,
+def events(fwd: np.ndarray, flags: np.ndarray, plen: np.ndarray, seq_raw: np.ndarray, seq: np.ndarray,
            ack_raw: np.ndarray, win: np.ndarray, wscale: np.ndarray) -> WindowEvents:
     """The receiver-window events of the data sent by the side whose packets ``fwd`` marks, over
     one flow's packets in capture order (raw header fields: ``win`` the 16-bit window,
-    ``wscale`` the window scale option, -1 when absent)."""
+    ``wscale`` the window scale option, -1 when absent).  ``seq``: the ``fwd`` packets' sequence
+    numbers unwrapped (``analysis.tcp``'s, from any reference; the others' are not read): the
+    other side's are unwrapped here, each side's sequence space on its own."""
     fwd = np.asarray(fwd, bool)
     rev = ~fwd
     plen = plen.astype(np.int64)
     win = win.astype(np.int32)
-    seq = np.zeros(len(fwd), np.int64)
-    for side in (fwd, rev):          # each side's sequence space unwrapped on its own
-        if side.any():
-            seq[side] = unwrap32(seq_raw[side], int(seq_raw[side][0]))
+    seq = np.where(fwd, seq, 0)
+    if rev.any():
+        seq[rev] = unwrap32(seq_raw[rev], int(seq_raw[rev][0]))
     end = seq + plen + ((flags & SYN) != 0) + ((flags & FIN) != 0)
     # each side's state as the other side's packets (and its own next one) see it
     r_win = _last_before(rev, win, 0)

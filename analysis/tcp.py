@@ -253,7 +253,7 @@ def analyze_direction(pk: Packets, flow: Flow, from_client: bool, *, bin_ns: int
         goodput_bps=good * 8 / (bin_ns / 1e9),
         flights=group_flights(t[data], seq[data], end[data], gap),
         delivery_rate_bps=None if rate is None else rate * 8, min_rtt_ns=min_rtt, data_events=data_events,
-        window_events=rwnd.events(fwd, flags, plen, seq_raw, ack_raw, take(pk.win), ws),
+        window_events=rwnd.events(fwd, flags, plen, seq_raw, seq, ack_raw, take(pk.win), ws),
         trace={"t": t, "fwd": fwd, "seq": seq, "end": end, "ack": ack, "has_ack": rev_ack,
                "win": win, "payload": plen,
                "sack": sack_marks.astype(np.int64),

@@ -7,7 +7,10 @@ is invalid.  A read-back that is missing makes the run invalid too (a factor tha
 verified is not counted as applied).  The check of a TCP factor (``socket.NAME``, ``host.NAME``)
 is part of its record (``testbed.spec.factors``, ``Factor.check``); the others (workload
 parameters, link fields; shell-style patterns allowed) are registered here, one :class:`Check`
-each.
+each.  A link's ``schedule``, ``trace`` and ``down`` (an outage added to the direction's
+schedule) are checked from what the run recorded: the schedule the direction ran, and that the
+level's items took effect while the client ran (the manifest's ``link_changes`` up to its
+``workload_end_ns``; :func:`schedule_readback`).
 
 A factor without a hand-written check gets a *derived* one (:func:`derived_check`):
 
@@ -414,10 +417,14 @@ def _doubled(name: str):
 
 def _schedule_check(fld: str):
     """The link direction ran the level's schedule (``schedule``: a file, inline items or none;
-    ``trace``: a trace file) — the configured spec's ``schedule`` equals the level's — and every
-    item of it took effect (read-back ``schedule_took_effect``, :func:`schedule_readback`)."""
+    ``trace``: a trace file) — the configured spec's ``schedule`` equals the level's; ``down``:
+    an outage, which is added to whatever else the direction's schedule holds — the configured
+    schedule has the level's outage — and every item of the level took effect while the client
+    ran (read-back ``schedule_took_effect``, :func:`schedule_readback`; what took effect only
+    after the client finished is named from ``schedule_after_workload``)."""
     def fn(level, ch):
         from testbed.spec.linkspec import LinkSpec
+        from testbed.spec.schedule import Schedule
         rb = ch.get("link") or {}
         try:
             none = fld == "schedule" and str(level).strip().lower() == "none"
@@ -425,16 +432,27 @@ def _schedule_check(fld: str):
         except ValueError as exc:
             return f"{fld} {level}: {exc}"
         got = (rb.get("configured") or {}).get("schedule")
-        if got != (want.to_dict() if want else None):
-            what = "no schedule" if got is None else f"a schedule of {len(got.get('step', []))} steps, " \
-                f"{len(got.get('outage', []))} outages, {len(got.get('event', []))} events" + \
-                (", a trace" if got.get("trace") else "")
+        what = "no schedule" if got is None else f"a schedule of {len(got.get('step', []))} steps, " \
+            f"{len(got.get('outage', []))} outages, {len(got.get('event', []))} events" + \
+            (", a trace" if got.get("trace") else "")
+        if fld == "down":                  # the level's outage among the direction's items
+            try:
+                have = Counter(Schedule.from_dict(got).describe_items()) if got else Counter()
+            except ValueError as exc:
+                return f"{fld} {level} but {rb.get('link')}'s recorded schedule cannot be read: {exc}"
+            if Counter(want.describe_items()) - have:
+                return (f"{fld} {level} but {rb.get('link')} ran with {what}, without that outage "
+                        f"({rb.get('source')})")
+        elif got != (want.to_dict() if want else None):
             return f"{fld} {level} but {rb.get('link')} ran with {what} ({rb.get('source')})"
         never = list((Counter(want.describe_items() if want else []) -
                       Counter(ch.get("schedule_took_effect") or [])).elements())
         if never:
+            late = [i for i in never if i in (ch.get("schedule_after_workload") or [])]
             return (f"{fld} {level} but on {rb.get('link')} never took effect: {'; '.join(never)} "
-                    "(the manifest's link_changes)")
+                    "(the manifest's link_changes)" + (f"; only after the client finished, which "
+                                                        f"the measured workload never met: {'; '.join(late)}"
+                                                        if late else ""))
         return None
     return fn
 
@@ -442,35 +460,40 @@ def _schedule_check(fld: str):
 for _fld in ("schedule", "trace"):
     register_check(Check(f"links.*.*.{_fld}", ("schedule_took_effect",), f"the link direction ran "
                          f"with the level's {_fld} (frame-log header, else metadata.json: its schedule "
-                         "equals the level's, item for item) and every item of it took effect (the "
-                         "manifest's link_changes; an outage: its down and its up)", _schedule_check(_fld)))
+                         "equals the level's, item for item) and every item of it took effect while "
+                         "the client ran (the manifest's link_changes, up to its workload_end_ns; an "
+                         "outage: its down and its up)", _schedule_check(_fld)))
+register_check(Check("links.*.*.down", ("schedule_took_effect",), "the link direction ran with the "
+                     "level's outage (frame-log header, else metadata.json: among its schedule's "
+                     "outages, which may hold other items) and the outage took effect while the "
+                     "client ran (the manifest's link_changes, up to its workload_end_ns: its down "
+                     "and its up)", _schedule_check("down")))
 
 
-def _item_changes(schedule) -> list[set[tuple[str, int]]]:
-    """Per item of ``schedule``, in ``Schedule.describe_items``' order, the (kind, item) of the
-    ``ScheduleChange`` records that say it took effect (a trace's: kind "trace", any item)."""
-    return ([{("step", i)} for i in range(len(schedule.steps))]
-            + [{("down", i), ("up", i)} for i in range(len(schedule.outages))]
-            + [{("event", i)} for i in range(len(schedule.events))]
-            + ([{("trace", 0)}] if schedule.trace is not None else []))
-
-
-def schedule_readback(run_dir: Path | str, link: dict) -> list[str] | None:
+def schedule_readback(run_dir: Path | str, link: dict, after_workload: bool = False) -> list[str] | None:
     """What a link direction's schedule did in a run, given the direction's
     :func:`link_readback`: the items of the schedule it ran (``configured``), described as
-    ``Schedule.describe_items`` does, that took effect by the manifest's ``link_changes``; []
-    when it ran without a schedule; None (no read-back) when it ran with one but the run
-    recorded none of the direction's changes."""
+    ``Schedule.describe_items`` does, that took effect while the client ran by the manifest's
+    ``link_changes`` (its changes up to ``workload_end_ns``, when the manifest has it: a change
+    during drain or teardown did not act on the measured workload); [] when it ran without a
+    schedule; None (no read-back) when it ran with one but the run recorded none of the
+    direction's changes.  ``after_workload``: instead, the items that took effect only when the
+    changes after the client finished are counted too."""
     from testbed.spec.schedule import Schedule
     recorded = (link.get("configured") or {}).get("schedule")
     if recorded is None:
         return []
-    changes = (_json(Path(run_dir) / "manifest.json").get("link_changes") or {}).get("changes") or {}
+    lc = _json(Path(run_dir) / "manifest.json").get("link_changes") or {}
+    changes, end = lc.get("changes") or {}, lc.get("workload_end_ns")
     if link["direction"] not in changes:
         return None
-    took = {(c["kind"], 0 if c["kind"] == "trace" else c["item"]) for c in changes[link["direction"]]}
+    every = changes[link["direction"]]
+    during = [c for c in every if end is None or c["actual_ns"] <= end]
     schedule = Schedule.from_dict(recorded)
-    return [item for item, needs in zip(schedule.describe_items(), _item_changes(schedule)) if needs <= took]
+    items = zip(schedule.items_missing(during), schedule.items_missing(every))
+    if after_workload:
+        return [item for (item, not_during), (_, not_ever) in items if not_during and not not_ever]
+    return [item for (item, not_during), _ in items if not not_during]
 
 
 def _socket_host_check(where: str, name: str) -> Check | None:
@@ -518,8 +541,11 @@ def derived_readbacks(factor: str, run_dir: Path | str) -> dict:
         rb = link_readback(run_dir, f"{parts[1]}.{parts[2]}")
         if not rb:
             return {}
-        took = schedule_readback(run_dir, rb) if parts[3] in ("schedule", "trace") else None
-        return {"link": rb, **({"schedule_took_effect": took} if took is not None else {})}
+        scheduled = parts[3] in ("schedule", "trace", "down")
+        took = schedule_readback(run_dir, rb) if scheduled else None
+        late = schedule_readback(run_dir, rb, after_workload=True) if took is not None else None
+        return {"link": rb, **({"schedule_took_effect": took} if took is not None else {}),
+                **({"schedule_after_workload": late} if late else {})}
     if parts[0] == "topology_params" and len(parts) == 2:
         topo = (_json(run_dir / "metadata.json").get("topology") or
                 (_json(run_dir / "manifest.json").get("environment") or {}).get("topology") or {})

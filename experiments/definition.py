@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -70,6 +72,7 @@ from testbed.spec import plugins
 from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
 from testbed.spec.runspec import MAX_SEED, SEED_RANGE
+from testbed.spec.schedule import SCHEDULE_FIELDS
 from testbed.spec.units import delay_as_written
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
@@ -158,6 +161,11 @@ def _quantity(value: Any, what: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2)
 
 
+def _written(r: Mapping[str, Any]) -> str:
+    """A range as a definition file writes it (a TOML inline table)."""
+    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in r.items()) + "}"
+
+
 def expand_range(r: Mapping[str, Any]) -> tuple:
     """The levels of a range ``{from, to, step}`` (linear: from, from + step, ... up to to, never
     past it; step in the unit of from and to) or ``{from, to, n, log = true}`` (``n`` log-spaced
@@ -165,28 +173,28 @@ def expand_range(r: Mapping[str, Any]) -> tuple:
     allowed = "from, to and step (linear) or n (with log = true: log-spaced)"
     unknown = sorted(set(r) - {"from", "to", "step", "n", "log"})
     if unknown or "from" not in r or "to" not in r or ("step" in r) == ("n" in r):
-        raise UsageError(f"level range {dict(r)}: give {allowed}")
+        raise UsageError(f"level range {_written(r)}: give {allowed}")
     lo, unit = _quantity(r["from"], "from")
     hi, unit_hi = _quantity(r["to"], "to")
     if unit_hi != unit:
-        raise UsageError(f"level range {dict(r)}: from and to must have one unit ({unit!r} vs {unit_hi!r})")
+        raise UsageError(f"level range {_written(r)}: from and to must have one unit ({unit!r} vs {unit_hi!r})")
     log = bool(r.get("log", False))
     if "step" in r:
         if log:
-            raise UsageError(f"level range {dict(r)}: a log-spaced range takes n, not step")
+            raise UsageError(f"level range {_written(r)}: a log-spaced range takes n, not step")
         step, unit_s = _quantity(r["step"], "step")
         if unit_s != unit or step <= 0 or hi < lo:
-            raise UsageError(f"level range {dict(r)}: step must be > 0 and in the unit of from and to "
+            raise UsageError(f"level range {_written(r)}: step must be > 0 and in the unit of from and to "
                              f"({unit or 'none'}), and from <= to")
         count = (hi - lo) / step + 1
     else:
         count = r["n"]
         if not isinstance(count, int) or isinstance(count, bool) or count < 2:
-            raise UsageError(f"level range {dict(r)}: n must be a whole number >= 2")
+            raise UsageError(f"level range {_written(r)}: n must be a whole number >= 2")
         if log and (lo <= 0 or hi <= 0):
-            raise UsageError(f"level range {dict(r)}: a log-spaced range needs from, to > 0")
+            raise UsageError(f"level range {_written(r)}: a log-spaced range needs from, to > 0")
     if count > MAX_ARMS:
-        raise UsageError(f"level range {dict(r)}: more than {MAX_ARMS} levels; allowed: at most {MAX_ARMS} "
+        raise UsageError(f"level range {_written(r)}: more than {MAX_ARMS} levels; allowed: at most {MAX_ARMS} "
                          "(a larger step, a smaller n)")
     if "step" in r:             # from, from + step, ... never past to
         values = [lo + i * step for i in range(int(count + 1e-9))]
@@ -212,7 +220,8 @@ def parse_levels(value: Any, what: str = "levels") -> tuple:
 
 def cli_levels(text: str, what: str = "--levels") -> list:
     """``--levels`` (or ``what``): comma-separated values, or one range ``FROM:TO:STEP`` /
-    ``FROM:TO:logN``; none (an empty text) is refused."""
+    ``FROM:TO:logN``; none (an empty text) is refused.  A ``hold`` after an outage item is that
+    outage's flag: ``none,down=2s+0.5s,hold`` is two levels."""
     parts = text.split(":")
     if len(parts) == 3 and all(_QUANTITY.match(p) for p in parts[:2]):
         if parts[2].startswith("log"):
@@ -221,10 +230,23 @@ def cli_levels(text: str, what: str = "--levels") -> list:
                 raise UsageError(f"--levels {text}: a log range is FROM:TO:logN, e.g. 1ms:100ms:log5")
             return list(expand_range({"from": parts[0], "to": parts[1], "n": int(n), "log": True}))
         return list(expand_range({"from": parts[0], "to": parts[1], "step": parts[2]}))
-    levels = [x.strip() for x in text.split(",") if x.strip()]
+    if len(parts) == 2 and all(_QUANTITY.match(p) for p in parts):
+        raise UsageError(f"{what} {text}: a range is FROM:TO:STEP or FROM:TO:logN, e.g. "
+                         f"{text}:1{_QUANTITY.match(parts[0])[2]}")
+    levels: list[str] = []
+    for x in (x.strip() for x in text.split(",")):
+        if re.match(r"hold\s*(;|$)", x) and levels and re.search(r"(^|;)\s*down=[^;,]*$", levels[-1]):
+            levels[-1] += "," + x       # an outage's flag (down=2s+0.5s,hold), not a level of its own
+        elif x:
+            levels.append(x)
     if not levels:
         raise UsageError(f"{what} {text!r}: no level; give levels, comma-separated, or a range FROM:TO:STEP")
     return levels
+
+
+#: fields of an :class:`Experiment` that only say how many runs each arm has: a :meth:`replace`
+#: of these alone keeps the arms' resolved plans (any other change resolves them again)
+RUN_COUNT_FIELDS = frozenset({"reps", "warmup"})
 
 
 @dataclass(frozen=True)
@@ -378,20 +400,39 @@ class Experiment:
     def validate(self) -> dict:
         """Refuse, before anything runs, a factor without a manipulation check (unless ``check =
         "none"``), a model the registry does not know and a spec the registries cannot take;
-        return each arm's Plan (``testbed.run.plan``) by label."""
+        return each arm's Plan (``testbed.run.plan``) by label, resolved once (:attr:`_plans`)."""
         from analysis.models.base import MODELS
         from experiments.checks import check_for
-        from testbed.run.plan import resolve
         for m in self.models:
             if m["model"] not in MODELS.names():
                 raise UsageError(f"{self.named}: unknown model {m['model']!r}; allowed: "
                                  f"{', '.join(MODELS.names())} (testbed model list)")
-        for f in self.factors():
+        plans = self._plans         # first: a misspelt factor is named as such, not as unchecked
+        for f, levels in self._factor_levels():
+            field_ = re.fullmatch(r"links\.[^.]+\.[^.]+\.(\w+)", f)
+            step = next((v for v in levels if isinstance(v, str) and "@" in v), None)
+            if field_ and field_[1] not in SCHEDULE_FIELDS and step is not None:
+                where = f.rpartition(".")[0]
+                raise UsageError(f"{self.named}: level {step!r} of factor {f!r} is a schedule step, "
+                                 f"which the {field_[1]}'s check cannot verify; allowed: plain "
+                                 f"{field_[1]} levels, or steps as levels of {where}.schedule "
+                                 f"(e.g. '{field_[1]}={step}'), whose check verifies each took effect")
             if self.check != "none" and check_for(f) is None:
                 raise UsageError(f"{self.named}: no manipulation check for factor {f!r}; "
                                  "allowed: a factor with one (`testbed experiment factors` lists them), "
                                  "or this one unverified, its runs marked so in the report: set "
                                  "check = \"none\" in the definition")
+        return plans
+
+    def _factor_levels(self) -> tuple[tuple[str, tuple], ...]:
+        """(factor, its levels), and the cross factor's when there is one."""
+        return ((self.factor, self.levels),) + (((self.cross["factor"], self.cross_levels),) if self.cross else ())
+
+    @functools.cached_property
+    def _plans(self) -> dict:
+        """Each arm's Plan by label, resolved on first use and kept (with the experiment: a
+        :meth:`replace` of :data:`RUN_COUNT_FIELDS` alone keeps them too)."""
+        from testbed.run.plan import resolve
         plans = {}
         for lab, v, c in self.cells:
             try:
@@ -408,7 +449,10 @@ class Experiment:
                    for plan in self.validate().values())
 
     def replace(self, **changes) -> "Experiment":
-        return dataclasses.replace(self, **changes)
+        new = dataclasses.replace(self, **changes)
+        if "_plans" in self.__dict__ and set(changes) <= RUN_COUNT_FIELDS:
+            new.__dict__["_plans"] = self._plans        # the arms' specs are the same
+        return new
 
     def _known_or_new(self, given: list, known: tuple) -> tuple:
         """Each of ``given`` as the definition's level it names (label or value), else as a new
@@ -543,13 +587,21 @@ def read_definition(path: Path | str) -> Experiment:
     cross = data.get("cross")
     if isinstance(cross, dict) and isinstance(cross.get("factor"), str) and isinstance(cross.get("levels"), list):
         data["cross"] = {**cross, "levels": [file_value(cross["factor"], v, p) for v in cross["levels"]]}
+
+    def too_few(what: str, factor: Any, levels: Any, option: str) -> None:
+        # a definition compares; --levels (--cross-levels) may narrow a run to one arm
+        if isinstance(levels, (list, tuple)) and len(levels) < 2:
+            raise UsageError(f"{p}: experiment {data.get('name')!r}: {what} {factor!r} has "
+                             f"{len(levels)} level(s); allowed: two or more levels (narrow a run "
+                             f"to one with {option})")
+    too_few("factor", data.get("factor"), data.get("levels"), "--levels")
     try:
         exp = Experiment.from_dict(data, source=str(p))
     except UsageError as exc:
         raise UsageError(f"{p}: {exc}") from None
-    if len(exp.levels) < 2:     # a definition compares; --levels may narrow a run to one arm
-        raise UsageError(f"{exp.named}: factor {exp.factor!r} has {len(exp.levels)} level(s); "
-                         "allowed: two or more levels (narrow a run to one with --levels)")
+    too_few("factor", exp.factor, exp.levels, "--levels")
+    if exp.cross is not None:
+        too_few("cross factor", exp.cross["factor"], exp.cross_levels, "--cross-levels")
     return exp
 
 
@@ -577,8 +629,9 @@ def builtin_names() -> list[str]:
 
 
 def load_definition(name_or_file: str | Path) -> Experiment:
-    """An experiment by name (``EXPERIMENTS``) or a TOML file by path."""
+    """An experiment by name (``EXPERIMENTS``; a copy, so that the plans it resolves are its
+    own, not the registry's for the rest of the process) or a TOML file by path."""
     p = Path(name_or_file)
     if p.suffix == ".toml" or p.is_file():
         return read_definition(p)
-    return EXPERIMENTS.get(str(name_or_file))
+    return dataclasses.replace(EXPERIMENTS.get(str(name_or_file)))

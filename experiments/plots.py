@@ -364,20 +364,22 @@ def _capture(run_dir: Path):
                 logs.append((x.get("host"), load(r.dir / x["path"])))
             except ValueError as exc:            # damaged after the run, which read it whole
                 log.warning("%s: its figures are drawn without this log's events", exc)
-    res = _analysed(r, logs, *next(((f, p) for f, p in pcaps if f.get("host") == r.roles.get("client")), pcaps[0]))
+    every = [e for _, events in logs for e in events]
+    res = _analysed(r, logs, every, *next(((f, p) for f, p in pcaps if f.get("host") == r.roles.get("client")),
+                                          pcaps[0]))
     sender = _data_sender(r, res)
     if sender is not None and sender != res["_host"]:
         ends = {_ends(obj["flow"].key) for obj in res["_objects"]["flows"]}
         for f, p in pcaps:
             if f.get("host") == sender:
-                theirs = _analysed(r, logs, f, p)
+                theirs = _analysed(r, logs, every, f, p)
                 if ends & {_ends(obj["flow"].key) for obj in theirs["_objects"]["flows"]}:
                     res = theirs
                     break
     res["_at_sender"] = None if sender is None else sender == res["_host"]
     res["_tcp"] = any(fl["proto"] == "tcp" for fl in res["flows"])
-    res["_qlogs"] = [] if res["_tcp"] else _qlogs(r, logs, res)
-    res["_stream_kinds"] = {e["stream"]: e["kind"] for _, events in logs for e in events
+    res["_qlogs"] = [] if res["_tcp"] else _qlogs(r, every, res)
+    res["_stream_kinds"] = {e["stream"]: e["kind"] for e in every
                             if e.get("event") == "stream_chunk" and "stream" in e and "kind" in e}
     if res["damage"]:
         log.warning("%s: the capture is damaged (%s): its figures draw what could be read of it",
@@ -385,31 +387,30 @@ def _capture(run_dir: Path):
     return res
 
 
-def _analysed(r, logs: list, f: dict, p: Path) -> dict:
+def _analysed(r, logs: list, every: list, f: dict, p: Path) -> dict:
     """The capture ``p`` (inventory entry ``f`` of the run ``r``) analysed with its host's (first)
-    event log (``logs``: the run's event logs as (host, events), loaded once), and the timed steps
-    of all of them where its clock is theirs."""
+    event log (``logs``: the run's event logs as (host, events), loaded once; ``every``: all their
+    events), and the timed steps of all of them where its clock is theirs."""
     from analysis.applog import clock_offset, steps
     from analysis.report import analyze_file
     res = analyze_file(p, events=next((ev for host, ev in logs if host == f.get("host")), None), keep=True)
     res["_pcap"] = p
     res["_host"] = f.get("host")
     res["_role"] = next((role for role, host in r.roles.items() if host == f.get("host")), None)
-    every = [e for _, events in logs for e in events]
     res["_steps"] = steps(every) if res["clock"] == "monotonic" and clock_offset(every) is not None else []
     return res
 
 
-def _qlogs(r, logs: list, res: dict) -> list:
+def _qlogs(r, every: list, res: dict) -> list:
     """The run's qlog traces (``analysis.qlog``: a QUIC run's packets, which its capture holds
-    encrypted), their times on the capture's clock: the logs' ``clock`` event puts the qlog's
-    realtime on a monotonic capture's clock (none: [] — they could not be joined); a realtime
-    capture needs none."""
+    encrypted), their times on the capture's clock: the ``clock`` event of the logs' events
+    (``every``) puts the qlog's realtime on a monotonic capture's clock (none: [] — they could
+    not be joined); a realtime capture needs none."""
     from analysis import qlog
     from analysis.applog import clock_offset
     offset = 0
     if res["clock"] == "monotonic":
-        offset = clock_offset([e for _, events in logs for e in events])
+        offset = clock_offset(every)
         if offset is None:
             return []
     traces = []
@@ -686,6 +687,7 @@ def representative_figure(out: Path, summary: dict, base: Path,
     fig, grids, cols = _grid(len(analysed), (1.2, 1.2, lanes_inch / ROW_INCH))
     first = {}
     seen: set = set()
+    in_kb = []              # (axes, what its y axis shows): the first column's, labelled for all
     for k, (lab, d, res) in enumerate(analysed):
         gs, col = grids[k // cols], k % cols
         ts_ax = fig.add_subplot(gs[0, col], sharex=first.get("x"), sharey=first.get("t"))
@@ -729,15 +731,16 @@ def representative_figure(out: Path, summary: dict, base: Path,
         if col:                 # the arms share their axes: the first column's labels read for all
             for ax in (ts_ax, fl_ax, sw):
                 ax.tick_params(labelleft=False)
+        else:
+            in_kb += [(ts_ax, "sequence"), (fl_ax, "in flight")]
         _markers((ts_ax, fl_ax, sw), (markers or {}).get(lab, []) + _link_changes(out / d, res))
     ticks = list(range(nreq)) if nreq <= 12 else list(range(0, nreq, max(1, nreq // 6)))
     first["s"].set_yticks(ticks, [str(t + 1) for t in ticks])
     first["s"].set_ylim(nreq - 0.5, -0.5)
     first["f"].set_ylim(bottom=0)
     first["t"].set_ylim(bottom=0)
-    for k, ax in enumerate(fig.axes):
-        if k % 3 != 2 and (k // 3) % cols == 0:
-            _kb_or_mb(ax, "sequence" if k % 3 == 0 else "in flight")
+    for ax, label in in_kb:
+        _kb_or_mb(ax, label)
     figure_legend(fig, fontsize=8, markerscale=4)
     fig.suptitle(f"{summary['experiment']}: the representative run of each arm (closest to the "
                  f"median of {summary['primary']}), from the capture at the data's sender where the run "

@@ -113,9 +113,10 @@ def _run_entry(d: Path, m: dict) -> Entry:
                  + (f" ({shown})" if shown else ""), f"{head[0]} {_num(head[1])}" if head else "–", verdict)
 
 
-def _experiment_entry(d: Path, m: dict) -> Entry:
+def _experiment_entry(d: Path, m: dict, s: dict | None) -> Entry:
+    """The entry of experiment directory ``d``: ``m`` its manifest, ``s`` its summary
+    (:func:`_experiment_summary`, None when missing or damaged)."""
     de = m.get("definition") or {}
-    s = _experiment_summary(d)
     what = f"experiment {de.get('name')}: {de.get('factor')} = {', '.join(map(str, de.get('levels', [])))}"
     if not s:
         state = "summary damaged" if (d / "summary.json").is_file() else "not summarised"
@@ -147,21 +148,28 @@ def entry(d: Path) -> Entry | None:
     """The :class:`Entry` of one directory, None when it has neither a manifest nor a
     reproduction's summary; a UsageError naming its manifest when that is not a JSON object or
     neither a run's nor an experiment's, or its summary.json when that is not a JSON object."""
+    return _entry_and_summary(d)[0]
+
+
+def _entry_and_summary(d: Path) -> tuple[Entry | None, dict | None]:
+    """:func:`entry`, with the summary it read (an experiment's when sound, a reproduction's;
+    else None), so that :func:`compare` reads each summary.json once."""
     m = read_manifest(d / MANIFEST) if (d / MANIFEST).is_file() else None
     if m is not None and m.get("kind") == "experiment":
-        return _experiment_entry(d, m)
+        s = _experiment_summary(d)
+        return _experiment_entry(d, m, s), s
     if m is not None and "run_id" in m:
-        return _run_entry(d, m)
+        return _run_entry(d, m), None
     summary = d / "summary.json"
     s = _read(summary) if summary.is_file() else None
     if summary.is_file() and s is None:
         raise UsageError(f"{summary}: damaged (not a JSON object)")
     if s is not None and "meta" in s and "rows" in s:
-        return _reproduction_entry(d, s)
+        return _reproduction_entry(d, s), s
     if m is not None:
         raise UsageError(f"{d / MANIFEST}: neither a run's manifest (no run_id) nor an experiment's "
                          "(no kind = \"experiment\")")
-    return None
+    return None, None
 
 
 def find(root: str | Path) -> list[Entry]:
@@ -211,7 +219,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
     in A, value in B)], "metrics": [{"arm" | "id", "metric", "a", "b", "ratio", "ratio_ci"}],
     "not_compared": why "metrics" is empty, or None}``; a ValueError naming what is wrong when
     they are not two of a kind."""
-    ea, eb = entry(Path(a)), entry(Path(b))
+    (ea, sa), (eb, sb) = _entry_and_summary(Path(a)), _entry_and_summary(Path(b))
     for p, e in ((a, ea), (b, eb)):
         if e is None or e.kind == "run":
             raise ValueError(f"{p}: not an experiment or reproduction directory (a run's? compare needs "
@@ -222,7 +230,6 @@ def compare(a: str | Path, b: str | Path) -> dict:
     if ea.kind == "experiment":
         da = _flat(experiment_manifest(a)["definition"])
         db = _flat(experiment_manifest(b)["definition"])
-        sa, sb = (_experiment_summary(Path(d)) for d in (a, b))
         for d, s in ((a, sa), (b, sb)):
             if s is None:
                 raise ValueError(f"{d}: no sound summary.json to compare (write it with testbed "
@@ -238,7 +245,6 @@ def compare(a: str | Path, b: str | Path) -> dict:
                 out["metrics"].append({"arm": lab, "metric": m, "a": _median(sa, lab, m), "b": _median(sb, lab, m),
                                        "ratio": c and c["ratio"], "ratio_ci": c and c["ratio_ci"]})
     else:
-        sa, sb = _read(Path(a) / "summary.json"), _read(Path(b) / "summary.json")
         da, db = _flat(sa["meta"]), _flat(sb["meta"])
         rb = {r["id"]: r for r in sb["rows"]}
         ids, out["not_compared"] = _shared("row", [r["id"] for r in sa["rows"]], list(rb))

@@ -220,7 +220,9 @@ def value(text: str) -> Any:
 
 
 def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: str = "") -> dict[str, Any]:
-    """``KEY=VALUE`` items → {KEY: value}; UsageError for an item without a key or a value."""
+    """``KEY=VALUE`` items → {KEY: value}; UsageError for an item without a key or a value, or a
+    key given twice (which value is meant, or whether two steps of a link field add up, is not
+    for the command line to guess)."""
     out = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -228,6 +230,11 @@ def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: st
             raise UsageError(f"{flag} {item!r}: expected {form} with a value"
                              + (f", e.g. {flag} {example}" if example else "")
                              + " (a rate may be 'unshaped')")
+        if key.strip() in out:
+            link = key.strip().rpartition(".")[0]
+            hint = (f"; several steps of one field go in one schedule, e.g. --link "
+                    f"'{link}.schedule=rate=4mbit@3s;rate=2mbit@6s'" if flag == "--link" else "")
+            raise UsageError(f"{flag} {key.strip()} given twice; allowed: each key once{hint}")
         # a delay stays text: "10" is refused where it is parsed (10 s: write 10ms), after the
         # topology's name is checked, not read by TOML as the number 10 (seconds)
         out[key.strip()] = text.strip() if names_a_delay(key) else value(text.strip())

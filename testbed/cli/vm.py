@@ -16,8 +16,7 @@ def cpus(text: str) -> int:
     except ValueError:
         value = None
     if value is None or vm.cpus_refusal(value) is not None:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of virtual CPUs from 1 "
-                                         f"to {vm.MAX_CPUS}")
+        raise argparse.ArgumentTypeError(vm.cpus_refusal(text))     # named as written: '0'
     return value
 
 

@@ -25,9 +25,11 @@ SetupError / RunError (``.result`` is the RunResult).  Never sees argparse or sy
 
 Files in the run directory: ``manifest.json``; ``metadata.json`` (the Testbed's provenance);
 Link schedules (``LinkSpec.schedule``) start when the client does (``session``: when the block
-starts): ``Testbed.set_link_origin``; the manifest's ``link_changes`` holds the origin, every
-change that took effect (configured and actual moment) per direction, and a warning per
-direction whose schedule runs past the end of the run.
+starts): ``Testbed.set_link_origin``; the manifest's ``link_changes`` holds the origin, when the
+client finished (``workload_end_ns``; ``session``: when the block ended), every change that took
+effect (configured and actual moment) per direction, and warnings derived from those records
+once the links have stopped: changes that took effect after the client finished (during drain
+or teardown: not on the measured workload) and items that never took effect.
 
 ``client.jsonl``, ``server.jsonl`` (``cgw.jsonl``, ``sgw.jsonl``) event logs and
 ``<role>.stdout``/``.stderr``; ``pcap/<host>-<iface>.pcap`` with ``.meta.json`` and
@@ -155,10 +157,11 @@ def session(spec: RunSpec, topology: Any = None, *,
                     origin = _start_schedules(bed, result)
                     try:
                         yield bed, result
+                        _workload_end(result, origin)
                         if caps:
                             time.sleep(drain_time(bed))
                     finally:
-                        _schedule_warnings(bed, result, origin)
+                        _workload_end(result, origin)
                         phases["session_s"] = time.monotonic() - t1
                         cpu = [_cpu_seconds(c.proc.pid) for c in caps]
             finally:
@@ -256,7 +259,7 @@ def _run(plan: Plan, tb, result: RunResult, phases: dict) -> None:
                     raise RunError(f"{workload.name} client on {client} did not finish within "
                                    f"{spec.timeout:g} s") from None
                 finally:
-                    _schedule_warnings(tb, result, origin)
+                    _workload_end(result, origin)
             with _phase(phases, "drain_s"):
                 if caps:
                     time.sleep(drain_time(tb))
@@ -282,24 +285,92 @@ def _start_schedules(tb, result: RunResult) -> int | None:
     return applied["origin_requested_ns"]
 
 
-def _schedule_warnings(tb, result: RunResult, origin: int | None) -> None:
-    """One warning line per link direction whose schedule runs past the end of the run (its
-    later items never took effect), logged and kept in ``result.link_changes["warnings"]``."""
+def _workload_end(result: RunResult, origin: int | None) -> None:
+    """Record, once, when the workload ended (the client exited or was stopped; a session's block
+    ended): ``result.link_changes["workload_end_ns"]`` (CLOCK_MONOTONIC, as the origin)."""
+    if origin is not None:
+        result.link_changes.setdefault("workload_end_ns", time.monotonic_ns())
+
+
+def _direction_keys(links: list[dict], recorded: dict) -> list[tuple[str, str | None, dict]]:
+    """(``LINK.DIR``, its name among the ``recorded`` changes' directions or None, the recorded
+    schedule) of every scheduled link direction of the metadata's ``links``.  A backend names a
+    direction ``src-dst``, and the userspace one ``src-dst.N`` where several links join the same
+    two hosts: those are matched in the links' order."""
+    dirs = [(f"{rec.get('name') or rec['a'] + '-' + rec['b']}.{d}", f"{src}-{dst}", sch)
+            for rec in links
+            for d, key, src, dst in (("up", "a_to_b", rec["a"], rec["b"]), ("down", "b_to_a", rec["b"], rec["a"]))
+            if (sch := (rec.get(key) or {}).get("schedule"))]
+    out: list[tuple[str, str | None, dict]] = []
+    for label, pair, sch in dirs:
+        if pair in recorded:
+            out.append((label, pair, sch))
+            continue
+        numbered = sorted((k for k in recorded if k.rpartition(".")[0] == pair and k.rpartition(".")[2].isdigit()),
+                          key=lambda k: int(k.rpartition(".")[2]))
+        peers = [lab for lab, p, _ in dirs if p == pair]
+        out.append((label, numbered[peers.index(label)] if len(numbered) == len(peers) else None, sch))
+    return out
+
+
+def _schedule_warnings(result: RunResult, metadata: dict) -> None:
+    """Warnings from what the links recorded (the backend summary's changes in ``metadata``, the
+    manifest's ``link_changes["changes"]``, read once they had stopped), logged and kept in
+    ``result.link_changes["warnings"]``, per scheduled link direction: the changes that took
+    effect after the workload ended (``workload_end_ns``: during drain or teardown, so not on the
+    measured workload), and the items that never took effect (the links stopped first, or a frame
+    or byte count was never reached).  Without a record of the direction's changes, the
+    time-tied items configured after the workload's end."""
+    lc = result.link_changes
+    origin = (lc.get("origin") or {}).get("origin_requested_ns")
     if origin is None:
         return
     from testbed.spec.schedule import Schedule
-    run_s = (time.monotonic_ns() - origin) / 1e9
-    warnings = result.link_changes.setdefault("warnings", [])
-    for link in tb.metadata.get("links", []):
-        for direction, key in (("up", "a_to_b"), ("down", "b_to_a")):
-            sch = (link.get(key) or {}).get("schedule")
-            span = Schedule.from_dict(sch).time_span if sch else 0.0
-            if span > run_s:
-                name = link.get("name") or f"{link['a']}-{link['b']}"
-                warnings.append(f"link {name}.{direction}: its schedule runs to {span:g} s but the "
-                                f"run lasted {run_s:.2f} s from the origin; what comes later never "
-                                "took effect")
-                log.warning("%s", warnings[-1])
+    end = lc.get("workload_end_ns")
+    who = "the session's block" if result.spec.workload == EXEC_WORKLOAD else "the client"
+    ended = "ended" if result.spec.workload == EXEC_WORKLOAD else "finished"
+    end_s = (end - origin) / 1e9 if end is not None else None
+    recorded = _link_changes(metadata)
+    has_summary = bool((metadata.get("backend_summary") or {}).get("directions"))
+    warnings = lc["warnings"] = []
+    for label, key, table in _direction_keys(metadata.get("links") or [], recorded):
+        try:
+            schedule = Schedule.from_dict(table)
+        except ValueError as exc:
+            warnings.append(f"link {label}: its recorded schedule cannot be read ({exc})")
+            continue
+        changes = recorded.get(key) if key is not None else None
+        if changes is None:
+            why = "no link backend summary" if not has_summary else "the backend recorded none for it"
+            line = f"link {label}: none of its schedule's changes are recorded ({why}), so what took effect is unknown"
+            later = [item for item, at in zip(schedule.describe_items(), schedule.item_moments())
+                     if at is not None and end_s is not None and at > end_s]
+            if later:
+                line += (f"; configured after {who} {ended} ({end_s:.2f} s from the origin), so not on "
+                         f"the measured workload: {'; '.join(later)}")
+            warnings.append(line)
+            continue
+        if end is not None:
+            late = [c for c in changes if c["actual_ns"] > end]
+            if late:
+                rel = [(c, (c["actual_ns"] - origin) / 1e9) for c in late]
+                parts = [f"{c['what']} at {t:.2f} s (configured {c['at']})" for c, t in rel
+                         if c["kind"] != "trace"]
+                traced = [t for c, t in rel if c["kind"] == "trace"]
+                if traced:                           # a trace's rate steps: one entry for all of them
+                    parts.append(f"{len(traced)} rate step(s) of the trace from {traced[0]:.2f} s")
+                what = "; ".join(parts)
+                warnings.append(f"link {label}: {who} {ended} {end_s:.2f} s from the origin; "
+                                f"{len(late)} change(s) took effect after it, while the run drained "
+                                f"or was torn down, and did not affect the measured workload: {what}")
+        never = [f"the up of {item} (the link was still down when it stopped)" if missing == {"up"}
+                 else item for item, missing in schedule.items_missing(changes) if missing]
+        if never:
+            stop_s = (time.monotonic_ns() - origin) / 1e9
+            warnings.append(f"link {label}: never took effect by the time the links stopped "
+                            f"(within {stop_s:.2f} s of the origin): {'; '.join(never)}")
+    for line in warnings:
+        log.warning("%s", line)
 
 
 def _link_changes(metadata: dict) -> dict[str, list[dict]]:
@@ -432,6 +503,7 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
     changes = _link_changes(metadata)
     if changes:
         result.link_changes["changes"] = changes
+    _schedule_warnings(result, metadata)          # from what the links recorded, once they stopped
     result.files = inventory(result)
     result.finished = time.time()
     result.status = "complete" if compute else "failed"

@@ -20,8 +20,8 @@ from typing import Any, Mapping
 from testbed.spec.lossmodel import (Bernoulli, DropList, GilbertElliott, LossModel, loss_from_dict,
                                     loss_to_dict, parse_loss)
 from testbed.spec.schedule import Schedule, parse_inline
-from testbed.spec.units import (format_rate, format_time, parse_bool, parse_count,
-                                parse_delay, parse_queue, parse_rate, parse_size, rate_refusal)
+from testbed.spec.units import (format_rate, format_time, parse_bool, parse_count, parse_delay,
+                                parse_link_rate, parse_queue, parse_size, rate_refusal)
 
 __all__ = ["Bernoulli", "DropList", "ETH_HEADER", "GilbertElliott", "LinkSpec", "LossModel",
            "MIN_DEFAULT_QUEUE", "loss_from_dict", "loss_to_dict", "parse_loss"]
@@ -190,11 +190,7 @@ class LinkSpec:
         if unknown:
             raise ValueError(f"unknown link parameter(s) {sorted(unknown)}; allowed: {sorted(known)}")
         kw: dict[str, Any] = {}
-        rate = fields.get("rate")
-        if rate not in (None, "unshaped", "none", ""):
-            kw["rate"] = parse_rate(rate)
-            if kw["rate"] > 0 and (why := rate_refusal(kw["rate"], rate)):
-                raise ValueError(why)       # said in the unit it was written in
+        kw["rate"] = parse_link_rate(fields.get("rate"))      # refused in the unit it was written in
         for name in ("delay", "jitter"):
             if fields.get(name) is not None:
                 kw[name] = parse_delay(fields[name], name)

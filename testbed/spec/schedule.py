@@ -31,13 +31,16 @@ import tomllib
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from testbed.spec.lossmodel import Bernoulli, loss_from_dict, loss_to_dict, parse_loss
 from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, delay_as_written, format_rate, format_time, parse_bool,
-                                parse_count, parse_delay, parse_queue, parse_rate, parse_size, parse_time,
-                                rate_refusal)
+                                parse_count, parse_delay, parse_link_rate, parse_queue, parse_size,
+                                parse_time)
 
+#: the ``links.LINK.DIR`` fields whose value is a schedule (``parse_inline``); the others are
+#: LinkSpec fields, which take a step ``VALUE@MOMENT`` too
+SCHEDULE_FIELDS = ("schedule", "trace", "down")
 #: LinkSpec fields a step may set (overhead and mtu stay fixed for a run)
 STEP_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue_packets", "queue_bytes")
 _STEP_INPUT = STEP_FIELDS + ("queue",)
@@ -98,10 +101,7 @@ class Moment:
 def _step_value(name: str, value: Any) -> Any:
     """One step field from human units, as ``LinkSpec.parse`` reads it."""
     if name == "rate":
-        rate = None if value in (None, "unshaped", "none") else parse_rate(value)
-        if rate is not None and not rate > 0:
-            raise ValueError(f"rate {value!r} must be > 0 bit/s (or 'unshaped')")
-        return rate
+        return parse_link_rate(value)
     if name in ("delay", "jitter"):
         return parse_delay(value, name)
     if name == "reorder":
@@ -142,13 +142,13 @@ class Step:
             raise ValueError(f"step at {at}: unknown field(s) {unknown}; allowed: at, {', '.join(_STEP_INPUT)}")
         changes: dict[str, Any] = {}
         for name, value in d.items():
-            if name == "queue":
-                changes["queue_packets"], changes["queue_bytes"] = parse_queue(value)
-            else:
-                changes[name] = _step_value(name, value)
-            if name == "rate" and changes[name] is not None:
-                if why := rate_refusal(changes[name], value):
-                    raise ValueError(f"schedule step at {at}: {why}")
+            try:
+                if name == "queue":
+                    changes["queue_packets"], changes["queue_bytes"] = parse_queue(value)
+                else:
+                    changes[name] = _step_value(name, value)
+            except ValueError as exc:     # as LinkSpec names a step whose values it refuses
+                raise ValueError(f"schedule step at {at}: {exc}") from None
         return cls(at, tuple(sorted(changes.items())))
 
     def to_dict(self) -> dict[str, Any]:
@@ -273,7 +273,9 @@ class Event:
             sel += f" of >= {self.min_bytes} B"
         action = "drop" if self.drop else f"+{format_time(self.delay)}"
         if self.copies_until is not None:
-            action += f", its TCP copies until {self.copies_until!r}s"
+            # copies are recognised by their TCP sequence numbers: a UDP frame has none (QUIC's
+            # resends are new encrypted packets), so there only the frames selected are dropped
+            action += f", and until {self.copies_until!r}s TCP resends of its bytes (UDP: the frame only)"
         return f"{sel}: {action}"
 
 
@@ -375,6 +377,13 @@ class Trace:
         except UnicodeDecodeError:
             raise ValueError(f"trace {path}: not text; a trace is one delivery time in ms per line "
                              "(Mahimahi's format)") from None
+        if Path(path).suffix.lower() in (".toml", ".json"):
+            try:
+                cls.parse(text, str(path))
+            except ValueError:      # a schedule file given where a trace goes
+                raise ValueError(f"trace {path}: a schedule file, not a trace (one delivery time in "
+                                 "ms per line, Mahimahi's format); a schedule goes in "
+                                 "--link LINK.DIR.schedule=FILE") from None
         return cls.parse(text, str(path))
 
     def to_text(self) -> str:
@@ -467,9 +476,44 @@ class Schedule:
                                                         f", resolution {format_time(t.resolution)}"))
         return lines
 
+    def items_missing(self, changes: Iterable[Mapping[str, Any]]) -> list[tuple[str, frozenset[str]]]:
+        """Per item (:meth:`describe_items`' text, in its order), the kinds of change record
+        ("step", "down", "up", "event", "trace") that ``changes`` (``ScheduleChange`` records as
+        dicts: kind, item) lack for it: empty when the item took effect in full (an outage: its
+        down and its up; a trace: any record of its)."""
+        took = {(c["kind"], 0 if c["kind"] == "trace" else c["item"]) for c in changes}
+        needs = ([{("step", i)} for i in range(len(self.steps))]
+                 + [{("down", i), ("up", i)} for i in range(len(self.outages))]
+                 + [{("event", i)} for i in range(len(self.events))]
+                 + ([{("trace", 0)}] if self.trace is not None else []))
+        return [(item, frozenset(kind for kind, _ in need - took))
+                for item, need in zip(self.describe_items(), needs)]
+
+    def item_moments(self) -> list[float | None]:
+        """Per item (:meth:`describe_items`' order), its first moment in s from the origin when it
+        is tied to time (a step's, an outage's down, a window event's start, a trace's 0), else None."""
+        return ([s.at.value if s.at.kind == "time" else None for s in self.steps]
+                + [o.down.value if o.down.kind == "time" else None for o in self.outages]
+                + [e.start for e in self.events]
+                + ([0.0] if self.trace is not None else []))
+
     def merge(self, other: "Schedule") -> "Schedule":
-        """Both schedules' items (steps sorted by moment within a kind); ``other``'s trace wins."""
-        steps = sorted(self.steps + other.steps, key=lambda s: (s.at.kind, s.at.value))
+        """Both schedules' items (steps sorted by moment within a kind); ``other``'s trace wins.
+        Steps at one moment become one step when they set different fields (an inline item
+        sets one field: ``rate=4mbit@3s;delay=30ms@3s``); one field set twice at one moment is
+        refused."""
+        at_moment: dict[tuple[str, float], Step] = {}
+        for s in self.steps + other.steps:
+            key = (s.at.kind, s.at.value)
+            if key in at_moment:
+                before = at_moment[key]
+                both = sorted({k for k, _ in before.changes} & {k for k, _ in s.changes})
+                if both:
+                    raise ValueError(f"two steps at {s.at} set {', '.join(both)} ({before.describe()}; "
+                                     f"{s.describe()}); give one value per field and moment")
+                s = Step(s.at, tuple(sorted(before.changes + s.changes)))
+            at_moment[key] = s
+        steps = sorted(at_moment.values(), key=lambda s: (s.at.kind, s.at.value))
         outages = sorted(self.outages + other.outages, key=lambda o: (o.down.kind, o.down.value))
         return Schedule(tuple(steps), tuple(outages), self.events + other.events,
                         other.trace or self.trace)

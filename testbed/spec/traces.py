@@ -76,21 +76,21 @@ def from_rates(pieces: list[tuple[float, float]], source: str) -> Trace:
 def constant(rate: float, duration: float = 1.0) -> Trace:
     """``rate`` bit/s for ``duration`` s per loop."""
     _check(duration, rate)
-    return from_rates([(duration, rate)], f"constant {rate:g} bit/s")
+    return from_rates([(duration, rate)], f"constant {format_rate(rate)}")
 
 
 def alternating(rates: list[float], interval: float, cycles: int = 1) -> Trace:
     """Each rate of ``rates`` in turn for ``interval`` s, ``cycles`` times per loop."""
     _check(interval * len(rates) * cycles, *rates)
     return from_rates([(interval, r) for r in rates] * cycles,
-                      f"alternating {'/'.join(f'{r:g}' for r in rates)} bit/s every {interval:g} s")
+                      f"alternating {'/'.join(map(format_rate, rates))} every {interval:g} s")
 
 
 def on_off(rate: float, on: float, off: float) -> Trace:
     """An outage pattern: ``off`` s with no opportunity, then ``on`` s at ``rate`` (the loop
     ends with the on part, so its period is on + off)."""
     _check(on + off, rate)
-    return from_rates([(off, 0.0), (on, rate)], f"on/off {rate:g} bit/s {on:g} s on {off:g} s off")
+    return from_rates([(off, 0.0), (on, rate)], f"on/off {format_rate(rate)} {on:g} s on {off:g} s off")
 
 
 def markov(rates: list[float], mean_dwell: float, duration: float, seed: int) -> Trace:
@@ -107,7 +107,7 @@ def markov(rates: list[float], mean_dwell: float, duration: float, seed: int) ->
         pieces.append((dwell / 1000, rates[state]))
         left -= dwell
         state = rng.choice([s for s in range(len(rates)) if s != state])
-    return from_rates(pieces, f"markov seed {seed} states {'/'.join(f'{r:g}' for r in rates)} bit/s")
+    return from_rates(pieces, f"markov seed {seed} states {'/'.join(map(format_rate, rates))}")
 
 
 def default_window(trace: Trace) -> float:

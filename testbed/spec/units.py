@@ -105,6 +105,20 @@ def rate_refusal(bps: float, written: Any = None) -> str | None:
     return f"rate {bps:g} bit/s is out of range; {allowed}{hint}"
 
 
+def parse_link_rate(value: Any) -> float | None:
+    """A link's rate in bit/s as written (``parse_rate``), None for unshaped (None, '',
+    'unshaped', 'none'); a ValueError when it is not > 0 or out of range (``rate_refusal``, said
+    in the unit it was written in).  ``LinkSpec.parse`` and a schedule's steps read rates so."""
+    if value in (None, "", "unshaped", "none"):
+        return None
+    bps = parse_rate(value)
+    if not bps > 0:
+        raise ValueError(f"rate {bps!r} must be > 0 bit/s, or 'unshaped'")
+    if why := rate_refusal(bps, value):
+        raise ValueError(why)
+    return bps
+
+
 def parse_time(value: float | int | str) -> float:
     """Duration in seconds from 0.1, '100ms', '0.1s', '50us'. A bare number in a string is seconds."""
     if _number(value):

@@ -237,7 +237,8 @@ def test_marker_texts_lie_inside_the_top_panel_beside_their_lines(tmp_path):
         ax.plot([0, 10], [0, 1])
         ax.set_ylabel(name)
     axes[-1].set_xlabel("time (s)")
-    marks = [(1.0, "server-client: frame 1290 of 1500 B: drop, its TCP copies until 7.0s"),
+    marks = [(1.0, "server-client: frame 1290 of 1500 B: drop, and until 7.0s TCP resends of its bytes "
+                   "(UDP: the frame only)"),
              (1.6, "client-server: down drop"), (9.5, "server-client: rate=30mbit, its last step")]
     for ax in axes:
         for x, _ in marks:

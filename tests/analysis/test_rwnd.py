@@ -116,8 +116,27 @@ def test_scale_not_used_when_a_syn_lacks_it():
     plen = np.array([0, 0, 0, 100, 0, 100])
     for ws, want in (([-1, 3, -1, -1, -1, -1], (0, "not used", [3, 5])),     # 101 + 100
                      ([5, 3, -1, -1, -1, -1], (3, "signalled", [3]))):       # 101 + 800
-        ev = rwnd.events(fwd, flags, plen, seq, ack, win, np.array(ws, np.int8))
+        ev = rwnd.events(fwd, flags, plen, seq, seq.astype(np.int64), ack, win, np.array(ws, np.int8))
         assert (ev.scale, ev.scaling, ev.window_full.tolist()) == want
+
+
+
+def test_the_senders_sequence_numbers_are_the_ones_given_unwrapped():
+    """``events`` takes the sender's sequence numbers as ``analysis.tcp`` unwrapped them (from any
+    reference) instead of unwrapping them again; only the receiver's are unwrapped here."""
+    fwd = np.array([True, False, True, False, True])
+    A = pcap.ACK
+    flags = np.array([pcap.SYN, pcap.SYN | A, A, A, A], np.uint8)
+    seq = np.array([2**32 - 1, 500, 0, 501, 0], np.uint32)     # the SYN's seq wraps
+    ack = np.array([0, 0, 501, 0, 501], np.uint32)
+    win = np.array([100, 100, 100, 0, 100], np.uint16)
+    plen = np.array([0, 0, 0, 0, 1])
+    ws = np.full(5, -1, np.int8)
+    unwrapped = np.array([-1, 0, 0, 0, 0], np.int64)           # tcp's: from the SYN's seq + 1
+    ev = rwnd.events(fwd, flags, plen, seq, unwrapped + 10**6, ack, win, ws)   # any reference
+    assert ev.zero_window.tolist() == [3] and ev.zero_window_probe.tolist() == [4]
+    moved = unwrapped + np.array([0, 0, 0, 0, 5])               # the probe 5 bytes past nextseq
+    assert rwnd.events(fwd, flags, plen, seq, moved, ack, win, ws).zero_window_probe.tolist() == []
 
 
 def test_report_and_table(tmp_path):

@@ -150,7 +150,8 @@ def test_an_experiment_file_that_is_not_utf8_is_named(tmp_path, capsys, restore_
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("factor", '"socket.delack_max"', "no manipulation check for factor 'socket.delack_max'; allowed: a factor "
+    ("factor", '"socket.delack_max"\nlevels = ["10ms", "40ms"]',
+     "no manipulation check for factor 'socket.delack_max'; allowed: a factor "
      "with one (`testbed experiment factors` lists them), or this one unverified, its runs marked so in the "
      'report: set check = "none" in the definition'),
     ("metrics", '["goodput"]', "unknown metric 'goodput'; allowed: one of the 59 metrics `testbed experiment "
@@ -160,6 +161,8 @@ def test_an_error_whose_allowed_list_is_long_is_not_cut(tmp_path, capsys, restor
     """The lists of checked factors and metrics ran past the error line's 600 characters: cut
     mid-name, the check = "none" way out cut with them."""
     keys = {**KEYS_OF_REUSE, key: value}
+    if "levels" in value:
+        del keys["levels"]
     path = tmp_path / "bad.toml"
     path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()) + BASE)
     err = _error(capsys, ["experiment", "show", str(path)])
@@ -185,3 +188,24 @@ def test_an_error_in_an_experiment_file_names_the_file(tmp_path, capsys, restore
     out = ["--out", str(tmp_path / "out")] if action == "run" else []
     assert f"testbed: error: {path}: {message}" in _error(capsys, ["experiment", action, str(path), *out])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("factor, levels, message", [
+    ('"socket.ccc"', '["cubic", "bbr"]', "experiment 'bad', level 'cubic': unknown socket factor 'ccc'; allowed: "),
+    ('"sockets.cc"', '["cubic", "bbr"]', "experiment 'bad', level 'cubic': unknown RunSpec path 'sockets.cc'"),
+    ('"links.bottleneck.up.rate"', '["5mbit@1s", "10mbit@1s"]',
+     "experiment 'bad': level '5mbit@1s' of factor 'links.bottleneck.up.rate' is a schedule step, which the "
+     "rate's check cannot verify; allowed: plain rate levels, or steps as levels of "
+     "links.bottleneck.up.schedule (e.g. 'rate=5mbit@1s')"),
+])
+def test_a_misspelt_factor_or_a_step_as_a_fields_level_is_named_before_any_run(tmp_path, factor, levels,
+                                                                              message):
+    """A misspelt factor was refused as having "no manipulation check" (set check = "none", and
+    only then the real error); a rate level ``5mbit@1s`` (a schedule step) passed ``show`` and
+    every run of it was then excluded by the rate's check."""
+    path = tmp_path / "bad.toml"
+    keys = {**KEYS_OF_REUSE, "factor": factor, "levels": levels}
+    path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()) + BASE)
+    with pytest.raises(UsageError) as exc:
+        load_definition(path).validate()
+    assert str(exc.value).startswith(f"{path}: {message}"), exc.value

@@ -21,3 +21,43 @@ def test_a_negative_level_is_distinct_from_its_positive():
     assert exp.level("-2s") == exp.level("minus2s") == "-2s"
     assert exp.with_overrides(levels=cli_levels("-2s")).levels == ("-2s",)
     assert exp.with_overrides(levels=cli_levels("minus2s,2s")).levels == ("-2s", "2s")
+
+
+def test_the_arms_are_resolved_once(monkeypatch):
+    """``validate`` resolved every arm on each call, and ``draws_at_random``, ``rebuilt_why`` and
+    the runner each call it (three times over for `testbed reproduce --quick`); the plans are
+    now kept, also by a ``replace`` of what they do not depend on (reps, warmup), not of a level."""
+    from experiments import load_definition
+    from testbed.run import plan
+    resolved = []
+    real = plan.resolve
+    monkeypatch.setattr(plan, "resolve", lambda spec: (resolved.append(spec), real(spec))[1])
+    exp = load_definition("reuse")
+    exp.draws_at_random()
+    quick = exp.replace(reps=2, warmup=0)
+    quick.rebuilt_why()
+    plans = quick.validate()
+    assert len(resolved) == len(exp.labels) == 2 and plans is exp.validate()
+    one = quick.replace(levels=quick.levels[:1])
+    assert list(one.validate()) == [one.labels[0]] and len(resolved) == 3
+
+
+@pytest.mark.parametrize("levels, cross, words", [
+    ('[]', "", "factor 'socket.cc' has 0 level(s); allowed: two or more levels (narrow a run to one with --levels)"),
+    ('["cubic"]', "", "factor 'socket.cc' has 1 level(s); allowed: two or more levels"),
+    ('["cubic", "bbr"]', 'cross = { factor = "links.bottleneck.up.queue", levels = ["20"] }',
+     "cross factor 'links.bottleneck.up.queue' has 1 level(s); allowed: two or more levels "
+     "(narrow a run to one with --cross-levels)"),
+])
+def test_a_definition_file_compares_two_or_more_levels_of_each_factor(tmp_path, levels, cross, words):
+    """An empty list of levels was "allowed: one or more levels", and a crossed factor of one
+    level was taken; a file defines a comparison (the command line may narrow a run to one arm)."""
+    from experiments.definition import read_definition
+    from testbed.spec.errors import UsageError
+    path = tmp_path / "one.toml"
+    path.write_text(f'name = "one"\nfactor = "socket.cc"\nlevels = {levels}\nmetrics = ["goodput_mbps"]\n'
+                    f'{cross}\n[base]\ntopology = "image"\nworkload = "bulk"\n')
+    with pytest.raises(UsageError) as err:
+        read_definition(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: experiment 'one': ") and words in msg, msg

@@ -118,6 +118,8 @@ def test_an_arms_panels_sit_close_and_its_blocks_apart(tmp_path, monkeypatch):
     assert lanes.height * inch < 0.8                     # one request: a strip, not a panel
     assert fig.axes[3].yaxis.label.get_text() == "" and not any(
         t.get_visible() and t.get_text() for t in fig.axes[3].get_yticklabels())   # shared: labelled once
+    first_column = ["sequence (kB)", "in flight (kB)", "request"]    # each block's first arm's
+    assert [ax.get_ylabel() for ax in fig.axes] == first_column + [""] * 6 + first_column
 
 
 def test_an_arm_has_one_colour_in_every_figure_of_a_crossed_experiment():
@@ -133,7 +135,7 @@ def test_an_arm_has_one_colour_in_every_figure_of_a_crossed_experiment():
     assert [s["color"] for s in xplots.arm_styles({"levels": ["new", "reuse"]}).values()] == ["C0", "C1"]
 
 
-LONG = "server-client: frame 1290 of 1500 B: drop, its TCP copies until 7.0s"
+LONG = "server-client: frame 1290 of 1500 B: drop, and until 7.0s TCP resends of its bytes (UDP: the frame only)"
 
 
 def _two_arms(tmp_path, second="run"):

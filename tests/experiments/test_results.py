@@ -145,3 +145,20 @@ def test_compare_of_experiments_that_share_no_arm_says_what_each_has(tmp_path, c
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert f"nothing to compare: {c['not_compared']}" in out and "B / A" not in out
+
+
+def test_compare_reads_each_summary_once(tmp_path, monkeypatch):
+    """compare read every summary.json twice: once to tell what the directory is, once to compare."""
+    from pathlib import Path
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0}, reps=1)
+    b = _exp(tmp_path / "b", {"new": 600.0, "reuse": 250.0}, reps=1)
+    for name in ("x", "y"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"meta": {}, "rows": [{"id": "C1.a"}]}))
+    reads = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda p, *a, **k: (reads.append(p.name), real(p, *a, **k))[1])
+    for pair in ((a, b), (tmp_path / "x", tmp_path / "y")):
+        reads.clear()
+        assert compare(*pair)["metrics"]
+        assert reads.count("summary.json") == 2, reads

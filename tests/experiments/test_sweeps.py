@@ -32,6 +32,16 @@ def test_ranges_expand_linear_log_and_on_the_command_line():
             expand_range(bad)
 
 
+def test_a_range_without_a_step_and_a_bad_range_say_so_as_written():
+    """``--levels 0%:5%`` was one level "0%:5%" (refused later as a loss it could not read), and
+    a bad range was shown as a Python dict ``{'from': '5%', ...}``."""
+    with pytest.raises(UsageError, match=r"^--levels 0%:5%: a range is FROM:TO:STEP or FROM:TO:logN, "
+                                         r"e\.g\. 0%:5%:1%$"):
+        cli_levels("0%:5%")
+    with pytest.raises(UsageError, match=r'^level range \{from = "5%", to = "1%", step = "1%"\}: step '):
+        cli_levels("5%:1%:1%")
+
+
 def test_levels_option_takes_new_values():
     exp = load_definition("buffer").with_overrides(levels=["20", "50", "1000"])
     assert exp.levels == ("20", "50", "1000") and exp.labels == ("20", "50", "1000")
@@ -319,3 +329,14 @@ def test_long_arm_names_are_shortened_in_figures_unless_they_would_clash():
     assert len(set(shown_levels([long, other]).values())) == 2
     same_ends = long[:20] + "x" + long[21:]    # differs only in the middle: left whole
     assert shown_levels([long, same_ends]) == {long: long, same_ends: same_ends}
+
+
+def test_levels_option_keeps_an_outage_s_hold_flag():
+    """``down=MOMENT+DURATION,hold`` has a comma of its own: --levels keeps it in its level."""
+    assert cli_levels("none,down=2s+0.5s,hold") == ["none", "down=2s+0.5s,hold"]
+    assert cli_levels("down=2s+0.5s,hold;rate=4mbit@3s,down=1s+1s") == [
+        "down=2s+0.5s,hold;rate=4mbit@3s", "down=1s+1s"]
+    assert cli_levels("rate=4mbit@3s;down=2s+1s,hold,none") == ["rate=4mbit@3s;down=2s+1s,hold", "none"]
+    exp = load_definition("handover").with_overrides(levels=cli_levels("none,down=2s+0.5s,hold"))
+    assert exp.labels == ("none", "down-2s-0.5s-hold")
+    assert set(exp.validate()) == {"none", "down-2s-0.5s-hold"}

@@ -200,6 +200,17 @@ def test_cli_bad_vm_options_are_refused_before_a_vm_is_reached(tmp_path, monkeyp
     assert err.count("\n") == 1
 
 
+
+def test_cli_cpus_says_the_backends_refusal(monkeypatch):
+    """`--cpus` wrote its own copy of ``cpus_refusal``'s words; it says the backend's."""
+    import argparse
+    from testbed.cli import vm as cli_vm
+    monkeypatch.setattr(vm, "cpus_refusal", lambda c: None if c == 2 else f"{c!r}: the backend's words")
+    assert cli_vm.cpus("2") == 2
+    for text in ("0", "x"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"^'{text}': the backend's words$"):
+            cli_vm.cpus(text)
+
 def test_boot_and_exec_refuse_bad_values_themselves(tmp_path):
     with pytest.raises(ValueError, match="cpus 0: give a whole number of virtual CPUs from 1 to 64"):
         vm.boot("x", cpus=0)

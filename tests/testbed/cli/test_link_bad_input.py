@@ -32,6 +32,11 @@ def refused(capsys, argv: list[str], words: str) -> str:
     (["--set", "rate_up=1e-300"], "rate 1e-300 bit/s is out of range; a link's rate is 1kbit to 100gbit, "
                                   "e.g. 10mbit\n"),
     (["--set", "delay=1e12s"], "delay 1e+12 s must be >= 0 s and at most 3600 s (an hour)"),
+    # the second step silently replaced the first
+    (["--link", "bottleneck.up.rate=4mbit@3s", "--link", "bottleneck.up.rate=2mbit@1s"],
+     "--link bottleneck.up.rate given twice; allowed: each key once; several steps of one field go in one "
+     "schedule, e.g. --link 'bottleneck.up.schedule=rate=4mbit@3s;rate=2mbit@6s'\n"),
+    (["--set", "delay=10ms", "--set", "delay=20ms"], "--set delay given twice; allowed: each key once\n"),
 ])
 def test_topo_show_refuses_bad_link_values(capsys, restore_logging, option, words):
     refused(capsys, ["topo", "show", "image", *option], words)

@@ -599,8 +599,9 @@ def test_experiment_out_in_the_way_is_refused(tmp_path, capsys, restore_logging)
 
 
 @pytest.mark.parametrize("text,words", [
-    ('[[step]]\nat = "1s"\ndelay = 100\n', "s.toml:1: delay=100 has no unit, which is 100 s; write 100ms"),
-    ('[step]\nat = "1s"\njitter = 3\n', "s.toml:1: jitter=3 has no unit, which is 3 s"),
+    ('[[step]]\nat = "1s"\ndelay = 100\n',
+     "s.toml:1: schedule step at 1.0s: delay=100 has no unit, which is 100 s; write 100ms"),
+    ('[step]\nat = "1s"\njitter = 3\n', "s.toml:1: schedule step at 1.0s: jitter=3 has no unit, which is 3 s"),
     ('[[event]]\nframe = 2\ndelay = 45\n', "s.toml:1: delay=45 has no unit, which is 45 s"),
 ])
 def test_a_bare_delay_in_a_toml_schedule_is_refused_as_on_the_command_line(tmp_path, text, words):

@@ -163,6 +163,10 @@ def test_generators_and_stats():
     assert a == b and a != traces.markov([1e6, 10e6, 30e6], 0.2, 5.0, seed=4)
     st = traces.trace_stats(a, 0.2)
     assert a.period_ms == 5000 and 1e6 * 0.9 <= st.min_bps < st.mean_bps < st.max_bps <= 30e6 * 1.1
+    # each names its rates as a rate is written ("6e+06/1.2e+07 bit/s" before)
+    assert [t.source for t in (traces.constant(12e6), onoff, alt, a)] == [
+        "constant 12mbit", "on/off 12.032mbit 0.3 s on 0.2 s off", "alternating 6.016mbit/12.032mbit every 0.5 s",
+        "markov seed 3 states 1mbit/10mbit/30mbit"]
 
 
 def test_opportunities_at_a_loop_s_period_belong_to_that_loop():
@@ -190,7 +194,34 @@ def test_the_default_window_resolves_the_trace():
 def test_event_copies_until_round_trip_and_text():
     ev = Event.from_dict({"frame": 1290, "min_bytes": 1000, "drop": True, "copies_until": "7s"})
     assert ev.copies_until == 7.0 and Event.from_dict(ev.to_dict()) == ev
-    assert ev.describe() == "frame 1290 of >= 1000 B: drop, its TCP copies until 7.0s"
+    assert ev.describe() == ("frame 1290 of >= 1000 B: drop, and until 7.0s TCP resends of its bytes "
+                             "(UDP: the frame only)")
     assert "copies_until" not in Event(frame=3, drop=True).to_dict()
     with pytest.raises(ValueError, match="time >= 0 s"):
         Event(frame=1, drop=True, copies_until=-0.5)
+
+
+def test_inline_steps_at_one_moment_merge_into_one_step():
+    """Inline items set one field each: two at one moment are one step (a file writes them as
+    one step); one field set twice at one moment is refused, naming both values."""
+    spec = LinkSpec.parse(rate="20mbit").with_override("schedule", "rate=4mbit@3s;delay=30ms@3s;loss=1%@1s")
+    assert spec.schedule.steps == (Step(Moment("time", 1.0), (("loss", Bernoulli(0.01)),)),
+                                   Step(Moment("time", 3.0), (("delay", 0.03), ("rate", 4e6))))
+    again = LinkSpec.parse(rate="20mbit").with_override("rate", "4mbit@3s").with_override("delay", "30ms@3s")
+    assert again.schedule.steps == spec.schedule.steps[1:]
+    with pytest.raises(ValueError, match=r"two steps at 3.0s set rate \(rate=4mbit; rate=2mbit\)"):
+        LinkSpec.parse(rate="20mbit").with_override("schedule", "rate=4mbit@3s;rate=2mbit@3s")
+
+
+def test_a_schedule_file_given_as_a_trace_says_so(tmp_path):
+    """`--link X.trace=cell-edge.toml` or `testbed trace show cell-edge.toml` reported the
+    file's first line as "not a whole number of ms"; the other way round already said "a schedule
+    file ends in .toml or .json"."""
+    path = tmp_path / "edge.toml"
+    path.write_text('# a comment\n[[step]]\nat = "1s"\nrate = "4mbit"\n')
+    with pytest.raises(ValueError, match=r"edge.toml: a schedule file, not a trace .*LINK.DIR.schedule=FILE"):
+        Trace.load(path)
+    with pytest.raises(ValueError, match="a schedule file, not a trace"):
+        LinkSpec.parse(rate="6mbit").with_override("trace", str(path))
+    (tmp_path / "t.json").write_text("1\n2\n")        # a trace is a trace whatever its name
+    assert Trace.load(tmp_path / "t.json").ms == (1, 2)

@@ -128,3 +128,15 @@ def test_a_binary_trace_or_schedule_is_named(tmp_path):
         (tmp_path / name).write_bytes(b"\xd4\xc3\xb2\xa1\x02\x00")
         with pytest.raises(ValueError, match=says):
             load(tmp_path / name)
+
+
+@pytest.mark.parametrize("rate", [0, -5, "0mbit", "5", "500bit", 1e-300])
+def test_a_steps_rate_is_read_and_refused_as_a_links(rate):
+    """A step read its rate apart from ``LinkSpec.parse`` ("rate 0 must be > 0 bit/s (or
+    'unshaped')", a unitless "5" without the step's moment), its range checked in ``Step.from_dict``:
+    now both read it with ``units.parse_link_rate``, the step named as ``LinkSpec`` names it."""
+    with pytest.raises(ValueError) as link:
+        LinkSpec.parse(rate=rate)
+    with pytest.raises(ValueError) as step:
+        Schedule.from_dict({"step": [{"at": "3s", "rate": rate}]})
+    assert str(step.value).endswith(f"schedule step at 3.0s: {link.value}")
