@@ -57,14 +57,22 @@ def writable_formats() -> list[str]:
 def parse_formats(text: str) -> tuple[str, ...]:
     """``"png,pdf"`` -> ("png", "pdf"): a comma list of :func:`writable_formats` (any case,
     each once, in the order given); a ValueError naming what is wrong and what is allowed."""
+    return _checked_formats(text.split(","), repr(text))
+
+
+def _checked_formats(items, what: str) -> tuple[str, ...]:
+    """``items`` (suffixes) as :func:`parse_formats` takes them, ``what`` naming them in the
+    ValueError's message."""
     allowed = writable_formats()
-    items = [f.strip().lower().removeprefix(".") for f in text.split(",")]
+    items = [str(f).strip().lower().removeprefix(".") for f in items]
+    if not items:
+        raise ValueError(f"{what}: no format; give one or more of {', '.join(allowed)} (e.g. png,pdf)")
     if not all(items):
-        raise ValueError(f"{text!r}: an empty format in the list; give a comma list of "
+        raise ValueError(f"{what}: an empty format in the list; give a comma list of "
                          f"{', '.join(allowed)} (e.g. png,pdf)")
     bad = [f for f in items if f not in allowed]
     if bad:
-        raise ValueError(f"{text!r}: {', '.join(map(repr, dict.fromkeys(bad)))} "
+        raise ValueError(f"{what}: {', '.join(map(repr, dict.fromkeys(bad)))} "
                          f"{'is not a format' if len(bad) == 1 else 'are not formats'} a figure "
                          f"can be written as; give a comma list of {', '.join(allowed)} (e.g. png,pdf)")
     return tuple(dict.fromkeys(items))
@@ -73,8 +81,12 @@ def parse_formats(text: str) -> tuple[str, ...]:
 @contextmanager
 def formats(fmts):
     """Within it, :func:`_save` (every figure function here, and ``experiments.plots``') writes
-    each figure as ``fmts`` (suffixes, e.g. ("png",)) instead of :data:`FORMATS`."""
-    token = _formats.set(tuple(fmts))
+    each figure as ``fmts`` instead of :data:`FORMATS`: suffixes (e.g. ("png",)) or a comma
+    list (``"png,pdf"``), checked and normalised as :func:`parse_formats` does — a ValueError
+    on entering it for none, an empty one or one a figure cannot be written as."""
+    what = repr(fmts)
+    chosen = _checked_formats(fmts.split(",") if isinstance(fmts, str) else list(fmts), what)
+    token = _formats.set(chosen)
     try:
         yield
     finally:
@@ -91,34 +103,90 @@ def _reuse_font_subsets() -> None:
     tables read each time) took some 0.05 s per font per PDF, a third of what writing the
     figures cost, and the figures of a run share few glyph sets (the 72 PDFs of a run of six
     captures: 100 subsets, 23 different; a ligature, "fl" of "in flight", is a font of its own).
-    The fonts embedded stay byte for byte the ones matplotlib makes: the
-    first subset of each set is matplotlib's own, kept as the file it writes, and handed out
-    again.  Where matplotlib's (private) ``_backend_pdf_ps.get_glyphs_subset`` is not the
-    function this expects, nothing changes."""
-    from matplotlib.backends import _backend_pdf_ps as pdf_ps
-    real = getattr(pdf_ps, "get_glyphs_subset", None)
-    if real is None or getattr(real, "reused", False) or not hasattr(pdf_ps, "SubsetResults"):
-        return
+    The fonts embedded stay byte for byte the ones matplotlib makes: the first subset of each
+    set is matplotlib's own, kept as the file it writes (``font_as_file``) once that file,
+    opened again, is seen to be written as the same bytes, and handed out again opened from it.
+
+    It wraps matplotlib's private ``_backend_pdf_ps.get_glyphs_subset`` for the whole process,
+    and only where all it relies on has the shape it expects (matplotlib 3.11's: a function of
+    ``(fontfile, glyphs)`` returning a context manager of a ``SubsetResults(font,
+    glyph_index_map)``, ``font_as_file``, fontTools' ``TTFont``); else nothing changes.  Should
+    its own part fail all the same (another matplotlib's internals), that call and every later
+    one go to matplotlib's function: the PDF as without the cache, never a failed save.  An error
+    of matplotlib's function is raised as it is."""
     import inspect
-    if list(inspect.signature(real).parameters) != ["fontfile", "glyphs"]:
-        return                      # another matplotlib's function: its own way, unchanged
+    import logging
     from io import BytesIO
+    try:
+        from fontTools.ttLib import TTFont
+        from matplotlib.backends import _backend_pdf_ps as pdf_ps
+        real = pdf_ps.get_glyphs_subset
+        if getattr(real, "reused", False):
+            return
+        fits = (list(inspect.signature(real).parameters) == ["fontfile", "glyphs"]
+                and getattr(pdf_ps.SubsetResults, "_fields", None) == ("font", "glyph_index_map")
+                and callable(pdf_ps.font_as_file)
+                and {"recalcBBoxes", "recalcTimestamp"} <= set(inspect.signature(TTFont).parameters))
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return
+    if not fits:
+        return                      # another matplotlib's internals: its own way, unchanged
     cache: dict = {}
+
+    def opened(data: bytes):
+        return TTFont(BytesIO(data), recalcBBoxes=False, recalcTimestamp=False)
+
+    def keep(key, made) -> None:
+        """Keep the subset matplotlib ``made`` (its context manager) in the cache."""
+        with made as sub:
+            if not isinstance(sub.font, TTFont):
+                raise TypeError(f"a subset font of {type(sub.font)}, not fontTools' TTFont")
+            data = pdf_ps.font_as_file(sub.font).getvalue()
+            index = dict(sub.glyph_index_map)
+        with opened(data) as font:
+            if pdf_ps.font_as_file(font).getvalue() != data:
+                raise ValueError("a subset font opened again is not written as the same bytes")
+        cache[key] = (data, index)
+        while len(cache) > FONT_SUBSETS:
+            cache.pop(next(iter(cache)))
+
+    @contextmanager
+    def closing_font(results):
+        """What ``SubsetResults._as_cm`` makes of ``results``: them, the font closed after."""
+        try:
+            yield results
+        finally:
+            results.font.close()
 
     def get_glyphs_subset(fontfile, glyphs):
         glyphs = frozenset(glyphs)
-        key = (str(fontfile), getattr(fontfile, "face_index", 0), glyphs)
-        if key not in cache:
-            with real(fontfile, glyphs) as sub:
-                cache[key] = (type(sub.font), pdf_ps.font_as_file(sub.font).getvalue(),
-                              dict(sub.glyph_index_map))       # the font's class: fontTools' TTFont
-            while len(cache) > FONT_SUBSETS:
-                cache.pop(next(iter(cache)))
-        font_class, data, index = cache[key]
-        font = font_class(BytesIO(data), recalcBBoxes=False, recalcTimestamp=False)
-        return pdf_ps.SubsetResults(font, dict(index))._as_cm()
+        if get_glyphs_subset.broken:
+            return real(fontfile, glyphs)
+        try:
+            key = (str(fontfile), getattr(fontfile, "face_index", 0), glyphs)
+            known = key in cache
+        except Exception:
+            return fall_back(fontfile, glyphs)
+        if not known:
+            made = real(fontfile, glyphs)       # an error of matplotlib's own: raised as it is
+            try:
+                keep(key, made)
+            except Exception:
+                return fall_back(fontfile, glyphs)
+        try:
+            data, index = cache[key]
+            return closing_font(pdf_ps.SubsetResults(opened(data), dict(index)))
+        except Exception:
+            return fall_back(fontfile, glyphs)
+
+    def fall_back(fontfile, glyphs):
+        get_glyphs_subset.broken = True
+        logging.getLogger(__name__).debug("PDF font subsets made for every figure again: the "
+                                          "cache of matplotlib's failed", exc_info=True)
+        return real(fontfile, glyphs)
 
     get_glyphs_subset.reused, get_glyphs_subset.real, get_glyphs_subset.cache = True, real, cache
+    get_glyphs_subset.broken = False
     pdf_ps.get_glyphs_subset = get_glyphs_subset
 
 
@@ -363,7 +431,8 @@ def _save(fig, base: Path) -> list[str]:
     base.parent.mkdir(parents=True, exist_ok=True)
     problems = layout_problems(fig)
     out = []
-    for ext in _formats.get() or FORMATS:
+    chosen = _formats.get()
+    for ext in FORMATS if chosen is None else chosen:
         p = Path(f"{base}.{ext}")
         fig.savefig(p, dpi=DPI)
         out.append(str(p))

@@ -16,6 +16,7 @@ not be put on CLOCK_MONOTONIC (``clock`` realtime), where they would not line up
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -77,53 +78,51 @@ def write(result: dict, outdir: str | Path, markers: list[tuple[int, str]] = (),
           steps=(), formats: tuple[str, ...] | None = None) -> list[str]:
     """The files of the module docstring, written into ``outdir``; each figure as ``formats``
     (suffixes; None: as ``analysis.plots.formats`` says, by default ``plots.FORMATS``)."""
-    if formats is not None:
-        with plots.formats(formats):
-            return write(result, outdir, markers, steps)
-    steps = _on_clock(result, steps)
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[str] = []
-    objs = result["_objects"]["flows"]
-    lanes: dict = {}
-    t_first = min((r["t0_ns"] for r in result["flows"]), default=0)
-    for rec, obj in zip(result["flows"], objs):
-        f = obj["flow"]
-        name = re.sub(r"[^\w.-]", "_", f.key.name)            # a file name: no ':' or brackets
-        for d, direction in obj.get("directions", {}).items():
-            if not direction.payload_bytes or not len(direction.tracker.series_t):
-                continue            # no data this way: no figure, no series
-            base = out / f"{name}-{d}"
-            if carries_data(obj, d):
-                written += _direction_figures(rec, obj, d, base, _rel(markers, rec["t0_ns"]), steps)
-            csv = Path(f"{base}-inflight.csv")
-            np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
-                       header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
-            written.append(str(csv))
-            rates = Path(f"{base}-rates.csv")
-            nb = len(direction.throughput_bps)
-            np.savetxt(rates, np.column_stack([np.arange(nb) * direction.bin_ns / 1e9,
-                                               direction.throughput_bps, direction.goodput_bps]),
-                       fmt="%.6f", delimiter=",", header="bin_start_s,throughput_bps,goodput_bps",
-                       comments="")
-            written.append(str(rates))
-            if d == rec.get("data_direction"):
-                rec["in_flight"]["path"] = str(csv)
-            rec["directions"][d]["in_flight"]["path"] = str(csv)
-        streams = _delivered(obj)
-        if streams:
-            parts = dict.fromkeys(k.split()[0] + "s" for k in streams)
-            written += plots.delivery(streams, rec["t0_ns"], out / f"{name}-delivery",
-                                      title=f"{f.key.name}: {' and '.join(parts)}",
-                                      markers=_rel(markers, rec["t0_ns"]), steps=steps)
-        _lanes(lanes, obj, skip=("step",) if steps else ())
-    if lanes:
-        written += plots.swimlane(lanes, t_first, out / "timeline",
-                                  title=f"{Path(result['file']).name}: handshake and completion "
-                                        "(packet events at the capture point)",
-                                  markers=_rel(markers, t_first), steps=steps,
-                                  step_lanes={s.log: _app_lane(s.log) for s in steps})
-    return written
+    with nullcontext() if formats is None else plots.formats(formats):
+        steps = _on_clock(result, steps)
+        out = Path(outdir)
+        out.mkdir(parents=True, exist_ok=True)
+        written: list[str] = []
+        objs = result["_objects"]["flows"]
+        lanes: dict = {}
+        t_first = min((r["t0_ns"] for r in result["flows"]), default=0)
+        for rec, obj in zip(result["flows"], objs):
+            f = obj["flow"]
+            name = re.sub(r"[^\w.-]", "_", f.key.name)            # a file name: no ':' or brackets
+            for d, direction in obj.get("directions", {}).items():
+                if not direction.payload_bytes or not len(direction.tracker.series_t):
+                    continue            # no data this way: no figure, no series
+                base = out / f"{name}-{d}"
+                if carries_data(obj, d):
+                    written += _direction_figures(rec, obj, d, base, _rel(markers, rec["t0_ns"]), steps)
+                csv = Path(f"{base}-inflight.csv")
+                np.savetxt(csv, series_table(direction), fmt="%d", delimiter=",",
+                           header="t_ns,outstanding,pipe,sacked,wireshark", comments="")
+                written.append(str(csv))
+                rates = Path(f"{base}-rates.csv")
+                nb = len(direction.throughput_bps)
+                np.savetxt(rates, np.column_stack([np.arange(nb) * direction.bin_ns / 1e9,
+                                                   direction.throughput_bps, direction.goodput_bps]),
+                           fmt="%.6f", delimiter=",", header="bin_start_s,throughput_bps,goodput_bps",
+                           comments="")
+                written.append(str(rates))
+                if d == rec.get("data_direction"):
+                    rec["in_flight"]["path"] = str(csv)
+                rec["directions"][d]["in_flight"]["path"] = str(csv)
+            streams = _delivered(obj)
+            if streams:
+                parts = dict.fromkeys(k.split()[0] + "s" for k in streams)
+                written += plots.delivery(streams, rec["t0_ns"], out / f"{name}-delivery",
+                                          title=f"{f.key.name}: {' and '.join(parts)}",
+                                          markers=_rel(markers, rec["t0_ns"]), steps=steps)
+            _lanes(lanes, obj, skip=("step",) if steps else ())
+        if lanes:
+            written += plots.swimlane(lanes, t_first, out / "timeline",
+                                      title=f"{Path(result['file']).name}: handshake and completion "
+                                            "(packet events at the capture point)",
+                                      markers=_rel(markers, t_first), steps=steps,
+                                      step_lanes={s.log: _app_lane(s.log) for s in steps})
+        return written
 
 
 def _direction_figures(rec: dict, obj: dict, d: str, base: Path, marks, steps) -> list[str]:
@@ -150,26 +149,24 @@ def write_qlog(traces, outdir: str | Path, stem: str, markers: list[tuple[int, s
     """QUIC figures of the first trace: in-order delivery per stream (received streams, or
     sent ones when the trace received none) and bytes_in_flight / cwnd (qlog times are put on
     the logs' clock by ``analysis.qlog.load``); ``formats`` as :func:`write`'s."""
-    if formats is not None:
-        with plots.formats(formats):
-            return write_qlog(traces, outdir, stem, markers, steps)
     from analysis import qlog
-    tr = traces[0]
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = min((int(a["t_ns"].min()) for a in (tr.sent, tr.received) if len(a)), default=0)
-    sent = not (~tr.frames["sent"]).any()
-    ids = np.unique(tr.frames["stream"][tr.frames["sent"] == sent])
-    streams = {f"stream {int(s)}": qlog.delivered(tr, int(s), sent=sent) for s in ids}
-    written = plots.delivery(streams, t0, out / f"{stem}-delivery",
-                             title=f"QUIC ({tr.vantage}): per-stream delivery", markers=_rel(markers, t0),
-                             steps=steps)
-    m = {k: tr.metrics[k] for k in ("bytes_in_flight", "cwnd") if k in tr.metrics}
-    if m:
-        written += plots.steps(m, t0, out / f"{stem}-inflight", "kB",
-                               f"QUIC ({tr.vantage}): bytes in flight and cwnd", scale=1e-3,
-                               markers=_rel(markers, t0), spans=steps)
-    return written
+    with nullcontext() if formats is None else plots.formats(formats):
+        tr = traces[0]
+        out = Path(outdir)
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = min((int(a["t_ns"].min()) for a in (tr.sent, tr.received) if len(a)), default=0)
+        sent = not (~tr.frames["sent"]).any()
+        ids = np.unique(tr.frames["stream"][tr.frames["sent"] == sent])
+        streams = {f"stream {int(s)}": qlog.delivered(tr, int(s), sent=sent) for s in ids}
+        written = plots.delivery(streams, t0, out / f"{stem}-delivery",
+                                 title=f"QUIC ({tr.vantage}): per-stream delivery",
+                                 markers=_rel(markers, t0), steps=steps)
+        m = {k: tr.metrics[k] for k in ("bytes_in_flight", "cwnd") if k in tr.metrics}
+        if m:
+            written += plots.steps(m, t0, out / f"{stem}-inflight", "kB",
+                                   f"QUIC ({tr.vantage}): bytes in flight and cwnd", scale=1e-3,
+                                   markers=_rel(markers, t0), spans=steps)
+        return written
 
 
 def _delivered(obj) -> dict:

@@ -210,15 +210,15 @@ def run(args) -> int:
     return code
 
 
-def _formats(args) -> tuple[str, ...]:
-    """The figures' formats ``--formats`` names (``analysis.plots.parse_formats``), else
-    ``analysis.plots.FORMATS``; a ValueError when it is not a list of them or goes without
+def _formats(args) -> tuple[str, ...] | None:
+    """The figures' formats ``--formats`` names (``analysis.plots.parse_formats``); None without
+    it (``analysis.plots.FORMATS``); a ValueError when it is not a list of them or goes without
     ``--plots``."""
-    from analysis import plots
     if args.formats is None:
-        return plots.FORMATS
+        return None
     if not args.plots:
         raise ValueError(f"--formats {args.formats} goes with --plots DIR (the --html page embeds PNG)")
+    from analysis import plots
     try:
         return plots.parse_formats(args.formats)
     except ValueError as exc:

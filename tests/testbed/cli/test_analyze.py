@@ -542,3 +542,19 @@ def test_formats_without_plots_is_one_line_exit_2(rr_pcap, capsys, restore_loggi
         assert main(["analyze", str(rr_pcap[0]), *argv]) == 2
         err = capsys.readouterr().err
         assert says in err and len(err.strip().splitlines()) == 1 and "png" in err
+
+
+def test_html_draws_png_only(rr_pcap, analyze, tmp_path, monkeypatch):
+    """``--html``: the page embeds PNGs, so its figures are drawn as PNG and nothing else."""
+    from matplotlib.figure import Figure
+    saved = []
+    savefig = Figure.savefig
+
+    def spy(fig, fname, *args, **kwargs):
+        saved.append(Path(fname).suffix)
+        return savefig(fig, fname, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", spy)
+    d = _run_dir(tmp_path, rr_pcap[0], spec={"topology": "image"}, roles={"client": "client"})
+    code, out, err = analyze([str(d), "--html", str(tmp_path / "page.html")])
+    assert code == 0 and saved and set(saved) == {".png"}
+    assert "data:image/png" in (tmp_path / "page.html").read_text()
