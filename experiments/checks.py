@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from testbed.spec import factors
+from testbed.spec.schedule import SCHEDULE_FIELDS
 from testbed.spec.units import parse_probability
 
 LOSS_P = 0.001
@@ -448,11 +449,12 @@ def _schedule_check(fld: str):
         never = list((Counter(want.describe_items() if want else []) -
                       Counter(ch.get("schedule_took_effect") or [])).elements())
         if never:
-            late = [i for i in never if i in (ch.get("schedule_after_workload") or [])]
-            return (f"{fld} {level} but on {rb.get('link')} never took effect: {'; '.join(never)} "
-                    "(the manifest's link_changes)" + (f"; only after the client finished, which "
-                                                        f"the measured workload never met: {'; '.join(late)}"
-                                                        if late else ""))
+            late = set(ch.get("schedule_after_workload") or [])
+            gone, after = [i for i in never if i not in late], [i for i in never if i in late]
+            said = ([f"did not take effect (in full): {'; '.join(gone)}"] if gone else []) + (
+                [f"took effect only after the client finished, not on the measured workload: "
+                 f"{'; '.join(after)}"] if after else [])
+            return f"{fld} {level} but on {rb.get('link')} {'; '.join(said)} (the manifest's link_changes)"
         return None
     return fn
 
@@ -470,30 +472,27 @@ register_check(Check("links.*.*.down", ("schedule_took_effect",), "the link dire
                      "and its up)", _schedule_check("down")))
 
 
-def schedule_readback(run_dir: Path | str, link: dict, after_workload: bool = False) -> list[str] | None:
+def schedule_readback(run_dir: Path | str, link: dict) -> dict[str, list[str]] | None:
     """What a link direction's schedule did in a run, given the direction's
-    :func:`link_readback`: the items of the schedule it ran (``configured``), described as
-    ``Schedule.describe_items`` does, that took effect while the client ran by the manifest's
-    ``link_changes`` (its changes up to ``workload_end_ns``, when the manifest has it: a change
-    during drain or teardown did not act on the measured workload); [] when it ran without a
-    schedule; None (no read-back) when it ran with one but the run recorded none of the
-    direction's changes.  ``after_workload``: instead, the items that took effect only when the
-    changes after the client finished are counted too."""
+    :func:`link_readback`: the items of the schedule it ran (``configured``, described as
+    ``Schedule.describe_items`` does) by when they took effect (``Schedule.item_effects`` of the
+    manifest's ``link_changes`` against its ``workload_end_ns``: "during" the workload, "after"
+    it — in drain or teardown, not on the measured workload — "partly", "never"); {} when it ran
+    without a schedule; None (no read-back) when it ran with one but the run recorded none of
+    the direction's changes."""
     from testbed.spec.schedule import Schedule
     recorded = (link.get("configured") or {}).get("schedule")
     if recorded is None:
-        return []
+        return {}
     lc = _json(Path(run_dir) / "manifest.json").get("link_changes") or {}
-    changes, end = lc.get("changes") or {}, lc.get("workload_end_ns")
+    changes = lc.get("changes") or {}
     if link["direction"] not in changes:
         return None
-    every = changes[link["direction"]]
-    during = [c for c in every if end is None or c["actual_ns"] <= end]
-    schedule = Schedule.from_dict(recorded)
-    items = zip(schedule.items_missing(during), schedule.items_missing(every))
-    if after_workload:
-        return [item for (item, not_during), (_, not_ever) in items if not_during and not not_ever]
-    return [item for (item, not_during), _ in items if not not_during]
+    out: dict[str, list[str]] = {}
+    for item, effect in Schedule.from_dict(recorded).item_effects(changes[link["direction"]],
+                                                                  lc.get("workload_end_ns")):
+        out.setdefault(effect, []).append(item.text)
+    return out
 
 
 def _socket_host_check(where: str, name: str) -> Check | None:
@@ -541,11 +540,11 @@ def derived_readbacks(factor: str, run_dir: Path | str) -> dict:
         rb = link_readback(run_dir, f"{parts[1]}.{parts[2]}")
         if not rb:
             return {}
-        scheduled = parts[3] in ("schedule", "trace", "down")
-        took = schedule_readback(run_dir, rb) if scheduled else None
-        late = schedule_readback(run_dir, rb, after_workload=True) if took is not None else None
-        return {"link": rb, **({"schedule_took_effect": took} if took is not None else {}),
-                **({"schedule_after_workload": late} if late else {})}
+        effects = schedule_readback(run_dir, rb) if parts[3] in SCHEDULE_FIELDS else None
+        if effects is None:
+            return {"link": rb}
+        return {"link": rb, "schedule_took_effect": effects.get("during", []),
+                **({"schedule_after_workload": effects["after"]} if effects.get("after") else {})}
     if parts[0] == "topology_params" and len(parts) == 2:
         topo = (_json(run_dir / "metadata.json").get("topology") or
                 (_json(run_dir / "manifest.json").get("environment") or {}).get("topology") or {})

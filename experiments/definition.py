@@ -220,8 +220,9 @@ def parse_levels(value: Any, what: str = "levels") -> tuple:
 
 def cli_levels(text: str, what: str = "--levels") -> list:
     """``--levels`` (or ``what``): comma-separated values, or one range ``FROM:TO:STEP`` /
-    ``FROM:TO:logN``; none (an empty text) is refused.  A ``hold`` after an outage item is that
-    outage's flag: ``none,down=2s+0.5s,hold`` is two levels."""
+    ``FROM:TO:logN``; none (an empty text) is refused.  A ``hold`` after an outage is that
+    outage's flag: ``none,down=2s+0.5s,hold`` is two levels, as ``2s+0.5s,hold,3s+1s`` (levels of
+    ``links.LINK.DIR.down``)."""
     parts = text.split(":")
     if len(parts) == 3 and all(_QUANTITY.match(p) for p in parts[:2]):
         if parts[2].startswith("log"):
@@ -235,8 +236,9 @@ def cli_levels(text: str, what: str = "--levels") -> list:
                          f"{text}:1{_QUANTITY.match(parts[0])[2]}")
     levels: list[str] = []
     for x in (x.strip() for x in text.split(",")):
-        if re.match(r"hold\s*(;|$)", x) and levels and re.search(r"(^|;)\s*down=[^;,]*$", levels[-1]):
-            levels[-1] += "," + x       # an outage's flag (down=2s+0.5s,hold), not a level of its own
+        if re.match(r"hold\s*(;|$)", x) and levels and re.search(r"((^|;)\s*down=[^;,]*|^[^=;,]+\+[^=;,]+)$",
+                                                               levels[-1]):
+            levels[-1] += "," + x       # an outage's flag (down=2s+0.5s,hold; a down level 2s+0.5s,hold)
         elif x:
             levels.append(x)
     if not levels:
@@ -339,24 +341,23 @@ class Experiment:
         is rebuilt for every run."""
         return tuple(f for f in self.factors() if f.split(".")[0] in REBUILD_PREFIXES)
 
-    def scheduled_links(self, plans: dict | None = None) -> tuple[str, ...]:
+    def scheduled_links(self) -> tuple[str, ...]:
         """The link directions (``LINK.DIR``) with a schedule or trace in some arm
         (``TestbedTopo.scheduled_links``): it starts at each run's start, so the topology is
-        rebuilt for every run.  ``plans``: the arms' plans if resolved already (:meth:`validate`)."""
-        plans = self.validate() if plans is None else plans
-        return tuple(sorted({key for plan in plans.values() if plan.topology is not None
+        rebuilt for every run."""
+        return tuple(sorted({key for plan in self.validate().values() if plan.topology is not None
                              for key in plan.topology.scheduled_links()}))
 
-    def rebuilt_why(self, plans: dict | None = None) -> str:
+    def rebuilt_why(self) -> str:
         """Why the topology is rebuilt for every run, ``--keep-topology`` or not ("" when it may
         stay up across the runs of a repetition): :func:`rebuilt_why` of
         :meth:`structural_factors` and :meth:`scheduled_links`."""
-        return rebuilt_why(self.structural_factors(), self.scheduled_links(plans))
+        return rebuilt_why(self.structural_factors(), self.scheduled_links())
 
-    def topology_may_stay_up(self, plans: dict | None = None) -> bool:
+    def topology_may_stay_up(self) -> bool:
         """The topology may stay up across runs (with ``--keep-topology``; by default it is
         rebuilt for every run) iff nothing forces a rebuild (:meth:`rebuilt_why`)."""
-        return not self.rebuilt_why(plans)
+        return not self.rebuilt_why()
 
     def base_spec(self):
         from testbed.spec.runspec import RunSpec
@@ -411,7 +412,7 @@ class Experiment:
         for f, levels in self._factor_levels():
             field_ = re.fullmatch(r"links\.[^.]+\.[^.]+\.(\w+)", f)
             step = next((v for v in levels if isinstance(v, str) and "@" in v), None)
-            if field_ and field_[1] not in SCHEDULE_FIELDS and step is not None:
+            if field_ and field_[1] not in SCHEDULE_FIELDS and step is not None and self.check != "none":
                 where = f.rpartition(".")[0]
                 raise UsageError(f"{self.named}: level {step!r} of factor {f!r} is a schedule step, "
                                  f"which the {field_[1]}'s check cannot verify; allowed: plain "
@@ -595,6 +596,8 @@ def read_definition(path: Path | str) -> Experiment:
                              f"{len(levels)} level(s); allowed: two or more levels (narrow a run "
                              f"to one with {option})")
     too_few("factor", data.get("factor"), data.get("levels"), "--levels")
+    if isinstance(cross, dict):
+        too_few("cross factor", cross.get("factor"), cross.get("levels"), "--cross-levels")
     try:
         exp = Experiment.from_dict(data, source=str(p))
     except UsageError as exc:

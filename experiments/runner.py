@@ -204,10 +204,10 @@ def experiment_manifest(out: Path | str) -> dict:
     return manifest
 
 
-def start(exp: Experiment, out: Path, resume: bool, plans: dict) -> dict:
+def start(exp: Experiment, out: Path, resume: bool) -> dict:
     """Create ``out`` with its manifest, or (resume) check that it holds this experiment or one
     this one grows (more repetitions or levels; the manifest's definition and schedule are then
-    extended); ``plans``: the arms' (``Experiment.validate``)."""
+    extended)."""
     path = out / MANIFEST
     if resume:
         if not path.is_file():
@@ -227,7 +227,7 @@ def start(exp: Experiment, out: Path, resume: bool, plans: dict) -> dict:
             manifest["growth"] = manifest.get("growth", []) + [
                 {"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                  **{k: {"was": old.get(k), "now": new[k]} for k in GROWABLE if old.get(k) != new[k]}}]
-            manifest.update(definition=new, **_rebuild(exp, plans),
+            manifest.update(definition=new, **_rebuild(exp),
                             schedule=[s.to_dict() for s in grow(manifest["schedule"], exp)])
             _write_json(path, manifest)
         return manifest
@@ -235,17 +235,16 @@ def start(exp: Experiment, out: Path, resume: bool, plans: dict) -> dict:
         raise UsageError(f"{out} exists and is not empty; choose another --out or add --resume")
     (out / "runs").mkdir(parents=True, exist_ok=True)
     manifest = {"schema": SCHEMA, "kind": "experiment", "definition": exp.to_dict(),
-                "source": exp.source, "environment": _environment(), **_rebuild(exp, plans),
+                "source": exp.source, "environment": _environment(), **_rebuild(exp),
                 "schedule": [s.to_dict() for s in schedule(exp)]}
     _write_json(path, manifest)
     return manifest
 
 
-def _rebuild(exp: Experiment, plans: dict) -> dict:
+def _rebuild(exp: Experiment) -> dict:
     """The manifest's record of whether the topology may stay up across runs, and the links
     whose schedule forces a rebuild (``Experiment.scheduled_links``)."""
-    return {"topology_may_stay_up": exp.topology_may_stay_up(plans),
-            "scheduled_links": list(exp.scheduled_links(plans))}
+    return {"topology_may_stay_up": exp.topology_may_stay_up(), "scheduled_links": list(exp.scheduled_links())}
 
 
 def topology_keeper(out: Path) -> Callable:
@@ -420,9 +419,9 @@ def run_experiment(exp: Experiment, out: str | Path, *, executor: Callable | Non
     if executor is None:
         from testbed.run.execute import execute as executor
         kw = {"checked": True}
-    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up(plans)) else None
+    keep = keep_up if (keep_up is not None and exp.topology_may_stay_up()) else None
     where.prepare(plans, bool(kw), keep)
-    manifest = start(exp, out, resume, plans)
+    manifest = start(exp, out, resume)
     slots = [Slot(d["index"], d["level"], d["rep"], d["warmup"], d["seed"]) for d in manifest["schedule"]]
     done = {s.index for s in slots if finished(out, s)}
     todo = [s for s in slots if s.index not in done]

@@ -313,24 +313,22 @@ def _direction_keys(links: list[dict], recorded: dict) -> list[tuple[str, str | 
     return out
 
 
-def _schedule_warnings(result: RunResult, metadata: dict) -> None:
-    """Warnings from what the links recorded (the backend summary's changes in ``metadata``, the
-    manifest's ``link_changes["changes"]``, read once they had stopped), logged and kept in
-    ``result.link_changes["warnings"]``, per scheduled link direction: the changes that took
-    effect after the workload ended (``workload_end_ns``: during drain or teardown, so not on the
-    measured workload), and the items that never took effect (the links stopped first, or a frame
-    or byte count was never reached).  Without a record of the direction's changes, the
-    time-tied items configured after the workload's end."""
+def _schedule_warnings(result: RunResult, metadata: dict, recorded: dict[str, list[dict]]) -> None:
+    """Warnings from what the links recorded (``recorded``: the manifest's
+    ``link_changes["changes"]``, read once the links had stopped), logged and kept in
+    ``result.link_changes["warnings"]``, per scheduled link direction (``Schedule.item_effects``
+    against ``workload_end_ns``): the items that took effect only after the workload ended
+    (during drain or teardown, so not on the measured workload), and those that never did, or
+    only in part (the links stopped first, or a frame or byte count was never reached).  Without a
+    record of the direction's changes, the time-tied items configured after the workload's end."""
     lc = result.link_changes
     origin = (lc.get("origin") or {}).get("origin_requested_ns")
     if origin is None:
         return
     from testbed.spec.schedule import Schedule
     end = lc.get("workload_end_ns")
-    who = "the session's block" if result.spec.workload == EXEC_WORKLOAD else "the client"
-    ended = "ended" if result.spec.workload == EXEC_WORKLOAD else "finished"
+    who = "the session's block ended" if result.spec.workload == EXEC_WORKLOAD else "the client finished"
     end_s = (end - origin) / 1e9 if end is not None else None
-    recorded = _link_changes(metadata)
     has_summary = bool((metadata.get("backend_summary") or {}).get("directions"))
     warnings = lc["warnings"] = []
     for label, key, table in _direction_keys(metadata.get("links") or [], recorded):
@@ -343,32 +341,25 @@ def _schedule_warnings(result: RunResult, metadata: dict) -> None:
         if changes is None:
             why = "no link backend summary" if not has_summary else "the backend recorded none for it"
             line = f"link {label}: none of its schedule's changes are recorded ({why}), so what took effect is unknown"
-            later = [item for item, at in zip(schedule.describe_items(), schedule.item_moments())
-                     if at is not None and end_s is not None and at > end_s]
+            later = [item.text for item in schedule.items()
+                     if item.moment is not None and end_s is not None and item.moment > end_s]
             if later:
-                line += (f"; configured after {who} {ended} ({end_s:.2f} s from the origin), so not on "
-                         f"the measured workload: {'; '.join(later)}")
+                line += (f"; configured after {who} ({end_s:.2f} s from the origin), so not on the "
+                         f"measured workload: {'; '.join(later)}")
             warnings.append(line)
             continue
-        if end is not None:
-            late = [c for c in changes if c["actual_ns"] > end]
-            if late:
-                rel = [(c, (c["actual_ns"] - origin) / 1e9) for c in late]
-                parts = [f"{c['what']} at {t:.2f} s (configured {c['at']})" for c, t in rel
-                         if c["kind"] != "trace"]
-                traced = [t for c, t in rel if c["kind"] == "trace"]
-                if traced:                           # a trace's rate steps: one entry for all of them
-                    parts.append(f"{len(traced)} rate step(s) of the trace from {traced[0]:.2f} s")
-                what = "; ".join(parts)
-                warnings.append(f"link {label}: {who} {ended} {end_s:.2f} s from the origin; "
-                                f"{len(late)} change(s) took effect after it, while the run drained "
-                                f"or was torn down, and did not affect the measured workload: {what}")
-        never = [f"the up of {item} (the link was still down when it stopped)" if missing == {"up"}
-                 else item for item, missing in schedule.items_missing(changes) if missing]
+        effects = schedule.item_effects(changes, end)
+        late = [item.text for item, effect in effects if effect == "after"]
+        if late:
+            warnings.append(f"link {label}: {who} {end_s:.2f} s from the origin; these took effect "
+                            "(in full) only after it, while the run drained or was torn down, not on "
+                            f"the measured workload: {'; '.join(late)}")
+        never = [f"the up of {item.text} (the link was still down when it stopped)" if effect == "partly"
+                 else item.text for item, effect in effects if effect in ("partly", "never")]
         if never:
             stop_s = (time.monotonic_ns() - origin) / 1e9
             warnings.append(f"link {label}: never took effect by the time the links stopped "
-                            f"(within {stop_s:.2f} s of the origin): {'; '.join(never)}")
+                            f"(at most {stop_s:.2f} s from the origin): {'; '.join(never)}")
     for line in warnings:
         log.warning("%s", line)
 
@@ -503,7 +494,7 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
     changes = _link_changes(metadata)
     if changes:
         result.link_changes["changes"] = changes
-    _schedule_warnings(result, metadata)          # from what the links recorded, once they stopped
+    _schedule_warnings(result, metadata, changes)     # from what the links recorded, once they stopped
     result.files = inventory(result)
     result.finished = time.time()
     result.status = "complete" if compute else "failed"

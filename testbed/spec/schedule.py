@@ -377,14 +377,18 @@ class Trace:
         except UnicodeDecodeError:
             raise ValueError(f"trace {path}: not text; a trace is one delivery time in ms per line "
                              "(Mahimahi's format)") from None
-        if Path(path).suffix.lower() in (".toml", ".json"):
-            try:
-                cls.parse(text, str(path))
-            except ValueError:      # a schedule file given where a trace goes
-                raise ValueError(f"trace {path}: a schedule file, not a trace (one delivery time in "
-                                 "ms per line, Mahimahi's format); a schedule goes in "
-                                 "--link LINK.DIR.schedule=FILE") from None
-        return cls.parse(text, str(path))
+        try:
+            return cls.parse(text, str(path))
+        except ValueError as exc:
+            if Path(path).suffix.lower() not in (".toml", ".json"):
+                raise
+            try:                    # a schedule file given where a trace goes?
+                Schedule.load(path)
+            except ValueError:
+                raise exc from None     # neither: the trace's own error
+            raise ValueError(f"trace {path}: a schedule file, not a trace (one delivery time in ms "
+                             "per line, Mahimahi's format); a schedule goes in "
+                             "--link LINK.DIR.schedule=FILE") from None
 
     def to_text(self) -> str:
         return "".join(f"{t}\n" for t in self.ms)
@@ -415,6 +419,17 @@ class Trace:
         if "resolution" in d:
             extra["resolution"] = parse_time(d["resolution"])
         return dataclasses.replace(trace, **extra) if extra else trace
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of a schedule as a run reports it: ``text`` (one line, :meth:`Schedule.describe_items`),
+    ``records`` — the (kind, index) of the ``ScheduleChange`` records that together say it took
+    effect (an outage: its down and its up; a trace: any record of its, all ("trace", 0)) — and
+    ``moment``, its first moment in s from the origin when it is tied to time, else None."""
+    text: str
+    records: frozenset
+    moment: float | None
 
 
 @dataclass(frozen=True)
@@ -452,50 +467,43 @@ class Schedule:
     def empty(self) -> bool:
         return not (self.steps or self.outages or self.events or self.trace)
 
-    @property
-    def time_span(self) -> float:
-        """Seconds from the origin to the last time-tied moment: a step's, an outage's up, a
-        window event's end (0 without one; frame- and byte-tied moments and a looping trace have
-        no end in time)."""
-        ends = ([s.at.value for s in self.steps if s.at.kind == "time"]
-                + [o.down.value + o.duration for o in self.outages if o.down.kind == "time"]
-                + [e.end for e in self.events if e.end is not None])
-        return float(max(ends, default=0.0))
+    def items(self) -> list[Item]:
+        """Every item in the order written: steps, outages, events, the trace."""
+        out = [Item(f"at {s.at}: {s.describe()}", frozenset({("step", i)}),
+                    s.at.value if s.at.kind == "time" else None) for i, s in enumerate(self.steps)]
+        out += [Item(f"down at {o.down} for {o.duration!r}s ({'hold' if o.hold else 'drop'})",
+                     frozenset({("down", i), ("up", i)}), o.down.value if o.down.kind == "time" else None)
+                for i, o in enumerate(self.outages)]
+        out += [Item(f"event: {e.describe()}", frozenset({("event", i)}), e.start)
+                for i, e in enumerate(self.events)]
+        if self.trace is not None:
+            t = self.trace
+            out.append(Item(f"trace {t.source or '(inline)'}: {format_rate(t.mean_rate)} mean, period "
+                            f"{t.period_ms / 1000:g} s" + (", exact" if t.exact else
+                                                           f", resolution {format_time(t.resolution)}"),
+                            frozenset({("trace", 0)}), 0.0))
+        return out
 
     def describe_items(self) -> list[str]:
         """One line per item, in the order written: "at 3.0s: rate=10mbit", "down at 5.0s for
         2.0s (drop)", "event: frame 2: +45ms", "trace cell.up: 12.1mbit mean, period 1 s"."""
-        lines = [f"at {s.at}: {s.describe()}" for s in self.steps]
-        lines += [f"down at {o.down} for {o.duration!r}s ({'hold' if o.hold else 'drop'})"
-                  for o in self.outages]
-        lines += [f"event: {e.describe()}" for e in self.events]
-        if self.trace is not None:
-            t = self.trace
-            lines.append(f"trace {t.source or '(inline)'}: {format_rate(t.mean_rate)} mean, period "
-                         f"{t.period_ms / 1000:g} s" + (", exact" if t.exact else
-                                                        f", resolution {format_time(t.resolution)}"))
-        return lines
+        return [item.text for item in self.items()]
 
-    def items_missing(self, changes: Iterable[Mapping[str, Any]]) -> list[tuple[str, frozenset[str]]]:
-        """Per item (:meth:`describe_items`' text, in its order), the kinds of change record
-        ("step", "down", "up", "event", "trace") that ``changes`` (``ScheduleChange`` records as
-        dicts: kind, item) lack for it: empty when the item took effect in full (an outage: its
-        down and its up; a trace: any record of its)."""
-        took = {(c["kind"], 0 if c["kind"] == "trace" else c["item"]) for c in changes}
-        needs = ([{("step", i)} for i in range(len(self.steps))]
-                 + [{("down", i), ("up", i)} for i in range(len(self.outages))]
-                 + [{("event", i)} for i in range(len(self.events))]
-                 + ([{("trace", 0)}] if self.trace is not None else []))
-        return [(item, frozenset(kind for kind, _ in need - took))
-                for item, need in zip(self.describe_items(), needs)]
+    def item_effects(self, changes: Iterable[Mapping[str, Any]],
+                     end_ns: int | None = None) -> list[tuple[Item, str]]:
+        """Each item with when it took effect, by ``changes`` (``ScheduleChange`` records as
+        dicts: kind, item, actual_ns) against ``end_ns`` (when the workload ended; None: no end):
+        "during" (all its records by ``end_ns``; a trace: any), "after" (all only with those
+        after ``end_ns``: during drain or teardown, not on the measured workload), "partly" (some,
+        never all: an outage that went down and never up) or "never" (none)."""
+        changes = list(changes)
 
-    def item_moments(self) -> list[float | None]:
-        """Per item (:meth:`describe_items`' order), its first moment in s from the origin when it
-        is tied to time (a step's, an outage's down, a window event's start, a trace's 0), else None."""
-        return ([s.at.value if s.at.kind == "time" else None for s in self.steps]
-                + [o.down.value if o.down.kind == "time" else None for o in self.outages]
-                + [e.start for e in self.events]
-                + ([0.0] if self.trace is not None else []))
+        def took(cs):
+            return {(c["kind"], 0 if c["kind"] == "trace" else c["item"]) for c in cs}
+        every = took(changes)
+        during = took(c for c in changes if end_ns is None or c["actual_ns"] <= end_ns)
+        return [(item, "during" if item.records <= during else "after" if item.records <= every
+                 else "partly" if item.records & every else "never") for item in self.items()]
 
     def merge(self, other: "Schedule") -> "Schedule":
         """Both schedules' items (steps sorted by moment within a kind); ``other``'s trace wins.

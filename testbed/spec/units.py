@@ -113,7 +113,7 @@ def parse_link_rate(value: Any) -> float | None:
         return None
     bps = parse_rate(value)
     if not bps > 0:
-        raise ValueError(f"rate {bps!r} must be > 0 bit/s, or 'unshaped'")
+        raise ValueError(f"rate {value!r} must be > 0 bit/s, or 'unshaped'")
     if why := rate_refusal(bps, value):
         raise ValueError(why)
     return bps

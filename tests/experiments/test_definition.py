@@ -45,6 +45,8 @@ def test_the_arms_are_resolved_once(monkeypatch):
 @pytest.mark.parametrize("levels, cross, words", [
     ('[]', "", "factor 'socket.cc' has 0 level(s); allowed: two or more levels (narrow a run to one with --levels)"),
     ('["cubic"]', "", "factor 'socket.cc' has 1 level(s); allowed: two or more levels"),
+    ('["cubic", "bbr"]', 'cross = { factor = "links.bottleneck.up.queue", levels = [] }',
+     "cross factor 'links.bottleneck.up.queue' has 0 level(s); allowed: two or more levels"),
     ('["cubic", "bbr"]', 'cross = { factor = "links.bottleneck.up.queue", levels = ["20"] }',
      "cross factor 'links.bottleneck.up.queue' has 1 level(s); allowed: two or more levels "
      "(narrow a run to one with --cross-levels)"),

@@ -334,6 +334,8 @@ def test_long_arm_names_are_shortened_in_figures_unless_they_would_clash():
 def test_levels_option_keeps_an_outage_s_hold_flag():
     """``down=MOMENT+DURATION,hold`` has a comma of its own: --levels keeps it in its level."""
     assert cli_levels("none,down=2s+0.5s,hold") == ["none", "down=2s+0.5s,hold"]
+    assert cli_levels("2s+0.5s,hold,3s+1s") == ["2s+0.5s,hold", "3s+1s"]         # levels of a down factor
+    assert cli_levels("new,hold") == ["new", "hold"]
     assert cli_levels("down=2s+0.5s,hold;rate=4mbit@3s,down=1s+1s") == [
         "down=2s+0.5s,hold;rate=4mbit@3s", "down=1s+1s"]
     assert cli_levels("rate=4mbit@3s;down=2s+1s,hold,none") == ["rate=4mbit@3s;down=2s+1s,hold", "none"]

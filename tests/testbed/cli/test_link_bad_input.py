@@ -34,8 +34,10 @@ def refused(capsys, argv: list[str], words: str) -> str:
     (["--set", "delay=1e12s"], "delay 1e+12 s must be >= 0 s and at most 3600 s (an hour)"),
     # the second step silently replaced the first
     (["--link", "bottleneck.up.rate=4mbit@3s", "--link", "bottleneck.up.rate=2mbit@1s"],
-     "--link bottleneck.up.rate given twice; allowed: each key once; several steps of one field go in one "
-     "schedule, e.g. --link 'bottleneck.up.schedule=rate=4mbit@3s;rate=2mbit@6s'\n"),
+     "--link bottleneck.up.rate given twice; allowed: each key once; several steps of rate go in one "
+     "schedule: --link 'bottleneck.up.schedule=rate=VALUE@MOMENT;rate=VALUE@MOMENT'\n"),
+    (["--link", "bottleneck.up.schedule=none", "--link", "bottleneck.up.schedule=none"],
+     "--link bottleneck.up.schedule given twice; allowed: each key once\n"),
     (["--set", "delay=10ms", "--set", "delay=20ms"], "--set delay given twice; allowed: each key once\n"),
 ])
 def test_topo_show_refuses_bad_link_values(capsys, restore_logging, option, words):

@@ -67,13 +67,6 @@ def test_outage_and_event_verdicts_are_logged_as_such(tmp_path):
     assert linklog.read_changes(tmp_path / "none.frames") is None
 
 
-def test_time_span_is_the_last_timed_moment():
-    sch = Schedule.from_dict({"step": [{"at": "2s", "rate": "5mbit"}, {"at": "100frames", "delay": "1ms"}],
-                              "outage": [{"down": "3s", "duration": "4s"}],
-                              "event": [{"start": "1s", "end": "9s", "delay": "1ms"}]})
-    assert sch.time_span == 9.0 and Schedule().time_span == 0.0     # the warnings: test_schedule_warnings.py
-
-
 def test_inventory_names_the_change_file(tmp_path):
     from testbed.run.execute import inventory
     from testbed.spec.runresult import RunResult

@@ -7,7 +7,7 @@ import pytest
 
 from testbed.spec import traces
 from testbed.spec.linkspec import Bernoulli, GilbertElliott, LinkSpec
-from testbed.spec.schedule import OPPORTUNITY_BYTES, Event, Moment, Outage, Schedule, Step, Trace
+from testbed.spec.schedule import OPPORTUNITY_BYTES, Event, Moment, Outage, Schedule, Step, Trace, parse_inline
 
 TOML = """\
 [[step]]
@@ -225,3 +225,26 @@ def test_a_schedule_file_given_as_a_trace_says_so(tmp_path):
         LinkSpec.parse(rate="6mbit").with_override("trace", str(path))
     (tmp_path / "t.json").write_text("1\n2\n")        # a trace is a trace whatever its name
     assert Trace.load(tmp_path / "t.json").ms == (1, 2)
+    (tmp_path / "bad.json").write_text("5\n3\n")      # neither: the trace's own error, not "a schedule"
+    with pytest.raises(ValueError) as err:
+        Trace.load(tmp_path / "bad.json")
+    assert "goes backwards" in str(err.value) and "a schedule file" not in str(err.value), err.value
+
+
+def test_item_effects_say_when_each_item_took_effect_against_the_workloads_end():
+    """One rule for the warnings and the checks: all of an item's records by the end (a trace:
+    any of its records — the kernel backend records every window, on into drain) is "during"."""
+    sch = parse_inline("schedule", "delay=40ms@1s;delay=80ms@3s;down=2s+0.5s;loss=1%@10frames")
+    sch = sch.merge(Schedule(trace=traces.constant(12e6)))
+    assert [item.text for item in sch.items()] == sch.describe_items() and [
+        item.moment for item in sch.items()] == [None, 1.0, 3.0, 2.0, 0.0]     # frame-tied steps first
+
+    def rec(kind, item, t):
+        return {"kind": kind, "item": item, "actual_ns": int(t * 1e9)}
+    changes = [rec("step", 1, 1.0), rec("down", 0, 2.0), rec("up", 0, 2.5), rec("step", 2, 3.0),
+               rec("trace", 0, 0.0), rec("trace", 1, 3.1)]
+    end = int(2.8e9)
+    assert [e for _, e in sch.item_effects(changes, end)] == ["never", "during", "after", "during", "during"]
+    assert [e for _, e in sch.item_effects(changes, int(2.2e9))][3] == "after"    # up after the end
+    assert [e for _, e in sch.item_effects(changes[:2] + changes[3:], end)][3] == "partly"   # never up
+    assert [e for _, e in sch.item_effects(changes)] == ["never", "during", "during", "during", "during"]
