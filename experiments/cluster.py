@@ -115,6 +115,27 @@ def check_address(address: str, what: str = "--cluster", local: bool = True) -> 
     return "remote", address
 
 
+def check_tls(address: str, role: str, what: str = "--cluster") -> None:
+    """For a ``tls://`` address: a usage error, one line, unless Dask's configuration names the CA
+    and ``role``'s certificate (``distributed.comm.tls.ca-file``, ``….{role}.cert``; Dask would
+    otherwise fail with a TypeError deep in its TLS connector) and every file it names exists."""
+    if not address.startswith("tls://"):
+        return
+    from distributed.security import Security
+    tls = Security().get_tls_config_for_role(role)
+    keys = {"ca_file": "distributed.comm.tls.ca-file", "cert": f"distributed.comm.tls.{role}.cert",
+            "key": f"distributed.comm.tls.{role}.key"}
+    missing = [keys[k] for k in ("ca_file", "cert") if not tls.get(k)]
+    if missing:
+        raise UsageError(f"{what} {address}: TLS needs {' and '.join(missing)} in Dask's configuration "
+                         "(~/.config/dask/distributed.yaml or DASK_DISTRIBUTED__COMM__TLS__… variables; "
+                         "docs/campaigns.md#security)")
+    for k, key in keys.items():
+        v = tls.get(k)
+        if v and "\n" not in v and not Path(v).is_file():
+            raise UsageError(f"{what} {address}: {key} names {v}, which is no file")
+
+
 def _loopback(host: str) -> bool:
     try:
         addrs = {ai[4][0] for ai in socket.getaddrinfo(host, None)}
@@ -214,15 +235,52 @@ def _wanted(worker, key: str) -> bool:
     return ts is not None and ts.state not in ("cancelled", "released", "forgotten")
 
 
+#: the format of the CLI's log lines (``testbed.cli.setup_logging``), a worker's too
+LOG_FORMAT = "testbed: %(levelname)s: %(message)s"
+
+
+def worker_logging(level: int) -> None:
+    """Log in this worker process as the CLI does in the coordinator (``testbed.cli.
+    setup_logging``, a layer above): a worker process is spawned, so that never ran here, and
+    re-importing the ``testbed`` script here imported mininet.log, which makes every logger made
+    afterwards a MininetLogger printing without a newline at Mininet's level (a block's warnings
+    ran together on one line of the coordinator's stderr, without their ``testbed: warning:``).
+    Undo that; one ``LOG_FORMAT`` handler on the root at ``level`` (the coordinator's); Dask's own
+    lines, which reach no handler here (Python's last resort prints them bare), errors only unless
+    ``level`` shows info, as in the coordinator (a worker stopped with its coordinator warned of
+    each cancelled task)."""
+    logging.setLoggerClass(logging.Logger)
+    mininet_log = sys.modules.get("mininet.log")
+    if mininet_log is not None:
+        for name, logger in list(logging.root.manager.loggerDict.items()):
+            if isinstance(logger, mininet_log.MininetLogger) and name != "mininet":
+                logger.handlers[:] = []
+                if logger.level == mininet_log.LOGLEVELDEFAULT:     # Mininet's, set on every one
+                    logger.setLevel(logging.NOTSET)
+    for lv in (logging.WARNING, logging.INFO, logging.ERROR, logging.DEBUG):
+        logging.addLevelName(lv, logging.getLevelName(lv).lower())
+    root = logging.getLogger()
+    if not any(getattr(h, "testbed_worker", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.testbed_worker = True
+        root.addHandler(handler)
+    root.setLevel(level)
+    dask_log = logging.getLogger("distributed")
+    if not dask_log.handlers and level > logging.INFO:
+        dask_log.setLevel(logging.ERROR)
+
+
 def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict, want: dict,
-                 key: str, queue: str) -> list[dict]:
+                 key: str, queue: str, log_level: int = logging.WARNING) -> list[dict]:
     """The task of one repetition block, on a worker: check the facts, take the machine lock,
     run the block into a temporary directory, send each run directory packed as it ends (the
     future of ``{"key", "index", "data", "sha256"}``, held here, into the Dask queue
     ``queue``), keep nothing on disk; the packs, returned too: the task's result, which Dask
     computes again should this worker die before the coordinator has it, brings any run whose
-    sent copy was lost with the worker."""
+    sent copy was lost with the worker.  ``log_level``: the coordinator's (:func:`worker_logging`)."""
     from distributed import Queue, get_client, get_worker
+    worker_logging(log_level)
     worker = get_worker()
     mine = facts()
     if mine != want:
@@ -301,6 +359,7 @@ class DaskCluster:
                 for pid in self.client.run(os.getpid).values():
                     self.life.record_pid(pid, "dask worker")
             else:
+                check_tls(self.target, "client")
                 try:
                     self.client = distributed.Client(self.target, timeout=WAIT_WORKERS_S)
                 except (OSError, TimeoutError) as exc:
@@ -378,7 +437,8 @@ class DaskCluster:
             key = f"block-{exp.name}-{'w' if block[0].warmup else 'r'}{block[0].rep}-{uuid.uuid4().hex[:8]}"
             by_key[key] = block
             return self.client.submit(remote_block, exp_dict, [s.to_dict() for s in block], executor, kw,
-                                      want, key, queue.name, key=key, resources={RESOURCE: 1}, pure=False,
+                                      want, key, queue.name, logging.getLogger().getEffectiveLevel(), key=key,
+                                      resources={RESOURCE: 1}, pure=False,
                                       retries=0)
 
         def gather(p: dict):
@@ -496,6 +556,7 @@ def serve_worker(address: str, name: str | None = None) -> None:
         from distributed import Nanny
     except ImportError:
         raise UsageError(INSTALL.replace("--cluster", "testbed worker")) from None
+    check_tls(target, "worker", "testbed worker")
 
     async def serve(scratch):
         stop = asyncio.Event()

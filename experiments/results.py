@@ -98,7 +98,9 @@ def _stamp(text: str | None) -> float:
 
 
 def _num(v) -> str:
-    return "–" if v is None else f"{v:.4g}"
+    if v is None:
+        return "–"
+    return f"{v:,.0f}" if "e+" in f"{v:.4g}" else f"{v:.4g}"      # 240,411, not 2.404e+05
 
 
 def _run_entry(d: Path, m: dict) -> Entry:
@@ -214,6 +216,10 @@ def _shared(what: str, a: list, b: list) -> tuple[list, str | None]:
                                     f"B: {', '.join(map(str, b)) or 'none'})")
 
 
+def _article(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
 def compare(a: str | Path, b: str | Path) -> dict:
     """The comparison of the module docstring: ``{"kind", "a", "b", "differences": [(key, value
     in A, value in B)], "metrics": [{"arm" | "id", "metric", "a", "b", "ratio", "ratio_ci"}],
@@ -225,7 +231,7 @@ def compare(a: str | Path, b: str | Path) -> dict:
             raise ValueError(f"{p}: not an experiment or reproduction directory (a run's? compare needs "
                              "two experiments or two reproductions)")
     if ea.kind != eb.kind:
-        raise ValueError(f"{a} is a {ea.kind} and {b} a {eb.kind}: compare two of a kind")
+        raise ValueError(f"{a} is {_article(ea.kind)} and {b} {_article(eb.kind)}: compare two of a kind")
     out = {"kind": ea.kind, "a": str(a), "b": str(b), "differences": [], "metrics": [], "not_compared": None}
     if ea.kind == "experiment":
         da = _flat(experiment_manifest(a)["definition"])

@@ -433,8 +433,8 @@ def _fmt(v, unit: str = "") -> str:
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
     if isinstance(v, (int, float)) and float(v).is_integer() and abs(v) >= 1000:
         return f"{int(v):,}"
-    if isinstance(v, float):
-        return f"{v:.5g}"
+    if isinstance(v, float):            # not 2.4022e+05 beside the chapter's 250,000
+        return f"{v:,.0f}" if "e+" in f"{v:.5g}" else f"{v:.5g}"
     return str(v)
 
 

@@ -177,7 +177,7 @@ def run_show(args) -> int:
     e = _experiment(args)
     plans = e.validate()
     if args.json:
-        print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(plans),
+        print(json.dumps({**e.to_dict(), "source": e.source, "topology_may_stay_up": e.topology_may_stay_up(),
                           "schedule": [s.to_dict() for s in schedule(e)]}, indent=1))
         return 0
     print(describe(e, plans))
@@ -232,6 +232,10 @@ def run_report(args) -> int:
     from experiments import write_all
     from experiments.report import text
     from experiments.runner import experiment_manifest
+    d = Path(args.dir)
+    if not (d / "manifest.json").exists() and (d / "summary.json").is_file() and (d / "experiments").is_dir():
+        raise UsageError(f"{d}: a reproduction's directory (testbed reproduce … --out {d} writes its report "
+                         f"again); its experiments are {d / 'experiments'}/NAME, each one for experiment report")
     experiment_manifest(args.dir)
     summary = write_all(args.dir)
     print(json.dumps(summary, indent=1, default=str) if args.json else text(summary))

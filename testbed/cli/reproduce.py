@@ -56,11 +56,11 @@ def _show(v) -> str:
     if isinstance(v, bool):
         return "ok" if v else "MISS"
     if isinstance(v, list):
-        return "[" + ",".join(_show(x) for x in v) + "]"
+        return "[" + ",".join(_show(x).replace(",", "") for x in v) + "]"     # [240044,242600]
     if isinstance(v, (int, float)) and float(v).is_integer() and abs(v) >= 1000:
         return f"{int(v):,}"
-    if isinstance(v, float):
-        return f"{v:.5g}"
+    if isinstance(v, float):            # not 2.4022e+05 beside the chapter's 250,000
+        return f"{v:,.0f}" if "e+" in f"{v:.5g}" else f"{v:.5g}"
     return str(v)
 
 
@@ -190,6 +190,9 @@ def run(args) -> int:
     from experiments.reproduce.run import cpu_shares, cpu_times, describe_cpu
     cpu0 = cpu_times()
     skipped = "--model-only" if args.model_only else can_measure()
+    if skipped and not args.model_only:     # asked to measure: say why nothing is
+        print(f"testbed reproduce: nothing measured: {skipped}; the table shows the model only, as "
+              "--model-only does", file=sys.stderr)
     measured = None
     if skipped is None:
         from experiments.cluster import place

@@ -24,8 +24,8 @@ def register(sub) -> None:
 def _show(v) -> str:
     if v is None:
         return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
+    if isinstance(v, float):            # 240,411, not 2.404e+05
+        return f"{v:,.0f}" if "e+" in f"{v:.4g}" else f"{v:.4g}"
     return str(v)
 
 
@@ -63,6 +63,12 @@ def run(args) -> int:
         widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
         for r in table:
             print("  " + "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip())
+        if c["kind"] == "reproduction":
+            print("  (B / A of the measured values; a reproduction's rows have no CI to compare)")
+        elif any(m["ratio"] is not None and not m["ratio_ci"] for m in c["metrics"]):
+            from experiments.stats import MIN_N_CI
+            print(f"  (95 % CI –: an arm with fewer than {MIN_N_CI} valid runs in A or B, or an unbounded "
+                  "interval)")
         return 0
     found = results.find(args.results)
     if args.json:

@@ -107,6 +107,116 @@ def test_worker_needs_a_scheduler_that_answers():
         assert p.returncode in (1, 2) and p.stderr.count("\n") == 1 and why in p.stderr, p.stderr
 
 
+def test_tls_without_certificates_is_one_line_not_a_traceback(tmp_path):
+    """tls:// with no CA or certificate in Dask's configuration: one line naming the keys (Dask
+    itself raised a TypeError from its TLS connector: a traceback for the coordinator, its text
+    for the worker); a key naming a file that is not there: one line naming it."""
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": "", "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": "",
+           "DASK_DISTRIBUTED__COMM__TLS__WORKER__CERT": ""}
+    for argv in (["experiment", "run", "reuse", "--reps", "1", "--out", str(tmp_path / "e"),
+                  "--cluster", "tls://127.0.0.1:1"], ["worker", "tls://127.0.0.1:1"]):
+        p = subprocess.run([sys.executable, "-m", "testbed", *argv], capture_output=True, text=True, cwd=REPO,
+                           env=env, timeout=120)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "TLS needs distributed.comm.tls.ca-file" in p.stderr and not (tmp_path / "e").exists()
+    import dask
+    from experiments.cluster import check_tls
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    with dask.config.set({"distributed.comm.tls.ca-file": str(ca),
+                          "distributed.comm.tls.client.cert": str(tmp_path / "gone.pem")}):
+        with pytest.raises(UsageError, match="client.cert names .*gone.pem, which is no file"):
+            check_tls("tls://127.0.0.1:1", "client")
+        check_tls("tcp://127.0.0.1:1", "client")        # tcp://: nothing to check
+
+
+def test_a_workers_warnings_print_one_a_line(tmp_path):
+    """A worker process re-imports the `testbed` script, whose testbed.cli imports mininet.log:
+    every logger made there afterwards was a MininetLogger printing without a newline, so a block's
+    warnings ("before block …: ended …" after a killed worker) ran together on one line."""
+    out = tmp_path / "e"
+    script = textwrap.dedent(f"""
+        import logging
+        import testbed.cli          # as the `testbed` script does (and mininet.log with it)
+        from experiments import load_definition, run_experiment
+        from experiments.cluster import DaskCluster
+        from tests.fixtures.fake_execute import FakeExecutor
+
+        class Warns(FakeExecutor):
+            def __call__(self, plan, out_dir, **kw):
+                logging.getLogger("experiments.cluster").warning("warned A %s", plan.spec.seed)
+                logging.getLogger("tests.warns").warning("warned B %s", plan.spec.seed)
+                return super().__call__(plan, out_dir, **kw)
+
+        if __name__ == "__main__":
+            testbed.cli.setup_logging()
+            with DaskCluster("local:1") as where:
+                run_experiment(load_definition("reuse").with_overrides(reps=1, warmup=0), {str(out)!r},
+                               executor=Warns("params.mode", {MEDIANS!r}), quiet=True, where=where)
+    """)
+    path = tmp_path / "coordinator.py"
+    path.write_text(script)
+    p = subprocess.run([sys.executable, str(path)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 0, p.stderr
+    lines = [line for line in p.stderr.splitlines() if "warned" in line]
+    assert len(lines) == 4 and all(line.startswith("testbed: warning: warned ") for line in lines), p.stderr
+
+
+def test_ctrl_c_of_the_coordinator_prints_only_its_own_lines(tmp_path):
+    """SIGINT to the coordinator mid-campaign: the runs gathered are kept, the workers end, and
+    stderr has the testbed's lines only — not Dask's bare "Async instruction for <Task cancelled …>
+    ended with CancelledError" of each task its workers were running (Mininet's level on every
+    logger made after mininet.log let them through)."""
+    out = tmp_path / "e"
+    script = textwrap.dedent(f"""
+        import sys
+        import testbed.cli          # as the `testbed` script does (and mininet.log with it)
+        from experiments import load_definition, run_experiment
+        from experiments.cluster import DaskCluster
+        from tests.fixtures.campaign import SlowFake
+        if __name__ == "__main__":
+            testbed.cli.setup_logging()
+            try:
+                with DaskCluster("local:2") as where:
+                    run_experiment(load_definition("reuse").with_overrides(reps=3), {str(out)!r},
+                                   executor=SlowFake("params.mode", {MEDIANS!r}, sleep_s=2), quiet=True,
+                                   where=where)
+            except KeyboardInterrupt:
+                sys.exit(130)
+    """)
+    path = tmp_path / "coordinator.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stderr=subprocess.PIPE, text=True)
+    kids = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            kids |= children(proc.pid)
+            runs = out / "runs"
+            if runs.is_dir() and [p for p in runs.iterdir() if not p.name.startswith(".")]:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)                                 # the next runs are under way
+        kids |= children(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert [line for line in err.splitlines() if not line.startswith("testbed: ")] == [], err
+    assert any(not p.name.startswith(".") for p in (out / "runs").iterdir())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() for k in kids):
+        time.sleep(0.2)
+    left = {k for k in kids if Path(f"/proc/{k}/stat").exists()
+            and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+    assert not left
+
+
 def test_default_path_imports_nothing_of_dask(tmp_path):
     script = textwrap.dedent(f"""
         import sys

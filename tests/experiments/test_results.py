@@ -48,7 +48,35 @@ def test_the_cli_lists_and_compares(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)[0]["kind"] == "experiment"
     args = p.parse_args(["results", "compare", str(a), str(a)])
     assert args.func(args) == 0
-    assert "differences: none" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "differences: none" in out
+    assert "(95 % CI –: an arm with fewer than 5 valid runs in A or B" in out     # 2 runs: why no CI
+
+
+def test_large_numbers_print_whole_not_in_e_notation(tmp_path, capsys):
+    """C3.bdp's 240,411 B printed as 2.404e+05 in compare's table (and a headline would too)."""
+    from experiments.results import _num
+    from testbed.cli import results as cli
+    for d, v in (("a", 240220.5), ("b", 240411.0)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "summary.json").write_text(json.dumps(
+            {"meta": {"title": "C3"}, "rows": [{"id": "C3.bdp", "unit": "B", "measured": v}]}))
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers())
+    args = p.parse_args(["results", "compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "240,220  240,411  1.001" in out and "e+05" not in out
+    assert (_num(240411.0), _num(1236.8), _num(0.5)) == ("240,411", "1237", "0.5")
+
+
+def test_a_compare_of_two_kinds_names_them_in_english(tmp_path):
+    a = _exp(tmp_path / "a", {"new": 1200.0, "reuse": 250.0}, reps=2)
+    r = tmp_path / "r"
+    r.mkdir()
+    (r / "summary.json").write_text(json.dumps({"meta": {"title": "C7"}, "rows": [{"id": "C7.direct_new"}]}))
+    with pytest.raises(ValueError, match=f"^{a} is an experiment and {r} a reproduction: compare two of a kind"):
+        compare(a, r)
 
 
 @pytest.mark.parametrize("text", ['{"primary": "completion_ms_median", "by_', '{"x": 1}', "[]"])

@@ -400,6 +400,30 @@ def test_the_table_is_followed_by_one_short_line_per_miss(tmp_path, capsys):
     assert "MISS " not in full and all(r["note"] in full for r in misses)
 
 
+def test_asked_to_measure_where_it_cannot_says_so(tmp_path, monkeypatch, capsys):
+    """A non-root `testbed reproduce C7 --quick` printed a model-only table, exit 0, and never
+    said that nothing was measured nor why (only report.md's mode did)."""
+    from testbed.cli import main
+    monkeypatch.setattr("experiments.reproduce.run.can_measure", lambda: "needs root (network namespaces)")
+    assert main(["reproduce", "C7", "--quick", "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert "nothing measured: needs root (network namespaces)" in err
+    assert main(["reproduce", "C7", "--model-only", "--out", str(tmp_path / "m")]) == 0
+    assert "nothing measured" not in capsys.readouterr().err
+
+
+def test_large_values_print_as_the_chapter_column_does():
+    """C3.bdp measured 240,220.5 B printed as 2.4022e+05 beside the chapter's 250,000."""
+    from experiments.reproduce.report import _fmt
+    from testbed.cli.reproduce import _show
+    for show in (_show, _fmt):
+        assert (show(240220.5), show(250000), show(99999.5), show(-123456.7)) == \
+            ("240,220", "250,000", "100,000", "-123,457")
+        assert (show(4.9323), show(12345.67), show(0.000123)) == ("4.9323", "12346", "0.000123")
+    assert _show([239936.0, 241007.5]) == "[239936,241008]"           # the CLI's CI: one bound each
+    assert _fmt([239936.0, 241007.5]) == "[239,936, 241,008]"
+
+
 def test_failed_experiments_are_one_line_each(tmp_path, capsys):
     from testbed.cli.reproduce import print_table
 

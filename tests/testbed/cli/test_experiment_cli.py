@@ -227,3 +227,14 @@ def test_a_definition_files_bad_parameter_is_named_as_the_file_writes_it(tmp_pat
     assert main(["experiment", "show", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "--think" not in err, err
+
+
+def test_report_of_a_reproduction_points_at_its_experiments(tmp_path):
+    """`experiment report` of a reproduction's directory said only "no manifest.json; not an
+    experiment directory"."""
+    r = tmp_path / "reproduce-1"
+    (r / "experiments" / "reuse").mkdir(parents=True)
+    (r / "summary.json").write_text(json.dumps({"meta": {"title": "C7"}, "rows": []}))
+    p = tb("report", str(r))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert f"{r}: a reproduction's directory" in p.stderr and f"its experiments are {r}/experiments/NAME" in p.stderr
