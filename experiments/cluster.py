@@ -42,6 +42,7 @@ in-process path needs nothing of it (the ``[cluster]`` extra of setup.cfg).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import io
@@ -58,11 +59,11 @@ import tarfile
 import tempfile
 import time
 import uuid
-import contextlib
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
+from testbed.host.logs import log_to_stderr
 from testbed.spec.errors import SetupError, UsageError
 from testbed.spec.runresult import RunResult
 
@@ -235,42 +236,6 @@ def _wanted(worker, key: str) -> bool:
     return ts is not None and ts.state not in ("cancelled", "released", "forgotten")
 
 
-#: the format of the CLI's log lines (``testbed.cli.setup_logging``), a worker's too
-LOG_FORMAT = "testbed: %(levelname)s: %(message)s"
-
-
-def worker_logging(level: int) -> None:
-    """Log in this worker process as the CLI does in the coordinator (``testbed.cli.
-    setup_logging``, a layer above): a worker process is spawned, so that never ran here, and
-    re-importing the ``testbed`` script here imported mininet.log, which makes every logger made
-    afterwards a MininetLogger printing without a newline at Mininet's level (a block's warnings
-    ran together on one line of the coordinator's stderr, without their ``testbed: warning:``).
-    Undo that; one ``LOG_FORMAT`` handler on the root at ``level`` (the coordinator's); Dask's own
-    lines, which reach no handler here (Python's last resort prints them bare), errors only unless
-    ``level`` shows info, as in the coordinator (a worker stopped with its coordinator warned of
-    each cancelled task)."""
-    logging.setLoggerClass(logging.Logger)
-    mininet_log = sys.modules.get("mininet.log")
-    if mininet_log is not None:
-        for name, logger in list(logging.root.manager.loggerDict.items()):
-            if isinstance(logger, mininet_log.MininetLogger) and name != "mininet":
-                logger.handlers[:] = []
-                if logger.level == mininet_log.LOGLEVELDEFAULT:     # Mininet's, set on every one
-                    logger.setLevel(logging.NOTSET)
-    for lv in (logging.WARNING, logging.INFO, logging.ERROR, logging.DEBUG):
-        logging.addLevelName(lv, logging.getLevelName(lv).lower())
-    root = logging.getLogger()
-    if not any(getattr(h, "testbed_worker", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
-        handler.testbed_worker = True
-        root.addHandler(handler)
-    root.setLevel(level)
-    dask_log = logging.getLogger("distributed")
-    if not dask_log.handlers and level > logging.INFO:
-        dask_log.setLevel(logging.ERROR)
-
-
 def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict, want: dict,
                  key: str, queue: str, log_level: int = logging.WARNING) -> list[dict]:
     """The task of one repetition block, on a worker: check the facts, take the machine lock,
@@ -278,9 +243,10 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
     future of ``{"key", "index", "data", "sha256"}``, held here, into the Dask queue
     ``queue``), keep nothing on disk; the packs, returned too: the task's result, which Dask
     computes again should this worker die before the coordinator has it, brings any run whose
-    sent copy was lost with the worker.  ``log_level``: the coordinator's (:func:`worker_logging`)."""
+    sent copy was lost with the worker.  ``log_level``: the coordinator's, logged as it does
+    (``testbed.host.logs.log_to_stderr``: this worker process is spawned, its set-up never ran)."""
     from distributed import Queue, get_client, get_worker
-    worker_logging(log_level)
+    log_to_stderr(log_level)
     worker = get_worker()
     mine = facts()
     if mine != want:

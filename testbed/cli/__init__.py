@@ -27,6 +27,7 @@ from testbed.cli import (analyze, calibrate, clean, demo, doctor, experiment, mo
 from testbed.cli.options import OneLineParser, one_line
 from testbed.cli.progress import warnings_above_bars
 from testbed.host.lifecycle import interruption
+from testbed.host.logs import log_to_stderr
 from testbed.spec.errors import TestbedError
 
 #: what an interrupted command says it left (``testbed.host.lifecycle``: its record, torn down)
@@ -54,35 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: libraries whose info and debug lines -v and -vv leave out (their warnings still show)
-QUIET_LIBRARIES = ("pyroute2", "asyncio", "fontTools", "matplotlib", "PIL")
-
-
 def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
-    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("testbed: %(levelname)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # -v, -vv: the testbed's info and debug lines, not every netlink message (pyroute2 resets its
-    # own level) nor what matplotlib's font subsetting (fontTools) says of each figure it writes
-    handler.addFilter(lambda r: r.levelno >= logging.WARNING
-                      or not r.name.startswith(QUIET_LIBRARIES))
-    logging.addLevelName(logging.WARNING, "warning")
-    logging.addLevelName(logging.INFO, "info")
-    logging.addLevelName(logging.ERROR, "error")
-    logging.addLevelName(logging.DEBUG, "debug")
-    # importing mininet.log makes every logger created afterwards a MininetLogger with its own
-    # newline-less stderr handler, so each of our warnings printed twice, run together: undo that
-    try:
-        import mininet.log
-    except ImportError:
-        return
-    logging.setLoggerClass(logging.Logger)
-    for name, logger in list(logging.root.manager.loggerDict.items()):
-        if isinstance(logger, mininet.log.MininetLogger) and name != "mininet":
-            logger.handlers[:] = []
+    """Log to stderr at -q's, the default's, -v's or -vv's level (``testbed.host.logs.log_to_stderr``)."""
+    log_to_stderr(logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -312,6 +312,18 @@ def test_debug_is_the_testbeds_not_every_netlink_message(capsys, restore_logging
     assert "ours" in err and "a real problem" in err and "SOCK_DGRAM" not in err and "maxp" not in err
 
 
+def test_v_shows_the_info_lines_of_a_logger_made_while_mininet_ruled(capsys, restore_logging):
+    """Importing mininet.log makes every logger made afterwards a MininetLogger at Mininet's level
+    (25, above info): -v lost the info lines of a module imported before logging was set up."""
+    mininet_log = pytest.importorskip("mininet.log")
+    logging.setLoggerClass(mininet_log.MininetLogger)
+    early = logging.getLogger("testbed.test_made_early")
+    assert isinstance(early, mininet_log.MininetLogger) and early.level == mininet_log.LOGLEVELDEFAULT
+    setup_logging(1)
+    early.info("an info line")
+    assert capsys.readouterr().err == "testbed: info: an info line\n"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--transport", "udp", "--tls"], "tls applies to transport tcp only"),
     (["--transport", "udp", "--mode", "reuse", "--cc", "bbr"], "TCP factors (cc) do not apply"),
