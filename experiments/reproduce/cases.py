@@ -968,7 +968,9 @@ ROWS: tuple[Row, ...] = (
 
 
 def select(ids: list[str] | None) -> list[Row]:
-    """Rows of the given cases (C1, C7) or row ids (C7.ratio_new); all when empty or 'all'."""
+    """Rows of the given cases (C1, C7) or row ids (C7.ratio_new), in either case (c7); all when
+    empty or 'all'."""
+    ids = ["all" if i.lower() == "all" else i[:1].upper() + i[1:] for i in ids or []]
     if not ids or ids == ["all"]:
         return list(ROWS)
     cases = {r.case for r in ROWS}

@@ -121,6 +121,10 @@ def print_table(rows: list[dict], meta: dict, out: Path, verbose: bool = False) 
           + ("" if verbose else "; every row's note and evidence there and with testbed -v reproduce"))
 
 
+def _runs(n: int) -> str:
+    return f"{n} run{'s' * (n != 1)}"
+
+
 def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -148,8 +152,8 @@ def list_cases(reps: int | None = None, as_json: bool = False) -> None:
         listed.append({"case": case, "rows": len(rows), "quick": quick, "full": full})
         what = "every row" if case == "all" else titles.get(case, rows[0].quantity)
         table.append((case, str(len(rows)), str(sum(r.measure is not None for r in rows)),
-                      f"{_duration(quick['seconds'])} ({quick['runs']} runs)" if quick["experiments"] else "-",
-                      f"{_duration(full['seconds'])} ({full['runs']} runs)" if full["experiments"] else "-",
+                      f"{_duration(quick['seconds'])} ({_runs(quick['runs'])})" if quick["experiments"] else "-",
+                      f"{_duration(full['seconds'])} ({_runs(full['runs'])})" if full["experiments"] else "-",
                       what if len(what) <= 60 else what[:59] + "…"))
     if as_json:
         print(json.dumps({"started": False, "measured_on": MEASURED_ON, "cases": listed}, indent=1))
@@ -186,7 +190,8 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     out = Path(args.out or Path(args.results) / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}")
     meta = {"title": " ".join(args.cases) or "all", "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "load_before": _load()}
+            "load_before": _load(), "backend": args.backend or "auto", "cluster": args.cluster or "this machine",
+            "keep_topology": args.keep_topology}
     from experiments.reproduce.run import cpu_shares, cpu_times, describe_cpu
     cpu0 = cpu_times()
     skipped = "--model-only" if args.model_only else can_measure()

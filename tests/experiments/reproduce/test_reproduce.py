@@ -36,6 +36,8 @@ def test_every_case_has_rows_ids_are_unique_and_models_evaluate():
 def test_select_cases_ids_and_refusal():
     assert {r.case for r in select(["C1", "C7"])} == {"C1", "C7"}
     assert [r.id for r in select(["C7.ratio_new"])] == ["C7.ratio_new"]
+    assert select(["c7"]) == select(["C7"]) and select(["c7.ratio_new"]) == select(["C7.ratio_new"])
+    assert select(["All"]) == select([])
     with pytest.raises(ValueError, match="valid: all, C1, C2"):
         select(["C99"])
 
@@ -185,6 +187,9 @@ def test_reproduce_cli_model_only(tmp_path, capsys):
     assert rows["C6.fec_repair"]["model"] == 63 and rows["C6.fec_repair"]["measured"] is None
     assert rows["C10.data_exchange"]["note"].startswith("model-only: ")
     assert (tmp_path / "report.html").is_file()
+    # how it was run, so that `results compare` tells a cluster's or a backend's run from another
+    assert {k: out["meta"][k] for k in ("backend", "cluster", "keep_topology")} == {
+        "backend": "auto", "cluster": "this machine", "keep_topology": False}
 
 
 def test_path_rows_read_testbed_calibrate_json():
