@@ -80,11 +80,11 @@ def manifests(root) -> list[dict]:
 
 def test_the_guides_are_at_most_two_files_each():
     s = sections()
-    for title in ("Adding a topology", "Adding a workload", "Adding an experiment"):
+    for title in ("Adding a topology", "Adding a workload", "Adding an experiment", "Adding a model"):
         assert 1 <= len(saved_files(s[title])) <= 2, title
     assert "(adding-a-factor.md)" in DOC.read_text()
     files = [n for text in s.values() for n in saved_files(text)]
-    assert sorted(files) == ["chain.py", "chainbuffer.toml", "pingpong.py"]
+    assert sorted(files) == ["bdp.py", "chain.py", "chainbuffer.toml", "pingpong.py"]
 
 
 def test_the_guides_commands_that_need_no_root(guide, tmp_path):
@@ -110,6 +110,8 @@ def test_the_guides_commands_that_need_no_root(guide, tmp_path):
     exp = json.loads(printed("experiment", "show"))
     assert exp["base"]["topology"] == str(plugins / "chain.py")     # relative to the TOML file
     assert exp["source"] == str(plugins / "chainbuffer.toml")
+    assert printed("model", "list").splitlines()[-1].split()[0] == "bdp"
+    assert re.search(r"^ +bdp +250,000 B ", printed("model", "bdp"), re.M), printed("model", "bdp")
 
 
 def test_a_plugin_that_fails_is_one_line_naming_its_file(guide, tmp_path):

@@ -135,6 +135,7 @@ class Factor:
     check: Verify | bool | None = None
 
     def __post_init__(self):
+        self._check_fields()
         if self.where not in WHERE:
             raise ValueError(f"factor {self.name}: where {self.where!r} must be socket or host")
         if not self.readback:
@@ -152,10 +153,42 @@ class Factor:
         if all(e is None for e in (self.apply, self.route, self.sysctl)) and self.implies is _nothing:
             raise ValueError(f"factor {self.name}: give how it is applied (sockopt or apply; "
                              "host: route, sysctl or apply) or what it implies")
+        if self.check is True and self.where == "socket" and self.read is None:
+            raise ValueError(f"factor {self.name}: check=True compares the read-back with the "
+                             "level; give read (or a sockopt)")
         if self.check is True:
             object.__setattr__(self, "check", _readback_check(self))
         elif self.check is False:
             object.__setattr__(self, "check", None)
+
+    def _check_fields(self) -> None:
+        """A field of the wrong kind (``parse`` and ``allowed`` swapped, ``sysctl="net.ipv4.…"``
+        for ``Sysctl("net.ipv4.…")``) refused here, naming the field, not later in a run."""
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"factor {self.name!r}: a name is letters, digits and _ (its option "
+                             "dashes it)")
+
+        def refuse(field: str, what: str) -> None:
+            raise ValueError(f"factor {self.name}: {field} must be {what}, not "
+                             f"{getattr(self, field)!r}")
+        if not callable(self.parse):
+            refuse("parse", "a function (value as given -> canonical value)")
+        if not (isinstance(self.allowed, str) or callable(self.allowed)):
+            refuse("allowed", "a string or a function returning one")
+        if not isinstance(self.help, str):
+            refuse("help", "a string")
+        if self.implies is None:
+            object.__setattr__(self, "implies", _nothing)
+        for field in ("implies", "apply", "read"):
+            value = getattr(self, field)
+            if value is not None and not callable(value):
+                refuse(field, "a function or None")
+        for field, kind in (("sockopt", SockOpt), ("route", Route), ("sysctl", Sysctl)):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, kind):
+                refuse(field, f"a {kind.__name__}(...)")
+        if not (self.check is None or isinstance(self.check, (bool, Verify))):
+            refuse("check", "True, False, None or a Verify(...)")
 
     @property
     def option(self) -> str:

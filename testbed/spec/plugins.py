@@ -97,10 +97,36 @@ def import_file(path: Path | str) -> ModuleType:
     if origin is None or Path(origin).resolve() != path:
         raise UsageError(f"plugin {path}: its module name {name!r} is already taken"
                          f"{f' by {origin}' if origin else ''}; rename the file")
+    other = _found_elsewhere(name, path)
+    if other is not None:
+        raise UsageError(f"plugin {path}: its module name {name!r} is already taken by {other}; "
+                         f"rename the file")
     try:
         return importlib.import_module(name)
     except Exception as exc:
         raise UsageError(f"plugin {path} failed to load: {type(exc).__name__}: {exc}") from exc
+
+
+def _found_elsewhere(name: str, path: Path) -> str | None:
+    """Where a finder of ``sys.meta_path`` finds a module ``name`` that is not ``path`` (its
+    file, or what it is for one without), else None.  An editable install's finder
+    (``pip install -e``: this project's ``analysis``, ``experiments``) comes after the path
+    finder, so a plugin file of that name would hide the package."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, None)
+        except Exception:       # a finder that cannot answer for a top-level name hides nothing
+            continue
+        if spec is None:
+            continue
+        if spec.origin in (None, "built-in", "frozen") or not Path(spec.origin).is_file():
+            return spec.origin or f"the namespace package {name!r}"
+        if Path(spec.origin).resolve() != path:
+            return spec.origin
+    return None
 
 
 def _add_to_path(d: Path) -> None:

@@ -135,3 +135,33 @@ def test_a_workload_parameter_named_like_a_factor_is_refused_naming_its_module(t
     assert r.returncode == 2 and r.stderr.strip() == (
         "testbed: error: workload 'ccload' (ccload): parameter name(s) cc collide with `testbed run` "
         "options or factor names; rename them (e.g. request_timeout)"), r.stderr
+
+
+def test_a_file_named_like_a_package_of_an_editable_install_is_refused(tmp_path, monkeypatch):
+    """An editable install (``pip install -e``, what scripts/install.sh makes) finds this project's
+    packages (``analysis``, ``experiments``) with a finder placed after the path finder, so a
+    ``TESTBED_PATH`` file ``analysis.py`` was found first and hid the package; it is refused."""
+    import importlib.util
+
+    (tmp_path / "pkgs" / "tb_edit_pkg").mkdir(parents=True)
+    (tmp_path / "pkgs" / "tb_edit_pkg" / "__init__.py").write_text("")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tb_edit_pkg.py").write_text("X = 1\n")
+
+    class EditableFinder:                   # as setuptools' __editable___*_finder: a fixed mapping
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "tb_edit_pkg":
+                init = tmp_path / "pkgs" / "tb_edit_pkg" / "__init__.py"
+                return importlib.util.spec_from_file_location(name, init)
+            return None
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder])
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "")
+    try:
+        with pytest.raises(UsageError, match=f"plugin {tmp_path / 'mine' / 'tb_edit_pkg.py'}: its module "
+                           f"name 'tb_edit_pkg' is already taken by .*__init__.py; rename the file"):
+            plugins.import_file(tmp_path / "mine" / "tb_edit_pkg.py")
+    finally:
+        sys.modules.pop("tb_edit_pkg", None)
