@@ -165,9 +165,12 @@ class TestbedTopo(Topo):
         parts = [pair_phrase(format_rate(up.rate, words=True), format_rate(down.rate, words=True))]
         if rtt:
             parts.append(f"{format_time(up.delay + down.delay, words=True)} RTT")
-        if up.jitter or down.jitter:
+        if up.jitter and down.jitter:
             jitter = pair_phrase(format_time(up.jitter, words=True), format_time(down.jitter, words=True))
             parts.append(f"jitter up to {jitter}")
+        elif up.jitter or down.jitter:      # one direction: "jitter up to 2 ms sgw→cgw", not "0 s up"
+            src, dst = (a, b) if up.jitter else (b, a)
+            parts.append(f"jitter up to {format_time(up.jitter or down.jitter, words=True)} {src}→{dst}")
         loss = directed_phrase(loss_words(up.loss), loss_words(down.loss), a, b)
         if loss or no_loss:
             parts.append(loss or "no loss")

@@ -139,8 +139,13 @@ def refusal(spec: LinkSpec, where: str) -> str | None:
 
 def topology_refusal(topo) -> str | None:
     """The first ``refusal`` among the named link directions of a topology (a
-    ``topologies.base.TestbedTopo``), naming it ``link NAME.DIR``; None when netem can apply all."""
+    ``topologies.base.TestbedTopo``), naming it ``link NAME.DIR``, or a shared medium (wifi),
+    which only the userspace emulator models (``kernel.NetemLink`` refuses it too, but only once
+    the topology is being built: in a guest, after it booted); None when netem can apply all."""
     for name, info in topo.named.items():
+        if info.get("medium") is not None:
+            return (f"topology {type(topo).name!r}: the shared Wi-Fi medium (link {name}) exists "
+                    "only in the userspace emulator; use --backend userspace")
         for direction, key in (("up", "spec_ab"), ("down", "spec_ba")):
             why = info.get(key) and refusal(info[key], f"link {name}.{direction}")
             if why:

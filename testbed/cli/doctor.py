@@ -19,8 +19,9 @@ def register(sub) -> None:
     p = sub.add_parser("doctor", help="check what this machine supports and how to fix problems",
                        description="What this machine can do for the testbed — root, namespaces, "
                                    "Mininet, tools, qdiscs, congestion controls, MPTCP, the backend "
-                                   "auto picks, the emulator's CPU, the UML guest — and each problem "
-                                   "with its fix; exit status 1 when there is one.")
+                                   "auto picks, the emulator's CPU, the UML guest, the Debian VM "
+                                   "(its image, KVM or TCG) — and each problem with its fix; exit "
+                                   "status 1 when there is one.")
     add_json(p, "print a JSON object")
     p.add_argument("--refresh", action="store_true",
                    help="boot the UML guest again instead of using the cached boot check")

@@ -59,12 +59,14 @@ def register(sub) -> None:
     u.set_defaults(func=up)
     e = vsub.add_parser("exec", help="run a command in the VM that is up; its exit status is ours",
                         description="Runs in the working directory when the VM shares it, else in "
-                                    "the checkout (said on stderr); stdin is not forwarded. A "
-                                    "command with options of its own goes after --: testbed vm "
-                                    "exec -- tc -s qdisc show.")
-    e.add_argument("argv", nargs="+", metavar="CMD", help="the command and its arguments (no shell)")
+                                    "the checkout (said on stderr); stdin is not forwarded. "
+                                    "Everything from CMD on is the command's, its options too "
+                                    "(testbed vm exec tc -s qdisc show; a -- before CMD is "
+                                    "allowed); --timeout goes before CMD.")
     e.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="seconds before it is ended (default: none, it may take as long as it takes)")
+    e.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD ...",
+                   help="the command and its arguments (no shell)")
     e.set_defaults(func=exec_)
     d = vsub.add_parser("down", help="power the VM off and remove its run state")
     d.set_defaults(func=down)
@@ -95,12 +97,26 @@ def up(args) -> int:
     return 0
 
 
+def exec_argv(argv: list[str]) -> list[str]:
+    """The command of ``vm exec``: everything from CMD on (argparse.REMAINDER, so that ``vm exec
+    uname -r`` gives ``-r`` to uname rather than failing as an unknown option of testbed), less
+    a leading ``--``; UsageError when there is none."""
+    from testbed.spec.errors import UsageError
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("vm exec: no command; give one to run in the VM, e.g. "
+                         "testbed vm exec uname -r")
+    return argv
+
+
 def exec_(args) -> int:
     from testbed.backends import vm
     from testbed.host.lifecycle import Run
+    argv = exec_argv(args.argv)
     m = vm.running()
     with Run(None):         # SIGTERM and SIGHUP unwind: the command in the guest is ended too
-        return m.exec(args.argv, timeout=args.timeout)
+        return m.exec(argv, timeout=args.timeout)
 
 
 def down(args) -> int:

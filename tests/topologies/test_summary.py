@@ -34,6 +34,12 @@ def test_every_builtin_topology_says_what_it_is_with_its_defaults():
     ("longhaul", {"loss_up": "1%", "jitter": "2ms", "rate_up": "unshaped"}, {},
      "client — server over unshaped up, 333 Mbit/s down, 200 ms RTT, jitter up to 2 ms, "
      "1% loss client→server, 14% loss server→client"),
+    ("relay", {}, {"bottleneck.down.jitter": "2ms"},      # was "jitter up to 0 s up, 2 ms down"
+     "client — cgw ═ long-haul (333 Mbit/s, 200 ms RTT, jitter up to 2 ms sgw→cgw, 14% loss sgw→cgw) "
+     "═ sgw — server (gateway pair for the relay workload)"),
+    ("longhaul", {}, {"bottleneck.up.jitter": "1ms", "bottleneck.down.jitter": "2ms"},
+     "client — server over 333 Mbit/s, 200 ms RTT, jitter up to 1 ms up, 2 ms down, "
+     "14% loss server→client"),
     ("longhaul", {}, {"bottleneck.down.loss": "3%", "bottleneck.up.delay": "50ms"},
      "client — server over 333 Mbit/s, 150 ms RTT, 3% loss server→client"),
     ("image", {"rate_up": "100mbit", "loss_up": "1%", "loss_down": "1%"}, {},

@@ -217,6 +217,14 @@ def test_doctor_names_both_guest_backends_and_the_image(monkeypatch):
     assert "Vagrant" not in note
 
 
+def test_doctor_help_names_the_vm_it_checks(capsys):
+    """`testbed doctor --help` named the UML guest only, though doctor reports the VM too."""
+    from testbed.cli import main
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    assert "the Debian VM" in " ".join(capsys.readouterr().out.split())
+
+
 def test_vm_doctor_report_shows_the_image_and_the_accelerator(monkeypatch, tmp_path):
     from testbed.backends.vm import image as vm_image
     monkeypatch.delenv("TESTBED_VM_GUEST", raising=False)

@@ -149,3 +149,24 @@ def test_a_guest_command_is_refused_before_the_guest_boots(argv, guest, capsys, 
     assert err == ("testbed: error: link cell.down: moment(s) 10frames count frames or bytes; netem "
                    "applies steps and outages at times after the run's start (3s, 250ms) and traces "
                    "as rate steps; use --backend userspace for those")
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "bulk", "--topo", "wifi", "--direction", "down", "--duration", "1s"],
+    ["topo", "up", "wifi"],
+])
+@pytest.mark.parametrize("guest", ["netem-uml", "netem-vm"])
+def test_the_shared_medium_is_refused_before_a_guest_boots(argv, guest, capsys, monkeypatch):
+    """wifi's air exists only in the userspace emulator: refused in one line here, not after a
+    guest booted (seconds for UML, ~10 s for a TCG VM) only to refuse it there."""
+    from testbed.backends import uml, vm
+    from testbed.cli import main
+
+    def boot(*a, **kw):
+        raise AssertionError("a guest was booted")
+    monkeypatch.setattr(uml, "run_cli_in_guest", boot)
+    monkeypatch.setattr(vm, "run_cli_in_guest", boot)
+    assert main([*argv, "--backend", guest]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("testbed: error: topology 'wifi': the shared Wi-Fi medium (link air) exists only "
+                   "in the userspace emulator; use --backend userspace")

@@ -172,6 +172,36 @@ def test_cli_without_a_vm_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["vm", "down"]) == 0 and capsys.readouterr().out.strip() == "no VM is up"
 
 
+@pytest.mark.parametrize("argv,command", [
+    (["uname", "-r"], ["uname", "-r"]),
+    (["--", "uname", "-r"], ["uname", "-r"]),
+    (["--timeout", "5", "tc", "-s", "qdisc", "show"], ["tc", "-s", "qdisc", "show"]),
+    (["tc", "--timeout", "5"], ["tc", "--timeout", "5"]),
+])
+def test_vm_exec_gives_the_command_its_own_options(isolated_state, monkeypatch, argv, command):
+    """Was: `testbed vm exec uname -r` failed "unrecognized arguments: -r (see testbed --help)":
+    the command's options were taken for testbed's unless a -- came first."""
+    from testbed.cli import main
+    calls = []
+
+    class Up:
+        def exec(self, argv, **kw):
+            calls.append((argv, kw))
+            return 3
+    monkeypatch.setattr(vm, "running", lambda *a, **kw: Up())
+    assert main(["vm", "exec", *argv]) == 3
+    assert calls == [(command, {"timeout": 5.0 if argv[0] == "--timeout" else None})]
+
+
+@pytest.mark.parametrize("argv", [[], ["--"], ["--timeout", "5"]])
+def test_vm_exec_without_a_command_is_one_line(isolated_state, monkeypatch, capsys, argv):
+    from testbed.cli import main
+    monkeypatch.setattr(vm, "running", lambda *a, **kw: pytest.fail("the VM was reached"))
+    assert main(["vm", "exec", *argv]) == 2
+    assert capsys.readouterr().err == ("testbed: error: vm exec: no command; give one to run in "
+                                       "the VM, e.g. testbed vm exec uname -r\n")
+
+
 @pytest.mark.parametrize("argv,words", [
     (["up", "--cpus", "0"], "argument --cpus: '0': give a whole number of virtual CPUs from 1 to 64"),
     (["up", "--cpus", "65"], "argument --cpus: '65': give a whole number of virtual CPUs from 1 to 64"),
