@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 from testbed.spec import factors
 from testbed.spec.schedule import SCHEDULE_FIELDS
-from testbed.spec.units import parse_probability
+from testbed.spec.units import counted, parse_probability
 
 LOSS_P = 0.001
 CI_LEVEL = 0.999          # the Wilson interval of a measured loss fraction (two-sided)
@@ -433,8 +433,8 @@ def _schedule_check(fld: str):
         except ValueError as exc:
             return f"{fld} {level}: {exc}"
         got = (rb.get("configured") or {}).get("schedule")
-        what = "no schedule" if got is None else f"a schedule of {len(got.get('step', []))} steps, " \
-            f"{len(got.get('outage', []))} outages, {len(got.get('event', []))} events" + \
+        what = "no schedule" if got is None else "a schedule of " + ", ".join(
+            counted(len(got.get(kind, [])), kind) for kind in ("step", "outage", "event")) + \
             (", a trace" if got.get("trace") else "")
         if fld == "down":                  # the level's outage among the direction's items
             try:

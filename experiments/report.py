@@ -11,6 +11,7 @@ from pathlib import Path
 from analysis.page import Page
 from analysis.runcheck import PRUNED
 from testbed.spec.runresult import load_run, read_manifest
+from testbed.spec.units import counted
 
 from experiments.definition import rebuilt_why
 from experiments.runner import _write_json, experiment_manifest
@@ -69,11 +70,6 @@ def _spread(s: dict, n_min: int) -> str:
     return ci + pct
 
 
-def _counted(n: int, noun: str) -> str:
-    """``n`` and the noun, plural unless ``n`` is 1: "1 level", "2 levels"."""
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
 def _p(mw: dict | None) -> str:
     """Mann-Whitney p with the smallest p the sample sizes allow when that is not small."""
     if mw is None:
@@ -112,7 +108,7 @@ def _workload_seconds(plan) -> tuple[float | None, str]:
         slowest = min(rates)
         per += nbytes * 8 / slowest
         parts.insert(1, f"{nbytes / 1e6:.3g} MB at {slowest / 1e6:g} Mbit/s")
-    return n * per, f"{_counted(n, 'exchange')} x ({' + '.join(parts)})"
+    return n * per, f"{counted(n, 'exchange')} x ({' + '.join(parts)})"
 
 
 def describe(exp, plans: dict) -> str:
@@ -124,10 +120,10 @@ def describe(exp, plans: dict) -> str:
     n_arms = len(exp.labels)
     slots = schedule(exp)
     lines = [f"experiment {exp.name}: {exp.description}", f"  source    {exp.source or '(built in)'}"]
-    lines.append(f"  factor    {exp.factor}: {', '.join(map(str, exp.levels))} ({_counted(len(exp.levels), 'level')})")
+    lines.append(f"  factor    {exp.factor}: {', '.join(map(str, exp.levels))} ({counted(len(exp.levels), 'level')})")
     if exp.cross:
         lines.append(f"  crossed   {exp.cross['factor']}: {', '.join(map(str, exp.cross_levels))} "
-                     f"-> {_counted(n_arms, 'arm')} (every level with every crossed level)")
+                     f"-> {counted(n_arms, 'arm')} (every level with every crossed level)")
     lines.append(f"  metrics   {exp.metrics[0]} (primary)" + "".join(f", {m}" for m in exp.metrics[1:]))
     for f in exp.factors():
         c = ck.check_for(f)
@@ -135,17 +131,17 @@ def describe(exp, plans: dict) -> str:
                                              else c.rule if c else "–"))
     flat = RunSpec.from_dict(dict(exp.base)).flat()
     lines.append("  base      " + "; ".join(f"{k}={v}" for k, v in flat.items() if v is not None))
-    lines.append(f"  runs      {len(slots)} = ({exp.warmup} warm-up + {_counted(exp.reps, 'repetition')}) x "
-                 f"{_counted(n_arms, 'arm')}; order {exp.order}, seed {exp.seed}, keep_pcaps {exp.keep_pcaps}")
+    lines.append(f"  runs      {len(slots)} = ({exp.warmup} warm-up + {counted(exp.reps, 'repetition')}) x "
+                 f"{counted(n_arms, 'arm')}; order {exp.order}, seed {exp.seed}, keep_pcaps {exp.keep_pcaps}")
     per_arm = {lab: _workload_seconds(plan) for lab, plan in plans.items()}
     how = next(iter(per_arm.values()))[1]
     if any(sec is None for sec, _ in per_arm.values()):
-        lines.append(f"  time      >= {len(slots) * RUN_OVERHEAD_S / 60:.0f} min ({_counted(len(slots), 'run')} x "
+        lines.append(f"  time      >= {len(slots) * RUN_OVERHEAD_S / 60:.0f} min ({counted(len(slots), 'run')} x "
                      f"{RUN_OVERHEAD_S:g} s per-run overhead; {how})")
     else:
         work = sum(per_arm[s.level][0] for s in slots)
         total = len(slots) * RUN_OVERHEAD_S + work
-        lines.append(f"  time      ~ {total / 60:.0f} min ({_counted(len(slots), 'run')} x {RUN_OVERHEAD_S:g} s "
+        lines.append(f"  time      ~ {total / 60:.0f} min ({counted(len(slots), 'run')} x {RUN_OVERHEAD_S:g} s "
                      f"per-run overhead + {work / 60:.1f} min of workload, e.g. {how}); a rough estimate")
     for m in exp.models:
         lines.append(f"  model     {m.get('label') or m['model'] + '.' + m['output']} "
@@ -227,7 +223,7 @@ def markdown(summary: dict, plots: list[str], out: Path) -> str:
              f"`{summary['cross']}` ({', '.join(f'`{x}`' for x in summary['cross_levels'])}): "
              f"{len(summary['levels'])} arms; " if summary.get("cross")
              else f"{', '.join(f'`{x}`' for x in summary['levels'])}; ")
-          + f"{_counted(summary['reps'], 'repetition')} per arm after {_counted(summary['warmup'], 'warm-up run')} "
+          + f"{counted(summary['reps'], 'repetition')} per arm after {counted(summary['warmup'], 'warm-up run')} "
           "per arm, "
           f"order `{summary['order']}`, experiment seed {summary['seed']} (each repetition's link seed "
           "derives from it; both arms of a repetition share it).", "",

@@ -18,6 +18,7 @@ from pathlib import Path
 from testbed.backends import BACKENDS
 from testbed.cli.options import add_backend, add_cluster, add_json, add_results, directory_path
 from testbed.emulator.config import add_engine_option
+from testbed.spec.units import counted
 
 
 def register(sub) -> None:
@@ -121,10 +122,6 @@ def print_table(rows: list[dict], meta: dict, out: Path, verbose: bool = False) 
           + ("" if verbose else "; every row's note and evidence there and with testbed -v reproduce"))
 
 
-def _runs(n: int) -> str:
-    return f"{n} run{'s' * (n != 1)}"
-
-
 def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -152,8 +149,8 @@ def list_cases(reps: int | None = None, as_json: bool = False) -> None:
         listed.append({"case": case, "rows": len(rows), "quick": quick, "full": full})
         what = "every row" if case == "all" else titles.get(case, rows[0].quantity)
         table.append((case, str(len(rows)), str(sum(r.measure is not None for r in rows)),
-                      f"{_duration(quick['seconds'])} ({_runs(quick['runs'])})" if quick["experiments"] else "-",
-                      f"{_duration(full['seconds'])} ({_runs(full['runs'])})" if full["experiments"] else "-",
+                      *(f"{_duration(t['seconds'])} ({counted(t['runs'], 'run')})" if t["experiments"] else "-"
+                        for t in (quick, full)),
                       what if len(what) <= 60 else what[:59] + "…"))
     if as_json:
         print(json.dumps({"started": False, "measured_on": MEASURED_ON, "cases": listed}, indent=1))

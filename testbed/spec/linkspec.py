@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from testbed.spec.lossmodel import (Bernoulli, DropList, GilbertElliott, LossModel, loss_from_dict,
                                     loss_to_dict, parse_loss)
 from testbed.spec.schedule import Schedule, parse_inline
-from testbed.spec.units import (format_rate, format_time, parse_bool, parse_count, parse_delay,
+from testbed.spec.units import (counted, format_rate, format_time, parse_bool, parse_count, parse_delay,
                                 parse_link_rate, parse_queue, parse_size, rate_refusal)
 
 __all__ = ["Bernoulli", "DropList", "ETH_HEADER", "GilbertElliott", "LinkSpec", "LossModel",
@@ -231,6 +231,6 @@ class LinkSpec:
             parts.append(f"queue {q}p")
         sch = self.schedule
         if sch is not None and (sch.steps or sch.outages or sch.events):
-            parts.append(f"schedule: {len(sch.steps)} steps, {len(sch.outages)} outages, "
-                         f"{len(sch.events)} events")
+            parts.append(f"schedule: {counted(len(sch.steps), 'step')}, {counted(len(sch.outages), 'outage')}, "
+                         f"{counted(len(sch.events), 'event')}")
         return ", ".join(parts)

@@ -220,6 +220,11 @@ def parse_bool(value: bool | int | str) -> bool:
     raise ValueError(f"expected a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1: "1 outage", "2 outages", "0 events"."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def format_rate(bps: float | None, words: bool = False) -> str:
     """A rate as an option takes it ("333mbit"), or with ``words`` as a sentence writes it
     ("333 Mbit/s"); "unshaped" for None."""

@@ -128,7 +128,7 @@ def test_an_outage_missing_or_ending_after_the_client_is_invalid(tmp_path):
                          quiet=True)
     s = write_all(out, plots=False)
     excluded = {e["level"]: e["reason"] for e in s["excluded"]}
-    assert excluded["2s-0.5s"] == ("down 2s+0.5s but cell.down ran with a schedule of 1 steps, "
+    assert excluded["2s-0.5s"] == ("down 2s+0.5s but cell.down ran with a schedule of 1 step, "
                                    "0 outages, 0 events, without that outage (metadata.json (the "
                                    "spec the topology was built with; nothing measured: no frame log))")
     assert excluded["2s-2s"] == ("down 2s+2s but on cell.down took effect only after the client "

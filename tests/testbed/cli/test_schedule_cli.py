@@ -49,5 +49,5 @@ def test_topo_show_prints_a_trace_in_the_rate_s_place(tmp_path, capsys):
     lines = {line.split(":", 1)[0].split()[0]: line.split(": ", 1)[1]
              for line in capsys.readouterr().out.splitlines() if "→" in line}
     assert lines["down"] == (f"trace {trace} (14.9919mbit mean; 333mbit until the origin), delay 100ms, "
-                             "loss 14%, queue 5499p, schedule: 0 steps, 1 outages, 0 events")
+                             "loss 14%, queue 5499p, schedule: 0 steps, 1 outage, 0 events")
     assert lines["up"] == "333mbit, delay 100ms, queue 5499p"
