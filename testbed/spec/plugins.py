@@ -79,8 +79,10 @@ def import_file(path: Path | str) -> ModuleType:
     file name, its directory added to ``sys.path`` and ``PYTHONPATH``; UsageError naming the
     file when it is missing, its name is another module's, or importing it fails."""
     path = Path(path).expanduser().resolve()
-    if path.suffix != ".py" or not path.is_file():
-        raise UsageError(f"{path}: no such Python file")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; a plugin is a Python file (NAME.py)")
+    if path.suffix != ".py":
+        raise UsageError(f"{path}: not a Python file; a plugin is a file NAME.py")
     name = path.stem
     if not name.isidentifier():
         raise UsageError(f"plugin {path}: {name!r} is not a Python module name; rename the file")

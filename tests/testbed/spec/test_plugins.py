@@ -53,7 +53,8 @@ def test_import_file_imports_once_and_puts_the_directory_on_both_paths(tmp_path,
 @pytest.mark.parametrize("name,message", [
     ("json.py", "its module name 'json' is already taken by .*json/__init__.py; rename the file"),
     ("my-chain.py", "'my-chain' is not a Python module name; rename the file"),
-    ("absent.py", "no such Python file"),
+    ("absent.py", "no such file; a plugin is a Python file"),
+    ("hostname", "not a Python file; a plugin is a file NAME.py"),     # it was "no such Python file"
     ("raises.py", r"failed to load: ValueError: workload 'x' is already registered"),
 ])
 def test_import_file_refuses_with_the_file_named(tmp_path, monkeypatch, name, message):
