@@ -94,15 +94,75 @@ class Q:
         return {"value": value, "unit": self.unit, "help": self.help}
 
 
+#: names a model or a parameter cannot take: ``testbed model list`` is a command, and the
+#: options and attributes of ``testbed model NAME`` (``--json``, ``--help``) are its own
+RESERVED_MODEL_NAMES = ("list",)
+RESERVED_PARAM_NAMES = ("json", "help", "model_name", "func", "command", "verbose", "quiet", "to_dict")
+
+
+def _source(fn: Any) -> str:
+    """The file ``fn`` is defined in (a model of the user's own: its plugin file), else its module."""
+    import inspect
+    try:
+        return inspect.getsourcefile(fn) or fn.__module__
+    except TypeError:
+        return getattr(fn, "__module__", None) or repr(fn)
+
+
 @dataclass(frozen=True)
 class Model:
-    """name: CLI name; case: chapter case(s) (e.g. "C6"); help: one line; params: the dataclass;
-    fn: params -> dict of named outputs (Q)."""
+    """name: CLI name; case: chapter case(s) (e.g. "C6", or ""); help: one line; params: the
+    dataclass (a ``Params`` subclass decorated with ``@dataclass(frozen=True)``, every field a
+    :func:`param`); fn: params -> dict of named outputs (Q).  A record of the wrong shape is
+    refused when it is made (ValueError naming the model and what is allowed; a plugin file
+    that makes one fails to load, named); outputs of the wrong shape when it runs
+    (:meth:`outputs`: UsageError naming the model's file)."""
     name: str
     case: str
     help: str
     params: type
     fn: Callable[[Any], dict[str, Q]]
+
+    def __post_init__(self):
+        def refuse(what: str, allowed: str) -> None:
+            raise ValueError(f"model {self.name!r}: {what}; allowed: {allowed}")
+        if not isinstance(self.name, str) or not self.name or self.name in RESERVED_MODEL_NAMES:
+            refuse(f"name {self.name!r}", "a non-empty name other than " + ", ".join(RESERVED_MODEL_NAMES))
+        for key in ("case", "help"):
+            if not isinstance(getattr(self, key), str):
+                refuse(f"{key} {getattr(self, key)!r}", "a string (case: the chapter case, e.g. C6, or '')")
+        params = self.params
+        if not (isinstance(params, type) and issubclass(params, Params)):
+            refuse(f"params {getattr(params, '__name__', params)!r} is not a Params subclass",
+                   "@dataclass(frozen=True) class XParams(Params) with fields param(default, unit, help)")
+        if "__dataclass_fields__" not in vars(params):
+            refuse(f"params {params.__name__} has no @dataclass of its own (its fields would be "
+                   "plain class attributes: no parameters)",
+                   f"@dataclass(frozen=True) on the line before class {params.__name__}")
+        for f in dataclasses.fields(params):
+            if "unit" not in f.metadata:
+                refuse(f"parameter {f.name} of {params.__name__} is not declared with param()",
+                       f"{f.name}: float = param(default, unit, help), unit one of {', '.join(PARAM_UNITS)}")
+            if f.name in RESERVED_PARAM_NAMES:
+                refuse(f"parameter name {f.name!r} (an option or attribute of testbed model itself)",
+                       "any other name, not " + ", ".join(RESERVED_PARAM_NAMES))
+        if not callable(self.fn):
+            refuse(f"fn {self.fn!r}", "a function params -> {name: Q(value, unit, help)}")
+
+    def outputs(self, params: Any) -> dict[str, Q]:
+        """``fn(params)``, checked: a dict of output names to ``Q``; UsageError naming the model,
+        its file, the output and what is allowed otherwise."""
+        from testbed.spec.errors import UsageError
+        out = self.fn(params)
+        where = f"model {self.name!r} ({_source(self.fn)})"
+        allowed = "allowed: a dict {name: Q(value, unit, help)}"
+        if not isinstance(out, dict) or not out:
+            raise UsageError(f"{where} returned {type(out).__name__} {out!r:.60}; {allowed}")
+        for key, q in out.items():
+            if not isinstance(key, str) or not isinstance(q, Q):
+                raise UsageError(f"{where}: output {key!r} is {type(q).__name__} {q!r:.60}, "
+                                 f"not a Q; {allowed}")
+        return out
 
     def evaluate(self, **overrides) -> dict[str, Q]:
         known = {f.name for f in dataclasses.fields(self.params)}
@@ -110,7 +170,7 @@ class Model:
         if unknown:
             raise ValueError(f"model {self.name}: unknown parameter(s) {', '.join(unknown)}; "
                              f"valid: {', '.join(sorted(known))}")
-        return self.fn(self.params(**overrides))
+        return self.outputs(self.params(**overrides))
 
 
 #: every model by name: the built-ins (``analysis/models/__init__.py`` imports their modules)

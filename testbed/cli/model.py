@@ -112,8 +112,8 @@ def register(sub) -> None:
     add_json(lst)
     lst.set_defaults(func=run_list)
     for m in MODELS.values():
-        mp = models.add_parser(m.name, help=f"{m.case}: {m.help}",
-                               description=f"{m.case}: {m.help} (model: {m.fn.__module__}).")
+        mp = models.add_parser(m.name, help=_titled(m.case, m.help),
+                               description=f"{_titled(m.case, m.help)} (model: {m.fn.__module__}).")
         for f in dataclasses.fields(m.params):
             meta = f.metadata
             mp.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=argparse.SUPPRESS,
@@ -125,6 +125,11 @@ def register(sub) -> None:
                                 else f" (default: {_fmt_default(f.default, meta['unit'])})"))
         add_json(mp, "print JSON")
         mp.set_defaults(func=run)
+
+
+def _titled(case: str, text: str) -> str:
+    """``C6: text``, or ``text`` for a model that models no chapter case (``case=""``)."""
+    return f"{case}: {text}" if case else text
 
 
 def run_list(args) -> int:
@@ -157,12 +162,12 @@ def run(args) -> int:
     names = {f.name for f in dataclasses.fields(model.params)}
     overrides = {k: v for k, v in vars(args).items() if k in names}
     params = model.params(**overrides)
-    outputs = model.fn(params)
+    outputs = model.outputs(params)          # a dict of Q, or one line naming the model's file
     if args.json:
         print(json.dumps({"model": model.name, "case": model.case, "params": params.to_dict(),
                           "outputs": {k: q.to_dict() for k, q in outputs.items()}}, indent=1))
         return 0
-    print(f"{model.name} ({model.case}): {model.help}")
+    print(f"{model.name} ({model.case}): {model.help}" if model.case else f"{model.name}: {model.help}")
     units = {f.name: f.metadata["unit"] for f in dataclasses.fields(model.params)}
     set_ = ", ".join(f"{k}={_fmt_default(v, units[k]) if isinstance(v, tuple) else _show(v)}"
                      for k, v in overrides.items())   # a list as typed: 6.4mbit,3.2mbit

@@ -14,6 +14,8 @@ pair) and wait for their ``ready`` lines (``testbed.host.ready``); run the clien
 ``spec.timeout``; keep capturing for ``drain_time``; stop everything this run started; tear
 down what it brought up; write ``manifest.json``; compute metrics (``Workload.metrics``, the
 code ``testbed analyze RUN_DIR`` runs) and the fidelity verdict; write the manifest again.
+Metrics that raise or are not ``{"metrics": {...}, "checks": {...}}`` leave the run ``failed``
+(its files kept), the error naming the workload's metrics file: RunError.
 
 ``session(spec, topology, results_root)`` is the same record for a topology brought up without a
 workload (``testbed topo up``): captures on the spec's hosts around whatever runs in it (outside
@@ -484,7 +486,9 @@ def _last_line(path: Path) -> str:
 
 def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> None:
     """Write the manifest (status, timings, environment, fidelity, inventory); when ``compute``,
-    add ``metrics(run_dir)``'s metrics and checks and write it again."""
+    add ``metrics(run_dir)``'s metrics and checks and write it again.  Metrics that raise or
+    return the wrong shape (``_metrics_shape``): status failed, the error naming the metrics'
+    file and what went wrong, RunError (the run directory is kept; an interruption is re-raised)."""
     result.timings = phases
     from testbed.run.provenance import provenance
     metadata = getattr(bed, "metadata", {}) or {}
@@ -505,16 +509,23 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
         try:
             with signals_raise():           # SIGTERM/SIGHUP as Ctrl-C: recorded below
                 computed = metrics(result.dir)
-        except (ValueError, OSError) as exc:
-            log.warning("metrics of %s could not be computed: %s", result.dir, exc)
-            computed = {"metrics": {}, "checks": {"metrics_error": str(exc)}}
-        except BaseException as exc:   # an interruption or a fault of the metrics code: not complete
+            problem = _metrics_shape(computed)
+        except BaseException as exc:
+            if interruption(exc) or not isinstance(exc, Exception):    # Ctrl-C, SIGTERM: not complete
+                result.status = "failed"
+                result.error = (f"{interruption(exc)} while its metrics were computed (the run itself "
+                                "finished: testbed analyze RUN_DIR computes them)" if interruption(exc) else
+                                f"its metrics could not be computed: {exc!r}")
+                result.write()
+                raise
+            problem = f"raised {type(exc).__name__}: {exc}"
+        if problem:     # a run without its metrics is not complete; its files stay for testbed analyze
             result.status = "failed"
-            result.error = (f"{interruption(exc)} while its metrics were computed (the run itself "
-                            "finished: testbed analyze RUN_DIR computes them)" if interruption(exc) else
-                            f"its metrics could not be computed: {exc!r}")
+            result.error = (f"the metrics of workload {result.spec.workload!r} ({_source(metrics)}) "
+                            f"{problem}; the run itself finished and its captures and logs are kept "
+                            "(testbed analyze RUN_DIR computes the metrics once that is fixed)")
             result.write()
-            raise
+            raise RunError(result.error, run_dir=result.dir, result=result)
     result.metrics = computed.get("metrics", {})
     result.checks.update(computed.get("checks", {}))
     if not result.spec.capture.keep:
@@ -522,6 +533,37 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
             pcap.unlink(missing_ok=True)
         result.files = inventory(result)
     result.write()
+
+
+def _metrics_shape(computed: Any) -> str | None:
+    """What is wrong with what a workload's ``metrics(run_dir)`` returned (None: nothing): it must
+    be ``{"metrics": {NAME: value}, "checks": {NAME: value}}`` (``checks`` may be left out)."""
+    allowed = 'allowed: {"metrics": {NAME: value, ...}, "checks": {NAME: value, ...}}'
+    if not isinstance(computed, dict):
+        return f"returned {type(computed).__name__} {_short(computed)}, not a dict; {allowed}"
+    extra = sorted(map(str, set(computed) - {"metrics", "checks"}))
+    if extra or "metrics" not in computed:
+        what = f"key(s) {', '.join(extra)}" if extra else "no key metrics"
+        return f"returned a dict with {what}; {allowed}"
+    for key in ("metrics", "checks"):
+        part = computed.get(key, {})
+        if not isinstance(part, dict) or not all(isinstance(k, str) for k in part):
+            return f"returned {key} {_short(part)}, not a dict of names; {allowed}"
+    return None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _source(fn: Any) -> str:
+    """The file a function is defined in (a plugin's metrics), else its module."""
+    import inspect
+    try:
+        return inspect.getsourcefile(fn) or fn.__module__
+    except TypeError:
+        return getattr(fn, "__module__", None) or repr(fn)
 
 
 def _fidelity(metadata: dict) -> dict:

@@ -53,13 +53,17 @@ from testbed.spec.runspec import ALIASES, resolve_alias  # noqa: F401  (re-expor
 from testbed.spec.units import parse_bool, parse_size, parse_time, written
 
 SIDES = ("client", "server", "both", "run")
+UNITS = ("size", "time")      # what ``param(unit=...)`` checks a value as (None: nothing)
 
 
 def param(default: Any, help: str, side: str = "client", choices: tuple | None = None,
           unit: str | None = None, transport: str | None = None) -> Any:
-    """A params-dataclass field with its command-line metadata."""
+    """A params-dataclass field with its command-line metadata; ValueError naming what is allowed
+    for an unknown ``side`` or ``unit`` (a plugin file that declares one fails to load, named)."""
     if side not in SIDES:
-        raise ValueError(f"side {side!r}; allowed: {', '.join(SIDES)}")
+        raise ValueError(f"param side {side!r}; allowed: {', '.join(SIDES)}")
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"param unit {unit!r}; allowed: {', '.join(UNITS)} or none")
     return field(default=default, metadata={"help": help, "side": side, "choices": choices,
                                             "unit": unit, "transport": transport})
 
@@ -147,6 +151,31 @@ class Workload:
     links: Callable[[Any, Any, Any], dict[str, str]] | None = None  # (params, spec, topology) → implied
     transport: str | None = None     # set: this record runs workload ``name`` over that transport
     socket_factors: bool = True      # False: its programs set no TCP socket factors (--cc, ...)
+
+    def __post_init__(self) -> None:
+        """A field of the wrong kind (a port as text, params without ``@dataclass``, metrics
+        that is not a function) refused here, naming the field and what it takes (a plugin
+        file that makes one fails to load, named), not later in a run."""
+        def refuse(what: str, allowed: str) -> None:
+            raise UsageError(f"workload {self.name!r}: {what}; allowed: {allowed}")
+        if not isinstance(self.name, str) or not self.name:
+            refuse(f"name {self.name!r}", "a non-empty string")
+        for key in ("help", "module"):
+            if not isinstance(getattr(self, key), str):
+                refuse(f"{key} {getattr(self, key)!r}", "a string")
+        if not self.module:
+            refuse("module ''", "the module its programs run as (python -m MODULE)")
+        if not (isinstance(self.params, type) and "__dataclass_fields__" in vars(self.params)):
+            refuse(f"params {getattr(self.params, '__name__', self.params)!r} is not a dataclass "
+                   "(a class with @dataclass of its own)",
+                   "a class decorated with @dataclass(frozen=True), its fields param(...)")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 < self.port < 65536:
+            refuse(f"port {self.port!r}", "a whole number 1..65535 (the server's TCP/UDP port)")
+        if not callable(self.metrics):
+            refuse(f"metrics {self.metrics!r}", 'a function run_dir -> {"metrics": {...}, "checks": {...}}')
+        for key in ("check", "links"):
+            if getattr(self, key) is not None and not callable(getattr(self, key)):
+                refuse(f"{key} {getattr(self, key)!r}", "a function (params, spec, topology) or None")
 
     def make_params(self, values: Mapping[str, Any] = {}) -> Any:
         """The params dataclass from ``values`` (field → value as given); UsageError names the
@@ -265,17 +294,23 @@ def from_args(args: argparse.Namespace, params: type) -> dict[str, Any]:
 
 # --- registry -----------------------------------------------------------------------------------
 
-# ``testbed run`` options every workload shares (testbed/cli/run.py); factor names are taken too
-RESERVED = ("topo", "overrides", "link", "backend", "seed", "engine", "results", "client_host",
-            "server_host", "capture", "full_payload", "discard_pcaps", "timeout", "json",
-            "workload", "func", "command", "verbose", "quiet")
+# ``testbed run`` options every workload shares (testbed/cli/run.py): their dests and, where the
+# option is not ``--DEST``, the option's name (``--set``, ``--help``); factor names are taken too
+RESERVED = ("topo", "overrides", "set", "link", "backend", "seed", "engine", "results", "client_host",
+            "server_host", "capture", "full_payload", "discard_pcaps", "timeout", "json", "help",
+            "workload", "func", "check_in_guest", "command", "verbose", "quiet")
+# the options of a workload's own program (``testbed.apps.appcli.app_parser``, ``client_argv``):
+# a parameter its program gets (side client, server or both) must not be one of them
+PROGRAM_OPTIONS = ("server", "listen", "log", "socks", "role", "func", "help")
 
 
 class WorkloadRegistry(Registry[Workload]):
     """``Registry`` of workloads: a record's parameter names must not collide with ``testbed
-    run``'s own options (``RESERVED``: refused when it registers) or a factor name
-    (``testbed.spec.factors.FACTORS``: refused before the first lookup, once every record of the
-    user's own is in); a record with ``transport`` set is kept apart: it runs the registered
+    run``'s own options (``RESERVED``), its program's (``PROGRAM_OPTIONS``: both refused when it
+    registers) or a factor name (``testbed.spec.factors.FACTORS``: refused before the first
+    lookup, once every record of the user's own is in; a factor of the user's own named like a
+    built-in workload's parameter is the factor's fault, and a factor named like a ``testbed run``
+    option is refused too); a record with ``transport`` set is kept apart: it runs the registered
     workload of its name (same params) over that transport."""
 
     def __init__(self) -> None:
@@ -291,6 +326,13 @@ class WorkloadRegistry(Registry[Workload]):
             self._transports[(w.name, w.transport)] = w
             return w
         _refuse_taken(w, RESERVED)
+        program = sorted(f.name for f in dataclasses.fields(w.params)
+                         if f.name in PROGRAM_OPTIONS and f.metadata.get("side", "client") != "run")
+        if program:
+            raise UsageError(f"workload {w.name!r} ({w.params.__module__}): parameter name(s) "
+                             f"{', '.join(program)} collide with the options of its program "
+                             f"(--{', --'.join(PROGRAM_OPTIONS[:4])}); rename them, or give them "
+                             "side='run' if only the testbed reads them")
         return super().register(w)
 
     def for_transport(self, name: str, transport: str) -> Workload | None:
@@ -299,11 +341,53 @@ class WorkloadRegistry(Registry[Workload]):
         return self._transports.get((name, transport))
 
     def check_factor_names(self) -> None:
-        """Refuse a parameter named like a factor (a loader: it runs after the user's records)."""
+        """Refuse a parameter named like a factor (a loader: it runs after the user's records),
+        blaming the newcomer: a factor of the user's own that takes the name of a built-in
+        workload's parameter is refused as that factor, else the workload is."""
         from testbed.spec.factors import FACTORS
         names = set(FACTORS)
+        taken = sorted(names & {*RESERVED, *PROGRAM_OPTIONS})
+        if taken:
+            raise UsageError(f"factor {taken[0]!r} ({_factor_origin(FACTORS[taken[0]])}): its option "
+                             f"--{taken[0].replace('_', '-')} is one of `testbed run`'s own or its "
+                             "programs'; rename the factor")
         for w in self._records.values():
+            clash = sorted({f.name for f in dataclasses.fields(w.params)} & names)
+            if clash and _builtin(w.params.__module__):
+                raise UsageError(f"factor {clash[0]!r} ({_factor_origin(FACTORS[clash[0]])}) has the name "
+                                 f"of a parameter of the built-in workload {w.name!r}: --{clash[0]} "
+                                 f"would be both; rename the factor")
             _refuse_taken(w, names)
+
+
+def _builtin(module: str) -> bool:
+    """Whether ``module`` is one of this project's (a built-in record's), not a user's."""
+    return module.split(".")[0] in ("testbed", "analysis", "experiments", "topologies")
+
+
+def _origin(module: str) -> str:
+    """The file of ``module`` where it has one (a plugin's), else its name."""
+    import sys
+    path = getattr(sys.modules.get(module), "__file__", None)
+    return str(path) if path and not _builtin(module) else module
+
+
+def _factor_origin(factor: Any) -> str:
+    """Where factor record ``factor`` comes from, as well as a record without a module can say:
+    the file of a function of its own (``parse``, ``apply``, ...), else the one file on
+    ``TESTBED_PATH`` that writes its name in quotes, else the user's directories."""
+    for key in ("parse", "allowed", "implies", "apply", "read"):
+        module = getattr(getattr(factor, key, None), "__module__", None)
+        if module and not _builtin(module):
+            return _origin(module)
+    dirs = plugins.search_path()
+    quoted = (f'"{factor.name}"', f"'{factor.name}'")
+    files = [path for d in dirs for path in sorted(d.glob("*.py"))
+             if any(q in path.read_text(errors="replace") for q in quoted)]
+    if len(files) == 1:
+        return str(files[0])
+    dirs = [str(d) for d in dirs]
+    return f"{plugins.ENV}: {', '.join(dirs)}" if dirs else f"a {plugins.GROUP} entry point"
 
 
 def _refuse_taken(w: Workload, taken: Any) -> None:

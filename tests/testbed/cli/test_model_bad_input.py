@@ -64,3 +64,57 @@ def test_every_number_at_its_bound_evaluates_quickly():
             except ValueError:
                 pass                        # refused with a message (e.g. a DIFS of 10^6 s)
             assert time.monotonic() - start < 3, (model.name, f.name)
+
+
+BDP = '''"""bdp: the bandwidth-delay product of a path (docs/adding.md)."""
+from dataclasses import dataclass
+
+from analysis.models.base import Params, Q, param, register
+
+
+{decorator}
+class BdpParams(Params):
+    rate: float = param(50e6, "bit/s", "bottleneck rate")
+    rtt: float = param(0.02, "s", "round-trip time")
+
+
+@register("{name}", "", "the bandwidth-delay product", BdpParams)
+def bdp(p: BdpParams):
+    return {{"bdp": {output}}}
+'''
+
+
+@pytest.mark.parametrize("name,decorator,output,code,out,err", [
+    # the guide's model: case "" printed "tbbdp ()"
+    ("tbbdp", "@dataclass(frozen=True)", 'Q(p.rate * p.rtt / 8, "B", "bytes in flight that fill the path")',
+     0, "tbbdp: the bandwidth-delay product\n", ""),
+    # outputs that are not Q: an AttributeError traceback
+    ("tbbdpnoq", "@dataclass(frozen=True)", "p.rate * p.rtt / 8", 2, "",
+     "testbed: error: model 'tbbdpnoq' ({file}): output 'bdp' is float 250000.0, not a Q; allowed: a dict "
+     "{{name: Q(value, unit, help)}}\n"),
+    # @dataclass forgotten: no parameters, --rate refused as unrecognized (and a TypeError without it)
+    ("tbbdpnodc", "", 'Q(1.0, "B", "x")', 2, "",
+     "testbed: error: plugin {file} failed to load: ValueError: model 'tbbdpnodc': params BdpParams has "
+     "no @dataclass of its own (its fields would be plain class attributes: no parameters); allowed: "
+     "@dataclass(frozen=True) on the line before class BdpParams\n"),
+])
+def test_a_model_of_ones_own_is_one_line_naming_its_file(tmp_path, name, decorator, output, code, out, err):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    plugin = tmp_path / f"{name}.py"
+    plugin.write_text(BDP.format(name=name, decorator=decorator, output=output))
+    r = subprocess.run([sys.executable, "-m", "testbed", "model", name, "--rate", "20mbit", "--rtt", "100ms"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "TESTBED_PATH": str(tmp_path)})
+    assert (r.returncode, r.stderr) == (code, err.format(file=plugin)), r.stderr
+    assert r.stdout.startswith(out)
+    if code == 0:
+        assert "bdp         250,000 B" in r.stdout
+        listed = subprocess.run([sys.executable, "-m", "testbed", "model", "--help"], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "PYTHONPATH": str(REPO), "TESTBED_PATH": str(tmp_path)})
+        line = next(ln for ln in listed.stdout.splitlines() if name in ln)
+        assert line.split() == [name, "the", "bandwidth-delay", "product"], line     # was ": the ..."

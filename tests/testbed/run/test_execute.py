@@ -211,10 +211,124 @@ def test_a_run_interrupted_while_its_metrics_are_computed_is_not_complete(tmp_pa
     run = load_run(tmp_path)
     assert run.status == "failed" and run.error.startswith("interrupted (SIGINT) while its metrics were computed")
 
-    def faulty(run_dir):
-        raise KeyError("flows")
-    result = RunResult("tb-y", tmp_path / "y", LOOP, "failed", None, time.time(), 0.0)
-    result.dir.mkdir()
-    with pytest.raises(KeyError):
-        _finish(result, None, {}, faulty, compute=True)
-    assert load_run(result.dir).error == "its metrics could not be computed: KeyError('flows')"
+
+
+def faulty_metrics(run_dir):
+    raise KeyError("flows")
+
+
+def flat_metrics(run_dir):
+    return {"completion_ms": 3.0}
+
+
+def odd_metrics(run_dir):
+    return {"metrics": [("completion_ms", 3.0)]}
+
+
+@pytest.mark.parametrize("metrics,problem", [
+    (faulty_metrics, "raised KeyError: 'flows'"),
+    (flat_metrics, 'returned a dict with key(s) completion_ms; allowed: {"metrics": {NAME: value, ...}, '
+                   '"checks": {NAME: value, ...}}'),
+    (odd_metrics, "returned metrics [('completion_ms', 3.0)], not a dict of names; allowed: {\"metrics\""),
+    (lambda run_dir: None, "returned NoneType None, not a dict; allowed: {\"metrics\""),
+])
+def test_a_workloads_metrics_that_raise_or_have_the_wrong_shape_fail_the_run_naming_its_file(
+        tmp_path, metrics, problem):
+    """A workload's metrics() that raised (KeyError: a traceback, and the experiment runner threw
+    the run directory away) or returned the wrong shape (recorded as no metrics, status complete)
+    leaves the run failed, the files kept, the error one line naming the metrics' file: RunError."""
+    import time
+
+    from testbed.run.execute import _finish
+    from testbed.spec.runresult import RunResult
+
+    (tmp_path / "client.jsonl").write_text("{}\n")
+    result = RunResult("tb-y", tmp_path, LOOP, "failed", None, time.time(), 0.0)
+    with pytest.raises(RunError) as exc:
+        _finish(result, None, {}, metrics, compute=True)
+    run = load_run(tmp_path)
+    assert run.status == "failed" and run.metrics == {}
+    assert run.error == str(exc.value) and "\n" not in run.error
+    assert run.error.startswith(f"the metrics of workload 'reqresp' ({__file__}) {problem}"), run.error
+    assert "the run itself finished and its captures and logs are kept" in run.error
+    assert exc.value.result is result and exc.value.run_dir == tmp_path
+    assert (tmp_path / "client.jsonl").exists()
+
+
+def test_metrics_of_the_right_shape_are_recorded(tmp_path):
+    import time
+
+    from testbed.run.execute import _finish
+    from testbed.spec.runresult import RunResult
+
+    result = RunResult("tb-z", tmp_path, LOOP, "failed", None, time.time(), 0.0)
+    _finish(result, None, {}, lambda run_dir: {"metrics": {"completion_ms": 3.0}}, compute=True)
+    run = load_run(tmp_path)
+    assert run.status == "complete" and run.metrics == {"completion_ms": 3.0} and run.error is None
+
+
+PLUGIN = '''"""tbmetricsbad: the client writes one line; metrics() reads a key it never wrote."""
+import json
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.workloads import WORKLOADS, Workload, param
+
+
+@dataclass(frozen=True)
+class P:
+    count: int = param(1, "unused")
+
+
+def metrics(run_dir):
+    return {"metrics": {"n": json.loads((run_dir / "client.jsonl").read_text())["missing"]}}
+
+
+W = WORKLOADS.register(Workload("tbmetricsbad", "a toy", "tbmetricsbad", P, 5931, metrics=metrics,
+                                socket_factors=False))
+
+
+def serve(args):
+    host, _, port = args.listen.rpartition(":")
+    with socket.create_server((host, int(port))) as server:
+        print(f"ready {host}:{port}", flush=True)
+        server.accept()
+
+
+def client(args):
+    host, _, port = args.server.rpartition(":")
+    socket.create_connection((host, int(port))).close()
+    Path(args.log).write_text(json.dumps({"n": 1}) + "\\n")
+    return 0
+
+
+if __name__ == "__main__":
+    from testbed.apps.appcli import app_main, app_parser
+    raise SystemExit(app_main(lambda: app_parser(W, __doc__, serve, client)[0]))
+'''
+
+
+def test_a_plugin_workloads_metrics_that_raise_are_one_line_and_the_run_is_kept(tmp_path):
+    """`testbed run` of a plugin whose metrics() raises: was a traceback (and status complete
+    on disk); now one line naming the plugin file and the exception, exit 1, the run directory
+    kept with status failed and that error in its manifest."""
+    import os
+    import sys
+
+    (tmp_path / "plugins").mkdir()
+    plugin = tmp_path / "plugins" / "tbmetricsbad.py"
+    plugin.write_text(PLUGIN)
+    r = subprocess.run([sys.executable, "-m", "testbed", "run", "tbmetricsbad", "--topo", "loopback",
+                        "--results", str(tmp_path / "results")], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "TESTBED_PATH": str(plugin.parent)})
+    err = r.stderr.strip()
+    assert r.returncode == 1 and "\n" not in err and "Traceback" not in err, r.stderr
+    assert err.startswith(f"testbed: error: the metrics of workload 'tbmetricsbad' ({plugin}) raised "
+                          "KeyError: 'missing'"), err
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert f"(run directory: {run_dir})" in err
+    run = load_run(run_dir)
+    assert run.status == "failed" and "raised KeyError: 'missing'" in run.error
+    assert (run_dir / "client.jsonl").exists()
