@@ -70,11 +70,12 @@ def _checked_formats(items, what: str) -> tuple[str, ...]:
     if not all(items):
         raise ValueError(f"{what}: an empty format in the list; give a comma list of "
                          f"{', '.join(allowed)} (e.g. png,pdf)")
-    bad = [f for f in items if f not in allowed]
+    bad = list(dict.fromkeys(f for f in items if f not in allowed))
     if bad:
-        raise ValueError(f"{what}: {', '.join(map(repr, dict.fromkeys(bad)))} "
+        why = " (pgf needs a LaTeX installation)" if "pgf" in bad else ""
+        raise ValueError(f"{what}: {', '.join(map(repr, bad))} "
                          f"{'is not a format' if len(bad) == 1 else 'are not formats'} a figure "
-                         f"can be written as; give a comma list of {', '.join(allowed)} (e.g. png,pdf)")
+                         f"can be written as{why}; give a comma list of {', '.join(allowed)} (e.g. png,pdf)")
     return tuple(dict.fromkeys(items))
 
 

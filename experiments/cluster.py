@@ -63,7 +63,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
-from testbed.host.logs import log_to_stderr
+from testbed.host.logs import log_to_stderr, logging_set_up
 from testbed.spec.errors import SetupError, UsageError
 from testbed.spec.runresult import RunResult
 
@@ -244,9 +244,11 @@ def remote_block(exp_dict: dict, slots: list[dict], executor: Callable, kw: dict
     ``queue``), keep nothing on disk; the packs, returned too: the task's result, which Dask
     computes again should this worker die before the coordinator has it, brings any run whose
     sent copy was lost with the worker.  ``log_level``: the coordinator's, logged as it does
-    (``testbed.host.logs.log_to_stderr``: this worker process is spawned, its set-up never ran)."""
+    (``testbed.host.logs.log_to_stderr``) in a worker process whose own set-up never ran (a local
+    cluster's, spawned); a ``testbed worker`` logs at its own -v or -q."""
     from distributed import Queue, get_client, get_worker
-    log_to_stderr(log_level)
+    if not logging_set_up():        # a spawned worker; a `testbed worker` keeps its own -v, -q
+        log_to_stderr(log_level)
     worker = get_worker()
     mine = facts()
     if mine != want:

@@ -73,7 +73,7 @@ from testbed.spec.errors import UsageError
 from testbed.spec.registry import Registry
 from testbed.spec.runspec import MAX_SEED, SEED_RANGE
 from testbed.spec.schedule import SCHEDULE_FIELDS
-from testbed.spec.units import delay_as_written
+from testbed.spec.units import counted, delay_as_written
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 ORDERS = ("alternate", "abba", "random")
@@ -409,21 +409,58 @@ class Experiment:
                 raise UsageError(f"{self.named}: unknown model {m['model']!r}; allowed: "
                                  f"{', '.join(MODELS.names())} (testbed model list)")
         plans = self._plans         # first: a misspelt factor is named as such, not as unchecked
-        for f, levels in self._factor_levels():
-            field_ = re.fullmatch(r"links\.[^.]+\.[^.]+\.(\w+)", f)
-            step = next((v for v in levels if isinstance(v, str) and "@" in v), None)
-            if field_ and field_[1] not in SCHEDULE_FIELDS and step is not None and self.check != "none":
-                where = f.rpartition(".")[0]
-                raise UsageError(f"{self.named}: level {step!r} of factor {f!r} is a schedule step, "
-                                 f"which the {field_[1]}'s check cannot verify; allowed: plain "
-                                 f"{field_[1]} levels, or steps as levels of {where}.schedule "
-                                 f"(e.g. '{field_[1]}={step}'), whose check verifies each took effect")
+        if self.check != "none":
+            self._refuse_unverifiable_link_levels()
+        for f in self.factors():
             if self.check != "none" and check_for(f) is None:
                 raise UsageError(f"{self.named}: no manipulation check for factor {f!r}; "
                                  "allowed: a factor with one (`testbed experiment factors` lists them), "
                                  "or this one unverified, its runs marked so in the report: set "
                                  "check = \"none\" in the definition")
         return plans
+
+    def _refuse_unverifiable_link_levels(self) -> None:
+        """Refuse link levels whose check would exclude every run: a step (``5mbit@1s``) as a
+        plain field's level (its check reads a rate, not a step); ``default`` as a level of a
+        schedule field (``schedule``, ``trace``, ``down``: no item to verify); a ``schedule`` or
+        ``trace`` factor on a direction whose schedule something else sets too (the cross factor,
+        ``[base.links]``: their check asks for the level's items and no others); a ``down``
+        factor where ``[base.links]`` sets that direction's schedule to none (it removes the
+        outage)."""
+        base = self.base.get("links") or {}
+        setters: dict[str, list[str]] = {}
+        for key, value in base.items():
+            if key.rpartition(".")[2] in SCHEDULE_FIELDS or (isinstance(value, str) and "@" in value):
+                setters.setdefault(key.rpartition(".")[0], []).append(f"[base.links] {key!r}")
+        exact = {}
+        for f, levels in self._factor_levels():
+            parts = re.fullmatch(r"links\.([^.]+\.[^.]+)\.(\w+)", f)
+            if not parts:
+                continue
+            where, name = parts[1], parts[2]
+            step = next((v for v in levels if isinstance(v, str) and "@" in v), None)
+            if name not in SCHEDULE_FIELDS and step is not None:
+                raise UsageError(f"{self.named}: level {step!r} of factor {f!r} is a schedule step, "
+                                 f"which the {name}'s check cannot verify; allowed: plain {name} "
+                                 f"levels, or steps as levels of links.{where}.schedule (e.g. "
+                                 f"'{name}={step}'), whose check verifies each took effect")
+            if name in SCHEDULE_FIELDS and DEFAULT in levels:
+                raise UsageError(f"{self.named}: level 'default' of factor {f!r} gives no item to "
+                                 f"verify; allowed: its items as levels (no {name}: links.{where}."
+                                 "schedule level 'none')")
+            if name == "down" and str(base.get(f"{where}.schedule", "")).strip().lower() == "none":
+                raise UsageError(f"{self.named}: [base.links] '{where}.schedule' = 'none' removes the "
+                                 f"outage of factor {f!r}; allowed: no schedule there, or one with items")
+            if name in SCHEDULE_FIELDS:
+                setters.setdefault(where, []).append(f"factor {f!r}")
+                if name != "down":
+                    exact[where] = f
+        for where, f in exact.items():
+            if len(setters[where]) > 1:
+                raise UsageError(f"{self.named}: {' and '.join(setters[where])} both set link {where}'s "
+                                 f"schedule, and the check of {f!r} asks for its level's items and no "
+                                 "others; allowed: one of them (an outage and steps in one schedule "
+                                 "level: 'down=2s+0.5s;rate=4mbit@3s')")
 
     def _factor_levels(self) -> tuple[tuple[str, tuple], ...]:
         """(factor, its levels), and the cross factor's when there is one."""
@@ -593,7 +630,7 @@ def read_definition(path: Path | str) -> Experiment:
         # a definition compares; --levels (--cross-levels) may narrow a run to one arm
         if isinstance(levels, (list, tuple)) and len(levels) < 2:
             raise UsageError(f"{p}: experiment {data.get('name')!r}: {what} {factor!r} has "
-                             f"{len(levels)} level(s); allowed: two or more levels (narrow a run "
+                             f"{counted(len(levels), 'level')}; allowed: two or more levels (narrow a run "
                              f"to one with {option})")
     too_few("factor", data.get("factor"), data.get("levels"), "--levels")
     if isinstance(cross, dict):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from testbed.spec.errors import UsageError
 from testbed.spec.runresult import MANIFEST, read_manifest
+from testbed.spec.units import format_number
 
 from experiments.runner import experiment_manifest
 from experiments.summary import run_value
@@ -100,7 +101,7 @@ def _stamp(text: str | None) -> float:
 def _num(v) -> str:
     if v is None:
         return "–"
-    return f"{v:,.0f}" if "e+" in f"{v:.4g}" else f"{v:.4g}"      # 240,411, not 2.404e+05
+    return format_number(v)
 
 
 def _run_entry(d: Path, m: dict) -> Entry:

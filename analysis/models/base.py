@@ -100,15 +100,6 @@ RESERVED_MODEL_NAMES = ("list",)
 RESERVED_PARAM_NAMES = ("json", "help", "model_name", "func", "command", "verbose", "quiet", "to_dict")
 
 
-def _source(fn: Any) -> str:
-    """The file ``fn`` is defined in (a model of the user's own: its plugin file), else its module."""
-    import inspect
-    try:
-        return inspect.getsourcefile(fn) or fn.__module__
-    except TypeError:
-        return getattr(fn, "__module__", None) or repr(fn)
-
-
 @dataclass(frozen=True)
 class Model:
     """name: CLI name; case: chapter case(s) (e.g. "C6", or ""); help: one line; params: the
@@ -154,7 +145,7 @@ class Model:
         its file, the output and what is allowed otherwise."""
         from testbed.spec.errors import UsageError
         out = self.fn(params)
-        where = f"model {self.name!r} ({_source(self.fn)})"
+        where = f"model {self.name!r} ({plugins.source_of(self.fn)})"
         allowed = "allowed: a dict {name: Q(value, unit, help)}"
         if not isinstance(out, dict) or not out:
             raise UsageError(f"{where} returned {type(out).__name__} {out!r:.60}; {allowed}")

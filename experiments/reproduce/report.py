@@ -20,6 +20,7 @@ from analysis.models.transfer import BlocksParams, block_timeline
 from analysis.models.window import SlowStartParams, cumulative
 from analysis.page import Page, Raw, details, esc, link, setup_table
 from analysis.plots import _plt, _save, figure_legend
+from testbed.spec.units import counted, format_number
 
 COLUMNS = ("id", "quantity", "unit", "chapter", "model", "measured", "ci95", "n", "tolerance", "ok",
            "note", "experiment_dir")
@@ -434,7 +435,7 @@ def _fmt(v, unit: str = "") -> str:
     if isinstance(v, (int, float)) and float(v).is_integer() and abs(v) >= 1000:
         return f"{int(v):,}"
     if isinstance(v, float):            # not 2.4022e+05 beside the chapter's 250,000
-        return f"{v:,.0f}" if "e+" in f"{v:.5g}" else f"{v:.5g}"
+        return format_number(v, 5)
     return str(v)
 
 
@@ -459,7 +460,7 @@ def _meta_line(meta: dict) -> str:
     return (f"{meta['rows']} rows, {meta['measured']} measured with packets, {meta['ok']} of them "
             f"within tolerance; mode {meta['mode']}; host load {meta['load_before']} → "
             f"{meta['load_after']}, {meta.get('cpu', '')}; {meta['started']} – {meta['finished']}"
-            + (f"; {meta['resumed']} experiment(s) continued from an earlier invocation (the load "
+            + (f"; {counted(meta['resumed'], 'experiment')} continued from an earlier invocation (the load "
                "covers only this one)" if meta.get("resumed") else ""))
 
 

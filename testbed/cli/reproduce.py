@@ -18,7 +18,7 @@ from pathlib import Path
 from testbed.backends import BACKENDS
 from testbed.cli.options import add_backend, add_cluster, add_json, add_results, directory_path
 from testbed.emulator.config import add_engine_option
-from testbed.spec.units import counted
+from testbed.spec.units import counted, format_number
 
 
 def register(sub) -> None:
@@ -61,7 +61,7 @@ def _show(v) -> str:
     if isinstance(v, (int, float)) and float(v).is_integer() and abs(v) >= 1000:
         return f"{int(v):,}"
     if isinstance(v, float):            # not 2.4022e+05 beside the chapter's 250,000
-        return f"{v:,.0f}" if "e+" in f"{v:.5g}" else f"{v:.5g}"
+        return format_number(v, 5)
     return str(v)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from testbed.cli.options import add_json, add_results
+from testbed.spec.units import format_number
 
 
 def register(sub) -> None:
@@ -24,8 +25,8 @@ def register(sub) -> None:
 def _show(v) -> str:
     if v is None:
         return "–"
-    if isinstance(v, float):            # 240,411, not 2.404e+05
-        return f"{v:,.0f}" if "e+" in f"{v:.4g}" else f"{v:.4g}"
+    if isinstance(v, float):
+        return format_number(v)
     return str(v)
 
 

@@ -20,6 +20,7 @@ def log_to_stderr(level: int) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("testbed: %(levelname)s: %(message)s"))
     handler.addFilter(lambda r: r.levelno >= logging.WARNING or not r.name.startswith(QUIET_LIBRARIES))
+    handler.testbed = True          # set up already (:func:`logging_set_up`)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -28,6 +29,11 @@ def log_to_stderr(level: int) -> None:
     dask = logging.getLogger("distributed")
     if not dask.handlers and level > logging.INFO:
         dask.setLevel(logging.ERROR)
+
+
+def logging_set_up() -> bool:
+    """Whether :func:`log_to_stderr` ran in this process (a ``testbed`` command's: its -v, -q)."""
+    return any(getattr(h, "testbed", False) for h in logging.getLogger().handlers)
 
 
 def _undo_mininet_loggers() -> None:

@@ -14,8 +14,10 @@ pair) and wait for their ``ready`` lines (``testbed.host.ready``); run the clien
 ``spec.timeout``; keep capturing for ``drain_time``; stop everything this run started; tear
 down what it brought up; write ``manifest.json``; compute metrics (``Workload.metrics``, the
 code ``testbed analyze RUN_DIR`` runs) and the fidelity verdict; write the manifest again.
-Metrics that raise or are not ``{"metrics": {...}, "checks": {...}}`` leave the run ``failed``
-(its files kept), the error naming the workload's metrics file: RunError.
+Metrics that fail on the run's data (ValueError, OSError) leave it complete with
+``checks.metrics_error``; metrics that raise anything else or are not ``{"metrics": {...},
+"checks": {...}}`` leave the run ``failed`` (its files kept), the error naming the workload's
+metrics file: RunError.
 
 ``session(spec, topology, results_root)`` is the same record for a topology brought up without a
 workload (``testbed topo up``): captures on the spec's hosts around whatever runs in it (outside
@@ -53,6 +55,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from testbed.spec import factors
+from testbed.spec.plugins import source_of
 from testbed.spec.errors import RunError, SetupError, TestbedError, UsageError
 from testbed.host.lifecycle import interruption, new_run_id, signals_raise
 from testbed.host.ready import wait_ready
@@ -298,19 +301,20 @@ def _direction_keys(links: list[dict], recorded: dict) -> list[tuple[str, str | 
     """(``LINK.DIR``, its name among the ``recorded`` changes' directions or None, the recorded
     schedule) of every scheduled link direction of the metadata's ``links``.  A backend names a
     direction ``src-dst``, and the userspace one ``src-dst.N`` where several links join the same
-    two hosts: those are matched in the links' order."""
+    two hosts: those are matched in the links' order; one ``src-dst`` record where several
+    scheduled links join them (the kernel backend's) is none of theirs (None)."""
     dirs = [(f"{rec.get('name') or rec['a'] + '-' + rec['b']}.{d}", f"{src}-{dst}", sch)
             for rec in links
             for d, key, src, dst in (("up", "a_to_b", rec["a"], rec["b"]), ("down", "b_to_a", rec["b"], rec["a"]))
             if (sch := (rec.get(key) or {}).get("schedule"))]
     out: list[tuple[str, str | None, dict]] = []
     for label, pair, sch in dirs:
-        if pair in recorded:
-            out.append((label, pair, sch))
+        peers = [lab for lab, p, _ in dirs if p == pair]
+        if pair in recorded:        # one record for several links (the kernel's): none is theirs
+            out.append((label, pair if len(peers) == 1 else None, sch))
             continue
         numbered = sorted((k for k in recorded if k.rpartition(".")[0] == pair and k.rpartition(".")[2].isdigit()),
                           key=lambda k: int(k.rpartition(".")[2]))
-        peers = [lab for lab, p, _ in dirs if p == pair]
         out.append((label, numbered[peers.index(label)] if len(numbered) == len(peers) else None, sch))
     return out
 
@@ -341,7 +345,8 @@ def _schedule_warnings(result: RunResult, metadata: dict, recorded: dict[str, li
             continue
         changes = recorded.get(key) if key is not None else None
         if changes is None:
-            why = "no link backend summary" if not has_summary else "the backend recorded none for it"
+            why = ("no link backend summary" if not has_summary else
+                   "the backend recorded none that is this link's alone")
             line = f"link {label}: none of its schedule's changes are recorded ({why}), so what took effect is unknown"
             later = [item.text for item in schedule.items()
                      if item.moment is not None and end_s is not None and item.moment > end_s]
@@ -486,9 +491,11 @@ def _last_line(path: Path) -> str:
 
 def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> None:
     """Write the manifest (status, timings, environment, fidelity, inventory); when ``compute``,
-    add ``metrics(run_dir)``'s metrics and checks and write it again.  Metrics that raise or
-    return the wrong shape (``_metrics_shape``): status failed, the error naming the metrics'
-    file and what went wrong, RunError (the run directory is kept; an interruption is re-raised)."""
+    add ``metrics(run_dir)``'s metrics and checks and write it again.  Metrics that cannot read
+    the run's data (ValueError, OSError: a damaged capture) leave it complete, the reason in
+    ``checks.metrics_error`` and a warning; metrics that raise anything else or return the wrong
+    shape (``_metrics_shape``): status failed, the error naming the metrics' file and what went
+    wrong, RunError (the run directory is kept; an interruption is re-raised)."""
     result.timings = phases
     from testbed.run.provenance import provenance
     metadata = getattr(bed, "metadata", {}) or {}
@@ -518,10 +525,14 @@ def _finish(result: RunResult, bed, phases: dict, metrics, compute: bool) -> Non
                                 f"its metrics could not be computed: {exc!r}")
                 result.write()
                 raise
-            problem = f"raised {type(exc).__name__}: {exc}"
+            if isinstance(exc, (ValueError, OSError)):     # the run's data (a damaged capture): said, kept
+                log.warning("metrics of %s could not be computed: %s", result.dir, exc)
+                computed, problem = {"metrics": {}, "checks": {"metrics_error": str(exc)}}, None
+            else:                                           # a fault of the metrics code
+                problem = f"raised {type(exc).__name__}: {exc}"
         if problem:     # a run without its metrics is not complete; its files stay for testbed analyze
             result.status = "failed"
-            result.error = (f"the metrics of workload {result.spec.workload!r} ({_source(metrics)}) "
+            result.error = (f"the metrics of workload {result.spec.workload!r} ({source_of(metrics)}) "
                             f"{problem}; the run itself finished and its captures and logs are kept "
                             "(testbed analyze RUN_DIR computes the metrics once that is fixed)")
             result.write()
@@ -555,15 +566,6 @@ def _metrics_shape(computed: Any) -> str | None:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _source(fn: Any) -> str:
-    """The file a function is defined in (a plugin's metrics), else its module."""
-    import inspect
-    try:
-        return inspect.getsourcefile(fn) or fn.__module__
-    except TypeError:
-        return getattr(fn, "__module__", None) or repr(fn)
 
 
 def _fidelity(metadata: dict) -> dict:

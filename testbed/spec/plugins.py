@@ -24,8 +24,10 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from testbed.spec.errors import UsageError
+from testbed.spec.registry import LOADING
 
 ENV = "TESTBED_PATH"
 GROUP = "testbed.plugins"
@@ -103,10 +105,22 @@ def import_file(path: Path | str) -> ModuleType:
     if other is not None:
         raise UsageError(f"plugin {path}: its module name {name!r} is already taken by {other}; "
                          f"rename the file")
+    token = LOADING.set(str(path))          # what registers meanwhile comes from this file
     try:
         return importlib.import_module(name)
     except Exception as exc:
         raise UsageError(f"plugin {path} failed to load: {type(exc).__name__}: {exc}") from exc
+    finally:
+        LOADING.reset(token)
+
+
+def source_of(fn: Any) -> str:
+    """The file a function is defined in (a plugin's metrics or model), else its module."""
+    import inspect
+    try:
+        return inspect.getsourcefile(fn) or fn.__module__
+    except TypeError:
+        return getattr(fn, "__module__", None) or repr(fn)
 
 
 def _found_elsewhere(name: str, path: Path) -> str | None:

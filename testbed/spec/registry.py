@@ -19,11 +19,15 @@ registered by loaders (``add_loader``: ``testbed.spec.plugins.load`` imports the
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from testbed.spec.errors import UsageError
 
 T = TypeVar("T")
+#: the plugin file being imported (``testbed.spec.plugins.import_file``): where a record
+#: registered meanwhile comes from (:meth:`Registry.origin`)
+LOADING: ContextVar[str | None] = ContextVar("loading", default=None)
 
 
 class Registry(Generic[T]):
@@ -35,6 +39,7 @@ class Registry(Generic[T]):
         self.kind = kind
         self.also = also
         self._records: dict[str, T] = {}
+        self._origins: dict[str, str] = {}
         self._loaders: list[Callable[[], None]] = []
 
     def register(self, record: T) -> T:
@@ -46,7 +51,13 @@ class Registry(Generic[T]):
         if name in self._records and self._records[name] is not record:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._records[name] = record
+        if (source := LOADING.get()) is not None:
+            self._origins[name] = source
         return record
+
+    def origin(self, name: str) -> str | None:
+        """The plugin file the record ``name`` was registered from, None for a built-in one."""
+        return self._origins.get(name)
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """``loader()`` runs once, before the first lookup; it registers more records."""

@@ -101,6 +101,8 @@ class Moment:
 def _step_value(name: str, value: Any) -> Any:
     """One step field from human units, as ``LinkSpec.parse`` reads it."""
     if name == "rate":
+        if value == "":             # LinkSpec.parse's unshaped, but a step gives a rate or says so
+            raise ValueError("rate '': give a rate (e.g. 4mbit) or 'unshaped'")
         return parse_link_rate(value)
     if name in ("delay", "jitter"):
         return parse_delay(value, name)

@@ -220,6 +220,13 @@ def parse_bool(value: bool | int | str) -> bool:
     raise ValueError(f"expected a boolean (true/false, yes/no, on/off, 1/0), got {value!r}")
 
 
+def format_number(v: float, digits: int = 4) -> str:
+    """``v`` to ``digits`` significant digits, or whole with thousands commas where that would
+    take an exponent: "1185.3", "0.1548", "240,411" (not "2.404e+05")."""
+    text = f"{v:.{digits}g}"
+    return f"{v:,.0f}" if "e+" in text else text
+
+
 def counted(n: int, noun: str) -> str:
     """``n`` and the noun, plural unless ``n`` is 1: "1 outage", "2 outages", "0 events"."""
     return f"{n} {noun}{'s' * (n != 1)}"

@@ -348,13 +348,13 @@ class WorkloadRegistry(Registry[Workload]):
         names = set(FACTORS)
         taken = sorted(names & {*RESERVED, *PROGRAM_OPTIONS})
         if taken:
-            raise UsageError(f"factor {taken[0]!r} ({_factor_origin(FACTORS[taken[0]])}): its option "
+            raise UsageError(f"factor {taken[0]!r} ({_factor_origin(taken[0])}): its option "
                              f"--{taken[0].replace('_', '-')} is one of `testbed run`'s own or its "
                              "programs'; rename the factor")
         for w in self._records.values():
             clash = sorted({f.name for f in dataclasses.fields(w.params)} & names)
             if clash and _builtin(w.params.__module__):
-                raise UsageError(f"factor {clash[0]!r} ({_factor_origin(FACTORS[clash[0]])}) has the name "
+                raise UsageError(f"factor {clash[0]!r} ({_factor_origin(clash[0])}) has the name "
                                  f"of a parameter of the built-in workload {w.name!r}: --{clash[0]} "
                                  f"would be both; rename the factor")
             _refuse_taken(w, names)
@@ -365,29 +365,10 @@ def _builtin(module: str) -> bool:
     return module.split(".")[0] in ("testbed", "analysis", "experiments", "topologies")
 
 
-def _origin(module: str) -> str:
-    """The file of ``module`` where it has one (a plugin's), else its name."""
-    import sys
-    path = getattr(sys.modules.get(module), "__file__", None)
-    return str(path) if path and not _builtin(module) else module
-
-
-def _factor_origin(factor: Any) -> str:
-    """Where factor record ``factor`` comes from, as well as a record without a module can say:
-    the file of a function of its own (``parse``, ``apply``, ...), else the one file on
-    ``TESTBED_PATH`` that writes its name in quotes, else the user's directories."""
-    for key in ("parse", "allowed", "implies", "apply", "read"):
-        module = getattr(getattr(factor, key, None), "__module__", None)
-        if module and not _builtin(module):
-            return _origin(module)
-    dirs = plugins.search_path()
-    quoted = (f'"{factor.name}"', f"'{factor.name}'")
-    files = [path for d in dirs for path in sorted(d.glob("*.py"))
-             if any(q in path.read_text(errors="replace") for q in quoted)]
-    if len(files) == 1:
-        return str(files[0])
-    dirs = [str(d) for d in dirs]
-    return f"{plugins.ENV}: {', '.join(dirs)}" if dirs else f"a {plugins.GROUP} entry point"
+def _factor_origin(name: str) -> str:
+    """Where factor ``name`` comes from: its plugin file (``Registry.origin``), else built in."""
+    from testbed.spec.factors import FACTORS
+    return FACTORS.origin(name) or "built in"
 
 
 def _refuse_taken(w: Workload, taken: Any) -> None:

@@ -172,7 +172,7 @@ def test_an_error_whose_allowed_list_is_long_is_not_cut(tmp_path, capsys, restor
 @pytest.mark.parametrize("key, value, message", [
     ("reps", '"two"', "experiment 'bad': reps 'two'; allowed: a whole number >= 1"),
     ("metrics", '["speed"]', "experiment 'bad': unknown metric 'speed'; allowed: "),
-    ("levels", '["new"]', "experiment 'bad': factor 'params.mode' has 1 level(s); allowed: two or more"),
+    ("levels", '["new"]', "experiment 'bad': factor 'params.mode' has 1 level; allowed: two or more"),
     ("levels", '["new", "sometimes"]',
      "experiment 'bad', level 'sometimes': reqresp: params.mode 'sometimes': allowed: new, reuse"),
 ])
@@ -212,3 +212,36 @@ def test_a_misspelt_factor_or_a_step_as_a_fields_level_is_named_before_any_run(t
     if "schedule step" in message:       # unverified runs may take it (they run it as a step)
         path.write_text(path.read_text().replace("[base]", 'check = "none"\n[base]'))
         assert set(load_definition(path).validate()) == {"5mbit-1s", "10mbit-1s"}
+
+
+@pytest.mark.parametrize("extra, base_links, message", [
+    ('factor = "links.bottleneck.down.down"\nlevels = ["default", "2s+0.5s"]\n', "",
+     "level 'default' of factor 'links.bottleneck.down.down' gives no item to verify; allowed: its "
+     "items as levels (no down: links.bottleneck.down.schedule level 'none')"),
+    ('factor = "links.bottleneck.down.schedule"\nlevels = ["none", "rate=4mbit@1s"]\n'
+     'cross = { factor = "links.bottleneck.down.down", levels = ["2s+0.5s", "3s+1s"] }\n', "",
+     "factor 'links.bottleneck.down.schedule' and factor 'links.bottleneck.down.down' both set link "
+     "bottleneck.down's schedule, and the check of 'links.bottleneck.down.schedule' asks for its "
+     "level's items and no others"),
+    ('factor = "links.bottleneck.down.schedule"\nlevels = ["none", "delay=50ms@2s"]\n',
+     '"bottleneck.down.rate" = "4mbit@1s"\n',
+     "[base.links] 'bottleneck.down.rate' and factor 'links.bottleneck.down.schedule' both set link "
+     "bottleneck.down's schedule"),
+    ('factor = "links.bottleneck.down.down"\nlevels = ["2s+0.5s", "3s+1s"]\n',
+     '"bottleneck.down.schedule" = "none"\n',
+     "[base.links] 'bottleneck.down.schedule' = 'none' removes the outage of factor "
+     "'links.bottleneck.down.down'"),
+])
+def test_link_levels_whose_check_would_exclude_every_run_are_refused(tmp_path, extra, base_links, message):
+    """`default` of an outage factor, a schedule crossed with an outage on one direction, a
+    schedule over a step of [base.links], an outage the base's schedule none removes: each
+    validated, then every run failed its check."""
+    path = tmp_path / "bad.toml"
+    keys = {k: v for k, v in KEYS_OF_REUSE.items() if k not in ("factor", "levels")}
+    base = BASE + (f"[base.links]\n{base_links}" if base_links else "")
+    path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()) + extra + base)
+    with pytest.raises(UsageError) as exc:
+        load_definition(path).validate()
+    assert str(exc.value).startswith(f"{path}: experiment 'bad': {message}"), exc.value
+    path.write_text(path.read_text().replace("[base]", 'check = "none"\n[base]'))
+    load_definition(path).validate()                    # unverified runs may take it

@@ -163,6 +163,26 @@ def test_a_workers_warnings_print_one_a_line(tmp_path):
     assert len(lines) == 4 and all(line.startswith("testbed: warning: warned ") for line in lines), p.stderr
 
 
+def coordinator_tree_until(proc, out: Path, runs: int) -> set[int]:
+    """The coordinator's descendants (its workers), gathered while waiting, 90 s at most, for
+    ``runs`` finished runs in ``out``."""
+    kids: set[int] = set()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        kids |= children(proc.pid)
+        d = out / "runs"
+        if d.is_dir() and len([p for p in d.iterdir() if not p.name.startswith(".")]) >= runs:
+            break
+        time.sleep(0.05)
+    return kids
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` that still run (not gone, not zombies)."""
+    return {k for k in pids if Path(f"/proc/{k}/stat").exists()
+            and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+
+
 def test_ctrl_c_of_the_coordinator_prints_only_its_own_lines(tmp_path):
     """SIGINT to the coordinator mid-campaign: the runs gathered are kept, the workers end, and
     stderr has the testbed's lines only — not Dask's bare "Async instruction for <Task cancelled …>
@@ -189,15 +209,8 @@ def test_ctrl_c_of_the_coordinator_prints_only_its_own_lines(tmp_path):
     path.write_text(script)
     proc = subprocess.Popen([sys.executable, str(path)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stderr=subprocess.PIPE, text=True)
-    kids = set()
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            kids |= children(proc.pid)
-            runs = out / "runs"
-            if runs.is_dir() and [p for p in runs.iterdir() if not p.name.startswith(".")]:
-                break
-            time.sleep(0.05)
+        kids = coordinator_tree_until(proc, out, runs=1)
         time.sleep(0.5)                                 # the next runs are under way
         kids |= children(proc.pid)
         proc.send_signal(signal.SIGINT)
@@ -212,9 +225,7 @@ def test_ctrl_c_of_the_coordinator_prints_only_its_own_lines(tmp_path):
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() for k in kids):
         time.sleep(0.2)
-    left = {k for k in kids if Path(f"/proc/{k}/stat").exists()
-            and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
-    assert not left
+    assert not alive(kids)
 
 
 def test_default_path_imports_nothing_of_dask(tmp_path):
@@ -317,23 +328,15 @@ def test_killed_coordinator_resumes_without_redoing_a_finished_run(tmp_path):
     path = tmp_path / "coordinator.py"
     path.write_text(script)
     proc = subprocess.Popen([sys.executable, str(path)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    kids = set()
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            kids |= children(proc.pid)
-            runs = out / "runs"
-            if runs.is_dir() and len([p for p in runs.iterdir() if not p.name.startswith(".")]) >= 2:
-                break
-            time.sleep(0.05)
+        kids = coordinator_tree_until(proc, out, runs=2)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
     deadline = time.monotonic() + 20                  # its workers notice and end themselves
     while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() and children(1) & {k} for k in kids):
         time.sleep(0.2)
-    left = {k for k in kids if Path(f"/proc/{k}/stat").exists()
-            and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+    left = alive(kids)
     for k in left:                                    # clean up before failing
         os.kill(k, signal.SIGKILL)
     assert not left, "the killed coordinator's workers outlived it"

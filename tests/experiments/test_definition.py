@@ -43,12 +43,12 @@ def test_the_arms_are_resolved_once(monkeypatch):
 
 
 @pytest.mark.parametrize("levels, cross, words", [
-    ('[]', "", "factor 'socket.cc' has 0 level(s); allowed: two or more levels (narrow a run to one with --levels)"),
-    ('["cubic"]', "", "factor 'socket.cc' has 1 level(s); allowed: two or more levels"),
+    ('[]', "", "factor 'socket.cc' has 0 levels; allowed: two or more levels (narrow a run to one with --levels)"),
+    ('["cubic"]', "", "factor 'socket.cc' has 1 level; allowed: two or more levels"),
     ('["cubic", "bbr"]', 'cross = { factor = "links.bottleneck.up.queue", levels = [] }',
-     "cross factor 'links.bottleneck.up.queue' has 0 level(s); allowed: two or more levels"),
+     "cross factor 'links.bottleneck.up.queue' has 0 levels; allowed: two or more levels"),
     ('["cubic", "bbr"]', 'cross = { factor = "links.bottleneck.up.queue", levels = ["20"] }',
-     "cross factor 'links.bottleneck.up.queue' has 1 level(s); allowed: two or more levels "
+     "cross factor 'links.bottleneck.up.queue' has 1 level; allowed: two or more levels "
      "(narrow a run to one with --cross-levels)"),
 ])
 def test_a_definition_file_compares_two_or_more_levels_of_each_factor(tmp_path, levels, cross, words):

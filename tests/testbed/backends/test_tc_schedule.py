@@ -130,13 +130,24 @@ def test_a_run_on_netem_is_refused_before_anything_is_built():
     assert plan.topology.named["bottleneck"]["spec_ba"].schedule.steps
 
 
-@pytest.mark.parametrize("argv", [
-    ["run", "bulk", "--topo", "handover", "--direction", "down", "--duration", "1s",
-     "--link", "cell.down.rate=1mbit@10frames"],
-    ["topo", "up", "handover", "--link", "cell.down.rate=1mbit@10frames"],
+FRAMES = ("link cell.down: moment(s) 10frames count frames or bytes; netem applies steps and "
+          "outages at times after the run's start (3s, 250ms) and traces as rate steps; use "
+          "--backend userspace for those")
+AIR = ("topology 'wifi': the shared Wi-Fi medium (link air) exists only in the userspace emulator; "
+       "use --backend userspace")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "bulk", "--topo", "handover", "--direction", "down", "--duration", "1s",
+      "--link", "cell.down.rate=1mbit@10frames"], FRAMES),
+    (["topo", "up", "handover", "--link", "cell.down.rate=1mbit@10frames"], FRAMES),
+    # wifi's air exists only in the userspace emulator: refused here, not after a guest booted
+    # (seconds for UML, ~10 s for a TCG VM) only to refuse it there
+    (["run", "bulk", "--topo", "wifi", "--direction", "down", "--duration", "1s"], AIR),
+    (["topo", "up", "wifi"], AIR),
 ])
 @pytest.mark.parametrize("guest", ["netem-uml", "netem-vm"])
-def test_a_guest_command_is_refused_before_the_guest_boots(argv, guest, capsys, monkeypatch):
+def test_a_guest_command_is_refused_before_the_guest_boots(argv, message, guest, capsys, monkeypatch):
     from testbed.backends import uml, vm
     from testbed.cli import main
 
@@ -145,28 +156,4 @@ def test_a_guest_command_is_refused_before_the_guest_boots(argv, guest, capsys, 
     monkeypatch.setattr(uml, "run_cli_in_guest", boot)
     monkeypatch.setattr(vm, "run_cli_in_guest", boot)
     assert main([*argv, "--backend", guest]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == ("testbed: error: link cell.down: moment(s) 10frames count frames or bytes; netem "
-                   "applies steps and outages at times after the run's start (3s, 250ms) and traces "
-                   "as rate steps; use --backend userspace for those")
-
-
-@pytest.mark.parametrize("argv", [
-    ["run", "bulk", "--topo", "wifi", "--direction", "down", "--duration", "1s"],
-    ["topo", "up", "wifi"],
-])
-@pytest.mark.parametrize("guest", ["netem-uml", "netem-vm"])
-def test_the_shared_medium_is_refused_before_a_guest_boots(argv, guest, capsys, monkeypatch):
-    """wifi's air exists only in the userspace emulator: refused in one line here, not after a
-    guest booted (seconds for UML, ~10 s for a TCG VM) only to refuse it there."""
-    from testbed.backends import uml, vm
-    from testbed.cli import main
-
-    def boot(*a, **kw):
-        raise AssertionError("a guest was booted")
-    monkeypatch.setattr(uml, "run_cli_in_guest", boot)
-    monkeypatch.setattr(vm, "run_cli_in_guest", boot)
-    assert main([*argv, "--backend", guest]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == ("testbed: error: topology 'wifi': the shared Wi-Fi medium (link air) exists only "
-                   "in the userspace emulator; use --backend userspace")
+    assert capsys.readouterr().err.strip() == f"testbed: error: {message}"

@@ -29,6 +29,8 @@ def refused(capsys, argv: list[str], words: str) -> str:
     (["--link", "bottleneck.up.rate=500bit"], "rate 500bit is out of range; a link's rate is 1kbit to "
                                               "100gbit (1000bit to 1e+11bit), e.g. 10mbit\n"),
     (["--link", "bottleneck.up.rate=500bit@3s"], "schedule step at 3.0s: rate 500bit is out of range"),
+    (["--link", "bottleneck.up.rate=@3s"], "schedule step at 3.0s: rate '': give a rate (e.g. 4mbit) or "
+                                           "'unshaped'"),       # it was an unshaped step
     (["--set", "rate_up=1e-300"], "rate 1e-300 bit/s is out of range; a link's rate is 1kbit to 100gbit, "
                                   "e.g. 10mbit\n"),
     (["--set", "delay=1e12s"], "delay 1e+12 s must be >= 0 s and at most 3600 s (an hour)"),

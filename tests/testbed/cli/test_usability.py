@@ -683,3 +683,13 @@ def test_no_command_redefines_the_global_loudness_options():
                if a.dest in ("quiet", "verbose")]
     assert clashes == []
     assert build_parser().parse_args(["-q", "experiment", "run", "reuse"]).quiet is True
+
+
+def test_a_process_knows_its_logging_is_set_up(restore_logging):
+    """A campaign block logs at the coordinator's level only where nothing set the worker's up:
+    a `testbed worker -v` kept its own -v no more (every block reset it)."""
+    from testbed.host.logs import logging_set_up
+    logging.getLogger().handlers[:] = []
+    assert not logging_set_up()
+    setup_logging(1)
+    assert logging_set_up() and logging.getLogger().level == logging.INFO

@@ -255,6 +255,25 @@ def test_a_workloads_metrics_that_raise_or_have_the_wrong_shape_fail_the_run_nam
     assert (tmp_path / "client.jsonl").exists()
 
 
+def test_metrics_that_cannot_read_the_runs_data_leave_it_complete_with_the_reason(tmp_path, caplog):
+    """A ValueError or OSError of the metrics (a damaged capture, a streams run without its
+    SYN-ACK) is the run's data, not a fault of the code: the run stays complete (an experiment's
+    check excludes it; a machine stall's may rerun it), the reason in checks.metrics_error."""
+    import time
+
+    from testbed.run.execute import _finish
+    from testbed.spec.runresult import RunResult
+
+    def damaged(run_dir):
+        raise ValueError("client-eth0.pcap: truncated in a packet's record")
+    result = RunResult("tb-z", tmp_path, LOOP, "failed", None, time.time(), 0.0)
+    _finish(result, None, {}, damaged, compute=True)
+    run = load_run(tmp_path)
+    assert run.status == "complete" and run.metrics == {}
+    assert run.checks["metrics_error"] == "client-eth0.pcap: truncated in a packet's record"
+    assert "could not be computed: client-eth0.pcap: truncated" in caplog.text
+
+
 def test_metrics_of_the_right_shape_are_recorded(tmp_path):
     import time
 

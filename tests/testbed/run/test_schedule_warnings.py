@@ -114,3 +114,25 @@ def test_no_origin_no_warnings(tmp_path, origin):
         r.link_changes = {"origin": origin}
     _schedule_warnings(r, metadata(), RECORDED)
     assert "warnings" not in r.link_changes
+
+
+UNMATCHED = "none of its schedule's changes are recorded (the backend recorded none that is this link's alone)"
+
+
+@pytest.mark.parametrize("recorded, said", [
+    ({"client-gw.0": [change("step", 0, "1.0s", 1.0, "rate=4mbit")],       # the userspace emulator's
+      "client-gw.1": []}, {"access2.up": "never took effect"}),
+    ({"client-gw": [change("step", 0, "1.0s", 1.0, "rate=4mbit")]},          # the kernel's: one for both
+     {"access1.up": UNMATCHED, "access2.up": UNMATCHED}),
+])
+def test_two_links_between_the_same_hosts_are_told_apart_or_not_judged(tmp_path, recorded, said):
+    """dualpath's access1 and access2 both join client and gw.  The userspace emulator numbers
+    their directions in the links' order; the kernel backend records one direction per host
+    pair, which is neither link's alone: judged against it, one link's schedule was said to have
+    taken effect by the other's changes."""
+    links = build_topology("dualpath", {}, {"access1.up.schedule": "rate=4mbit@1s",
+                                            "access2.up.schedule": "rate=4mbit@1s"}).link_records()
+    r = result(tmp_path, 5.0)
+    _schedule_warnings(r, metadata(recorded, links), recorded)
+    warnings = {w.split(":")[0].removeprefix("link "): w for w in r.link_changes["warnings"]}
+    assert set(warnings) == set(said) and all(said[k] in w for k, w in warnings.items()), warnings

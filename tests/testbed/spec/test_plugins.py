@@ -166,3 +166,22 @@ def test_a_file_named_like_a_package_of_an_editable_install_is_refused(tmp_path,
             plugins.import_file(tmp_path / "mine" / "tb_edit_pkg.py")
     finally:
         sys.modules.pop("tb_edit_pkg", None)
+
+
+def test_a_record_knows_the_plugin_file_it_was_registered_from(tmp_path, monkeypatch):
+    """Where a factor of the user's came from was guessed by reading every file on TESTBED_PATH
+    for its name in quotes; import_file now says which file is loading while it registers."""
+    from testbed.spec.registry import LOADING, Registry
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "")
+    (tmp_path / "seenload.py").write_text("from testbed.spec.registry import LOADING\nSEEN = LOADING.get()\n")
+    assert plugins.import_file(tmp_path / "seenload.py").SEEN == str(tmp_path / "seenload.py")
+    assert LOADING.get() is None                                    # only while it imports
+    reg = Registry("thing")
+    token = LOADING.set("/somewhere/mine.py")
+    try:
+        reg.register(type("T", (), {"name": "mine"}))
+    finally:
+        LOADING.reset(token)
+    reg.register(type("T", (), {"name": "builtin"}))
+    assert reg.origin("mine") == "/somewhere/mine.py" and reg.origin("builtin") is None

@@ -140,3 +140,12 @@ def test_a_steps_rate_is_read_and_refused_as_a_links(rate):
     with pytest.raises(ValueError) as step:
         Schedule.from_dict({"step": [{"at": "3s", "rate": rate}]})
     assert str(step.value).endswith(f"schedule step at 3.0s: {link.value}")
+
+
+def test_numbers_and_counts_read_as_a_table_writes_them():
+    """One rule for the tables of results, compare and reproduce (four copies before)."""
+    from testbed.spec.units import counted, format_number
+    assert [format_number(v) for v in (240411.3, 0.15478, 1185.3, -2.4e6)] == [
+        "240,411", "0.1548", "1185", "-2,400,000"]
+    assert format_number(1185.3, 5) == "1185.3" and format_number(250000.0, 5) == "250,000"
+    assert [counted(n, "outage") for n in (0, 1, 2)] == ["0 outages", "1 outage", "2 outages"]

@@ -97,12 +97,11 @@ def test_a_factor_of_ones_own_named_like_a_builtin_workloads_parameter_is_the_fa
 
     registry = WorkloadRegistry()
     registry.register(get("reqresp"))
-    plugin = tmp_path / "fsize.py"
-    plugin.write_text('FACTORS.register(Factor("size", "socket", ...))\n')
-    monkeypatch.setenv("TESTBED_PATH", str(tmp_path))
+    plugin = tmp_path / "fsize.py"          # as plugins.import_file records it (test_plugins.py)
     monkeypatch.setitem(factors.FACTORS._records, "size", factors.Factor(
         "size", "socket", factors.positive_size, factors.SIZE, "x",
         sockopt=factors.SockOpt(socket.IPPROTO_TCP, 25)))
+    monkeypatch.setitem(factors.FACTORS._origins, "size", str(plugin))
     with pytest.raises(UsageError) as exc:
         registry.check_factor_names()
     assert str(exc.value) == (f"factor 'size' ({plugin}) has the name of a parameter of the built-in "
@@ -116,6 +115,7 @@ def test_a_factor_named_like_a_testbed_run_option_is_refused(monkeypatch):
         return value
     monkeypatch.setitem(factors.FACTORS._records, "timeout", factors.Factor(
         "timeout", "host", parse, "anything", "x", apply=parse))
+    monkeypatch.setitem(factors.FACTORS._origins, "timeout", __file__)
     with pytest.raises(UsageError, match=r"^factor 'timeout' \(.*test_workload_plugin_records.py\): its "
                                          r"option --timeout is one of `testbed run`'s own"):
         WorkloadRegistry().check_factor_names()
