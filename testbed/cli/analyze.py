@@ -102,7 +102,7 @@ def run(args) -> int:
         found = runcheck.captures(run_dir)
         missing, why = runcheck.missing_captures(run_dir, manifest, found)
         changed = runcheck.changed_files(run_dir, manifest)
-        shown = runcheck.against_manifest(_workload_metrics(manifest)(run_dir), manifest,
+        shown = runcheck.against_manifest(_computed(_workload_metrics(manifest), run_dir), manifest,
                                           bool(missing or changed["missing"]))
         run_info = {"run": str(run_dir), "status": manifest.get("status"),
                     "error": manifest.get("error"), **shown}
@@ -293,6 +293,20 @@ def _workload_metrics(manifest: dict):
         return workload_record(spec.workload, spec.params)[0].metrics
     except ValueError:       # a workload or parameter this checkout does not have
         return run_metrics
+
+
+def _computed(metrics, run_dir: Path) -> dict:
+    """``metrics(run_dir)``; a fault of the metrics code (not a ValueError or OSError, which are
+    the run's data and said as such) is one line naming the file it is in: TestbedError."""
+    from testbed.spec.errors import TestbedError
+    from testbed.spec.plugins import source_of
+    try:
+        return metrics(run_dir)
+    except (ValueError, OSError):
+        raise
+    except Exception as exc:
+        raise TestbedError(f"{run_dir}: the workload's metrics ({source_of(metrics)}) raised "
+                           f"{type(exc).__name__}: {exc}") from exc
 
 
 def _fmt(v, scale=1.0, nd=1):

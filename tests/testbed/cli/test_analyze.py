@@ -216,6 +216,21 @@ def test_run_dir_without_a_workload(rr_pcap, analyze, tmp_path):
     assert res["captures"][0]["flows"][0]["data_direction"] == "s2c"
 
 
+def test_a_workloads_metrics_that_raise_are_one_line_naming_their_file(rr_pcap, tmp_path, capsys,
+                                                                      monkeypatch, restore_logging):
+    """A plugin workload's metrics() with a bug: `testbed analyze RUN_DIR` printed a traceback."""
+    from testbed.cli import main
+
+    def faulty(run_dir):
+        return {}["completion"]
+    monkeypatch.setattr(cli, "_workload_metrics", lambda manifest: faulty)
+    d = _run_dir(tmp_path, rr_pcap[0], spec={"topology": "image"}, roles={"client": "client"})
+    assert main(["analyze", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"testbed: error: {d}: the workload's metrics ({__file__}) raised KeyError: "
+                   "'completion'\n"), err
+
+
 def _experiment(tmp_path, keep_pcaps="representative", representative="runs/001-b"):
     """An experiment directory holding the run ``runs/000-a`` (its manifest made by the test)."""
     exp = tmp_path / "exp"
