@@ -45,7 +45,7 @@ from testbed.spec import plugins
 from testbed.spec.linkspec import Bernoulli, DropList, GilbertElliott, LinkSpec
 from testbed.spec.schedule import Schedule, parse_inline
 from testbed.spec.registry import Registry
-from testbed.spec.units import format_rate, format_time, written
+from testbed.spec.units import counted, format_rate, format_time, written
 
 DIRECTIONS = {"up": "spec_ab", "down": "spec_ba"}
 # LinkSpec fields a link override may set (``queue`` takes packets '50' or bytes '64KB'), and
@@ -324,7 +324,7 @@ def schedule_phrase(up: LinkSpec, down: LinkSpec) -> str:
                 items.append((key, f"{d} {rest} at {when}"))
         outages[d] = list(sch.outages)
         if sch.events:
-            tail.append(f"{len(sch.events)} per-frame event{'s' * (len(sch.events) != 1)} {d}")
+            tail.append(f"{counted(len(sch.events), 'per-frame event')} {d}")
         if sch.trace is not None:
             tail.append(f"{d} follows trace {sch.trace.source or '(inline)'} "
                         f"({format_rate(sch.trace.mean_rate, words=True)} mean)")

@@ -33,7 +33,7 @@ from testbed.backends import BACKEND_CHOICES
 from testbed.emulator.config import add_engine_option
 from testbed.spec.errors import UsageError
 from testbed.spec.runspec import MAX_SEED, SCALARS, SEED_RANGE
-from testbed.spec.schedule import STEP_FIELDS
+from testbed.spec.schedule import STEP_INPUT
 from testbed.spec.units import names_a_delay
 
 TOPOLOGY_PATHS = ("topology_params.", "links.")
@@ -235,7 +235,7 @@ def key_values(items: list[str], flag: str, form: str = "KEY=VALUE", example: st
             link, _, name = key.strip().rpartition(".")
             hint = (f"; several steps of {name} go in one schedule: --link "
                     f"'{link}.schedule={name}=VALUE@MOMENT;{name}=VALUE@MOMENT'"
-                    if flag == "--link" and name in STEP_FIELDS + ("queue",) else "")
+                    if flag == "--link" and name in STEP_INPUT else "")
             raise UsageError(f"{flag} {key.strip()} given twice; allowed: each key once{hint}")
         # a delay stays text: "10" is refused where it is parsed (10 s: write 10ms), after the
         # topology's name is checked, not read by TOML as the number 10 (seconds)

@@ -30,7 +30,7 @@ import time
 
 from testbed.cli.options import add_json, add_set_link, add_topology_args, topology_sets
 from testbed.spec.errors import UsageError
-from testbed.spec.units import format_rate, format_time
+from testbed.spec.units import counted, format_rate, format_time
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def run_up(args) -> int:
         print(line(result.fidelity))
     pcaps = len(result.files_of("pcap"))
     print(f"torn down; run directory {result.dir} ({result.status}"
-          + (f", {pcaps} capture{'s' * (pcaps != 1)}" if pcaps else "") + f"): testbed analyze {result.dir}")
+          + (f", {counted(pcaps, 'capture')}" if pcaps else "") + f"): testbed analyze {result.dir}")
     return status
 
 

@@ -43,7 +43,8 @@ from testbed.spec.units import (SIZE_UNITS, TIME_UNITS, delay_as_written, format
 SCHEDULE_FIELDS = ("schedule", "trace", "down")
 #: LinkSpec fields a step may set (overhead and mtu stay fixed for a run)
 STEP_FIELDS = ("rate", "delay", "jitter", "reorder", "loss", "queue_packets", "queue_bytes")
-_STEP_INPUT = STEP_FIELDS + ("queue",)
+#: what a step is written with: those fields, and queue (a count or a size, as a link's)
+STEP_INPUT = STEP_FIELDS + ("queue",)
 #: Mahimahi's delivery opportunity (``LinkQueue::PACKET_SIZE``): the TUN device's 4-byte packet
 #: information header plus a 1500-byte IP packet
 OPPORTUNITY_BYTES = 1504
@@ -127,21 +128,21 @@ class Step:
 
     def __post_init__(self):
         if not self.changes:
-            raise ValueError(f"step at {self.at}: sets nothing; give one of {', '.join(_STEP_INPUT)}")
+            raise ValueError(f"step at {self.at}: sets nothing; give one of {', '.join(STEP_INPUT)}")
         for name, _ in self.changes:
             if name not in STEP_FIELDS:
-                raise ValueError(f"step at {self.at}: unknown field {name!r}; allowed: {', '.join(_STEP_INPUT)}")
+                raise ValueError(f"step at {self.at}: unknown field {name!r}; allowed: {', '.join(STEP_INPUT)}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
         d = dict(d)
         if "at" not in d:
             raise ValueError("a step needs 'at' (a moment: 3s, 10frames, 1MB) and fields from "
-                             f"{', '.join(_STEP_INPUT)}")
+                             f"{', '.join(STEP_INPUT)}")
         at = Moment.parse(d.pop("at"))
-        unknown = sorted(set(d) - set(_STEP_INPUT))
+        unknown = sorted(set(d) - set(STEP_INPUT))
         if unknown:
-            raise ValueError(f"step at {at}: unknown field(s) {unknown}; allowed: at, {', '.join(_STEP_INPUT)}")
+            raise ValueError(f"step at {at}: unknown field(s) {unknown}; allowed: at, {', '.join(STEP_INPUT)}")
         changes: dict[str, Any] = {}
         for name, value in d.items():
             try:
@@ -686,8 +687,8 @@ def parse_inline(name: str, value: Any) -> Schedule | None:
         return Schedule(outages=(Outage(Moment.parse(down.strip()), parse_time(duration.strip()),
                                         flag.strip() == "hold"),))
     if isinstance(value, str) and "@" in value:
-        if name not in _STEP_INPUT:
-            raise ValueError(f"{name}={value}: a step sets one of {', '.join(_STEP_INPUT)}")
+        if name not in STEP_INPUT:
+            raise ValueError(f"{name}={value}: a step sets one of {', '.join(STEP_INPUT)}")
         v, _, at = value.rpartition("@")
         return Schedule(steps=(Step.from_dict({"at": at.strip(), name: v.strip()}),))
     return None
